@@ -1,0 +1,32 @@
+//! `cargo xtask`: backends up|down|status|reset, test, bench, demo.
+
+mod bench;
+mod demo;
+mod test;
+
+use xtask::proc::step;
+
+const USAGE: &str = "usage: cargo xtask <command>
+  backends up|down|status|reset   MariaDB :13306/:13307 and PostgreSQL :15432/:15433 pairs
+  test [ARGS...]                  backends up, the whole test suite, backends down
+  bench [mysql]                   sysbench direct vs HAProxy vs sluice, printed as a table
+  demo                            backends + sluice with docs/demo.toml until Ctrl-C";
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let words: Vec<&str> = args.iter().map(String::as_str).collect();
+    let result = match words.as_slice() {
+        ["backends", "up"] => xtask::backends_up(),
+        ["backends", "down"] => xtask::backends_down(),
+        ["backends", "status"] => xtask::backends_status(),
+        ["backends", "reset"] => xtask::backends_reset(),
+        ["test", rest @ ..] => test::run(rest),
+        ["bench"] | ["bench", "mysql"] => bench::mysql(),
+        ["demo"] => demo::run(),
+        _ => Err(USAGE.to_string()),
+    };
+    if let Err(e) = result {
+        step(&format!("error: {e}"));
+        std::process::exit(1);
+    }
+}

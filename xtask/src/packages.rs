@@ -1,0 +1,85 @@
+//! Installing what the backends and tests need from Debian's and Python's package registries.
+
+use crate::proc::{is_root, run_capture, run_visible, step};
+use crate::Result;
+use std::path::Path;
+use std::process::Command;
+
+/// The PostgreSQL 15 server binaries folder on Debian.
+pub const PG_BIN: &str = "/usr/lib/postgresql/15/bin";
+
+fn have(cmd: &str) -> bool {
+    ["/usr/sbin", "/usr/bin", "/usr/local/bin", "/sbin", "/bin"]
+        .iter()
+        .any(|d| Path::new(d).join(cmd).exists())
+}
+
+/// Installs Debian packages when any of `checks` (binary names) is missing.
+fn apt_install(what: &str, checks: &[&str], packages: &[&str]) -> Result<()> {
+    let missing: Vec<&str> = checks.iter().copied().filter(|c| !have(c)).collect();
+    apt_install_missing(what, &missing, packages)
+}
+
+fn apt_install_missing(what: &str, missing: &[&str], packages: &[&str]) -> Result<()> {
+    if missing.is_empty() {
+        return Ok(());
+    }
+    if !is_root() {
+        return Err(format!(
+            "{what}: {} not installed and not running as root; install: apt-get install {}",
+            missing.join(", "),
+            packages.join(" ")
+        ));
+    }
+    step(&format!("{what}: missing {}; running apt-get update", missing.join(", ")));
+    run_visible(Command::new("apt-get").args(["-q", "-o", "DPkg::Lock::Timeout=600", "update"]))?;
+    step(&format!("{what}: apt-get install {}", packages.join(" ")));
+    run_visible(
+        Command::new("apt-get")
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .args(["install", "-y", "-q", "-o", "DPkg::Lock::Timeout=600"])
+            .args(packages),
+    )?;
+    step(&format!("{what}: installed"));
+    Ok(())
+}
+
+/// MariaDB and PostgreSQL servers and clients.
+pub fn ensure_server_packages() -> Result<()> {
+    apt_install(
+        "backends",
+        &["mariadbd", "mariadb", "psql"],
+        &["mariadb-server", "mariadb-client", "postgresql", "postgresql-client"],
+    )?;
+    if !Path::new(PG_BIN).join("initdb").exists() {
+        apt_install_missing("backends", &["PostgreSQL 15 initdb"], &["postgresql-15"])?;
+    }
+    Ok(())
+}
+
+/// sysbench (used by tests and benchmarks) and PyMySQL.
+pub fn ensure_test_tools() -> Result<()> {
+    apt_install("test tools", &["sysbench"], &["sysbench"])?;
+    ensure_python_module("pymysql", "PyMySQL")
+}
+
+/// HAProxy for the benchmark's TCP-relay baseline.
+pub fn ensure_bench_tools() -> Result<()> {
+    apt_install("bench tools", &["sysbench", "haproxy"], &["sysbench", "haproxy"])
+}
+
+fn ensure_python_module(module: &str, package: &str) -> Result<()> {
+    let import = format!("import {module}");
+    if run_capture(Command::new("python3").args(["-c", &import])).is_ok() {
+        return Ok(());
+    }
+    step(&format!("python: pip install {package}"));
+    run_visible(Command::new("python3").args([
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        package,
+    ]))
+}

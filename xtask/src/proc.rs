@@ -1,0 +1,166 @@
+//! Small process helpers: progress lines, running commands, pid liveness, waiting.
+
+use crate::Result;
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Prints a progress line with a timestamp, so long steps show what they are doing.
+pub fn step(msg: &str) {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let (h, m, s) = ((secs / 3600) % 24, (secs / 60) % 60, secs % 60);
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "[xtask {h:02}:{m:02}:{s:02}] {msg}");
+}
+
+/// True when running as root (uid 0).
+pub fn is_root() -> bool {
+    run_capture(Command::new("id").arg("-u")).map(|s| s.trim() == "0").unwrap_or(false)
+}
+
+/// Runs a command and returns its stdout; a non-zero exit is an error with stderr attached.
+pub fn run_capture(cmd: &mut Command) -> Result<String> {
+    let out = output(cmd)?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(format!(
+            "{:?} failed ({}): {}{}",
+            cmd,
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim(),
+            String::from_utf8_lossy(&out.stdout).trim()
+        ))
+    }
+}
+
+/// Runs a command feeding `input` on stdin; non-zero exit is an error.
+pub fn run_with_input(cmd: &mut Command, input: &str) -> Result<String> {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start {cmd:?}: {e}"))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin
+            .write_all(input.as_bytes())
+            .map_err(|e| format!("writing to {cmd:?}: {e}"))?;
+    }
+    let out = child.wait_with_output().map_err(|e| format!("waiting for {cmd:?}: {e}"))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(format!(
+            "{:?} failed ({}): {}",
+            cmd,
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// Runs a command with inherited stdio; non-zero exit is an error.
+pub fn run_visible(cmd: &mut Command) -> Result<()> {
+    let status = cmd.status().map_err(|e| format!("cannot start {cmd:?}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{cmd:?} failed ({status})"))
+    }
+}
+
+fn output(cmd: &mut Command) -> Result<Output> {
+    cmd.stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot start {cmd:?}: {e}"))
+}
+
+/// True when `pid` is a live, non-zombie process (PID 1 here reaps orphans lazily).
+pub fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => match stat.rfind(')') {
+            Some(i) => !stat[i + 1..].trim_start().starts_with('Z'),
+            None => false,
+        },
+        Err(_) => false,
+    }
+}
+
+/// Reads a pid file (first line, first token); None when missing or malformed.
+pub fn read_pid(path: &Path) -> Option<u32> {
+    let text = std::fs::read_to_string(path).ok()?;
+    text.split_whitespace().next()?.parse().ok()
+}
+
+/// Sends `signal` (e.g. "TERM") to `pid` with the `kill` command.
+pub fn signal(pid: u32, signal: &str) {
+    let _ = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .stderr(Stdio::null())
+        .status();
+}
+
+/// Stops `pid` with SIGTERM, then SIGKILL after `grace`; returns once it is gone.
+pub fn stop_pid(pid: u32, grace: Duration) {
+    if !alive(pid) {
+        return;
+    }
+    signal(pid, "TERM");
+    if !wait_until(grace, || !alive(pid)) {
+        step(&format!("pid {pid} still alive after {grace:?}, sending SIGKILL"));
+        signal(pid, "KILL");
+        wait_until(Duration::from_secs(5), || !alive(pid));
+    }
+}
+
+/// Polls `f` every 100 ms until it is true or `limit` passes; returns the last result.
+pub fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    loop {
+        if f() {
+            return true;
+        }
+        if start.elapsed() >= limit {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// True when something accepts TCP connections on 127.0.0.1:`port`.
+pub fn port_open(port: u16) -> bool {
+    std::net::TcpStream::connect_timeout(
+        &std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+        Duration::from_millis(300),
+    )
+    .is_ok()
+}
+
+/// Creates `dir` and makes it and its parents traversable (PostgreSQL runs as another user).
+pub fn make_traversable(dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    if is_root() {
+        let mut cur = Some(dir);
+        while let Some(p) = cur {
+            if p == Path::new("/") {
+                break;
+            }
+            let _ = Command::new("chmod").arg("o+x").arg(p).status();
+            cur = p.parent();
+        }
+    }
+    Ok(())
+}
+
+/// Returns the last `n` lines of a log file, for error messages.
+pub fn tail(path: &Path, n: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
