@@ -1,1 +1,13 @@
-//! stub
+//! sluice-core: the protocol-agnostic heart of Sluice. It knows no sockets and no wire bytes.
+//!
+//! - [`config`]: ProxySQL-shaped config model (tables and variables) and its validation.
+//! - [`runtime`]: the immutable [`RuntimeConfig`] snapshot and the [`ConfigHandle`] that swaps it.
+//! - [`hostgroup`]: server selection inside a hostgroup (weights, status, `max_connections`).
+
+pub mod config;
+pub mod error;
+pub mod hostgroup;
+pub mod runtime;
+
+pub use error::Error;
+pub use runtime::{ConfigHandle, RuntimeConfig};

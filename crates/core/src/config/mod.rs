@@ -1,0 +1,166 @@
+//! The config model: ProxySQL's tables and variables, read from a TOML file whose sections carry
+//! the admin tables' names (`[mysql_variables]`, `[[mysql_servers]]`, `[[mysql_users]]`).
+
+mod mysql_tables;
+mod mysql_variables;
+mod proxysql_names;
+mod values;
+
+pub use mysql_tables::{MysqlServer, MysqlUser};
+pub use mysql_variables::{MysqlVariables, SetOutcome};
+pub use proxysql_names::PROXYSQL_MYSQL_VARIABLES;
+pub use values::*;
+
+use crate::Error;
+use serde::Deserialize;
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+use toml::Spanned;
+
+/// A validated configuration: what the config file (and later the admin tables) describe.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Config {
+    /// Data folder (generated TLS material, the admin database).
+    pub datadir: Option<String>,
+    /// `mysql-*` variables.
+    pub mysql_variables: MysqlVariables,
+    /// `mysql_servers` rows.
+    pub mysql_servers: Vec<MysqlServer>,
+    /// `mysql_users` rows.
+    pub mysql_users: Vec<MysqlUser>,
+    /// Warnings worth logging at start (e.g. variables accepted without effect).
+    pub warnings: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    datadir: Option<String>,
+    #[serde(default)]
+    mysql_variables: BTreeMap<String, Spanned<toml::Value>>,
+    #[serde(default)]
+    mysql_servers: Vec<Spanned<MysqlServer>>,
+    #[serde(default)]
+    mysql_users: Vec<Spanned<MysqlUser>>,
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text.get(..offset).map(|t| t.matches('\n').count() + 1).unwrap_or(0)
+}
+
+fn value_text(v: &toml::Value) -> Option<String> {
+    match v {
+        toml::Value::String(s) => Some(s.clone()),
+        toml::Value::Integer(i) => Some(i.to_string()),
+        toml::Value::Boolean(b) => Some(b.to_string()),
+        toml::Value::Float(f) => Some(f.to_string()),
+        _ => None,
+    }
+}
+
+impl Config {
+    /// Reads and validates a config file.
+    pub fn from_file(path: &Path) -> Result<Config, Error> {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::ConfigRead {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Config::parse(&text).map_err(|e| match e {
+            Error::ConfigInvalid(msg) => Error::ConfigInvalid(format!("{}: {msg}", path.display())),
+            other => other,
+        })
+    }
+
+    /// Parses and validates config text. Errors name the key and the line.
+    pub fn parse(text: &str) -> Result<Config, Error> {
+        let raw: RawFile = toml::from_str(text).map_err(|e| Error::ConfigInvalid(e.to_string()))?;
+        let invalid = |offset: usize, msg: String| {
+            Error::ConfigInvalid(format!("line {}: {msg}", line_of(text, offset)))
+        };
+        let mut cfg = Config { datadir: raw.datadir, ..Config::default() };
+        for (name, value) in &raw.mysql_variables {
+            let offset = value.span().start;
+            let name = name.strip_prefix("mysql-").unwrap_or(name);
+            let v = value_text(value.get_ref()).ok_or_else(|| {
+                invalid(offset, format!("mysql_variables.{name}: expected a string, number or boolean"))
+            })?;
+            match cfg.mysql_variables.set(name, &v) {
+                Ok(SetOutcome::Applied) => {}
+                Ok(SetOutcome::AcceptedWithoutEffect) => cfg.warnings.push(format!(
+                    "mysql_variables.{name} (line {}) is a ProxySQL variable this version of Sluice accepts but does not implement yet",
+                    line_of(text, offset)
+                )),
+                Err(e) => return Err(invalid(offset, format!("mysql_variables.{name}: {e}"))),
+            }
+        }
+        let mut seen_servers = HashSet::new();
+        for row in raw.mysql_servers {
+            let offset = row.span().start;
+            let s = row.into_inner();
+            if s.hostname.trim().is_empty() {
+                return Err(invalid(offset, "mysql_servers.hostname: must not be empty".into()));
+            }
+            if s.port.0 == 0 {
+                return Err(invalid(offset, "mysql_servers.port: must be between 1 and 65535".into()));
+            }
+            if s.compression.0 {
+                return Err(invalid(
+                    offset,
+                    "mysql_servers.compression: the compressed protocol is not supported yet; set 0".into(),
+                ));
+            }
+            if !seen_servers.insert((s.hostgroup_id.0, s.hostname.clone(), s.port.0)) {
+                return Err(invalid(
+                    offset,
+                    format!(
+                        "mysql_servers: duplicate (hostgroup_id, hostname, port) = ({}, {}, {})",
+                        s.hostgroup_id.0, s.hostname, s.port.0
+                    ),
+                ));
+            }
+            cfg.mysql_servers.push(s);
+        }
+        let mut seen_users = HashSet::new();
+        for row in raw.mysql_users {
+            let offset = row.span().start;
+            let u = row.into_inner();
+            if u.username.is_empty() {
+                return Err(invalid(offset, "mysql_users.username: must not be empty".into()));
+            }
+            if u.frontend.0 && !seen_users.insert(u.username.clone()) {
+                return Err(invalid(
+                    offset,
+                    format!("mysql_users: duplicate frontend user {:?}", u.username),
+                ));
+            }
+            if u.password.starts_with('*') && !is_native_hash(&u.password) {
+                return Err(invalid(
+                    offset,
+                    format!(
+                        "mysql_users.password for {:?}: starts with '*' but is not a mysql_native_password hash ('*' + 40 hex digits)",
+                        u.username
+                    ),
+                ));
+            }
+            cfg.mysql_users.push(u);
+        }
+        for u in &cfg.mysql_users {
+            let hg = u.default_hostgroup.0;
+            if !cfg.mysql_servers.iter().any(|s| s.hostgroup_id.0 == hg) {
+                cfg.warnings.push(format!(
+                    "mysql_users {:?}: default_hostgroup {hg} has no server in mysql_servers",
+                    u.username
+                ));
+            }
+        }
+        Ok(cfg)
+    }
+}
+
+/// True for a `mysql_native_password` hash as stored by MySQL: `*` followed by 40 hex digits.
+pub fn is_native_hash(s: &str) -> bool {
+    s.len() == 41 && s.starts_with('*') && s[1..].bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,192 @@
+//! `mysql-*` global variables: typed values with ProxySQL's names, defaults and ranges.
+//!
+//! Values are set from text (`set`), the way ProxySQL's `global_variables` table stores them, so
+//! the config file and (later) the admin `SET` share one parser.
+
+use super::proxysql_names::PROXYSQL_MYSQL_VARIABLES;
+use std::collections::BTreeMap;
+
+/// The `mysql-` variables Sluice implements.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MysqlVariables {
+    /// `;`-separated `host:port` list the MySQL frontend listens on.
+    pub interfaces: String,
+    /// Version string advertised to clients in the handshake.
+    pub server_version: String,
+    /// Global cap on client connections.
+    pub max_connections: u32,
+    /// Time a client has to complete the handshake (ms).
+    pub connect_timeout_client: u64,
+    /// Per-attempt backend connect timeout (ms).
+    pub connect_timeout_server: u64,
+    /// Total budget to obtain a backend connection for a hostgroup (ms).
+    pub connect_timeout_server_max: u64,
+    /// Pause between backend connect attempts (ms).
+    pub connect_retries_delay: u64,
+    /// Largest client command accepted (bytes).
+    pub max_allowed_packet: u32,
+    /// Schema used when neither the client nor its user names one.
+    pub default_schema: String,
+    /// Auth plugin announced in the handshake: `mysql_native_password` or `caching_sha2_password`.
+    pub default_authentication_plugin: String,
+    /// Offer TLS to clients.
+    pub have_ssl: bool,
+    /// Frontend TLS certificate (PEM path). Sluice addition; empty = generated in the datadir.
+    pub ssl_cert: String,
+    /// Frontend TLS key (PEM path). Sluice addition; empty = generated in the datadir.
+    pub ssl_key: String,
+    /// CA used to verify backend certificates when `use_ssl=1`; empty = not verified.
+    pub ssl_p2s_ca: String,
+    /// Client certificate presented to backends (PEM path), optional.
+    pub ssl_p2s_cert: String,
+    /// Key of `ssl_p2s_cert` (PEM path), optional.
+    pub ssl_p2s_key: String,
+    /// Worker threads (restart required).
+    pub threads: u32,
+    /// Monitor account (used by the monitor).
+    pub monitor_username: String,
+    /// Monitor password.
+    pub monitor_password: String,
+    /// ProxySQL variables accepted for compatibility that have no effect in this version.
+    pub accepted_unimplemented: BTreeMap<String, String>,
+}
+
+impl Default for MysqlVariables {
+    fn default() -> Self {
+        MysqlVariables {
+            interfaces: "0.0.0.0:6033".into(),
+            server_version: "8.0.11".into(),
+            max_connections: 10_000,
+            connect_timeout_client: 10_000,
+            connect_timeout_server: 1_000,
+            connect_timeout_server_max: 10_000,
+            connect_retries_delay: 1,
+            max_allowed_packet: 64 * 1024 * 1024,
+            default_schema: "information_schema".into(),
+            default_authentication_plugin: "mysql_native_password".into(),
+            have_ssl: true,
+            ssl_cert: String::new(),
+            ssl_key: String::new(),
+            ssl_p2s_ca: String::new(),
+            ssl_p2s_cert: String::new(),
+            ssl_p2s_key: String::new(),
+            threads: 4,
+            monitor_username: "monitor".into(),
+            monitor_password: "monitor".into(),
+            accepted_unimplemented: BTreeMap::new(),
+        }
+    }
+}
+
+/// What `set` did with a variable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SetOutcome {
+    /// The value is in effect.
+    Applied,
+    /// A ProxySQL variable Sluice accepts but does not implement yet.
+    AcceptedWithoutEffect,
+}
+
+fn int(name: &str, v: &str, min: u64, max: u64) -> Result<u64, String> {
+    let n: u64 = v
+        .trim()
+        .parse()
+        .map_err(|_| format!("mysql-{name}: {v:?} is not a whole number"))?;
+    if n < min || n > max {
+        return Err(format!("mysql-{name}: {n} is out of range {min}..{max}"));
+    }
+    Ok(n)
+}
+
+fn boolean(name: &str, v: &str) -> Result<bool, String> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "true" | "1" => Ok(true),
+        "false" | "0" => Ok(false),
+        _ => Err(format!("mysql-{name}: {v:?} is not true/false")),
+    }
+}
+
+impl MysqlVariables {
+    /// Sets one variable from text. Unknown names and bad values are errors naming the variable.
+    pub fn set(&mut self, name: &str, value: &str) -> Result<SetOutcome, String> {
+        let v = value;
+        match name {
+            "interfaces" => {
+                if v.split(';').all(|i| i.trim().rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok())) {
+                    self.interfaces = v.to_string();
+                } else {
+                    return Err(format!("mysql-interfaces: {v:?} is not a ';'-separated host:port list"));
+                }
+            }
+            "server_version" => self.server_version = v.to_string(),
+            "max_connections" => self.max_connections = int(name, v, 1, 1_000_000)? as u32,
+            "connect_timeout_client" => self.connect_timeout_client = int(name, v, 500, 3_600_000)?,
+            "connect_timeout_server" => self.connect_timeout_server = int(name, v, 10, 120_000)?,
+            "connect_timeout_server_max" => {
+                self.connect_timeout_server_max = int(name, v, 10, 3_600_000)?
+            }
+            "connect_retries_delay" => self.connect_retries_delay = int(name, v, 0, 10_000)?,
+            "max_allowed_packet" => {
+                self.max_allowed_packet = int(name, v, 8192, 1024 * 1024 * 1024)? as u32
+            }
+            "default_schema" => self.default_schema = v.to_string(),
+            "default_authentication_plugin" => match v {
+                "mysql_native_password" | "caching_sha2_password" => {
+                    self.default_authentication_plugin = v.to_string()
+                }
+                _ => {
+                    return Err(format!(
+                        "mysql-default_authentication_plugin: {v:?} is not mysql_native_password or caching_sha2_password"
+                    ));
+                }
+            },
+            "have_ssl" => self.have_ssl = boolean(name, v)?,
+            "ssl_cert" => self.ssl_cert = v.to_string(),
+            "ssl_key" => self.ssl_key = v.to_string(),
+            "ssl_p2s_ca" => self.ssl_p2s_ca = v.to_string(),
+            "ssl_p2s_cert" => self.ssl_p2s_cert = v.to_string(),
+            "ssl_p2s_key" => self.ssl_p2s_key = v.to_string(),
+            "threads" => self.threads = int(name, v, 1, 255)? as u32,
+            "monitor_username" => self.monitor_username = v.to_string(),
+            "monitor_password" => self.monitor_password = v.to_string(),
+            _ if PROXYSQL_MYSQL_VARIABLES.contains(&name) => {
+                self.accepted_unimplemented.insert(name.to_string(), v.to_string());
+                return Ok(SetOutcome::AcceptedWithoutEffect);
+            }
+            _ => return Err(format!("unknown variable mysql-{name}")),
+        }
+        Ok(SetOutcome::Applied)
+    }
+
+    /// The listen addresses, split from `interfaces`.
+    pub fn interface_list(&self) -> Vec<String> {
+        self.interfaces
+            .split(';')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_checks_ranges_and_names() {
+        let mut v = MysqlVariables::default();
+        assert_eq!(v.set("max_connections", "50"), Ok(SetOutcome::Applied));
+        assert_eq!(v.max_connections, 50);
+        assert!(v.set("max_connections", "0").unwrap_err().contains("out of range"));
+        assert!(v.set("connect_timeout_server", "abc").unwrap_err().contains("not a whole number"));
+        assert!(v.set("no_such_thing", "1").unwrap_err().contains("unknown variable mysql-no_such_thing"));
+        assert_eq!(v.set("monitor_ping_interval", "1000"), Ok(SetOutcome::AcceptedWithoutEffect));
+        assert!(v.set("interfaces", "127.0.0.1").is_err());
+        assert_eq!(v.set("interfaces", "127.0.0.1:1;0.0.0.0:2"), Ok(SetOutcome::Applied));
+        assert_eq!(v.interface_list(), vec!["127.0.0.1:1", "0.0.0.0:2"]);
+        assert!(v.set("have_ssl", "maybe").is_err());
+        assert_eq!(v.set("have_ssl", "false"), Ok(SetOutcome::Applied));
+        assert!(!v.have_ssl);
+    }
+}

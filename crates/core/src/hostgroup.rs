@@ -1,0 +1,112 @@
+//! Server selection inside a hostgroup: ONLINE servers under their connection cap, chosen at
+//! random in proportion to their weight. Pure functions; the caller supplies live counts and the
+//! random number, so every case is unit-testable.
+
+use crate::config::ServerStatus;
+use crate::runtime::HostgroupServer;
+use std::hash::{BuildHasher, Hasher};
+
+/// Why no server could be chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoServer {
+    /// The hostgroup has no servers at all.
+    EmptyHostgroup,
+    /// Every server is shunned, offline or has weight 0.
+    NoneOnline,
+    /// Every usable server is at `max_connections`.
+    AllAtMaxConnections,
+}
+
+/// Picks a server: ONLINE, weight > 0, `in_use(server) < max_connections`, not `excluded`,
+/// weighted random by `weight` using `random`.
+pub fn pick<'a>(
+    servers: &'a [HostgroupServer],
+    in_use: impl Fn(&HostgroupServer) -> u32,
+    excluded: impl Fn(&HostgroupServer) -> bool,
+    random: u64,
+) -> Result<&'a HostgroupServer, NoServer> {
+    if servers.is_empty() {
+        return Err(NoServer::EmptyHostgroup);
+    }
+    let online: Vec<&HostgroupServer> = servers
+        .iter()
+        .filter(|s| s.status == ServerStatus::Online && s.weight > 0 && !excluded(s))
+        .collect();
+    if online.is_empty() {
+        return Err(NoServer::NoneOnline);
+    }
+    let usable: Vec<&HostgroupServer> =
+        online.into_iter().filter(|s| in_use(s) < s.max_connections).collect();
+    let total: u64 = usable.iter().map(|s| u64::from(s.weight)).sum();
+    if total == 0 {
+        return Err(NoServer::AllAtMaxConnections);
+    }
+    let mut point = random % total;
+    for s in &usable {
+        let w = u64::from(s.weight);
+        if point < w {
+            return Ok(s);
+        }
+        point -= w;
+    }
+    Err(NoServer::AllAtMaxConnections)
+}
+
+/// A cheap, non-cryptographic random number for load balancing (std's per-process random keys).
+pub fn random_u64() -> u64 {
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0));
+    h.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::ServerKey;
+
+    fn srv(port: u16, weight: u32, status: ServerStatus, max: u32) -> HostgroupServer {
+        HostgroupServer {
+            key: ServerKey { hostname: "h".into(), port },
+            hostgroup: 0,
+            status,
+            weight,
+            max_connections: max,
+            use_ssl: false,
+        }
+    }
+
+    #[test]
+    fn empty_and_offline() {
+        assert_eq!(pick(&[], |_| 0, |_| false, 0).unwrap_err(), NoServer::EmptyHostgroup);
+        let s = [srv(1, 1, ServerStatus::Shunned, 10), srv(2, 1, ServerStatus::OfflineSoft, 10),
+            srv(3, 1, ServerStatus::OfflineHard, 10), srv(4, 0, ServerStatus::Online, 10)];
+        assert_eq!(pick(&s, |_| 0, |_| false, 0).unwrap_err(), NoServer::NoneOnline);
+    }
+
+    #[test]
+    fn respects_max_connections_and_exclusion() {
+        let s = [srv(1, 1, ServerStatus::Online, 2), srv(2, 1, ServerStatus::Online, 2)];
+        let full1 = |x: &HostgroupServer| if x.key.port == 1 { 2 } else { 0 };
+        for r in 0..10 {
+            assert_eq!(pick(&s, full1, |_| false, r).map(|x| x.key.port), Ok(2));
+            assert_eq!(pick(&s, |_| 0, |x| x.key.port == 2, r).map(|x| x.key.port), Ok(1));
+        }
+        assert_eq!(pick(&s, |_| 2, |_| false, 0).unwrap_err(), NoServer::AllAtMaxConnections);
+    }
+
+    #[test]
+    fn weights_split_traffic_proportionally() {
+        let s = [srv(1, 1, ServerStatus::Online, 10), srv(2, 3, ServerStatus::Online, 10)];
+        let hits2 = (0..400u64).filter(|r| pick(&s, |_| 0, |_| false, *r).map(|x| x.key.port) == Ok(2)).count();
+        assert_eq!(hits2, 300);
+    }
+
+    #[test]
+    fn random_varies() {
+        let a: std::collections::HashSet<u64> = (0..50).map(|_| random_u64()).collect();
+        assert!(a.len() > 40);
+    }
+}

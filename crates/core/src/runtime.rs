@@ -1,0 +1,153 @@
+//! The runtime snapshot the data path reads, and the handle that publishes a new one atomically.
+
+use crate::config::{Config, MysqlServer, MysqlUser, MysqlVariables, ServerStatus};
+use arc_swap::ArcSwap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+/// Identity of a backend server: where it listens. Live state (health, pools) is keyed by it so
+/// that a config reload keeps warm connections to servers that remain.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ServerKey {
+    /// Host name or IP.
+    pub hostname: String,
+    /// TCP port.
+    pub port: u16,
+}
+
+impl std::fmt::Display for ServerKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.hostname, self.port)
+    }
+}
+
+/// A server as a member of one hostgroup, with the row's settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostgroupServer {
+    /// The server.
+    pub key: ServerKey,
+    /// The hostgroup.
+    pub hostgroup: u32,
+    /// Configured status.
+    pub status: ServerStatus,
+    /// Relative weight.
+    pub weight: u32,
+    /// Connection cap for this (hostgroup, server).
+    pub max_connections: u32,
+    /// Backend TLS.
+    pub use_ssl: bool,
+}
+
+impl HostgroupServer {
+    fn from_row(s: &MysqlServer) -> Self {
+        HostgroupServer {
+            key: ServerKey { hostname: s.hostname.clone(), port: s.port.0 },
+            hostgroup: s.hostgroup_id.0,
+            status: s.status,
+            weight: s.weight.0,
+            max_connections: s.max_connections.0,
+            use_ssl: s.use_ssl.0,
+        }
+    }
+}
+
+/// What the MySQL data path uses: variables, users and hostgroups.
+#[derive(Debug, Clone, Default)]
+pub struct MysqlRuntime {
+    /// `mysql-*` variables.
+    pub variables: MysqlVariables,
+    /// Users allowed to log in (`frontend=1`), by name.
+    pub frontend_users: HashMap<String, Arc<MysqlUser>>,
+    /// Credentials towards backends (`backend=1`), by name.
+    pub backend_users: HashMap<String, Arc<MysqlUser>>,
+    /// Hostgroup id → its servers, in config order.
+    pub hostgroups: BTreeMap<u32, Vec<HostgroupServer>>,
+}
+
+/// An immutable snapshot of everything the data path reads. Sessions `load()` it once per command.
+#[derive(Debug, Clone, Default)]
+pub struct RuntimeConfig {
+    /// Data folder.
+    pub datadir: Option<String>,
+    /// MySQL side.
+    pub mysql: MysqlRuntime,
+}
+
+impl RuntimeConfig {
+    /// Builds a snapshot from a validated config.
+    pub fn build(cfg: &Config) -> RuntimeConfig {
+        let mut hostgroups: BTreeMap<u32, Vec<HostgroupServer>> = BTreeMap::new();
+        for s in &cfg.mysql_servers {
+            hostgroups.entry(s.hostgroup_id.0).or_default().push(HostgroupServer::from_row(s));
+        }
+        let mut frontend_users = HashMap::new();
+        let mut backend_users = HashMap::new();
+        for u in &cfg.mysql_users {
+            let u = Arc::new(u.clone());
+            if u.frontend.0 {
+                frontend_users.insert(u.username.clone(), u.clone());
+            }
+            if u.backend.0 {
+                backend_users.insert(u.username.clone(), u);
+            }
+        }
+        RuntimeConfig {
+            datadir: cfg.datadir.clone(),
+            mysql: MysqlRuntime {
+                variables: cfg.mysql_variables.clone(),
+                frontend_users,
+                backend_users,
+                hostgroups,
+            },
+        }
+    }
+}
+
+/// Shared handle to the current [`RuntimeConfig`]; cheap to clone and passed down explicitly.
+#[derive(Debug, Clone)]
+pub struct ConfigHandle {
+    current: Arc<ArcSwap<RuntimeConfig>>,
+}
+
+impl ConfigHandle {
+    /// Wraps a first snapshot.
+    pub fn new(rt: RuntimeConfig) -> Self {
+        ConfigHandle { current: Arc::new(ArcSwap::from_pointee(rt)) }
+    }
+
+    /// The current snapshot.
+    pub fn load(&self) -> Arc<RuntimeConfig> {
+        self.current.load_full()
+    }
+
+    /// Publishes a new snapshot with one atomic store; readers see it at their next `load`.
+    pub fn store(&self, rt: RuntimeConfig) {
+        self.current.store(Arc::new(rt));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snapshot_groups_servers_and_splits_users() {
+        let cfg = Config::parse(
+            "[[mysql_servers]]\nhostname=\"a\"\nport=1\n[[mysql_servers]]\nhostgroup_id=1\nhostname=\"b\"\nport=2\n\
+             [[mysql_users]]\nusername=\"u\"\n[[mysql_users]]\nusername=\"svc\"\nfrontend=0\n",
+        )
+        .expect("config");
+        let h = ConfigHandle::new(RuntimeConfig::build(&cfg));
+        let rt = h.load();
+        assert_eq!(rt.mysql.hostgroups[&0][0].key.to_string(), "a:1");
+        assert_eq!(rt.mysql.hostgroups[&1][0].key.port, 2);
+        assert!(rt.mysql.frontend_users.contains_key("u"));
+        assert!(!rt.mysql.frontend_users.contains_key("svc"));
+        assert!(rt.mysql.backend_users.contains_key("svc"));
+        let mut next = (*rt).clone();
+        next.mysql.hostgroups.clear();
+        h.store(next);
+        assert!(h.load().mysql.hostgroups.is_empty());
+        assert_eq!(rt.mysql.hostgroups.len(), 2, "old snapshot is unchanged for its holders");
+    }
+}

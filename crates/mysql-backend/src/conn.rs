@@ -1,0 +1,313 @@
+//! One authenticated connection to a MySQL/MariaDB server.
+
+use crate::error::Error;
+use crate::stream::BackendStream;
+use bytes::BytesMut;
+use sluice_mysql_proto::consts::{MAX_CHUNK, cap, com};
+use sluice_mysql_proto::framing::{PacketReader, packet};
+use sluice_mysql_proto::handshake::{Greeting, HandshakeResponse};
+use sluice_mysql_proto::packets::{parse_auth_switch, parse_err};
+use sluice_mysql_proto::reply::{ReplyKind, ReplyTracker};
+use sluice_mysql_proto::scramble;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+/// What Sluice knows of a user's password, enough to log in to backends.
+#[derive(Clone, PartialEq, Eq)]
+pub enum BackendSecret {
+    /// The cleartext password.
+    Clear(String),
+    /// SHA1(password), recovered from a client's native scramble when only the hash is configured.
+    NativeStage1([u8; 20]),
+}
+
+impl std::fmt::Debug for BackendSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            BackendSecret::Clear(_) => "Clear(..)",
+            BackendSecret::NativeStage1(_) => "NativeStage1(..)",
+        })
+    }
+}
+
+/// Capability bits that change the bytes of replies; a connection only serves clients with the
+/// same bits, so replies can be forwarded without rewriting.
+pub const REPLY_SHAPING_CAPS: u32 = cap::DEPRECATE_EOF | cap::FOUND_ROWS | cap::IGNORE_SPACE;
+
+/// How to open a backend connection.
+#[derive(Debug, Clone)]
+pub struct ConnectParams {
+    /// Host name or IP.
+    pub host: String,
+    /// Port.
+    pub port: u16,
+    /// Backend user.
+    pub user: String,
+    /// Backend password material.
+    pub secret: BackendSecret,
+    /// Initial schema.
+    pub schema: Option<String>,
+    /// Collation id to connect with (the client's).
+    pub charset: u8,
+    /// The client's reply-shaping capability bits ([`REPLY_SHAPING_CAPS`]).
+    pub client_caps: u32,
+    /// TLS client config when the server row has `use_ssl=1`.
+    pub tls: Option<Arc<rustls::ClientConfig>>,
+    /// Per-attempt timeout for connect + handshake.
+    pub timeout: Duration,
+    /// Largest reply packet accepted.
+    pub max_packet: usize,
+}
+
+/// An authenticated backend connection.
+#[derive(Debug)]
+pub struct BackendConn {
+    pub(crate) stream: BackendStream,
+    pub(crate) reader: PacketReader,
+    /// Capabilities in effect (ours ∩ server's).
+    pub capabilities: u32,
+    /// The server's thread id (for KILL).
+    pub thread_id: u32,
+    /// Server version string.
+    pub server_version: String,
+    /// Schema currently selected on the connection, when known.
+    pub schema: Option<String>,
+    /// True when `schema` may be stale (a statement could have run `USE`).
+    pub schema_unknown: bool,
+    /// `host:port`, for logs.
+    pub server: String,
+    /// When it was opened.
+    pub created: Instant,
+}
+
+fn base_caps() -> u32 {
+    cap::LONG_PASSWORD
+        | cap::LONG_FLAG
+        | cap::PROTOCOL_41
+        | cap::TRANSACTIONS
+        | cap::SECURE_CONNECTION
+        | cap::MULTI_STATEMENTS
+        | cap::MULTI_RESULTS
+        | cap::PS_MULTI_RESULTS
+        | cap::PLUGIN_AUTH
+        | cap::PLUGIN_AUTH_LENENC_CLIENT_DATA
+}
+
+impl BackendConn {
+    /// Connects, negotiates TLS when asked, and authenticates, all within `p.timeout`.
+    pub async fn connect(p: &ConnectParams) -> Result<BackendConn, Error> {
+        let server = format!("{}:{}", p.host, p.port);
+        match tokio::time::timeout(p.timeout, Self::connect_inner(p, server.clone())).await {
+            Ok(r) => r,
+            Err(_) => Err(Error::Connect { server, why: format!("timed out after {}ms", p.timeout.as_millis()) }),
+        }
+    }
+
+    async fn connect_inner(p: &ConnectParams, server: String) -> Result<BackendConn, Error> {
+        let tcp = TcpStream::connect((p.host.as_str(), p.port))
+            .await
+            .map_err(|e| Error::Connect { server: server.clone(), why: e.to_string() })?;
+        let _ = tcp.set_nodelay(true);
+        let proto = |source| Error::Protocol { server: server.clone(), source };
+        let mut reader = PacketReader::new(p.max_packet.max(MAX_CHUNK));
+        let mut stream = BackendStream::Plain(tcp);
+        let first = reader.read(&mut stream).await.map_err(proto)?;
+        if first.payload.first() == Some(&0xff) {
+            let info = parse_err(&first.payload).map_err(proto)?;
+            return Err(Error::Connect { server, why: format!("server refused: {} {}", info.code, info.message) });
+        }
+        let greeting = Greeting::decode(&first.payload).map_err(proto)?;
+        let mut caps = base_caps() | (p.client_caps & REPLY_SHAPING_CAPS);
+        if p.schema.is_some() {
+            caps |= cap::CONNECT_WITH_DB;
+        }
+        if p.tls.is_some() {
+            caps |= cap::SSL;
+        }
+        let missing = caps & !greeting.capabilities & (cap::SSL | cap::DEPRECATE_EOF | cap::PROTOCOL_41);
+        if missing & cap::SSL != 0 {
+            return Err(Error::Tls { server, why: "server does not offer TLS but use_ssl=1".into() });
+        }
+        if missing != 0 {
+            return Err(Error::AuthUnsupported {
+                server,
+                why: format!("server lacks required capabilities {missing:#x}"),
+            });
+        }
+        caps &= greeting.capabilities;
+        let mut seq = first.seq.wrapping_add(1);
+        let mut resp = HandshakeResponse {
+            capabilities: caps,
+            max_packet: 1 << 30,
+            charset: p.charset,
+            username: p.user.clone(),
+            auth_response: Vec::new(),
+            database: p.schema.clone(),
+            auth_plugin: Some(greeting.auth_plugin.clone()),
+        };
+        if let Some(tls) = &p.tls {
+            stream.write_all(&packet(seq, &resp.encode_ssl_request())).await.map_err(|e| proto(e.into()))?;
+            seq = seq.wrapping_add(1);
+            let BackendStream::Plain(tcp) = stream else {
+                return Err(Error::Tls { server, why: "already TLS".into() });
+            };
+            let name = rustls::pki_types::ServerName::try_from(p.host.clone())
+                .map_err(|e| Error::Tls { server: server.clone(), why: e.to_string() })?;
+            let tls_stream = tokio_rustls::TlsConnector::from(tls.clone())
+                .connect(name, tcp)
+                .await
+                .map_err(|e| Error::Tls { server: server.clone(), why: e.to_string() })?;
+            stream = BackendStream::Tls(Box::new(tls_stream));
+        }
+        let mut plugin = greeting.auth_plugin.clone();
+        resp.auth_response = auth_data(&plugin, &greeting.nonce, &p.secret, &server)?;
+        stream.write_all(&packet(seq, &resp.encode())).await.map_err(|e| proto(e.into()))?;
+        loop {
+            let pk = reader.read(&mut stream).await.map_err(proto)?;
+            let reply_seq = pk.seq.wrapping_add(1);
+            match pk.payload.first() {
+                Some(0x00) => break,
+                Some(0xff) => {
+                    let info = parse_err(&pk.payload).map_err(proto)?;
+                    return Err(Error::Auth { server, user: p.user.clone(), info });
+                }
+                Some(0xfe) => {
+                    let (new_plugin, nonce) = parse_auth_switch(&pk.payload).map_err(proto)?;
+                    plugin = new_plugin;
+                    let data = if plugin == "mysql_clear_password" && stream.is_tls() {
+                        clear_password(&p.secret, &server)?
+                    } else {
+                        auth_data(&plugin, &nonce, &p.secret, &server)?
+                    };
+                    stream.write_all(&packet(reply_seq, &data)).await.map_err(|e| proto(e.into()))?;
+                }
+                Some(0x01) if plugin == scramble::CACHING_SHA2 => match pk.payload.get(1) {
+                    Some(0x03) => {}
+                    Some(0x04) if stream.is_tls() => {
+                        let data = clear_password(&p.secret, &server)?;
+                        stream.write_all(&packet(reply_seq, &data)).await.map_err(|e| proto(e.into()))?;
+                    }
+                    _ => {
+                        return Err(Error::AuthUnsupported {
+                            server,
+                            why: "caching_sha2_password full authentication needs TLS: set use_ssl=1 for this server"
+                                .into(),
+                        });
+                    }
+                },
+                _ => {
+                    return Err(Error::UnexpectedReply { server, why: "unknown packet during authentication" });
+                }
+            }
+        }
+        Ok(BackendConn {
+            stream,
+            reader,
+            capabilities: caps,
+            thread_id: greeting.connection_id,
+            server_version: greeting.server_version,
+            schema: p.schema.clone(),
+            schema_unknown: false,
+            server,
+            created: Instant::now(),
+        })
+    }
+
+    /// True when the connection speaks CLIENT_DEPRECATE_EOF.
+    pub fn deprecate_eof(&self) -> bool {
+        self.capabilities & cap::DEPRECATE_EOF != 0
+    }
+
+    /// True when an idle plain-TCP connection was closed by the server.
+    pub fn looks_dead(&self) -> bool {
+        self.reader.buffered() > 0 || self.stream.idle_peer_closed()
+    }
+
+    pub(crate) fn proto_err(&self, source: sluice_mysql_proto::Error) -> Error {
+        Error::Protocol { server: self.server.clone(), source }
+    }
+
+    /// Writes raw, already framed bytes (a client's command) to the server.
+    pub async fn send_raw(&mut self, raw: &[u8]) -> Result<(), Error> {
+        self.stream.write_all(raw).await.map_err(|e| self.proto_err(e.into()))
+    }
+
+    /// Sends a command Sluice builds itself (sequence id 0) and reads its whole reply into memory;
+    /// returns the tracker (status, error flag) and the first packet's payload.
+    pub async fn command(&mut self, payload: &[u8], kind: ReplyKind) -> Result<(ReplyTracker, BytesMut), Error> {
+        self.send_raw(&packet(0, payload)).await?;
+        let mut tracker = ReplyTracker::new(kind, self.deprecate_eof());
+        let mut first = None;
+        while !tracker.done() {
+            let pk = self.reader.read(&mut self.stream).await.map_err(|e| self.proto_err(e))?;
+            tracker
+                .feed(&pk.payload, pk.payload.len().min(MAX_CHUNK - 1))
+                .map_err(|sluice_mysql_proto::reply::ReplyError::Unexpected(why)| Error::UnexpectedReply {
+                    server: self.server.clone(),
+                    why,
+                })?;
+            if first.is_none() {
+                first = Some(BytesMut::from(&pk.payload[..]));
+            }
+        }
+        Ok((tracker, first.unwrap_or_default()))
+    }
+
+    /// Selects `schema` with COM_INIT_DB; a server error is returned as the ERR payload.
+    pub async fn init_db(&mut self, schema: &str) -> Result<Result<(), BytesMut>, Error> {
+        let mut p = vec![com::INIT_DB];
+        p.extend_from_slice(schema.as_bytes());
+        let (t, first) = self.command(&p, ReplyKind::Single).await?;
+        if t.error {
+            return Ok(Err(first));
+        }
+        self.schema = Some(schema.to_string());
+        self.schema_unknown = false;
+        Ok(Ok(()))
+    }
+
+    /// COM_RESET_CONNECTION: drops session state (transactions, temp tables, variables,
+    /// prepared statements) so the connection can serve another client.
+    pub async fn reset(&mut self) -> Result<bool, Error> {
+        let (t, _) = self.command(&[com::RESET_CONNECTION], ReplyKind::Single).await?;
+        Ok(!t.error)
+    }
+
+    /// Sends COM_QUIT and closes.
+    pub async fn quit(mut self) {
+        let _ = self.stream.write_all(&packet(0, &[com::QUIT])).await;
+        let _ = self.stream.shutdown().await;
+    }
+}
+
+fn auth_data(plugin: &str, nonce: &[u8], secret: &BackendSecret, server: &str) -> Result<Vec<u8>, Error> {
+    match (plugin, secret) {
+        (scramble::NATIVE, BackendSecret::Clear(pw)) => Ok(scramble::native(nonce, pw.as_bytes())),
+        (scramble::NATIVE, BackendSecret::NativeStage1(s1)) => Ok(scramble::native_from_stage1(nonce, s1).to_vec()),
+        (scramble::CACHING_SHA2, BackendSecret::Clear(pw)) => Ok(scramble::caching_sha2(nonce, pw.as_bytes())),
+        (scramble::CACHING_SHA2, BackendSecret::NativeStage1(_)) => Err(Error::AuthUnsupported {
+            server: server.to_string(),
+            why: "the server wants caching_sha2_password but mysql_users holds only a native hash; configure the cleartext password".into(),
+        }),
+        (other, _) => Err(Error::AuthUnsupported {
+            server: server.to_string(),
+            why: format!("auth plugin {other:?} is not supported towards backends"),
+        }),
+    }
+}
+
+fn clear_password(secret: &BackendSecret, server: &str) -> Result<Vec<u8>, Error> {
+    match secret {
+        BackendSecret::Clear(pw) => {
+            let mut v = pw.as_bytes().to_vec();
+            v.push(0);
+            Ok(v)
+        }
+        BackendSecret::NativeStage1(_) => Err(Error::AuthUnsupported {
+            server: server.to_string(),
+            why: "the server wants the cleartext password but mysql_users holds only a hash".into(),
+        }),
+    }
+}

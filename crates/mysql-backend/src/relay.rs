@@ -1,0 +1,135 @@
+//! Streams a backend reply to the client as raw bytes while a [`ReplyTracker`] finds its end.
+//!
+//! Only packet headers and the first bytes of each payload are inspected. A packet larger than
+//! [`PEEK`] is forwarded as it arrives, so a huge row never sits whole in memory.
+
+use crate::conn::BackendConn;
+use bytes::Buf;
+use sluice_mysql_proto::framing::header_len;
+use sluice_mysql_proto::reply::{ReplyError, ReplyKind, ReplyTracker};
+use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+/// Bytes of a large packet the tracker sees (OK/EOF/ERR packets are shorter and seen whole).
+const PEEK: usize = 64;
+/// Packets up to this size are buffered whole before being looked at.
+const SMALL: usize = 32 * 1024;
+
+/// How relaying one reply ended.
+#[derive(Debug)]
+pub enum RelayOutcome {
+    /// The whole reply reached the client; the tracker holds its status.
+    Complete(ReplyTracker),
+    /// The backend failed mid-reply. `forwarded` bytes already reached the client, and
+    /// `next_seq` is the sequence id an error packet to the client should carry.
+    BackendFailed {
+        /// What happened.
+        error: crate::Error,
+        /// Bytes already written to the client.
+        forwarded: usize,
+        /// Sequence id for a synthesised ERR.
+        next_seq: u8,
+    },
+    /// Writing to the client failed; the backend connection is mid-reply and must be dropped.
+    ClientGone(std::io::Error),
+}
+
+impl BackendConn {
+    /// Relays the reply to a command already sent, writing raw packets to `client`.
+    pub async fn relay_reply<W: AsyncWrite + Unpin>(&mut self, kind: ReplyKind, client: &mut W) -> RelayOutcome {
+        let mut tracker = ReplyTracker::new(kind, self.deprecate_eof());
+        let mut forwarded = 0usize;
+        let mut next_seq = 1u8;
+        let mut skip = 0usize; // body bytes of a large packet still to pass through unseen
+        let mut buf = self.reader.take_buffered();
+        loop {
+            let mut pos = 0usize;
+            let mut failure: Option<&'static str> = None;
+            loop {
+                if skip > 0 {
+                    let n = skip.min(buf.len() - pos);
+                    pos += n;
+                    skip -= n;
+                    if skip > 0 {
+                        break;
+                    }
+                    continue;
+                }
+                if tracker.done() || buf.len() - pos < 4 {
+                    break;
+                }
+                let len = header_len(&buf[pos..]);
+                let seq = buf[pos + 3];
+                let avail = buf.len() - pos - 4;
+                let fed = if len <= SMALL {
+                    if avail < len {
+                        break;
+                    }
+                    tracker.feed(&buf[pos + 4..pos + 4 + len], len)
+                } else {
+                    if avail < PEEK {
+                        break;
+                    }
+                    tracker.feed(&buf[pos + 4..pos + 4 + PEEK], len)
+                };
+                if let Err(ReplyError::Unexpected(why)) = fed {
+                    failure = Some(why);
+                    break;
+                }
+                next_seq = seq.wrapping_add(1);
+                if len <= SMALL {
+                    pos += 4 + len;
+                } else {
+                    pos += 4 + PEEK;
+                    skip = len - PEEK;
+                }
+            }
+            if pos > 0 {
+                if let Err(e) = client.write_all(&buf[..pos]).await {
+                    return RelayOutcome::ClientGone(e);
+                }
+                forwarded += pos;
+                buf.advance(pos);
+            }
+            if let Some(why) = failure {
+                return RelayOutcome::BackendFailed {
+                    error: crate::Error::UnexpectedReply { server: self.server.clone(), why },
+                    forwarded,
+                    next_seq,
+                };
+            }
+            if tracker.done() && skip == 0 {
+                if let Err(e) = client.flush().await {
+                    return RelayOutcome::ClientGone(e);
+                }
+                if !buf.is_empty() {
+                    return RelayOutcome::BackendFailed {
+                        error: crate::Error::UnexpectedReply {
+                            server: self.server.clone(),
+                            why: "bytes after the end of the reply",
+                        },
+                        forwarded,
+                        next_seq,
+                    };
+                }
+                self.reader.put_back(buf);
+                return RelayOutcome::Complete(tracker);
+            }
+            if buf.capacity() - buf.len() < 8 * 1024 {
+                buf.reserve(64 * 1024);
+            }
+            match self.stream.read_buf(&mut buf).await {
+                Ok(0) => {
+                    return RelayOutcome::BackendFailed {
+                        error: self.proto_err(sluice_mysql_proto::Error::Closed),
+                        forwarded,
+                        next_seq,
+                    };
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    return RelayOutcome::BackendFailed { error: self.proto_err(e.into()), forwarded, next_seq };
+                }
+            }
+        }
+    }
+}

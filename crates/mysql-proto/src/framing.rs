@@ -1,0 +1,184 @@
+//! Packet framing: 3-byte length + 1-byte sequence id, payloads over 16 MiB split into chunks.
+
+use crate::Error;
+use crate::consts::MAX_CHUNK;
+use bytes::{Buf, Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+/// One logical packet as read from the wire.
+#[derive(Debug, Clone)]
+pub struct Packet {
+    /// Sequence id of the first chunk.
+    pub seq: u8,
+    /// The payload (chunks joined).
+    pub payload: Bytes,
+    /// The frames exactly as received, for forwarding without re-encoding.
+    pub raw: Bytes,
+}
+
+/// Length of the frame starting at `buf[0]` if it is complete: header + payload.
+pub fn complete_frame_len(buf: &[u8]) -> Option<usize> {
+    if buf.len() < 4 {
+        return None;
+    }
+    let len = usize::from(buf[0]) | usize::from(buf[1]) << 8 | usize::from(buf[2]) << 16;
+    (buf.len() >= 4 + len).then_some(4 + len)
+}
+
+/// Payload length announced by the frame header at `buf[0..3]`.
+pub fn header_len(buf: &[u8]) -> usize {
+    usize::from(buf[0]) | usize::from(buf[1]) << 8 | usize::from(buf[2]) << 16
+}
+
+/// Reads logical packets from a stream into an internal buffer, bounded by `limit` bytes.
+#[derive(Debug)]
+pub struct PacketReader {
+    buf: BytesMut,
+    limit: usize,
+}
+
+impl PacketReader {
+    /// A reader that refuses packets whose payload exceeds `limit`.
+    pub fn new(limit: usize) -> Self {
+        PacketReader { buf: BytesMut::with_capacity(16 * 1024), limit }
+    }
+
+    /// Changes the size bound.
+    pub fn set_limit(&mut self, limit: usize) {
+        self.limit = limit;
+    }
+
+    /// Bytes buffered but not consumed yet.
+    pub fn buffered(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Takes the buffered, unconsumed bytes (used when a stream is upgraded to TLS).
+    pub fn take_buffered(&mut self) -> BytesMut {
+        self.buf.split()
+    }
+
+    /// Gives back a buffer taken with [`PacketReader::take_buffered`] (its bytes are unread data).
+    pub fn put_back(&mut self, buf: BytesMut) {
+        self.buf = buf;
+    }
+
+    async fn fill<R: AsyncRead + Unpin>(&mut self, r: &mut R) -> Result<(), Error> {
+        if self.buf.capacity() - self.buf.len() < 4096 {
+            self.buf.reserve(16 * 1024);
+        }
+        let n = r.read_buf(&mut self.buf).await?;
+        if n == 0 {
+            return Err(Error::Closed);
+        }
+        Ok(())
+    }
+
+    /// Reads one logical packet, joining continuation chunks.
+    pub async fn read<R: AsyncRead + Unpin>(&mut self, r: &mut R) -> Result<Packet, Error> {
+        // Scan chunk headers until a chunk shorter than MAX_CHUNK ends the logical packet.
+        let mut offset = 0usize;
+        let mut total = 0usize;
+        let mut chunks = 0usize;
+        loop {
+            while self.buf.len() < offset + 4 {
+                self.fill(r).await?;
+            }
+            let len = header_len(&self.buf[offset..]);
+            total += len;
+            if total > self.limit {
+                return Err(Error::TooLarge { size: total, limit: self.limit });
+            }
+            while self.buf.len() < offset + 4 + len {
+                self.fill(r).await?;
+            }
+            offset += 4 + len;
+            chunks += 1;
+            if len < MAX_CHUNK {
+                break;
+            }
+        }
+        let seq = self.buf[3];
+        let raw = self.buf.split_to(offset).freeze();
+        let payload = if chunks == 1 {
+            raw.slice(4..)
+        } else {
+            let mut joined = BytesMut::with_capacity(total);
+            let mut rest = raw.clone();
+            while rest.has_remaining() {
+                let len = header_len(&rest);
+                rest.advance(4);
+                joined.extend_from_slice(&rest[..len]);
+                rest.advance(len);
+            }
+            joined.freeze()
+        };
+        Ok(Packet { seq, payload, raw })
+    }
+}
+
+/// Appends `payload` framed as packet(s) starting at sequence id `*seq`; advances `*seq`.
+pub fn put_packet(out: &mut Vec<u8>, seq: &mut u8, payload: &[u8]) {
+    let mut rest = payload;
+    loop {
+        let n = rest.len().min(MAX_CHUNK);
+        out.extend_from_slice(&(n as u32).to_le_bytes()[..3]);
+        out.push(*seq);
+        *seq = seq.wrapping_add(1);
+        out.extend_from_slice(&rest[..n]);
+        rest = &rest[n..];
+        if n < MAX_CHUNK {
+            break;
+        }
+    }
+}
+
+/// Frames one payload into a fresh buffer.
+pub fn packet(seq: u8, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(payload.len() + 4);
+    let mut s = seq;
+    put_packet(&mut out, &mut s, payload);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn reads_split_and_large_packets() {
+        let mut wire = packet(0, b"\x03SELECT 1");
+        let big = vec![7u8; MAX_CHUNK + 10];
+        wire.extend(packet(5, &big));
+        wire.extend(packet(0, b""));
+        let mut r = PacketReader::new(64 << 20);
+        let mut src = &wire[..];
+        let p = r.read(&mut src).await.expect("first");
+        assert_eq!((p.seq, &p.payload[..]), (0, &b"\x03SELECT 1"[..]));
+        let p = r.read(&mut src).await.expect("big");
+        assert_eq!(p.seq, 5);
+        assert_eq!(p.payload.len(), big.len());
+        assert_eq!(p.raw.len(), big.len() + 8);
+        let p = r.read(&mut src).await.expect("empty");
+        assert!(p.payload.is_empty());
+        assert!(matches!(r.read(&mut src).await, Err(Error::Closed)));
+    }
+
+    #[tokio::test]
+    async fn refuses_oversized() {
+        let wire = packet(0, &[1u8; 100]);
+        let mut r = PacketReader::new(99);
+        let mut src = &wire[..];
+        assert!(matches!(r.read(&mut src).await, Err(Error::TooLarge { size: 100, limit: 99 })));
+    }
+
+    #[tokio::test]
+    async fn exact_chunk_boundary_needs_empty_tail() {
+        let payload = vec![1u8; MAX_CHUNK];
+        let wire = packet(0, &payload);
+        assert_eq!(wire.len(), MAX_CHUNK + 8, "a 16 MiB payload ends with an empty chunk");
+        let mut r = PacketReader::new(64 << 20);
+        let mut src = &wire[..];
+        assert_eq!(r.read(&mut src).await.expect("read").payload.len(), MAX_CHUNK);
+    }
+}

@@ -1,0 +1,129 @@
+use super::*;
+use crate::packets::{eof_payload, err_payload, ok_payload};
+
+fn feed_all(t: &mut ReplyTracker, packets: &[Vec<u8>]) -> Result<usize, ReplyError> {
+    for (i, p) in packets.iter().enumerate() {
+        t.feed(p, p.len())?;
+        if t.done() {
+            return Ok(i + 1);
+        }
+    }
+    Ok(usize::MAX)
+}
+
+fn coldef() -> Vec<u8> {
+    vec![3, b'd', b'e', b'f', 0, 0, 0, 1, b'a', 0, 0x0c, 0x21, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0]
+}
+
+fn row(v: &[u8]) -> Vec<u8> {
+    let mut r = vec![v.len() as u8];
+    r.extend_from_slice(v);
+    r
+}
+
+#[test]
+fn ok_and_err() {
+    let mut t = ReplyTracker::new(ReplyKind::ResultSets, false);
+    assert_eq!(feed_all(&mut t, &[ok_payload(3, 7, 2, 0)]), Ok(1));
+    assert_eq!((t.affected_rows, t.last_insert_id, t.status), (3, 7, 2));
+    let mut t = ReplyTracker::new(ReplyKind::ResultSets, false);
+    assert_eq!(feed_all(&mut t, &[err_payload(1064, "42000", "syntax")]), Ok(1));
+    assert!(t.error);
+}
+
+#[test]
+fn classic_result_set_then_more_results() {
+    let mut t = ReplyTracker::new(ReplyKind::ResultSets, false);
+    let more = status::MORE_RESULTS_EXISTS | status::AUTOCOMMIT;
+    let pk = vec![
+        vec![1],
+        coldef(),
+        eof_payload(2, 0),
+        row(b"1"),
+        row(b"2"),
+        eof_payload(more, 0),
+        ok_payload(1, 0, 2, 0),
+    ];
+    assert_eq!(feed_all(&mut t, &pk), Ok(7));
+    assert_eq!(t.results, 2);
+}
+
+#[test]
+fn deprecate_eof_result_set() {
+    let mut t = ReplyTracker::new(ReplyKind::ResultSets, true);
+    let mut end = ok_payload(0, 0, 2, 0);
+    end[0] = 0xfe;
+    let pk = vec![vec![1], coldef(), row(b"x"), end];
+    assert_eq!(feed_all(&mut t, &pk), Ok(4));
+    assert_eq!(t.status, 2);
+}
+
+#[test]
+fn error_in_the_middle_of_rows() {
+    let mut t = ReplyTracker::new(ReplyKind::ResultSets, false);
+    let pk = vec![vec![1], coldef(), eof_payload(2, 0), row(b"1"), err_payload(1317, "70100", "interrupted")];
+    assert_eq!(feed_all(&mut t, &pk), Ok(5));
+    assert!(t.error);
+}
+
+#[test]
+fn prepare_ok_with_params_and_columns() {
+    let mut prep = vec![0u8];
+    prep.extend_from_slice(&9u32.to_le_bytes());
+    prep.extend_from_slice(&1u16.to_le_bytes());
+    prep.extend_from_slice(&2u16.to_le_bytes());
+    prep.extend_from_slice(&[0, 0, 0]);
+    let mut t = ReplyTracker::new(ReplyKind::Prepare, false);
+    let pk = vec![prep.clone(), coldef(), coldef(), eof_payload(2, 0), coldef(), eof_payload(2, 0)];
+    assert_eq!(feed_all(&mut t, &pk), Ok(6));
+    assert_eq!(t.stmt_id, Some(9));
+    let mut t = ReplyTracker::new(ReplyKind::Prepare, true);
+    let pk = vec![prep, coldef(), coldef(), coldef()];
+    assert_eq!(feed_all(&mut t, &pk), Ok(4));
+}
+
+#[test]
+fn prepare_without_params_or_columns() {
+    let mut prep = vec![0u8, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    prep[5] = 0;
+    let mut t = ReplyTracker::new(ReplyKind::Prepare, false);
+    assert_eq!(feed_all(&mut t, &[prep]), Ok(1));
+}
+
+#[test]
+fn cursor_ends_reply_after_column_eof() {
+    let mut t = ReplyTracker::new(ReplyKind::ResultSets, false);
+    let pk = vec![vec![1], coldef(), eof_payload(status::CURSOR_EXISTS, 0)];
+    assert_eq!(feed_all(&mut t, &pk), Ok(3));
+    let mut t = ReplyTracker::new(ReplyKind::Fetch, false);
+    let pk = vec![vec![0, 0, 1], eof_payload(status::LAST_ROW_SENT, 0)];
+    assert_eq!(feed_all(&mut t, &pk), Ok(2));
+}
+
+#[test]
+fn large_rows_span_chunks() {
+    let mut t = ReplyTracker::new(ReplyKind::ResultSets, false);
+    t.feed(&[1], 1).unwrap();
+    t.feed(&coldef(), 22).unwrap();
+    t.feed(&eof_payload(2, 0), 5).unwrap();
+    // A row of exactly 16 MiB - 1 bytes: its next chunk starts with 0xfe but is a continuation.
+    t.feed(&[0xfe, 1, 2], MAX_CHUNK).unwrap();
+    t.feed(&[0xfe, 0, 0, 2, 0], 5).unwrap();
+    assert!(!t.done(), "continuation chunk must not be read as EOF");
+    t.feed(&eof_payload(2, 0), 5).unwrap();
+    assert!(t.done());
+}
+
+#[test]
+fn field_list_and_single() {
+    let mut t = ReplyTracker::new(ReplyKind::FieldList, false);
+    assert_eq!(feed_all(&mut t, &[coldef(), coldef(), eof_payload(2, 0)]), Ok(3));
+    let mut t = ReplyTracker::new(ReplyKind::Single, false);
+    assert_eq!(feed_all(&mut t, &[b"Uptime: 5".to_vec()]), Ok(1));
+}
+
+#[test]
+fn local_infile_is_rejected() {
+    let mut t = ReplyTracker::new(ReplyKind::ResultSets, false);
+    assert!(t.feed(&[0xfb, b'f'], 2).is_err());
+}
