@@ -1,1 +1,3 @@
-pub fn mysql() -> xtask::Result<()> { Err("todo".into()) }
+pub fn mysql() -> xtask::Result<()> {
+    Err("todo".into())
+}

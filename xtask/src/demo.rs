@@ -1,1 +1,3 @@
-pub fn run() -> xtask::Result<()> { Err("todo".into()) }
+pub fn run() -> xtask::Result<()> {
+    Err("todo".into())
+}

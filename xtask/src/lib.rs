@@ -26,7 +26,9 @@ pub mod ports {
 /// The workspace root (the folder holding the top `Cargo.toml`).
 pub fn workspace_root() -> PathBuf {
     let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-    here.parent().map(Path::to_path_buf).unwrap_or_else(|| here.to_path_buf())
+    here.parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| here.to_path_buf())
 }
 
 /// The state folder for backends: `SLUICE_BACKENDS_DIR` or `target/sluice-backends`.
@@ -65,7 +67,8 @@ pub fn backends_reset() -> Result<()> {
     for sub in ["my1", "my2", "pg1", "pg2", "pgsock1", "pgsock2"] {
         let path = dir.join(sub);
         if path.exists() {
-            std::fs::remove_dir_all(&path).map_err(|e| format!("removing {}: {e}", path.display()))?;
+            std::fs::remove_dir_all(&path)
+                .map_err(|e| format!("removing {}: {e}", path.display()))?;
         }
     }
     backends_up()

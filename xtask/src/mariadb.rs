@@ -37,7 +37,12 @@ impl MariaDb {
     /// Describes an instance in `dir` (nothing is started).
     pub fn new(dir: PathBuf, port: u16, server_id: u32, extra: &[&str]) -> Self {
         let extra = extra.iter().map(|s| s.to_string()).collect();
-        MariaDb { dir, port, server_id, extra }
+        MariaDb {
+            dir,
+            port,
+            server_id,
+            extra,
+        }
     }
 
     fn socket(&self) -> PathBuf {
@@ -101,7 +106,11 @@ impl MariaDb {
             if data.exists() {
                 std::fs::remove_dir_all(&data).map_err(|e| format!("{}: {e}", data.display()))?;
             }
-            step(&format!("MariaDB :{}: initialising {}", self.port, data.display()));
+            step(&format!(
+                "MariaDB :{}: initialising {}",
+                self.port,
+                data.display()
+            ));
             run_capture(
                 Command::new("mariadb-install-db")
                     .arg("--no-defaults")
@@ -112,7 +121,10 @@ impl MariaDb {
             self.write_tls_files()?;
         }
         if proc::port_open(self.port) {
-            return Err(format!("port {} is busy: another server is listening there", self.port));
+            return Err(format!(
+                "port {} is busy: another server is listening there",
+                self.port
+            ));
         }
         step(&format!("MariaDB :{}: starting", self.port));
         let log = std::fs::File::create(self.dir.join("stdout.log"))
@@ -127,7 +139,10 @@ impl MariaDb {
             .arg("--bind-address=127.0.0.1")
             .arg(format!("--socket={}", self.socket().display()))
             .arg(format!("--pid-file={}", self.pid_file().display()))
-            .arg(format!("--log-error={}", self.dir.join("error.log").display()))
+            .arg(format!(
+                "--log-error={}",
+                self.dir.join("error.log").display()
+            ))
             .arg(format!("--server-id={}", self.server_id))
             .args([
                 "--log-bin=mysql-bin",
@@ -141,8 +156,14 @@ impl MariaDb {
                 "--innodb-flush-log-at-trx-commit=2",
                 "--sync-binlog=0",
             ])
-            .arg(format!("--ssl-cert={}", self.dir.join("server-cert.pem").display()))
-            .arg(format!("--ssl-key={}", self.dir.join("server-key.pem").display()))
+            .arg(format!(
+                "--ssl-cert={}",
+                self.dir.join("server-cert.pem").display()
+            ))
+            .arg(format!(
+                "--ssl-key={}",
+                self.dir.join("server-key.pem").display()
+            ))
             .args(&self.extra)
             .stdin(Stdio::null())
             .stdout(log)
@@ -164,7 +185,9 @@ impl MariaDb {
         let cert = self.dir.join("server-cert.pem");
         run_capture(
             Command::new("openssl")
-                .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3650"])
+                .args([
+                    "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3650",
+                ])
                 .arg("-keyout")
                 .arg(&key)
                 .arg("-out")
@@ -216,11 +239,15 @@ pub fn pair_up(state: &Path) -> Result<()> {
     }
     let want = p.sql("SELECT @@gtid_binlog_pos")?.trim().to_string();
     let caught_up = wait_until(Duration::from_secs(30), || {
-        r.sql("SELECT @@gtid_slave_pos").map(|s| s.trim() == want).unwrap_or(false)
+        r.sql("SELECT @@gtid_slave_pos")
+            .map(|s| s.trim() == want)
+            .unwrap_or(false)
     });
     if !caught_up {
         let status = r.sql_headed("SHOW SLAVE STATUS\\G").unwrap_or_default();
-        return Err(format!("MariaDB replica did not catch up to {want}:\n{status}"));
+        return Err(format!(
+            "MariaDB replica did not catch up to {want}:\n{status}"
+        ));
     }
     step(&format!(
         "MariaDB primary :{} + replica :{} up, replication flowing (gtid {want})",
@@ -244,7 +271,12 @@ pub fn print_status(state: &Path) {
             let info = db
                 .sql("SELECT CONCAT('read_only=', @@read_only, ' gtid_binlog_pos=', @@gtid_binlog_pos)")
                 .unwrap_or_default();
-            println!("MariaDB {name} :{} up (pid {:?}) {}", db.port, db.pid(), info.trim());
+            println!(
+                "MariaDB {name} :{} up (pid {:?}) {}",
+                db.port,
+                db.pid(),
+                info.trim()
+            );
         } else {
             println!("MariaDB {name} :{} down", db.port);
         }

@@ -1,7 +1,7 @@
 //! Installing what the backends and tests need from Debian's and Python's package registries.
 
-use crate::proc::{is_root, run_capture, run_visible, step};
 use crate::Result;
+use crate::proc::{is_root, run_capture, run_visible, step};
 use std::path::Path;
 use std::process::Command;
 
@@ -31,7 +31,10 @@ fn apt_install_missing(what: &str, missing: &[&str], packages: &[&str]) -> Resul
             packages.join(" ")
         ));
     }
-    step(&format!("{what}: missing {}; running apt-get update", missing.join(", ")));
+    step(&format!(
+        "{what}: missing {}; running apt-get update",
+        missing.join(", ")
+    ));
     run_visible(Command::new("apt-get").args(["-q", "-o", "DPkg::Lock::Timeout=600", "update"]))?;
     step(&format!("{what}: apt-get install {}", packages.join(" ")));
     run_visible(
@@ -49,7 +52,12 @@ pub fn ensure_server_packages() -> Result<()> {
     apt_install(
         "backends",
         &["mariadbd", "mariadb", "psql"],
-        &["mariadb-server", "mariadb-client", "postgresql", "postgresql-client"],
+        &[
+            "mariadb-server",
+            "mariadb-client",
+            "postgresql",
+            "postgresql-client",
+        ],
     )?;
     if !Path::new(PG_BIN).join("initdb").exists() {
         apt_install_missing("backends", &["PostgreSQL 15 initdb"], &["postgresql-15"])?;
@@ -65,7 +73,11 @@ pub fn ensure_test_tools() -> Result<()> {
 
 /// HAProxy for the benchmark's TCP-relay baseline.
 pub fn ensure_bench_tools() -> Result<()> {
-    apt_install("bench tools", &["sysbench", "haproxy"], &["sysbench", "haproxy"])
+    apt_install(
+        "bench tools",
+        &["sysbench", "haproxy"],
+        &["sysbench", "haproxy"],
+    )
 }
 
 fn ensure_python_module(module: &str, package: &str) -> Result<()> {

@@ -34,7 +34,11 @@ fn as_postgres(bin: &str) -> Command {
 
 fn chown_postgres(path: &Path) -> Result<()> {
     if is_root() {
-        run_capture(Command::new("chown").args(["-R", "postgres:postgres"]).arg(path))?;
+        run_capture(
+            Command::new("chown")
+                .args(["-R", "postgres:postgres"])
+                .arg(path),
+        )?;
     }
     Ok(())
 }
@@ -58,7 +62,15 @@ impl Postgres {
                 .arg(&self.sock)
                 .arg("-p")
                 .arg(self.port.to_string())
-                .args(["-U", "postgres", "-d", "postgres", "-At", "-v", "ON_ERROR_STOP=1"]),
+                .args([
+                    "-U",
+                    "postgres",
+                    "-d",
+                    "postgres",
+                    "-At",
+                    "-v",
+                    "ON_ERROR_STOP=1",
+                ]),
             sql,
         )
     }
@@ -70,7 +82,10 @@ impl Postgres {
 
     fn start_existing(&self) -> Result<()> {
         if proc::port_open(self.port) {
-            return Err(format!("port {} is busy: another server is listening there", self.port));
+            return Err(format!(
+                "port {} is busy: another server is listening there",
+                self.port
+            ));
         }
         step(&format!("PostgreSQL :{}: starting", self.port));
         run_capture(
@@ -103,7 +118,8 @@ impl Postgres {
 
     fn append_conf(&self) -> Result<()> {
         let conf = self.data().join("postgresql.conf");
-        let mut text = std::fs::read_to_string(&conf).map_err(|e| format!("{}: {e}", conf.display()))?;
+        let mut text =
+            std::fs::read_to_string(&conf).map_err(|e| format!("{}: {e}", conf.display()))?;
         text.push_str(&self.overrides());
         std::fs::write(&conf, text).map_err(|e| format!("{}: {e}", conf.display()))
     }
@@ -170,7 +186,13 @@ fn init_primary(p: &Postgres) -> Result<()> {
             .arg(p.data())
             .args(["-U", "postgres"])
             .arg(format!("--pwfile={}", pwfile.display()))
-            .args(["--auth-local=trust", "--auth-host=scram-sha-256", "-E", "UTF8", "--locale=C.UTF-8"]),
+            .args([
+                "--auth-local=trust",
+                "--auth-host=scram-sha-256",
+                "-E",
+                "UTF8",
+                "--locale=C.UTF-8",
+            ]),
     )?;
     p.append_conf()?;
     p.start_existing()?;
@@ -180,7 +202,10 @@ fn init_primary(p: &Postgres) -> Result<()> {
 
 fn init_replica(p: &Postgres, r: &Postgres) -> Result<()> {
     r.prepare_dirs()?;
-    step(&format!("PostgreSQL :{}: pg_basebackup from :{}", r.port, p.port));
+    step(&format!(
+        "PostgreSQL :{}: pg_basebackup from :{}",
+        r.port, p.port
+    ));
     let mut cmd = if is_root() {
         let mut c = Command::new("runuser");
         c.args(["-u", "postgres", "--", "env", "PGPASSWORD=repl"]);
@@ -192,9 +217,17 @@ fn init_replica(p: &Postgres, r: &Postgres) -> Result<()> {
         c
     };
     run_capture(
-        cmd.args(["-h", "127.0.0.1", "-p", &p.port.to_string(), "-U", "repl", "-D"])
-            .arg(r.data())
-            .args(["-R", "-X", "stream", "-C", "-S", "replica1", "-c", "fast"]),
+        cmd.args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &p.port.to_string(),
+            "-U",
+            "repl",
+            "-D",
+        ])
+        .arg(r.data())
+        .args(["-R", "-X", "stream", "-C", "-S", "replica1", "-c", "fast"]),
     )?;
     r.append_conf()?;
     r.start_existing()
@@ -253,7 +286,12 @@ pub fn print_status(state: &Path) {
     for (role, pg) in [("primary", primary(state)), ("replica", replica(state))] {
         if pg.is_up() {
             let rec = pg.sql("SELECT pg_is_in_recovery()").unwrap_or_default();
-            println!("PostgreSQL {role} :{} up (pid {:?}) in_recovery={}", pg.port, pg.pid(), rec.trim());
+            println!(
+                "PostgreSQL {role} :{} up (pid {:?}) in_recovery={}",
+                pg.port,
+                pg.pid(),
+                rec.trim()
+            );
         } else {
             println!("PostgreSQL {role} :{} down", pg.port);
         }

@@ -19,7 +19,9 @@ pub fn step(msg: &str) {
 
 /// True when running as root (uid 0).
 pub fn is_root() -> bool {
-    run_capture(Command::new("id").arg("-u")).map(|s| s.trim() == "0").unwrap_or(false)
+    run_capture(Command::new("id").arg("-u"))
+        .map(|s| s.trim() == "0")
+        .unwrap_or(false)
 }
 
 /// Runs a command and returns its stdout; a non-zero exit is an error with stderr attached.
@@ -51,7 +53,9 @@ pub fn run_with_input(cmd: &mut Command, input: &str) -> Result<String> {
             .write_all(input.as_bytes())
             .map_err(|e| format!("writing to {cmd:?}: {e}"))?;
     }
-    let out = child.wait_with_output().map_err(|e| format!("waiting for {cmd:?}: {e}"))?;
+    let out = child
+        .wait_with_output()
+        .map_err(|e| format!("waiting for {cmd:?}: {e}"))?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {
@@ -66,7 +70,9 @@ pub fn run_with_input(cmd: &mut Command, input: &str) -> Result<String> {
 
 /// Runs a command with inherited stdio; non-zero exit is an error.
 pub fn run_visible(cmd: &mut Command) -> Result<()> {
-    let status = cmd.status().map_err(|e| format!("cannot start {cmd:?}: {e}"))?;
+    let status = cmd
+        .status()
+        .map_err(|e| format!("cannot start {cmd:?}: {e}"))?;
     if status.success() {
         Ok(())
     } else {
@@ -113,7 +119,9 @@ pub fn stop_pid(pid: u32, grace: Duration) {
     }
     signal(pid, "TERM");
     if !wait_until(grace, || !alive(pid)) {
-        step(&format!("pid {pid} still alive after {grace:?}, sending SIGKILL"));
+        step(&format!(
+            "pid {pid} still alive after {grace:?}, sending SIGKILL"
+        ));
         signal(pid, "KILL");
         wait_until(Duration::from_secs(5), || !alive(pid));
     }

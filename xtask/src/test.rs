@@ -7,13 +7,21 @@ use xtask::proc::{run_visible, step};
 pub fn run(extra: &[&str]) -> xtask::Result<()> {
     let root = xtask::workspace_root();
     step("cargo fmt --check");
-    run_visible(Command::new("cargo").current_dir(&root).args(["fmt", "--all", "--check"]))?;
-    step("cargo clippy --all-targets -- -D warnings");
     run_visible(
         Command::new("cargo")
             .current_dir(&root)
-            .args(["clippy", "--workspace", "--all-targets", "--quiet", "--", "-D", "warnings"]),
+            .args(["fmt", "--all", "--check"]),
     )?;
+    step("cargo clippy --all-targets -- -D warnings");
+    run_visible(Command::new("cargo").current_dir(&root).args([
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--quiet",
+        "--",
+        "-D",
+        "warnings",
+    ]))?;
     xtask::packages::ensure_test_tools()?;
     xtask::backends_up()?;
     let result = build_and_test(&root, extra);
@@ -29,7 +37,12 @@ pub fn run(extra: &[&str]) -> xtask::Result<()> {
 
 fn build_and_test(root: &std::path::Path, extra: &[&str]) -> xtask::Result<()> {
     step("building sluice");
-    run_visible(Command::new("cargo").current_dir(root).args(["build", "--quiet", "-p", "sluice-bin"]))?;
+    run_visible(Command::new("cargo").current_dir(root).args([
+        "build",
+        "--quiet",
+        "-p",
+        "sluice-bin",
+    ]))?;
     let bin = root.join("target").join("debug").join("sluice");
     step("running the test suite (unit + end-to-end against the real backends)");
     let mut cmd = Command::new("cargo");

@@ -35,8 +35,10 @@ pub fn pick<'a>(
     if online.is_empty() {
         return Err(NoServer::NoneOnline);
     }
-    let usable: Vec<&HostgroupServer> =
-        online.into_iter().filter(|s| in_use(s) < s.max_connections).collect();
+    let usable: Vec<&HostgroupServer> = online
+        .into_iter()
+        .filter(|s| in_use(s) < s.max_connections)
+        .collect();
     let total: u64 = usable.iter().map(|s| u64::from(s.weight)).sum();
     if total == 0 {
         return Err(NoServer::AllAtMaxConnections);
@@ -55,10 +57,12 @@ pub fn pick<'a>(
 /// A cheap, non-cryptographic random number for load balancing (std's per-process random keys).
 pub fn random_u64() -> u64 {
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0));
+    h.write_u64(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0),
+    );
     h.finish()
 }
 
@@ -69,7 +73,10 @@ mod tests {
 
     fn srv(port: u16, weight: u32, status: ServerStatus, max: u32) -> HostgroupServer {
         HostgroupServer {
-            key: ServerKey { hostname: "h".into(), port },
+            key: ServerKey {
+                hostname: "h".into(),
+                port,
+            },
             hostgroup: 0,
             status,
             weight,
@@ -80,27 +87,51 @@ mod tests {
 
     #[test]
     fn empty_and_offline() {
-        assert_eq!(pick(&[], |_| 0, |_| false, 0).unwrap_err(), NoServer::EmptyHostgroup);
-        let s = [srv(1, 1, ServerStatus::Shunned, 10), srv(2, 1, ServerStatus::OfflineSoft, 10),
-            srv(3, 1, ServerStatus::OfflineHard, 10), srv(4, 0, ServerStatus::Online, 10)];
-        assert_eq!(pick(&s, |_| 0, |_| false, 0).unwrap_err(), NoServer::NoneOnline);
+        assert_eq!(
+            pick(&[], |_| 0, |_| false, 0).unwrap_err(),
+            NoServer::EmptyHostgroup
+        );
+        let s = [
+            srv(1, 1, ServerStatus::Shunned, 10),
+            srv(2, 1, ServerStatus::OfflineSoft, 10),
+            srv(3, 1, ServerStatus::OfflineHard, 10),
+            srv(4, 0, ServerStatus::Online, 10),
+        ];
+        assert_eq!(
+            pick(&s, |_| 0, |_| false, 0).unwrap_err(),
+            NoServer::NoneOnline
+        );
     }
 
     #[test]
     fn respects_max_connections_and_exclusion() {
-        let s = [srv(1, 1, ServerStatus::Online, 2), srv(2, 1, ServerStatus::Online, 2)];
+        let s = [
+            srv(1, 1, ServerStatus::Online, 2),
+            srv(2, 1, ServerStatus::Online, 2),
+        ];
         let full1 = |x: &HostgroupServer| if x.key.port == 1 { 2 } else { 0 };
         for r in 0..10 {
             assert_eq!(pick(&s, full1, |_| false, r).map(|x| x.key.port), Ok(2));
-            assert_eq!(pick(&s, |_| 0, |x| x.key.port == 2, r).map(|x| x.key.port), Ok(1));
+            assert_eq!(
+                pick(&s, |_| 0, |x| x.key.port == 2, r).map(|x| x.key.port),
+                Ok(1)
+            );
         }
-        assert_eq!(pick(&s, |_| 2, |_| false, 0).unwrap_err(), NoServer::AllAtMaxConnections);
+        assert_eq!(
+            pick(&s, |_| 2, |_| false, 0).unwrap_err(),
+            NoServer::AllAtMaxConnections
+        );
     }
 
     #[test]
     fn weights_split_traffic_proportionally() {
-        let s = [srv(1, 1, ServerStatus::Online, 10), srv(2, 3, ServerStatus::Online, 10)];
-        let hits2 = (0..400u64).filter(|r| pick(&s, |_| 0, |_| false, *r).map(|x| x.key.port) == Ok(2)).count();
+        let s = [
+            srv(1, 1, ServerStatus::Online, 10),
+            srv(2, 3, ServerStatus::Online, 10),
+        ];
+        let hits2 = (0..400u64)
+            .filter(|r| pick(&s, |_| 0, |_| false, *r).map(|x| x.key.port) == Ok(2))
+            .count();
         assert_eq!(hits2, 300);
     }
 

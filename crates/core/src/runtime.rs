@@ -41,7 +41,10 @@ pub struct HostgroupServer {
 impl HostgroupServer {
     fn from_row(s: &MysqlServer) -> Self {
         HostgroupServer {
-            key: ServerKey { hostname: s.hostname.clone(), port: s.port.0 },
+            key: ServerKey {
+                hostname: s.hostname.clone(),
+                port: s.port.0,
+            },
             hostgroup: s.hostgroup_id.0,
             status: s.status,
             weight: s.weight.0,
@@ -78,7 +81,10 @@ impl RuntimeConfig {
     pub fn build(cfg: &Config) -> RuntimeConfig {
         let mut hostgroups: BTreeMap<u32, Vec<HostgroupServer>> = BTreeMap::new();
         for s in &cfg.mysql_servers {
-            hostgroups.entry(s.hostgroup_id.0).or_default().push(HostgroupServer::from_row(s));
+            hostgroups
+                .entry(s.hostgroup_id.0)
+                .or_default()
+                .push(HostgroupServer::from_row(s));
         }
         let mut frontend_users = HashMap::new();
         let mut backend_users = HashMap::new();
@@ -112,7 +118,9 @@ pub struct ConfigHandle {
 impl ConfigHandle {
     /// Wraps a first snapshot.
     pub fn new(rt: RuntimeConfig) -> Self {
-        ConfigHandle { current: Arc::new(ArcSwap::from_pointee(rt)) }
+        ConfigHandle {
+            current: Arc::new(ArcSwap::from_pointee(rt)),
+        }
     }
 
     /// The current snapshot.
@@ -148,6 +156,10 @@ mod tests {
         next.mysql.hostgroups.clear();
         h.store(next);
         assert!(h.load().mysql.hostgroups.is_empty());
-        assert_eq!(rt.mysql.hostgroups.len(), 2, "old snapshot is unchanged for its holders");
+        assert_eq!(
+            rt.mysql.hostgroups.len(),
+            2,
+            "old snapshot is unchanged for its holders"
+        );
     }
 }

@@ -101,22 +101,34 @@ impl BackendConn {
         let server = format!("{}:{}", p.host, p.port);
         match tokio::time::timeout(p.timeout, Self::connect_inner(p, server.clone())).await {
             Ok(r) => r,
-            Err(_) => Err(Error::Connect { server, why: format!("timed out after {}ms", p.timeout.as_millis()) }),
+            Err(_) => Err(Error::Connect {
+                server,
+                why: format!("timed out after {}ms", p.timeout.as_millis()),
+            }),
         }
     }
 
     async fn connect_inner(p: &ConnectParams, server: String) -> Result<BackendConn, Error> {
         let tcp = TcpStream::connect((p.host.as_str(), p.port))
             .await
-            .map_err(|e| Error::Connect { server: server.clone(), why: e.to_string() })?;
+            .map_err(|e| Error::Connect {
+                server: server.clone(),
+                why: e.to_string(),
+            })?;
         let _ = tcp.set_nodelay(true);
-        let proto = |source| Error::Protocol { server: server.clone(), source };
+        let proto = |source| Error::Protocol {
+            server: server.clone(),
+            source,
+        };
         let mut reader = PacketReader::new(p.max_packet.max(MAX_CHUNK));
         let mut stream = BackendStream::Plain(tcp);
         let first = reader.read(&mut stream).await.map_err(proto)?;
         if first.payload.first() == Some(&0xff) {
             let info = parse_err(&first.payload).map_err(proto)?;
-            return Err(Error::Connect { server, why: format!("server refused: {} {}", info.code, info.message) });
+            return Err(Error::Connect {
+                server,
+                why: format!("server refused: {} {}", info.code, info.message),
+            });
         }
         let greeting = Greeting::decode(&first.payload).map_err(proto)?;
         let mut caps = base_caps() | (p.client_caps & REPLY_SHAPING_CAPS);
@@ -126,9 +138,13 @@ impl BackendConn {
         if p.tls.is_some() {
             caps |= cap::SSL;
         }
-        let missing = caps & !greeting.capabilities & (cap::SSL | cap::DEPRECATE_EOF | cap::PROTOCOL_41);
+        let missing =
+            caps & !greeting.capabilities & (cap::SSL | cap::DEPRECATE_EOF | cap::PROTOCOL_41);
         if missing & cap::SSL != 0 {
-            return Err(Error::Tls { server, why: "server does not offer TLS but use_ssl=1".into() });
+            return Err(Error::Tls {
+                server,
+                why: "server does not offer TLS but use_ssl=1".into(),
+            });
         }
         if missing != 0 {
             return Err(Error::AuthUnsupported {
@@ -148,22 +164,38 @@ impl BackendConn {
             auth_plugin: Some(greeting.auth_plugin.clone()),
         };
         if let Some(tls) = &p.tls {
-            stream.write_all(&packet(seq, &resp.encode_ssl_request())).await.map_err(|e| proto(e.into()))?;
+            stream
+                .write_all(&packet(seq, &resp.encode_ssl_request()))
+                .await
+                .map_err(|e| proto(e.into()))?;
             seq = seq.wrapping_add(1);
             let BackendStream::Plain(tcp) = stream else {
-                return Err(Error::Tls { server, why: "already TLS".into() });
+                return Err(Error::Tls {
+                    server,
+                    why: "already TLS".into(),
+                });
             };
-            let name = rustls::pki_types::ServerName::try_from(p.host.clone())
-                .map_err(|e| Error::Tls { server: server.clone(), why: e.to_string() })?;
+            let name = rustls::pki_types::ServerName::try_from(p.host.clone()).map_err(|e| {
+                Error::Tls {
+                    server: server.clone(),
+                    why: e.to_string(),
+                }
+            })?;
             let tls_stream = tokio_rustls::TlsConnector::from(tls.clone())
                 .connect(name, tcp)
                 .await
-                .map_err(|e| Error::Tls { server: server.clone(), why: e.to_string() })?;
+                .map_err(|e| Error::Tls {
+                    server: server.clone(),
+                    why: e.to_string(),
+                })?;
             stream = BackendStream::Tls(Box::new(tls_stream));
         }
         let mut plugin = greeting.auth_plugin.clone();
         resp.auth_response = auth_data(&plugin, &greeting.nonce, &p.secret, &server)?;
-        stream.write_all(&packet(seq, &resp.encode())).await.map_err(|e| proto(e.into()))?;
+        stream
+            .write_all(&packet(seq, &resp.encode()))
+            .await
+            .map_err(|e| proto(e.into()))?;
         loop {
             let pk = reader.read(&mut stream).await.map_err(proto)?;
             let reply_seq = pk.seq.wrapping_add(1);
@@ -171,7 +203,11 @@ impl BackendConn {
                 Some(0x00) => break,
                 Some(0xff) => {
                     let info = parse_err(&pk.payload).map_err(proto)?;
-                    return Err(Error::Auth { server, user: p.user.clone(), info });
+                    return Err(Error::Auth {
+                        server,
+                        user: p.user.clone(),
+                        info,
+                    });
                 }
                 Some(0xfe) => {
                     let (new_plugin, nonce) = parse_auth_switch(&pk.payload).map_err(proto)?;
@@ -181,13 +217,19 @@ impl BackendConn {
                     } else {
                         auth_data(&plugin, &nonce, &p.secret, &server)?
                     };
-                    stream.write_all(&packet(reply_seq, &data)).await.map_err(|e| proto(e.into()))?;
+                    stream
+                        .write_all(&packet(reply_seq, &data))
+                        .await
+                        .map_err(|e| proto(e.into()))?;
                 }
                 Some(0x01) if plugin == scramble::CACHING_SHA2 => match pk.payload.get(1) {
                     Some(0x03) => {}
                     Some(0x04) if stream.is_tls() => {
                         let data = clear_password(&p.secret, &server)?;
-                        stream.write_all(&packet(reply_seq, &data)).await.map_err(|e| proto(e.into()))?;
+                        stream
+                            .write_all(&packet(reply_seq, &data))
+                            .await
+                            .map_err(|e| proto(e.into()))?;
                     }
                     _ => {
                         return Err(Error::AuthUnsupported {
@@ -198,7 +240,10 @@ impl BackendConn {
                     }
                 },
                 _ => {
-                    return Err(Error::UnexpectedReply { server, why: "unknown packet during authentication" });
+                    return Err(Error::UnexpectedReply {
+                        server,
+                        why: "unknown packet during authentication",
+                    });
                 }
             }
         }
@@ -226,27 +271,43 @@ impl BackendConn {
     }
 
     pub(crate) fn proto_err(&self, source: sluice_mysql_proto::Error) -> Error {
-        Error::Protocol { server: self.server.clone(), source }
+        Error::Protocol {
+            server: self.server.clone(),
+            source,
+        }
     }
 
     /// Writes raw, already framed bytes (a client's command) to the server.
     pub async fn send_raw(&mut self, raw: &[u8]) -> Result<(), Error> {
-        self.stream.write_all(raw).await.map_err(|e| self.proto_err(e.into()))
+        self.stream
+            .write_all(raw)
+            .await
+            .map_err(|e| self.proto_err(e.into()))
     }
 
     /// Sends a command Sluice builds itself (sequence id 0) and reads its whole reply into memory;
     /// returns the tracker (status, error flag) and the first packet's payload.
-    pub async fn command(&mut self, payload: &[u8], kind: ReplyKind) -> Result<(ReplyTracker, BytesMut), Error> {
+    pub async fn command(
+        &mut self,
+        payload: &[u8],
+        kind: ReplyKind,
+    ) -> Result<(ReplyTracker, BytesMut), Error> {
         self.send_raw(&packet(0, payload)).await?;
         let mut tracker = ReplyTracker::new(kind, self.deprecate_eof());
         let mut first = None;
         while !tracker.done() {
-            let pk = self.reader.read(&mut self.stream).await.map_err(|e| self.proto_err(e))?;
+            let pk = self
+                .reader
+                .read(&mut self.stream)
+                .await
+                .map_err(|e| self.proto_err(e))?;
             tracker
                 .feed(&pk.payload, pk.payload.len().min(MAX_CHUNK - 1))
-                .map_err(|sluice_mysql_proto::reply::ReplyError::Unexpected(why)| Error::UnexpectedReply {
-                    server: self.server.clone(),
-                    why,
+                .map_err(|sluice_mysql_proto::reply::ReplyError::Unexpected(why)| {
+                    Error::UnexpectedReply {
+                        server: self.server.clone(),
+                        why,
+                    }
                 })?;
             if first.is_none() {
                 first = Some(BytesMut::from(&pk.payload[..]));
@@ -271,7 +332,9 @@ impl BackendConn {
     /// COM_RESET_CONNECTION: drops session state (transactions, temp tables, variables,
     /// prepared statements) so the connection can serve another client.
     pub async fn reset(&mut self) -> Result<bool, Error> {
-        let (t, _) = self.command(&[com::RESET_CONNECTION], ReplyKind::Single).await?;
+        let (t, _) = self
+            .command(&[com::RESET_CONNECTION], ReplyKind::Single)
+            .await?;
         Ok(!t.error)
     }
 
@@ -282,7 +345,12 @@ impl BackendConn {
     }
 }
 
-fn auth_data(plugin: &str, nonce: &[u8], secret: &BackendSecret, server: &str) -> Result<Vec<u8>, Error> {
+fn auth_data(
+    plugin: &str,
+    nonce: &[u8],
+    secret: &BackendSecret,
+    server: &str,
+) -> Result<Vec<u8>, Error> {
     match (plugin, secret) {
         (scramble::NATIVE, BackendSecret::Clear(pw)) => Ok(scramble::native(nonce, pw.as_bytes())),
         (scramble::NATIVE, BackendSecret::NativeStage1(s1)) => Ok(scramble::native_from_stage1(nonce, s1).to_vec()),

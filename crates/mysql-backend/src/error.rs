@@ -56,7 +56,9 @@ pub enum Error {
         why: &'static str,
     },
     /// No connection could be obtained within `mysql-connect_timeout_server_max`.
-    #[error("Max connect timeout reached while reaching hostgroup {hostgroup} after {elapsed_ms}ms")]
+    #[error(
+        "Max connect timeout reached while reaching hostgroup {hostgroup} after {elapsed_ms}ms"
+    )]
     ConnectTimeout {
         /// The hostgroup.
         hostgroup: u32,

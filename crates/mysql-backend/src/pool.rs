@@ -88,7 +88,10 @@ fn lock(m: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
 impl MysqlPool {
     /// A pool set; `tls` is used for servers with `use_ssl=1`.
     pub fn new(tls: Option<Arc<rustls::ClientConfig>>) -> Arc<Self> {
-        Arc::new(MysqlPool { inner: Mutex::new(Inner::default()), tls })
+        Arc::new(MysqlPool {
+            inner: Mutex::new(Inner::default()),
+            tls,
+        })
     }
 
     /// Per-server counts, for stats and tests.
@@ -122,7 +125,10 @@ impl MysqlPool {
 
     /// Gets a connection: an idle one when possible, else a new one, retrying other servers of
     /// the hostgroup until `connect_timeout_max` is spent.
-    pub async fn checkout(self: &Arc<Self>, req: &CheckoutRequest<'_>) -> Result<PooledConn, Error> {
+    pub async fn checkout(
+        self: &Arc<Self>,
+        req: &CheckoutRequest<'_>,
+    ) -> Result<PooledConn, Error> {
         let start = Instant::now();
         let deadline = start + req.connect_timeout_max;
         let mut failed: HashSet<ServerKey> = HashSet::new();
@@ -132,7 +138,12 @@ impl MysqlPool {
                 let mut g = lock(&self.inner);
                 let picked = pick(
                     req.servers,
-                    |s| g.open.get(&(req.hostgroup, s.key.clone())).copied().unwrap_or(0),
+                    |s| {
+                        g.open
+                            .get(&(req.hostgroup, s.key.clone()))
+                            .copied()
+                            .unwrap_or(0)
+                    },
                     |s| failed.contains(&s.key),
                     random_u64(),
                 );
@@ -165,7 +176,12 @@ impl MysqlPool {
                     self.release_slot(req.hostgroup, &server.key);
                     continue;
                 }
-                return Ok(PooledConn::new(conn, self.key_for(req, &server), self.clone(), true));
+                return Ok(PooledConn::new(
+                    conn,
+                    self.key_for(req, &server),
+                    self.clone(),
+                    true,
+                ));
             }
             if let Decision::Connect(server) = decision {
                 let key = self.key_for(req, &server);
@@ -178,13 +194,23 @@ impl MysqlPool {
                     schema: None,
                     charset: req.charset,
                     client_caps: req.client_caps & REPLY_SHAPING_CAPS,
-                    tls: if server.use_ssl { self.tls.clone() } else { None },
-                    timeout: req.connect_timeout.min(remaining).max(Duration::from_millis(1)),
+                    tls: if server.use_ssl {
+                        self.tls.clone()
+                    } else {
+                        None
+                    },
+                    timeout: req
+                        .connect_timeout
+                        .min(remaining)
+                        .max(Duration::from_millis(1)),
                     max_packet: req.max_packet,
                 };
                 if server.use_ssl && self.tls.is_none() {
                     self.release_slot(req.hostgroup, &server.key);
-                    return Err(Error::Tls { server: server.key.to_string(), why: "no TLS client configuration".into() });
+                    return Err(Error::Tls {
+                        server: server.key.to_string(),
+                        why: "no TLS client configuration".into(),
+                    });
                 }
                 match BackendConn::connect(&params).await {
                     Ok(conn) => {
@@ -237,8 +263,11 @@ impl MysqlPool {
     pub async fn close_idle(&self) {
         let conns: Vec<(PoolKey, BackendConn)> = {
             let mut g = lock(&self.inner);
-            let drained: Vec<(PoolKey, BackendConn)> =
-                g.idle.drain().flat_map(|(k, v)| v.into_iter().map(move |c| (k.clone(), c))).collect();
+            let drained: Vec<(PoolKey, BackendConn)> = g
+                .idle
+                .drain()
+                .flat_map(|(k, v)| v.into_iter().map(move |c| (k.clone(), c)))
+                .collect();
             for (k, _) in &drained {
                 if let Some(n) = g.open.get_mut(&(k.hostgroup, k.server.clone())) {
                     *n = n.saturating_sub(1);
@@ -271,13 +300,20 @@ pub struct PooledConn {
 
 impl PooledConn {
     fn new(conn: BackendConn, key: PoolKey, pool: Arc<MysqlPool>, reused: bool) -> Self {
-        PooledConn { conn: Some(conn), key, pool, reused }
+        PooledConn {
+            conn: Some(conn),
+            key,
+            pool,
+            reused,
+        }
     }
 
     /// The connection.
     pub fn conn(&mut self) -> &mut BackendConn {
         // Invariant: `conn` is only taken by `release`, which consumes self.
-        self.conn.as_mut().unwrap_or_else(|| unreachable!("PooledConn used after release"))
+        self.conn
+            .as_mut()
+            .unwrap_or_else(|| unreachable!("PooledConn used after release"))
     }
 
     /// The pool key (server, user, …).
@@ -288,7 +324,9 @@ impl PooledConn {
     /// Resets the connection in the background and returns it to the idle list when the reset
     /// succeeds; otherwise it is closed.
     pub fn release(mut self) {
-        let Some(mut conn) = self.conn.take() else { return };
+        let Some(mut conn) = self.conn.take() else {
+            return;
+        };
         let pool = self.pool.clone();
         let key = self.key.clone();
         tokio::spawn(async move {

@@ -35,7 +35,11 @@ pub enum RelayOutcome {
 
 impl BackendConn {
     /// Relays the reply to a command already sent, writing raw packets to `client`.
-    pub async fn relay_reply<W: AsyncWrite + Unpin>(&mut self, kind: ReplyKind, client: &mut W) -> RelayOutcome {
+    pub async fn relay_reply<W: AsyncWrite + Unpin>(
+        &mut self,
+        kind: ReplyKind,
+        client: &mut W,
+    ) -> RelayOutcome {
         let mut tracker = ReplyTracker::new(kind, self.deprecate_eof());
         let mut forwarded = 0usize;
         let mut next_seq = 1u8;
@@ -92,7 +96,10 @@ impl BackendConn {
             }
             if let Some(why) = failure {
                 return RelayOutcome::BackendFailed {
-                    error: crate::Error::UnexpectedReply { server: self.server.clone(), why },
+                    error: crate::Error::UnexpectedReply {
+                        server: self.server.clone(),
+                        why,
+                    },
                     forwarded,
                     next_seq,
                 };
@@ -127,7 +134,11 @@ impl BackendConn {
                 }
                 Ok(_) => {}
                 Err(e) => {
-                    return RelayOutcome::BackendFailed { error: self.proto_err(e.into()), forwarded, next_seq };
+                    return RelayOutcome::BackendFailed {
+                        error: self.proto_err(e.into()),
+                        forwarded,
+                        next_seq,
+                    };
                 }
             }
         }

@@ -39,7 +39,11 @@ impl BackendStream {
 }
 
 impl AsyncRead for BackendStream {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         match self.get_mut() {
             BackendStream::Plain(s) => Pin::new(s).poll_read(cx, buf),
             BackendStream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
@@ -48,7 +52,11 @@ impl AsyncRead for BackendStream {
 }
 
 impl AsyncWrite for BackendStream {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             BackendStream::Plain(s) => Pin::new(s).poll_write(cx, buf),
             BackendStream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),

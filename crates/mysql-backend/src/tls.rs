@@ -32,7 +32,12 @@ impl ServerCertVerifier for AcceptAnyCert {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+        verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
     }
 
     fn verify_tls13_signature(
@@ -41,7 +46,12 @@ impl ServerCertVerifier for AcceptAnyCert {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+        verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
     }
 
     fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
@@ -57,17 +67,26 @@ pub fn client_config(ca: &str, cert: &str, key: &str) -> Result<Arc<rustls::Clie
         .with_safe_default_protocol_versions()
         .map_err(|e| format!("TLS setup: {e}"))?;
     let builder = if ca.is_empty() {
-        builder.dangerous().with_custom_certificate_verifier(Arc::new(AcceptAnyCert(provider)))
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AcceptAnyCert(provider)))
     } else {
         let mut roots = rustls::RootCertStore::empty();
-        for c in CertificateDer::pem_file_iter(ca).map_err(|e| format!("mysql-ssl_p2s_ca {ca}: {e}"))? {
+        for c in
+            CertificateDer::pem_file_iter(ca).map_err(|e| format!("mysql-ssl_p2s_ca {ca}: {e}"))?
+        {
             let c = c.map_err(|e| format!("mysql-ssl_p2s_ca {ca}: {e}"))?;
-            roots.add(c).map_err(|e| format!("mysql-ssl_p2s_ca {ca}: {e}"))?;
+            roots
+                .add(c)
+                .map_err(|e| format!("mysql-ssl_p2s_ca {ca}: {e}"))?;
         }
-        let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
-            .build()
-            .map_err(|e| format!("mysql-ssl_p2s_ca {ca}: {e}"))?;
-        builder.dangerous().with_custom_certificate_verifier(Arc::new(ChainOnly(verifier)))
+        let verifier =
+            rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
+                .build()
+                .map_err(|e| format!("mysql-ssl_p2s_ca {ca}: {e}"))?;
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(ChainOnly(verifier)))
     };
     let config = if cert.is_empty() {
         builder.with_no_client_auth()
@@ -76,8 +95,11 @@ pub fn client_config(ca: &str, cert: &str, key: &str) -> Result<Arc<rustls::Clie
             .map_err(|e| format!("mysql-ssl_p2s_cert {cert}: {e}"))?
             .collect::<Result<_, _>>()
             .map_err(|e| format!("mysql-ssl_p2s_cert {cert}: {e}"))?;
-        let key = PrivateKeyDer::from_pem_file(key).map_err(|e| format!("mysql-ssl_p2s_key {key}: {e}"))?;
-        builder.with_client_auth_cert(chain, key).map_err(|e| format!("mysql-ssl_p2s_cert: {e}"))?
+        let key = PrivateKeyDer::from_pem_file(key)
+            .map_err(|e| format!("mysql-ssl_p2s_key {key}: {e}"))?;
+        builder
+            .with_client_auth_cert(chain, key)
+            .map_err(|e| format!("mysql-ssl_p2s_cert: {e}"))?
     };
     Ok(Arc::new(config))
 }
@@ -95,11 +117,14 @@ impl ServerCertVerifier for ChainOnly {
         ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        match self.0.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
+        match self
+            .0
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
+        {
             Err(rustls::Error::InvalidCertificate(rustls::CertificateError::NotValidForName))
-            | Err(rustls::Error::InvalidCertificate(rustls::CertificateError::NotValidForNameContext { .. })) => {
-                Ok(ServerCertVerified::assertion())
-            }
+            | Err(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::NotValidForNameContext { .. },
+            )) => Ok(ServerCertVerified::assertion()),
             other => other,
         }
     }

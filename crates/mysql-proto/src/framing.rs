@@ -40,7 +40,10 @@ pub struct PacketReader {
 impl PacketReader {
     /// A reader that refuses packets whose payload exceeds `limit`.
     pub fn new(limit: usize) -> Self {
-        PacketReader { buf: BytesMut::with_capacity(16 * 1024), limit }
+        PacketReader {
+            buf: BytesMut::with_capacity(16 * 1024),
+            limit,
+        }
     }
 
     /// Changes the size bound.
@@ -87,7 +90,10 @@ impl PacketReader {
             let len = header_len(&self.buf[offset..]);
             total += len;
             if total > self.limit {
-                return Err(Error::TooLarge { size: total, limit: self.limit });
+                return Err(Error::TooLarge {
+                    size: total,
+                    limit: self.limit,
+                });
             }
             while self.buf.len() < offset + 4 + len {
                 self.fill(r).await?;
@@ -169,16 +175,29 @@ mod tests {
         let wire = packet(0, &[1u8; 100]);
         let mut r = PacketReader::new(99);
         let mut src = &wire[..];
-        assert!(matches!(r.read(&mut src).await, Err(Error::TooLarge { size: 100, limit: 99 })));
+        assert!(matches!(
+            r.read(&mut src).await,
+            Err(Error::TooLarge {
+                size: 100,
+                limit: 99
+            })
+        ));
     }
 
     #[tokio::test]
     async fn exact_chunk_boundary_needs_empty_tail() {
         let payload = vec![1u8; MAX_CHUNK];
         let wire = packet(0, &payload);
-        assert_eq!(wire.len(), MAX_CHUNK + 8, "a 16 MiB payload ends with an empty chunk");
+        assert_eq!(
+            wire.len(),
+            MAX_CHUNK + 8,
+            "a 16 MiB payload ends with an empty chunk"
+        );
         let mut r = PacketReader::new(64 << 20);
         let mut src = &wire[..];
-        assert_eq!(r.read(&mut src).await.expect("read").payload.len(), MAX_CHUNK);
+        assert_eq!(
+            r.read(&mut src).await.expect("read").payload.len(),
+            MAX_CHUNK
+        );
     }
 }

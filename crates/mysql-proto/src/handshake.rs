@@ -78,7 +78,15 @@ impl Greeting {
         } else {
             crate::scramble::NATIVE.to_string()
         };
-        Ok(Greeting { server_version, connection_id, nonce, capabilities, charset, status, auth_plugin })
+        Ok(Greeting {
+            server_version,
+            connection_id,
+            nonce,
+            capabilities,
+            charset,
+            status,
+            auth_plugin,
+        })
     }
 }
 
@@ -142,7 +150,15 @@ impl HandshakeResponse {
         if capabilities & cap::PLUGIN_AUTH != 0 && !r.is_empty() {
             auth_plugin = Some(String::from_utf8_lossy(r.null_str()?).into_owned());
         }
-        Ok(HandshakeResponse { capabilities, max_packet, charset, username, auth_response, database, auth_plugin })
+        Ok(HandshakeResponse {
+            capabilities,
+            max_packet,
+            charset,
+            username,
+            auth_response,
+            database,
+            auth_plugin,
+        })
     }
 
     /// The first 32 bytes of the response: what an SSLRequest carries.
@@ -214,13 +230,23 @@ impl ChangeUser {
         };
         let db = r.null_str()?;
         let database = (!db.is_empty()).then(|| String::from_utf8_lossy(db).into_owned());
-        let charset = if r.remaining().len() >= 2 { Some(r.u16()?) } else { None };
+        let charset = if r.remaining().len() >= 2 {
+            Some(r.u16()?)
+        } else {
+            None
+        };
         let auth_plugin = if client_caps & cap::PLUGIN_AUTH != 0 && !r.is_empty() {
             Some(String::from_utf8_lossy(r.null_str()?).into_owned())
         } else {
             None
         };
-        Ok(ChangeUser { username, auth_response, database, charset, auth_plugin })
+        Ok(ChangeUser {
+            username,
+            auth_response,
+            database,
+            charset,
+            auth_plugin,
+        })
     }
 }
 
@@ -235,7 +261,10 @@ mod tests {
             server_version: "8.0.36".into(),
             connection_id: 42,
             nonce: (1..=20).collect(),
-            capabilities: cap::PROTOCOL_41 | cap::SECURE_CONNECTION | cap::PLUGIN_AUTH | cap::DEPRECATE_EOF,
+            capabilities: cap::PROTOCOL_41
+                | cap::SECURE_CONNECTION
+                | cap::PLUGIN_AUTH
+                | cap::DEPRECATE_EOF,
             charset: 45,
             status: 2,
             auth_plugin: "mysql_native_password".into(),

@@ -83,7 +83,12 @@ impl<'a> Reader<'a> {
                 let b = self.bytes(8)?;
                 u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])
             }
-            0xfb | 0xff => return Err(Error::malformed(self.what, "invalid length-encoded integer")),
+            0xfb | 0xff => {
+                return Err(Error::malformed(
+                    self.what,
+                    "invalid length-encoded integer",
+                ));
+            }
             n => u64::from(n),
         })
     }

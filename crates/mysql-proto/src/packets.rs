@@ -63,12 +63,21 @@ pub fn parse_ok(payload: &[u8]) -> Result<OkInfo, Error> {
     let last_insert_id = r.lenenc_int()?;
     let status = r.u16()?;
     let warnings = r.u16().unwrap_or(0);
-    Ok(OkInfo { affected_rows, last_insert_id, status, warnings })
+    Ok(OkInfo {
+        affected_rows,
+        last_insert_id,
+        status,
+        warnings,
+    })
 }
 
 /// Status flags of a classic EOF packet (0xFE, warnings, status); 0 when absent.
 pub fn eof_status(payload: &[u8]) -> u16 {
-    if payload.len() >= 5 { u16::from_le_bytes([payload[3], payload[4]]) } else { 0 }
+    if payload.len() >= 5 {
+        u16::from_le_bytes([payload[3], payload[4]])
+    } else {
+        0
+    }
 }
 
 /// The fields of an ERR packet.
@@ -95,7 +104,11 @@ pub fn parse_err(payload: &[u8]) -> Result<ErrInfo, Error> {
         sqlstate = String::from_utf8_lossy(r.bytes(5)?).into_owned();
     }
     let message = String::from_utf8_lossy(r.remaining()).into_owned();
-    Ok(ErrInfo { code, sqlstate, message })
+    Ok(ErrInfo {
+        code,
+        sqlstate,
+        message,
+    })
 }
 
 /// Builds an AuthSwitchRequest payload: 0xFE, plugin name, auth data (+NUL).
@@ -131,14 +144,25 @@ mod tests {
     fn ok_roundtrip() {
         let p = ok_payload(300, 70000, 0x0002, 1);
         let ok = parse_ok(&p).expect("ok");
-        assert_eq!(ok, OkInfo { affected_rows: 300, last_insert_id: 70000, status: 2, warnings: 1 });
+        assert_eq!(
+            ok,
+            OkInfo {
+                affected_rows: 300,
+                last_insert_id: 70000,
+                status: 2,
+                warnings: 1
+            }
+        );
     }
 
     #[test]
     fn err_roundtrip() {
         let p = err_payload(1045, "28000", "Access denied");
         let e = parse_err(&p).expect("err");
-        assert_eq!((e.code, e.sqlstate.as_str(), e.message.as_str()), (1045, "28000", "Access denied"));
+        assert_eq!(
+            (e.code, e.sqlstate.as_str(), e.message.as_str()),
+            (1045, "28000", "Access denied")
+        );
         assert!(parse_err(&[0xff]).is_err());
     }
 

@@ -83,7 +83,10 @@ impl ReplyTracker {
             results: 0,
         };
         if kind == ReplyKind::Prepare {
-            t.state = State::PrepParams { left: u64::MAX, columns: 0 };
+            t.state = State::PrepParams {
+                left: u64::MAX,
+                columns: 0,
+            };
         }
         t
     }
@@ -100,12 +103,18 @@ impl ReplyTracker {
     fn end_of_result(&mut self, status: u16) {
         self.status = status;
         self.results += 1;
-        self.state = if status & status::MORE_RESULTS_EXISTS != 0 { State::Start } else { State::Done };
+        self.state = if status & status::MORE_RESULTS_EXISTS != 0 {
+            State::Start
+        } else {
+            State::Done
+        };
     }
 
     fn terminator_status(&self, payload: &[u8]) -> u16 {
         if self.deprecate_eof && payload.len() > 5 {
-            parse_ok(payload).map(|ok| ok.status).unwrap_or_else(|_| eof_status(payload))
+            parse_ok(payload)
+                .map(|ok| ok.status)
+                .unwrap_or_else(|_| eof_status(payload))
         } else {
             eof_status(payload)
         }
@@ -121,7 +130,9 @@ impl ReplyTracker {
         self.continuation = len == MAX_CHUNK;
         let Some(&first) = payload.first() else {
             return match self.state {
-                State::Rows | State::Columns(_) | State::PrepColumns(_) | State::FieldList => Ok(()),
+                State::Rows | State::Columns(_) | State::PrepColumns(_) | State::FieldList => {
+                    Ok(())
+                }
                 State::PrepParams { left, .. } if left != u64::MAX => Ok(()),
                 _ => Err(ReplyError::Unexpected("empty packet")),
             };
@@ -172,7 +183,9 @@ impl ReplyTracker {
             }
             State::ColumnsEof => {
                 if !Self::is_terminator(first, len) {
-                    return Err(ReplyError::Unexpected("missing EOF after column definitions"));
+                    return Err(ReplyError::Unexpected(
+                        "missing EOF after column definitions",
+                    ));
                 }
                 let st = eof_status(payload);
                 self.status = st;
@@ -198,18 +211,26 @@ impl ReplyTracker {
                 if first != 0x00 || payload.len() < 9 {
                     return Err(ReplyError::Unexpected("bad prepare OK"));
                 }
-                self.stmt_id = Some(u32::from_le_bytes([payload[1], payload[2], payload[3], payload[4]]));
+                self.stmt_id = Some(u32::from_le_bytes([
+                    payload[1], payload[2], payload[3], payload[4],
+                ]));
                 let columns = u64::from(u16::from_le_bytes([payload[5], payload[6]]));
                 let params = u64::from(u16::from_le_bytes([payload[7], payload[8]]));
                 self.state = if params > 0 {
-                    State::PrepParams { left: params, columns }
+                    State::PrepParams {
+                        left: params,
+                        columns,
+                    }
                 } else {
                     self.after_params(columns)
                 };
             }
             State::PrepParams { left, columns } => {
                 self.state = if left > 1 {
-                    State::PrepParams { left: left - 1, columns }
+                    State::PrepParams {
+                        left: left - 1,
+                        columns,
+                    }
                 } else if self.deprecate_eof {
                     self.after_params(columns)
                 } else {
@@ -218,7 +239,9 @@ impl ReplyTracker {
             }
             State::PrepParamsEof { columns } => {
                 if !Self::is_terminator(first, len) {
-                    return Err(ReplyError::Unexpected("missing EOF after parameter definitions"));
+                    return Err(ReplyError::Unexpected(
+                        "missing EOF after parameter definitions",
+                    ));
                 }
                 self.state = self.after_params(columns);
             }
@@ -233,7 +256,9 @@ impl ReplyTracker {
             }
             State::PrepColumnsEof => {
                 if !Self::is_terminator(first, len) {
-                    return Err(ReplyError::Unexpected("missing EOF after column definitions"));
+                    return Err(ReplyError::Unexpected(
+                        "missing EOF after column definitions",
+                    ));
                 }
                 self.state = State::Done;
             }
@@ -242,7 +267,11 @@ impl ReplyTracker {
     }
 
     fn after_params(&self, columns: u64) -> State {
-        if columns > 0 { State::PrepColumns(columns) } else { State::Done }
+        if columns > 0 {
+            State::PrepColumns(columns)
+        } else {
+            State::Done
+        }
     }
 }
 

@@ -117,7 +117,10 @@ mod tests {
     #[test]
     fn known_native_hash() {
         // MySQL: SELECT PASSWORD('app') / the hash of 'password' is well known.
-        assert_eq!(format_native_hash("password"), "*2470C0C06DEE42FD1618BB99005ADCA2EC9D1E19");
+        assert_eq!(
+            format_native_hash("password"),
+            "*2470C0C06DEE42FD1618BB99005ADCA2EC9D1E19"
+        );
     }
 
     #[test]

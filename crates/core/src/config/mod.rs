@@ -45,7 +45,9 @@ struct RawFile {
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
-    text.get(..offset).map(|t| t.matches('\n').count() + 1).unwrap_or(0)
+    text.get(..offset)
+        .map(|t| t.matches('\n').count() + 1)
+        .unwrap_or(0)
 }
 
 fn value_text(v: &toml::Value) -> Option<String> {
@@ -77,12 +79,18 @@ impl Config {
         let invalid = |offset: usize, msg: String| {
             Error::ConfigInvalid(format!("line {}: {msg}", line_of(text, offset)))
         };
-        let mut cfg = Config { datadir: raw.datadir, ..Config::default() };
+        let mut cfg = Config {
+            datadir: raw.datadir,
+            ..Config::default()
+        };
         for (name, value) in &raw.mysql_variables {
             let offset = value.span().start;
             let name = name.strip_prefix("mysql-").unwrap_or(name);
             let v = value_text(value.get_ref()).ok_or_else(|| {
-                invalid(offset, format!("mysql_variables.{name}: expected a string, number or boolean"))
+                invalid(
+                    offset,
+                    format!("mysql_variables.{name}: expected a string, number or boolean"),
+                )
             })?;
             match cfg.mysql_variables.set(name, &v) {
                 Ok(SetOutcome::Applied) => {}
@@ -98,10 +106,16 @@ impl Config {
             let offset = row.span().start;
             let s = row.into_inner();
             if s.hostname.trim().is_empty() {
-                return Err(invalid(offset, "mysql_servers.hostname: must not be empty".into()));
+                return Err(invalid(
+                    offset,
+                    "mysql_servers.hostname: must not be empty".into(),
+                ));
             }
             if s.port.0 == 0 {
-                return Err(invalid(offset, "mysql_servers.port: must be between 1 and 65535".into()));
+                return Err(invalid(
+                    offset,
+                    "mysql_servers.port: must be between 1 and 65535".into(),
+                ));
             }
             if s.compression.0 {
                 return Err(invalid(
@@ -125,7 +139,10 @@ impl Config {
             let offset = row.span().start;
             let u = row.into_inner();
             if u.username.is_empty() {
-                return Err(invalid(offset, "mysql_users.username: must not be empty".into()));
+                return Err(invalid(
+                    offset,
+                    "mysql_users.username: must not be empty".into(),
+                ));
             }
             if u.frontend.0 && !seen_users.insert(u.username.clone()) {
                 return Err(invalid(

@@ -112,10 +112,16 @@ impl MysqlVariables {
         let v = value;
         match name {
             "interfaces" => {
-                if v.split(';').all(|i| i.trim().rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok())) {
+                if v.split(';').all(|i| {
+                    i.trim()
+                        .rsplit_once(':')
+                        .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+                }) {
                     self.interfaces = v.to_string();
                 } else {
-                    return Err(format!("mysql-interfaces: {v:?} is not a ';'-separated host:port list"));
+                    return Err(format!(
+                        "mysql-interfaces: {v:?} is not a ';'-separated host:port list"
+                    ));
                 }
             }
             "server_version" => self.server_version = v.to_string(),
@@ -150,7 +156,8 @@ impl MysqlVariables {
             "monitor_username" => self.monitor_username = v.to_string(),
             "monitor_password" => self.monitor_password = v.to_string(),
             _ if PROXYSQL_MYSQL_VARIABLES.contains(&name) => {
-                self.accepted_unimplemented.insert(name.to_string(), v.to_string());
+                self.accepted_unimplemented
+                    .insert(name.to_string(), v.to_string());
                 return Ok(SetOutcome::AcceptedWithoutEffect);
             }
             _ => return Err(format!("unknown variable mysql-{name}")),
@@ -178,12 +185,30 @@ mod tests {
         let mut v = MysqlVariables::default();
         assert_eq!(v.set("max_connections", "50"), Ok(SetOutcome::Applied));
         assert_eq!(v.max_connections, 50);
-        assert!(v.set("max_connections", "0").unwrap_err().contains("out of range"));
-        assert!(v.set("connect_timeout_server", "abc").unwrap_err().contains("not a whole number"));
-        assert!(v.set("no_such_thing", "1").unwrap_err().contains("unknown variable mysql-no_such_thing"));
-        assert_eq!(v.set("monitor_ping_interval", "1000"), Ok(SetOutcome::AcceptedWithoutEffect));
+        assert!(
+            v.set("max_connections", "0")
+                .unwrap_err()
+                .contains("out of range")
+        );
+        assert!(
+            v.set("connect_timeout_server", "abc")
+                .unwrap_err()
+                .contains("not a whole number")
+        );
+        assert!(
+            v.set("no_such_thing", "1")
+                .unwrap_err()
+                .contains("unknown variable mysql-no_such_thing")
+        );
+        assert_eq!(
+            v.set("monitor_ping_interval", "1000"),
+            Ok(SetOutcome::AcceptedWithoutEffect)
+        );
         assert!(v.set("interfaces", "127.0.0.1").is_err());
-        assert_eq!(v.set("interfaces", "127.0.0.1:1;0.0.0.0:2"), Ok(SetOutcome::Applied));
+        assert_eq!(
+            v.set("interfaces", "127.0.0.1:1;0.0.0.0:2"),
+            Ok(SetOutcome::Applied)
+        );
         assert_eq!(v.interface_list(), vec!["127.0.0.1:1", "0.0.0.0:2"]);
         assert!(v.set("have_ssl", "maybe").is_err());
         assert_eq!(v.set("have_ssl", "false"), Ok(SetOutcome::Applied));

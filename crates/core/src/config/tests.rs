@@ -32,7 +32,10 @@ fn parses_proxysql_shaped_file_with_defaults() {
     assert_eq!(cfg.mysql_variables.server_version, "8.0.36");
     assert_eq!(cfg.mysql_servers.len(), 2);
     let s = &cfg.mysql_servers[0];
-    assert_eq!((s.weight.0, s.max_connections.0, s.status), (1, 1000, ServerStatus::Online));
+    assert_eq!(
+        (s.weight.0, s.max_connections.0, s.status),
+        (1, 1000, ServerStatus::Online)
+    );
     assert!(cfg.mysql_servers[1].use_ssl.0);
     let u = &cfg.mysql_users[0];
     assert!(u.active.0 && u.transaction_persistent.0 && u.frontend.0 && u.backend.0);
@@ -42,7 +45,9 @@ fn parses_proxysql_shaped_file_with_defaults() {
 }
 
 fn err(text: &str) -> String {
-    Config::parse(text).expect_err("must be rejected").to_string()
+    Config::parse(text)
+        .expect_err("must be rejected")
+        .to_string()
 }
 
 #[test]
@@ -60,7 +65,10 @@ fn unknown_section_is_an_error() {
 #[test]
 fn bad_values_name_key_and_line() {
     let e = err("[[mysql_servers]]\nhostname = \"h\"\nweight = -1\n");
-    assert!(e.contains("weight") && e.contains("line 3") && e.contains("between"), "{e}");
+    assert!(
+        e.contains("weight") && e.contains("line 3") && e.contains("between"),
+        "{e}"
+    );
     let e = err("[[mysql_servers]]\nhostname = \"h\"\nport = 70000\n");
     assert!(e.contains("port") && e.contains("line 3"), "{e}");
     let e = err("[[mysql_servers]]\nhostname = \"h\"\nstatus = \"UP\"\n");

@@ -12,7 +12,9 @@ fn feed_all(t: &mut ReplyTracker, packets: &[Vec<u8>]) -> Result<usize, ReplyErr
 }
 
 fn coldef() -> Vec<u8> {
-    vec![3, b'd', b'e', b'f', 0, 0, 0, 1, b'a', 0, 0x0c, 0x21, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0]
+    vec![
+        3, b'd', b'e', b'f', 0, 0, 0, 1, b'a', 0, 0x0c, 0x21, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0,
+    ]
 }
 
 fn row(v: &[u8]) -> Vec<u8> {
@@ -27,7 +29,10 @@ fn ok_and_err() {
     assert_eq!(feed_all(&mut t, &[ok_payload(3, 7, 2, 0)]), Ok(1));
     assert_eq!((t.affected_rows, t.last_insert_id, t.status), (3, 7, 2));
     let mut t = ReplyTracker::new(ReplyKind::ResultSets, false);
-    assert_eq!(feed_all(&mut t, &[err_payload(1064, "42000", "syntax")]), Ok(1));
+    assert_eq!(
+        feed_all(&mut t, &[err_payload(1064, "42000", "syntax")]),
+        Ok(1)
+    );
     assert!(t.error);
 }
 
@@ -61,7 +66,13 @@ fn deprecate_eof_result_set() {
 #[test]
 fn error_in_the_middle_of_rows() {
     let mut t = ReplyTracker::new(ReplyKind::ResultSets, false);
-    let pk = vec![vec![1], coldef(), eof_payload(2, 0), row(b"1"), err_payload(1317, "70100", "interrupted")];
+    let pk = vec![
+        vec![1],
+        coldef(),
+        eof_payload(2, 0),
+        row(b"1"),
+        err_payload(1317, "70100", "interrupted"),
+    ];
     assert_eq!(feed_all(&mut t, &pk), Ok(5));
     assert!(t.error);
 }
@@ -74,7 +85,14 @@ fn prepare_ok_with_params_and_columns() {
     prep.extend_from_slice(&2u16.to_le_bytes());
     prep.extend_from_slice(&[0, 0, 0]);
     let mut t = ReplyTracker::new(ReplyKind::Prepare, false);
-    let pk = vec![prep.clone(), coldef(), coldef(), eof_payload(2, 0), coldef(), eof_payload(2, 0)];
+    let pk = vec![
+        prep.clone(),
+        coldef(),
+        coldef(),
+        eof_payload(2, 0),
+        coldef(),
+        eof_payload(2, 0),
+    ];
     assert_eq!(feed_all(&mut t, &pk), Ok(6));
     assert_eq!(t.stmt_id, Some(9));
     let mut t = ReplyTracker::new(ReplyKind::Prepare, true);
@@ -117,7 +135,10 @@ fn large_rows_span_chunks() {
 #[test]
 fn field_list_and_single() {
     let mut t = ReplyTracker::new(ReplyKind::FieldList, false);
-    assert_eq!(feed_all(&mut t, &[coldef(), coldef(), eof_payload(2, 0)]), Ok(3));
+    assert_eq!(
+        feed_all(&mut t, &[coldef(), coldef(), eof_payload(2, 0)]),
+        Ok(3)
+    );
     let mut t = ReplyTracker::new(ReplyKind::Single, false);
     assert_eq!(feed_all(&mut t, &[b"Uptime: 5".to_vec()]), Ok(1));
 }

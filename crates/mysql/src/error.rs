@@ -1,0 +1,66 @@
+//! Frontend errors and their mapping to the MySQL error a client sees.
+
+use sluice_mysql_proto::packets::err_payload;
+
+/// An error that ends a client's command (or its session) with a MySQL ERR packet.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Wrong password, unknown or inactive user, or TLS required.
+    #[error("Access denied for user '{user}'@'{host}' (using password: {using_password}){extra}")]
+    AccessDenied {
+        /// User name the client sent.
+        user: String,
+        /// Client address.
+        host: String,
+        /// "YES" or "NO".
+        using_password: &'static str,
+        /// Additional reason, e.g. ". SSL is required".
+        extra: String,
+    },
+    /// Global or per-user `max_connections` reached.
+    #[error("Too many connections")]
+    TooManyConnections,
+    /// A backend-side failure (connect timeout, lost connection, refused login).
+    #[error(transparent)]
+    Backend(#[from] sluice_mysql_backend::Error),
+    /// A malformed or oversized packet from the client.
+    #[error(transparent)]
+    Protocol(#[from] sluice_mysql_proto::Error),
+    /// A feature the client asked for that Sluice does not provide.
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+impl Error {
+    /// The (errno, SQLSTATE) the client sees.
+    pub fn code(&self) -> (u16, &'static str) {
+        use sluice_mysql_backend::Error as B;
+        match self {
+            Error::AccessDenied { .. } => (1045, "28000"),
+            Error::TooManyConnections => (1040, "08004"),
+            Error::Backend(B::ConnectTimeout { .. }) => (9001, "HY000"),
+            Error::Backend(B::Auth { info, .. }) => (info.code, "28000"),
+            Error::Backend(_) => (2013, "HY000"),
+            Error::Protocol(sluice_mysql_proto::Error::TooLarge { .. }) => (1153, "08S01"),
+            Error::Protocol(_) => (1047, "08S01"),
+            Error::Unsupported(_) => (1235, "42000"),
+        }
+    }
+
+    /// The ERR packet payload for this error.
+    pub fn to_err_payload(&self) -> Vec<u8> {
+        let (code, state) = self.code();
+        let msg = match self {
+            Error::Backend(sluice_mysql_backend::Error::Auth { server, info, .. }) => {
+                format!("{} (backend {server})", info.message)
+            }
+            Error::Backend(e @ sluice_mysql_backend::Error::ConnectTimeout { .. }) => e.to_string(),
+            Error::Backend(e) => format!("Lost connection to backend server: {e}"),
+            Error::Protocol(sluice_mysql_proto::Error::TooLarge { .. }) => {
+                "Got a packet bigger than 'max_allowed_packet' bytes".to_string()
+            }
+            other => other.to_string(),
+        };
+        err_payload(code, state, &msg)
+    }
+}

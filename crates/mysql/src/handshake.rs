@@ -1,0 +1,301 @@
+//! The connection phase: greeting, optional TLS upgrade, authentication against `mysql_users`,
+//! and the checks that follow it (active, `use_ssl`, `max_connections`).
+
+use crate::auth::{self, Verdict};
+use crate::error::Error;
+use crate::registry::SessionSlot;
+use crate::stream::ClientStream;
+use sluice_core::config::MysqlUser;
+use sluice_core::runtime::RuntimeConfig;
+use sluice_mysql_backend::BackendSecret;
+use sluice_mysql_proto::consts::{cap, status};
+use sluice_mysql_proto::framing::{Packet, PacketReader, packet};
+use sluice_mysql_proto::handshake::{Greeting, HandshakeResponse, is_ssl_request};
+use sluice_mysql_proto::packets::{auth_switch_payload, ok_payload};
+use sluice_mysql_proto::scramble::{CACHING_SHA2, NATIVE};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use tokio_rustls::TlsAcceptor;
+
+/// Largest packet accepted before authentication completes.
+const HANDSHAKE_PACKET_LIMIT: usize = 64 * 1024;
+
+/// Collation announced in the greeting: utf8mb4_general_ci (known to MySQL and MariaDB).
+pub const GREETING_COLLATION: u8 = 45;
+
+/// Capabilities Sluice offers clients (no compression, no LOCAL INFILE, no session tracking).
+pub fn server_capabilities(tls: bool) -> u32 {
+    let mut c = cap::LONG_PASSWORD
+        | cap::FOUND_ROWS
+        | cap::LONG_FLAG
+        | cap::CONNECT_WITH_DB
+        | cap::IGNORE_SPACE
+        | cap::PROTOCOL_41
+        | cap::INTERACTIVE
+        | cap::TRANSACTIONS
+        | cap::SECURE_CONNECTION
+        | cap::MULTI_STATEMENTS
+        | cap::MULTI_RESULTS
+        | cap::PS_MULTI_RESULTS
+        | cap::PLUGIN_AUTH
+        | cap::CONNECT_ATTRS
+        | cap::PLUGIN_AUTH_LENENC_CLIENT_DATA
+        | cap::DEPRECATE_EOF;
+    if tls {
+        c |= cap::SSL;
+    }
+    c
+}
+
+/// A client socket with its packet reader.
+#[derive(Debug)]
+pub struct ClientIo {
+    /// The socket.
+    pub stream: ClientStream,
+    /// Buffered reader.
+    pub reader: PacketReader,
+    /// Client address.
+    pub peer: SocketAddr,
+}
+
+impl ClientIo {
+    /// Reads one packet.
+    pub async fn read(&mut self) -> Result<Packet, Error> {
+        Ok(self.reader.read(&mut self.stream).await?)
+    }
+
+    /// Writes one payload as a packet with sequence id `seq`.
+    pub async fn write(&mut self, seq: u8, payload: &[u8]) -> Result<(), Error> {
+        self.stream
+            .write_all(&packet(seq, payload))
+            .await
+            .map_err(|e| Error::Protocol(e.into()))?;
+        Ok(())
+    }
+}
+
+/// A logged-in client.
+#[derive(Debug)]
+pub struct LoggedIn {
+    /// The user row.
+    pub user: Arc<MysqlUser>,
+    /// What Sluice knows to log in to backends as this user.
+    pub secret: BackendSecret,
+    /// Effective capabilities (client ∩ Sluice).
+    pub capabilities: u32,
+    /// Client collation id.
+    pub charset: u8,
+    /// Initial schema.
+    pub schema: String,
+    /// The auth nonce of the connection (COM_CHANGE_USER scrambles use it).
+    pub nonce: Vec<u8>,
+}
+
+fn denied(user: &str, peer: &SocketAddr, response: &[u8], extra: &str) -> Error {
+    Error::AccessDenied {
+        user: user.to_string(),
+        host: peer.ip().to_string(),
+        using_password: if response.is_empty() { "NO" } else { "YES" },
+        extra: extra.to_string(),
+    }
+}
+
+/// Runs the auth-plugin exchange after the client's first auth response. `seq` is the next
+/// sequence id Sluice sends. Returns the backend secret, or the access-denied error.
+pub async fn exchange(
+    io: &mut ClientIo,
+    user: Option<&MysqlUser>,
+    username: &str,
+    client_plugin: &str,
+    nonce: &[u8],
+    response: &[u8],
+    seq: &mut u8,
+    default_plugin: &str,
+) -> Result<BackendSecret, Error> {
+    let (mut plugin, mut nonce, mut response) =
+        (client_plugin.to_string(), nonce.to_vec(), response.to_vec());
+    tracing::debug!(user = username, plugin = %plugin, response_len = response.len(), "client auth response");
+    let supported = plugin == NATIVE || plugin == CACHING_SHA2;
+    // libmariadb sends an empty response when its plugin differs from the announced one and
+    // waits for an AuthSwitchRequest carrying a nonce for its own plugin.
+    let wants_switch = supported && plugin != default_plugin && response.is_empty();
+    if !supported || wants_switch {
+        nonce = auth::nonce();
+        if !supported {
+            plugin = default_plugin.to_string();
+        }
+        io.write(*seq, &auth_switch_payload(&plugin, &nonce))
+            .await?;
+        let pk = io.read().await?;
+        *seq = pk.seq.wrapping_add(1);
+        response = pk.payload.to_vec();
+    }
+    // Unknown users are checked against a random password so both paths cost the same.
+    let password = match user {
+        Some(u) => u.password.clone(),
+        None => String::from_utf8_lossy(&auth::nonce()).into_owned(),
+    };
+    let verdict = match auth::verify(&plugin, &nonce, &response, &password) {
+        Verdict::NeedFullAuth => {
+            io.write(*seq, &[0x01, 0x04]).await?;
+            let pk = io.read().await?;
+            *seq = pk.seq.wrapping_add(1);
+            if !io.stream.is_tls() {
+                return Err(denied(
+                    username,
+                    &io.peer,
+                    &response,
+                    ". caching_sha2_password full authentication requires a TLS connection",
+                ));
+            }
+            auth::verify_cleartext(&pk.payload, &password)
+        }
+        v => {
+            if matches!(v, Verdict::Accept(_)) && plugin == CACHING_SHA2 && !response.is_empty() {
+                io.write(*seq, &[0x01, 0x03]).await?;
+                *seq = seq.wrapping_add(1);
+            }
+            v
+        }
+    };
+    match (verdict, user) {
+        (Verdict::Accept(secret), Some(_)) => Ok(secret),
+        _ => Err(denied(username, &io.peer, &response, "")),
+    }
+}
+
+/// Runs the whole connection phase on a fresh socket. On failure the client has been sent the
+/// error packet (when the socket still works) and the error is returned for logging.
+pub async fn connection_phase(
+    tcp: TcpStream,
+    peer: SocketAddr,
+    rt: &RuntimeConfig,
+    tls: Option<&TlsAcceptor>,
+    connection_id: u32,
+    slot: &mut SessionSlot,
+) -> Result<(ClientIo, LoggedIn), Error> {
+    let vars = &rt.mysql.variables;
+    let nonce = auth::nonce();
+    let ours = server_capabilities(tls.is_some());
+    let greeting = Greeting {
+        server_version: vars.server_version.clone(),
+        connection_id,
+        nonce: nonce.clone(),
+        capabilities: ours,
+        charset: GREETING_COLLATION,
+        status: status::AUTOCOMMIT,
+        auth_plugin: vars.default_authentication_plugin.clone(),
+    };
+    let mut io = ClientIo {
+        stream: ClientStream::Plain(tcp),
+        reader: PacketReader::new(HANDSHAKE_PACKET_LIMIT),
+        peer,
+    };
+    io.write(0, &greeting.encode()).await?;
+    let mut pk = io.read().await?;
+    if is_ssl_request(&pk.payload) {
+        let Some(acceptor) = tls else {
+            return Err(Error::Unsupported(
+                "client asked for TLS, which is not enabled".into(),
+            ));
+        };
+        let ClientStream::Plain(tcp) = io.stream else {
+            return Err(Error::Unsupported("TLS requested twice".into()));
+        };
+        if io.reader.buffered() > 0 {
+            return Err(Error::Unsupported(
+                "data after SSLRequest before the TLS handshake".into(),
+            ));
+        }
+        let tls_stream = acceptor
+            .accept(tcp)
+            .await
+            .map_err(|e| Error::Protocol(e.into()))?;
+        io.stream = ClientStream::Tls(Box::new(tls_stream));
+        pk = io.read().await?;
+    }
+    let mut seq = pk.seq.wrapping_add(1);
+    let resp = match HandshakeResponse::decode(&pk.payload) {
+        Ok(r) => r,
+        Err(e) => return fail(&mut io, seq, e.into()).await,
+    };
+    let capabilities = resp.capabilities & ours;
+    let user = rt.mysql.frontend_users.get(&resp.username).cloned();
+    let plugin = resp
+        .auth_plugin
+        .clone()
+        .unwrap_or_else(|| NATIVE.to_string());
+    let secret = match exchange(
+        &mut io,
+        user.as_deref(),
+        &resp.username,
+        &plugin,
+        &nonce,
+        &resp.auth_response,
+        &mut seq,
+        &vars.default_authentication_plugin,
+    )
+    .await
+    {
+        Ok(s) => s,
+        Err(e @ Error::AccessDenied { .. }) => return fail(&mut io, seq, e).await,
+        Err(e) => return Err(e),
+    };
+    let Some(user) = user else {
+        return fail(
+            &mut io,
+            seq,
+            denied(&resp.username, &peer, &resp.auth_response, ""),
+        )
+        .await;
+    };
+    if !user.active.0 {
+        let e = denied(
+            &resp.username,
+            &peer,
+            &resp.auth_response,
+            ". The user is not active",
+        );
+        return fail(&mut io, seq, e).await;
+    }
+    if user.use_ssl.0 && !io.stream.is_tls() {
+        let e = denied(
+            &resp.username,
+            &peer,
+            &resp.auth_response,
+            ". SSL is required",
+        );
+        return fail(&mut io, seq, e).await;
+    }
+    if !slot.assign_user(&user.username, user.max_connections.0) {
+        return fail(&mut io, seq, Error::TooManyConnections).await;
+    }
+    let schema = resp
+        .database
+        .clone()
+        .or_else(|| user.default_schema.clone().filter(|s| !s.is_empty()))
+        .unwrap_or_else(|| vars.default_schema.clone());
+    io.write(seq, &ok_payload(0, 0, status::AUTOCOMMIT, 0))
+        .await?;
+    io.reader.set_limit(vars.max_allowed_packet as usize);
+    Ok((
+        io,
+        LoggedIn {
+            user,
+            secret,
+            capabilities,
+            charset: resp.charset,
+            schema,
+            nonce,
+        },
+    ))
+}
+
+/// Sends `e` to the client as an ERR packet (best effort) and returns it.
+pub async fn fail<T>(io: &mut ClientIo, seq: u8, e: Error) -> Result<T, Error> {
+    let _ = io.write(seq, &e.to_err_payload()).await;
+    let _ = io.stream.flush().await;
+    Err(e)
+}

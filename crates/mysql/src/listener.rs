@@ -1,0 +1,103 @@
+//! Accepting MySQL clients: one task per connection, the global connection cap, graceful stop.
+
+use crate::handshake::connection_phase;
+use crate::registry::SessionRegistry;
+use crate::session::Session;
+use sluice_core::ConfigHandle;
+use sluice_mysql_backend::MysqlPool;
+use sluice_mysql_proto::framing::packet;
+use sluice_mysql_proto::packets::err_payload;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::TlsAcceptor;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{debug, info, warn};
+
+/// Everything the MySQL frontend's sessions share.
+pub struct MysqlFrontend {
+    /// The runtime config.
+    pub config: ConfigHandle,
+    /// Backend connection pools.
+    pub pool: Arc<MysqlPool>,
+    /// TLS for clients that ask for it (`mysql-have_ssl`).
+    pub tls: Option<TlsAcceptor>,
+    /// Connected clients.
+    pub registry: Arc<SessionRegistry>,
+    /// Cancelled when Sluice stops: listeners stop accepting, idle sessions close.
+    pub shutdown: CancellationToken,
+    /// Every session task, so shutdown can wait for them.
+    pub tasks: TaskTracker,
+}
+
+/// Accepts clients on `listeners` until shutdown.
+pub async fn serve(fe: Arc<MysqlFrontend>, listeners: Vec<TcpListener>) {
+    let mut loops = Vec::new();
+    for l in listeners {
+        let fe = fe.clone();
+        loops.push(tokio::spawn(async move { accept_loop(fe, l).await }));
+    }
+    for l in loops {
+        let _ = l.await;
+    }
+}
+
+async fn accept_loop(fe: Arc<MysqlFrontend>, listener: TcpListener) {
+    loop {
+        let accepted = tokio::select! {
+            _ = fe.shutdown.cancelled() => break,
+            a = listener.accept() => a,
+        };
+        match accepted {
+            Ok((tcp, peer)) => {
+                let _ = tcp.set_nodelay(true);
+                let fe2 = fe.clone();
+                fe.tasks.spawn(async move { handle(fe2, tcp, peer).await });
+            }
+            Err(e) => {
+                // Typically EMFILE: back off instead of spinning.
+                warn!("accept failed on {:?}: {e}", listener.local_addr().ok());
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+    debug!("MySQL listener {:?} closed", listener.local_addr().ok());
+}
+
+async fn handle(fe: Arc<MysqlFrontend>, mut tcp: TcpStream, peer: std::net::SocketAddr) {
+    let rt = fe.config.load();
+    let vars = &rt.mysql.variables;
+    let Some(mut slot) = fe.registry.enter(vars.max_connections) else {
+        warn!(client = %peer, max = vars.max_connections, "refusing client: mysql-max_connections reached");
+        let _ = tcp
+            .write_all(&packet(
+                0,
+                &err_payload(1040, "08004", "Too many connections"),
+            ))
+            .await;
+        return;
+    };
+    let id = fe.registry.next_id();
+    let timeout = Duration::from_millis(vars.connect_timeout_client);
+    let phase = tokio::time::timeout(
+        timeout,
+        connection_phase(tcp, peer, &rt, fe.tls.as_ref(), id, &mut slot),
+    )
+    .await;
+    let (io, login) = match phase {
+        Ok(Ok(v)) => v,
+        Ok(Err(e)) => {
+            warn!(session = id, client = %peer, "client login failed: {e}");
+            return;
+        }
+        Err(_) => {
+            warn!(session = id, client = %peer, "client did not complete the handshake within mysql-connect_timeout_client ({}ms)", timeout.as_millis());
+            return;
+        }
+    };
+    info!(session = id, user = %login.user.username, client = %peer, tls = io.stream.is_tls(), schema = %login.schema, "client logged in");
+    drop(rt);
+    Session::new(id, io, login, fe, slot).run().await;
+}

@@ -1,0 +1,110 @@
+//! Live client sessions: counts per user and in total, checked against `max_connections`.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Counts of connected clients.
+#[derive(Debug, Default)]
+pub struct SessionRegistry {
+    total: AtomicU32,
+    per_user: Mutex<HashMap<String, u32>>,
+    next_id: AtomicU32,
+}
+
+/// Holds one client's place; dropping it frees the place.
+#[derive(Debug)]
+pub struct SessionSlot {
+    registry: Arc<SessionRegistry>,
+    user: Option<String>,
+}
+
+impl SessionRegistry {
+    /// A new, empty registry.
+    pub fn new() -> Arc<Self> {
+        Arc::new(SessionRegistry {
+            next_id: AtomicU32::new(1),
+            ..Default::default()
+        })
+    }
+
+    /// A fresh connection id (shown to clients as their thread id).
+    pub fn next_id(&self) -> u32 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Connected clients.
+    pub fn total(&self) -> u32 {
+        self.total.load(Ordering::Relaxed)
+    }
+
+    /// Takes a place in the global count, unless `global_max` is reached.
+    pub fn enter(self: &Arc<Self>, global_max: u32) -> Option<SessionSlot> {
+        let prev = self.total.fetch_add(1, Ordering::AcqRel);
+        if prev >= global_max {
+            self.total.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        Some(SessionSlot {
+            registry: self.clone(),
+            user: None,
+        })
+    }
+}
+
+impl SessionSlot {
+    /// Counts the session against `user`, unless the user already has `user_max` sessions.
+    /// Re-assigning (COM_CHANGE_USER) moves the count.
+    pub fn assign_user(&mut self, user: &str, user_max: u32) -> bool {
+        let mut map = self
+            .registry
+            .per_user
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let n = map.get(user).copied().unwrap_or(0);
+        if n >= user_max {
+            return false;
+        }
+        map.insert(user.to_string(), n + 1);
+        if let Some(old) = self.user.replace(user.to_string()) {
+            if let Some(c) = map.get_mut(&old) {
+                *c = c.saturating_sub(1);
+            }
+        }
+        true
+    }
+}
+
+impl Drop for SessionSlot {
+    fn drop(&mut self) {
+        self.registry.total.fetch_sub(1, Ordering::AcqRel);
+        if let Some(u) = self.user.take() {
+            let mut map = self
+                .registry
+                .per_user
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            if let Some(c) = map.get_mut(&u) {
+                *c = c.saturating_sub(1);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_and_release() {
+        let r = SessionRegistry::new();
+        let mut a = r.enter(2).expect("first");
+        let mut b = r.enter(2).expect("second");
+        assert!(r.enter(2).is_none(), "global cap");
+        assert!(a.assign_user("u", 1));
+        assert!(!b.assign_user("u", 1), "per-user cap");
+        drop(a);
+        assert!(b.assign_user("u", 1), "freed by drop");
+        assert_eq!(r.total(), 1);
+    }
+}

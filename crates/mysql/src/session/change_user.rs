@@ -1,0 +1,91 @@
+//! COM_CHANGE_USER: re-authenticate the client as another user on the same connection.
+
+use super::{Next, Session};
+use crate::error::Error;
+use crate::handshake::{exchange, fail};
+use sluice_mysql_proto::framing::Packet;
+use sluice_mysql_proto::handshake::ChangeUser;
+use sluice_mysql_proto::scramble::NATIVE;
+use tracing::{info, warn};
+
+impl Session {
+    pub(super) async fn change_user(&mut self, pk: Packet) -> Next {
+        let mut seq = pk.seq.wrapping_add(1);
+        let cu = match ChangeUser::decode(&pk.payload, self.login.capabilities) {
+            Ok(c) => c,
+            Err(e) => {
+                warn!(session = self.id, client = %self.io.peer, "closing client session: {e}");
+                return Next::Close;
+            }
+        };
+        let rt = self.fe.config.load();
+        let user = rt.mysql.frontend_users.get(&cu.username).cloned();
+        let plugin = cu.auth_plugin.clone().unwrap_or_else(|| NATIVE.to_string());
+        let nonce = self.login.nonce.clone();
+        let result = exchange(
+            &mut self.io,
+            user.as_deref(),
+            &cu.username,
+            &plugin,
+            &nonce,
+            &cu.auth_response,
+            &mut seq,
+            &rt.mysql.variables.default_authentication_plugin,
+        )
+        .await;
+        let secret = match result {
+            Ok(s) => s,
+            Err(e) => {
+                warn!(session = self.id, user = %cu.username, client = %self.io.peer, "COM_CHANGE_USER refused: {e}");
+                if matches!(e, Error::AccessDenied { .. }) {
+                    let _ = fail::<()>(&mut self.io, seq, e).await;
+                }
+                return Next::Close;
+            }
+        };
+        // `exchange` denies unknown users, so `user` is set here.
+        let Some(user) = user else { return Next::Close };
+        if !user.active.0 {
+            let e = Error::AccessDenied {
+                user: cu.username.clone(),
+                host: self.io.peer.ip().to_string(),
+                using_password: "YES",
+                extra: ". The user is not active".into(),
+            };
+            let _ = fail::<()>(&mut self.io, seq, e).await;
+            return Next::Close;
+        }
+        if user.use_ssl.0 && !self.io.stream.is_tls() {
+            let e = Error::AccessDenied {
+                user: cu.username.clone(),
+                host: self.io.peer.ip().to_string(),
+                using_password: "YES",
+                extra: ". SSL is required".into(),
+            };
+            let _ = fail::<()>(&mut self.io, seq, e).await;
+            return Next::Close;
+        }
+        if !self
+            .slot
+            .assign_user(&user.username, user.max_connections.0)
+        {
+            let _ = fail::<()>(&mut self.io, seq, Error::TooManyConnections).await;
+            return Next::Close;
+        }
+        if let Some(b) = self.backend.take() {
+            b.release();
+        }
+        info!(session = self.id, from = %self.login.user.username, to = %user.username, "COM_CHANGE_USER");
+        self.schema = cu
+            .database
+            .clone()
+            .or_else(|| user.default_schema.clone().filter(|s| !s.is_empty()))
+            .unwrap_or_else(|| rt.mysql.variables.default_schema.clone());
+        if let Some(cs) = cu.charset {
+            self.login.charset = cs as u8;
+        }
+        self.login.user = user;
+        self.login.secret = secret;
+        self.reply_ok(seq).await
+    }
+}

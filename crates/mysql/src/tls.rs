@@ -1,0 +1,79 @@
+//! Frontend TLS: the certificate from `mysql-ssl_cert`/`mysql-ssl_key`, or a self-signed pair
+//! generated into the datadir on first start (kept, so clients can pin it).
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use std::path::Path;
+use std::sync::Arc;
+use tokio_rustls::TlsAcceptor;
+
+/// File names of the generated pair in the datadir.
+pub const GENERATED_CERT: &str = "sluice-cert.pem";
+/// Key file name of the generated pair.
+pub const GENERATED_KEY: &str = "sluice-key.pem";
+
+/// Builds the TLS acceptor. `cert`/`key` are PEM paths (both empty = use or create the
+/// generated pair in `datadir`; no datadir = a pair kept in memory only).
+pub fn acceptor(cert: &str, key: &str, datadir: Option<&Path>) -> Result<TlsAcceptor, String> {
+    let (cert_pem, key_pem) = match (cert.is_empty(), key.is_empty()) {
+        (false, false) => (
+            std::fs::read(cert).map_err(|e| format!("mysql-ssl_cert {cert}: {e}"))?,
+            std::fs::read(key).map_err(|e| format!("mysql-ssl_key {key}: {e}"))?,
+        ),
+        (true, true) => generated_pair(datadir)?,
+        _ => return Err("mysql-ssl_cert and mysql-ssl_key must be set together".into()),
+    };
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&cert_pem)
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("TLS certificate: {e}"))?;
+    if chain.is_empty() {
+        return Err("TLS certificate file holds no certificate".into());
+    }
+    let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| format!("TLS key: {e}"))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS setup: {e}"))?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .map_err(|e| format!("TLS certificate/key: {e}"))?;
+    Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+fn generated_pair(datadir: Option<&Path>) -> Result<(Vec<u8>, Vec<u8>), String> {
+    if let Some(dir) = datadir {
+        let (c, k) = (dir.join(GENERATED_CERT), dir.join(GENERATED_KEY));
+        if c.exists() && k.exists() {
+            let cert = std::fs::read(&c).map_err(|e| format!("{}: {e}", c.display()))?;
+            let key = std::fs::read(&k).map_err(|e| format!("{}: {e}", k.display()))?;
+            return Ok((cert, key));
+        }
+    }
+    let ck =
+        rcgen::generate_simple_self_signed(vec!["localhost".to_string(), "127.0.0.1".to_string()])
+            .map_err(|e| format!("generating a TLS certificate: {e}"))?;
+    let cert = ck.cert.pem().into_bytes();
+    let key = ck.signing_key.serialize_pem().into_bytes();
+    if let Some(dir) = datadir {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let (c, k) = (dir.join(GENERATED_CERT), dir.join(GENERATED_KEY));
+        std::fs::write(&c, &cert).map_err(|e| format!("{}: {e}", c.display()))?;
+        write_private(&k, &key)?;
+        tracing::info!("generated a self-signed TLS certificate in {}", c.display());
+    }
+    Ok((cert, key))
+}
+
+fn write_private(path: &Path, data: &[u8]) -> Result<(), String> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    f.write_all(data)
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
