@@ -1,1 +1,271 @@
-//! stub
+//! Helpers for Sluice's end-to-end suites: start the real `sluice` binary with a config, run real
+//! clients (mariadb CLI, PyMySQL, sysbench) against it, check the backends are there.
+//!
+//! The suites need the backends of `cargo xtask backends up`. Under `cargo xtask test`
+//! (`SLUICE_REQUIRE_BACKENDS=1`) a missing backend fails the test; under a bare `cargo test` the
+//! end-to-end tests say they are skipped and return.
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+pub use xtask::ports;
+
+/// True when the MariaDB pair is reachable. Panics when backends are required but missing.
+pub fn backends_ready() -> bool {
+    let up = xtask::proc::port_open(ports::MY_PRIMARY) && xtask::proc::port_open(ports::MY_REPLICA);
+    if !up {
+        if std::env::var("SLUICE_REQUIRE_BACKENDS").as_deref() == Ok("1") {
+            panic!(
+                "MariaDB test backends are not running on :{}/:{}",
+                ports::MY_PRIMARY,
+                ports::MY_REPLICA
+            );
+        }
+        eprintln!(
+            "SKIPPED: test backends are not running; use `cargo xtask test` (or `cargo xtask backends up`)"
+        );
+    }
+    up
+}
+
+/// The `sluice` binary: `SLUICE_BIN`, or `target/debug/sluice` of this workspace.
+pub fn sluice_bin() -> PathBuf {
+    match std::env::var_os("SLUICE_BIN") {
+        Some(p) => PathBuf::from(p),
+        None => xtask::workspace_root().join("target/debug/sluice"),
+    }
+}
+
+/// A free TCP port on 127.0.0.1.
+pub fn free_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind port 0");
+    l.local_addr().expect("local addr").port()
+}
+
+/// A fresh scratch folder under `target/sluice-tests/`.
+pub fn scratch_dir(name: &str) -> PathBuf {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let dir = xtask::workspace_root()
+        .join("target/sluice-tests")
+        .join(format!(
+            "{name}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create scratch dir");
+    dir
+}
+
+/// The standard config: hostgroup 0 = MariaDB primary, 1 = replica, user app/app.
+/// `{port}` is replaced with Sluice's MySQL port; `extra_vars` go into `[mysql_variables]`.
+pub fn standard_config(extra_vars: &str, extra_tables: &str) -> String {
+    format!(
+        r#"
+[mysql_variables]
+interfaces = "127.0.0.1:{{port}}"
+server_version = "8.0.36"
+{extra_vars}
+
+[[mysql_servers]]
+hostgroup_id = 0
+hostname = "127.0.0.1"
+port = {primary}
+
+[[mysql_servers]]
+hostgroup_id = 1
+hostname = "127.0.0.1"
+port = {replica}
+
+[[mysql_users]]
+username = "app"
+password = "app"
+default_hostgroup = 0
+
+{extra_tables}
+"#,
+        primary = ports::MY_PRIMARY,
+        replica = ports::MY_REPLICA,
+    )
+}
+
+/// A running `sluice` process. Dropping it kills the process.
+pub struct Sluice {
+    child: Option<Child>,
+    /// The MySQL frontend port.
+    pub port: u16,
+    /// Its scratch folder (config, datadir, log).
+    pub dir: PathBuf,
+}
+
+impl Sluice {
+    /// Starts sluice with `template` (`{port}` replaced) and waits until it accepts connections.
+    pub fn start(template: &str) -> Sluice {
+        let port = free_port();
+        let dir = scratch_dir("sluice");
+        let cfg = dir.join("sluice.toml");
+        std::fs::write(&cfg, template.replace("{port}", &port.to_string())).expect("write config");
+        let log = std::fs::File::create(dir.join("sluice.log")).expect("log file");
+        let child = Command::new(sluice_bin())
+            .arg("--config")
+            .arg(&cfg)
+            .arg("--datadir")
+            .arg(dir.join("data"))
+            .env("RUST_LOG", "info,sluice_mysql_backend=debug")
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("clone log"))
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", sluice_bin().display()));
+        let mut s = Sluice {
+            child: Some(child),
+            port,
+            dir,
+        };
+        let up = xtask::proc::wait_until(Duration::from_secs(20), || {
+            xtask::proc::port_open(port) || s.exited().is_some()
+        });
+        assert!(
+            up && s.exited().is_none(),
+            "sluice did not start; log:\n{}",
+            s.log()
+        );
+        s
+    }
+
+    /// Sluice's log so far.
+    pub fn log(&self) -> String {
+        let mut text = String::new();
+        if let Ok(mut f) = std::fs::File::open(self.dir.join("sluice.log")) {
+            let _ = f.read_to_string(&mut text);
+        }
+        text
+    }
+
+    /// The exit status, if the process has exited.
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        self.child
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten())
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(Child::id).unwrap_or(0)
+    }
+
+    /// Sends SIGTERM.
+    pub fn terminate(&self) {
+        xtask::proc::signal(self.pid(), "TERM");
+    }
+
+    /// Waits up to `limit` for the process to exit.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            if let Some(s) = self.exited() {
+                return Some(s);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
+
+    /// A `mysql://` URL for mysql_async.
+    pub fn url(&self, user: &str, password: &str, db: &str) -> String {
+        // prefer_socket=false: otherwise mysql_async asks `SELECT @@socket`, gets the backend's unix
+        // socket and reconnects straight to MariaDB, bypassing Sluice.
+        format!(
+            "mysql://{user}:{password}@127.0.0.1:{}/{db}?prefer_socket=false",
+            self.port
+        )
+    }
+}
+
+impl Drop for Sluice {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Runs the `mariadb` CLI against `port` with `args`, feeding `sql` on stdin; tab-separated
+/// output without headers.
+pub fn mariadb(port: u16, user: &str, password: &str, args: &[&str], sql: &str) -> Output {
+    let mut child = Command::new("mariadb")
+        .arg("--no-defaults")
+        .arg("-h127.0.0.1")
+        .arg(format!("-P{port}"))
+        .arg(format!("-u{user}"))
+        .arg(format!("-p{password}"))
+        .args(["-N", "-B", "--connect-timeout=20"])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("mariadb client installed");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(sql.as_bytes())
+        .expect("write sql");
+    child.wait_with_output().expect("mariadb client ran")
+}
+
+/// stdout of a successful command, or a panic with its stderr.
+pub fn ok_stdout(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "command failed ({}): {}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Runs a Python 3 script (PyMySQL is installed by `cargo xtask test`).
+pub fn python(script: &str, args: &[&str]) -> Output {
+    let mut child = Command::new("python3")
+        .arg("-")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3 installed");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(script.as_bytes())
+        .expect("write script");
+    child.wait_with_output().expect("python ran")
+}
+
+/// Root SQL on the MariaDB primary over TCP (fault injection, checks).
+pub fn primary_root(sql: &str) -> String {
+    ok_stdout(&mariadb(
+        ports::MY_PRIMARY,
+        "root",
+        "root",
+        &["--skip-ssl"],
+        sql,
+    ))
+}
+
+/// Path of a file in the scratch dir.
+pub fn write_file(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).expect("write file");
+    p
+}

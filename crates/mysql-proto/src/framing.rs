@@ -70,7 +70,12 @@ impl PacketReader {
         if self.buf.capacity() - self.buf.len() < 4096 {
             self.buf.reserve(16 * 1024);
         }
-        let n = r.read_buf(&mut self.buf).await?;
+        let n = match r.read_buf(&mut self.buf).await {
+            Ok(n) => n,
+            // A TLS peer that closes without close_notify has simply gone away.
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => 0,
+            Err(e) => return Err(e.into()),
+        };
         if n == 0 {
             return Err(Error::Closed);
         }

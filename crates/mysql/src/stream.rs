@@ -13,7 +13,56 @@ pub enum ClientStream {
     /// Plain TCP.
     Plain(TcpStream),
     /// TLS over TCP.
-    Tls(Box<TlsStream<TcpStream>>),
+    Tls(Box<TlsStream<Prefixed>>),
+}
+
+/// A TCP stream that first yields bytes already read from it. Clients may send the TLS
+/// ClientHello right behind the SSLRequest, so those bytes can sit in the packet buffer.
+#[derive(Debug)]
+pub struct Prefixed {
+    prefix: bytes::BytesMut,
+    inner: TcpStream,
+}
+
+impl Prefixed {
+    /// Wraps `inner`, replaying `prefix` first.
+    pub fn new(prefix: bytes::BytesMut, inner: TcpStream) -> Self {
+        Prefixed { prefix, inner }
+    }
+}
+
+impl AsyncRead for Prefixed {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let me = self.get_mut();
+        if !me.prefix.is_empty() {
+            let n = me.prefix.len().min(buf.remaining());
+            buf.put_slice(&me.prefix.split_to(n));
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut me.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Prefixed {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
 }
 
 impl ClientStream {

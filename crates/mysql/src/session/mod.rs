@@ -174,8 +174,11 @@ impl Session {
                 Next::Continue
             }
             com::RESET_CONNECTION => {
-                if let Some(b) = self.backend.take() {
-                    b.release();
+                // Reset the session's own backend connection in place (it keeps its schema).
+                if let Some(b) = self.backend.as_mut() {
+                    if !matches!(b.conn().reset().await, Ok(true)) {
+                        self.backend = None;
+                    }
                 }
                 self.reply_ok(reply_seq).await
             }
