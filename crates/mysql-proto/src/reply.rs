@@ -52,6 +52,8 @@ pub struct ReplyTracker {
     pub status: u16,
     /// True when the reply ended with ERR.
     pub error: bool,
+    /// The error number of that ERR.
+    pub error_code: Option<u16>,
     /// Affected rows of the last OK.
     pub affected_rows: u64,
     /// Last insert id of the last OK.
@@ -77,6 +79,7 @@ impl ReplyTracker {
             continuation: false,
             status: 0,
             error: false,
+            error_code: None,
             affected_rows: 0,
             last_insert_id: 0,
             stmt_id: None,
@@ -139,6 +142,8 @@ impl ReplyTracker {
         };
         if first == 0xff && !matches!(self.state, State::Columns(_) | State::PrepColumns(_)) {
             self.error = true;
+            self.error_code =
+                (payload.len() >= 3).then(|| u16::from_le_bytes([payload[1], payload[2]]));
             self.state = State::Done;
             return Ok(());
         }

@@ -204,13 +204,9 @@ pub async fn connection_phase(
         let ClientStream::Plain(tcp) = io.stream else {
             return Err(Error::Unsupported("TLS requested twice".into()));
         };
-        if io.reader.buffered() > 0 {
-            return Err(Error::Unsupported(
-                "data after SSLRequest before the TLS handshake".into(),
-            ));
-        }
+        let early = io.reader.take_buffered();
         let tls_stream = acceptor
-            .accept(tcp)
+            .accept(crate::stream::Prefixed::new(early, tcp))
             .await
             .map_err(|e| Error::Protocol(e.into()))?;
         io.stream = ClientStream::Tls(Box::new(tls_stream));

@@ -75,8 +75,13 @@ impl Session {
 
     /// Makes sure the session has a backend connection with its schema selected.
     async fn ensure_backend(&mut self) -> Result<(), ForwardFailure> {
-        if self.backend.is_some() {
-            return Ok(());
+        if let Some(b) = self.backend.as_mut() {
+            if !b.conn().looks_dead() {
+                return Ok(());
+            }
+            warn!(session = self.id, server = %b.key().server,
+                "the session's backend connection was closed by the server; using a new one");
+            self.backend = None;
         }
         let rt = self.fe.config.load();
         let vars = &rt.mysql.variables;
@@ -164,6 +169,10 @@ impl Session {
             match outcome {
                 RelayOutcome::Complete(t) => {
                     self.backend_fresh = false;
+                    if t.error_code.is_some_and(connection_ending_error) {
+                        // The server closes the connection after these errors.
+                        self.backend = None;
+                    }
                     return Some(t);
                 }
                 RelayOutcome::ClientGone(e) => {
@@ -206,4 +215,9 @@ impl Session {
             self.client_gone = true;
         }
     }
+}
+
+/// Server errors after which the backend connection is gone (killed, server shutting down).
+fn connection_ending_error(code: u16) -> bool {
+    matches!(code, 1053 | 1077 | 1152 | 1156 | 1159 | 1161 | 1927 | 4031)
 }

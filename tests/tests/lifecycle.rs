@@ -1,0 +1,106 @@
+//! Process lifecycle: graceful stop on SIGTERM, and a backend server that goes away and returns.
+
+use mysql_async::prelude::*;
+use sluice_tests::*;
+use std::time::Duration;
+use xtask::mariadb::MariaDb;
+
+#[tokio::test]
+async fn sigterm_lets_the_running_statement_finish_then_exits_0() {
+    if !backends_ready() {
+        return;
+    }
+    let mut s = Sluice::start(&standard_config("", ""));
+    let mut conn = mysql_async::Conn::from_url(s.url("app", "app", "app"))
+        .await
+        .expect("connect");
+    let running = tokio::spawn(async move {
+        let v: Option<i64> = conn
+            .query_first("SELECT SLEEP(2)")
+            .await
+            .expect("statement finishes");
+        v
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    s.terminate();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let refused = std::net::TcpStream::connect(("127.0.0.1", s.port));
+    assert!(
+        refused.is_err(),
+        "no new connections are accepted while stopping"
+    );
+    assert_eq!(
+        running.await.expect("task"),
+        Some(0),
+        "SLEEP(2) completed normally"
+    );
+    let status = s.wait_exit(Duration::from_secs(20)).expect("sluice exits");
+    assert_eq!(status.code(), Some(0));
+    let log = s.log();
+    assert!(
+        log.contains("received SIGTERM") && log.contains("sluice stopped"),
+        "{log}"
+    );
+}
+
+#[tokio::test]
+async fn backend_stopped_and_restarted() {
+    if !backends_ready() {
+        return;
+    }
+    // A MariaDB of its own, so stopping it disturbs no other test.
+    let db = MariaDb::new(xtask::state_dir().join("my-restart"), 13310, 10, &[]);
+    if db.start().expect("start dedicated MariaDB") {
+        db.create_users().expect("users");
+    }
+    let cfg = format!(
+        "[mysql_variables]\ninterfaces = \"127.0.0.1:{{port}}\"\nconnect_timeout_server_max = 2000\n\
+         [[mysql_servers]]\nhostname = \"127.0.0.1\"\nport = 13310\n\
+         [[mysql_users]]\nusername = \"app\"\npassword = \"app\"\n"
+    );
+    let mut s = Sluice::start(&cfg);
+    let mut conn = mysql_async::Conn::from_url(s.url("app", "app", "app"))
+        .await
+        .expect("connect");
+    let port: u16 = conn
+        .query_first("SELECT @@port")
+        .await
+        .expect("q")
+        .expect("row");
+    assert_eq!(port, 13310);
+
+    db.stop();
+    let err = conn
+        .query_drop("SELECT 1")
+        .await
+        .expect_err("backend is down");
+    eprintln!("while down: {err}");
+    assert!(s.exited().is_none(), "sluice keeps running");
+    // A new client still logs in (Sluice answers the handshake) and gets an actionable error.
+    let out = mariadb(s.port, "app", "app", &["--skip-ssl"], "SELECT 1;");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("ERROR 9001") && err.contains("hostgroup 0"),
+        "{err}"
+    );
+
+    db.start().expect("restart MariaDB");
+    let port: u16 = conn
+        .query_first("SELECT @@port")
+        .await
+        .expect("old session works again")
+        .expect("row");
+    assert_eq!(port, 13310);
+    let mut fresh = mysql_async::Conn::from_url(s.url("app", "app", "app"))
+        .await
+        .expect("new session");
+    fresh
+        .query_drop("SELECT 1")
+        .await
+        .expect("new session query");
+    for c in [conn, fresh] {
+        let _ = c.disconnect().await;
+    }
+    assert!(s.exited().is_none());
+    db.stop();
+}

@@ -1,0 +1,56 @@
+//! sysbench oltp_read_write through Sluice, with server-side prepared statements (sysbench's
+//! default) and with the text protocol.
+
+use sluice_tests::*;
+use std::process::Command;
+
+fn sysbench(port: u16, extra: &[&str], action: &str) -> std::process::Output {
+    Command::new("sysbench")
+        .args(["--db-driver=mysql", "--mysql-host=127.0.0.1"])
+        .arg(format!("--mysql-port={port}"))
+        .args([
+            "--mysql-user=app",
+            "--mysql-password=app",
+            "--mysql-db=sbtest",
+            "--tables=4",
+            "--table-size=10000",
+        ])
+        .args(extra)
+        .arg("oltp_read_write")
+        .arg(action)
+        .output()
+        .expect("sysbench installed (cargo xtask test installs it)")
+}
+
+#[test]
+fn oltp_read_write_with_and_without_prepared_statements() {
+    if !backends_ready() {
+        return;
+    }
+    let _ = sysbench(ports::MY_PRIMARY, &[], "cleanup");
+    ok_stdout(&sysbench(ports::MY_PRIMARY, &[], "prepare"));
+    let s = Sluice::start(&standard_config("", ""));
+    for mode in [&["--db-ps-mode=auto"][..], &["--db-ps-mode=disable"][..]] {
+        let mut args = vec!["--threads=8", "--time=20", "--report-interval=0"];
+        args.extend_from_slice(mode);
+        let out = sysbench(s.port, &args, "run");
+        let text = ok_stdout(&out);
+        assert!(!text.contains("FATAL"), "{mode:?}:\n{text}");
+        let tx_line = text
+            .lines()
+            .find(|l| l.contains("transactions:"))
+            .unwrap_or_default();
+        let tx: u64 = tx_line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        assert!(tx > 100, "{mode:?}: too few transactions:\n{text}");
+        eprintln!("sysbench {mode:?} through sluice: {tx_line}");
+    }
+    let log = s.log();
+    assert!(
+        !log.contains("Lost connection") && !log.contains("backend connection lost"),
+        "{log}"
+    );
+}
