@@ -53,12 +53,10 @@ async fn backend_stopped_and_restarted() {
     if db.start().expect("start dedicated MariaDB") {
         db.create_users().expect("users");
     }
-    let cfg = format!(
-        "[mysql_variables]\ninterfaces = \"127.0.0.1:{{port}}\"\nconnect_timeout_server_max = 2000\n\
+    let cfg = "[mysql_variables]\ninterfaces = \"127.0.0.1:{port}\"\nconnect_timeout_server_max = 2000\n\
          [[mysql_servers]]\nhostname = \"127.0.0.1\"\nport = 13310\n\
-         [[mysql_users]]\nusername = \"app\"\npassword = \"app\"\n"
-    );
-    let mut s = Sluice::start(&cfg);
+         [[mysql_users]]\nusername = \"app\"\npassword = \"app\"\n";
+    let mut s = Sluice::start(cfg);
     let mut conn = mysql_async::Conn::from_url(s.url("app", "app", "app"))
         .await
         .expect("connect");

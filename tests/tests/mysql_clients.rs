@@ -177,7 +177,7 @@ except pymysql.err.OperationalError as e:
 }
 
 #[tokio::test]
-async fn mysql_async_text_binary_tls_and_pool_reuse() {
+async fn mysql_async_text_binary_tls_reset_and_change_user() {
     if !backends_ready() {
         return;
     }

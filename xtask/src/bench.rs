@@ -1,3 +1,264 @@
+//! `cargo xtask bench mysql`: sysbench direct to MariaDB, through HAProxy (TCP mode) and through
+//! Sluice, run back to back in one go, printed as a table with QPS, p95 and ratio to direct.
+//!
+//! `BENCH_TIME` (seconds per run, default 20) and `BENCH_ROUNDS` (default 1) tune the run.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+use xtask::proc::{self, run_capture, run_visible, step};
+
+const HAPROXY_PORT: u16 = 16033;
+const SLUICE_PORT: u16 = 16034;
+const DB: &str = "sbbench";
+const TABLES: u32 = 4;
+const ROWS: u32 = 100_000;
+
+struct Sample {
+    workload: &'static str,
+    target: &'static str,
+    qps: f64,
+    p95_ms: f64,
+    proxy_cpu_pct: Option<f64>,
+}
+
+fn env_num(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn sysbench(port: u16, workload: &str, action: &str, extra: &[String]) -> Command {
+    let mut c = Command::new("sysbench");
+    c.args(["--db-driver=mysql", "--mysql-host=127.0.0.1"])
+        .arg(format!("--mysql-port={port}"))
+        .args(["--mysql-user=app", "--mysql-password=app"])
+        .arg(format!("--mysql-db={DB}"))
+        .arg(format!("--tables={TABLES}"))
+        .arg(format!("--table-size={ROWS}"))
+        .args(extra)
+        .arg(workload)
+        .arg(action);
+    c
+}
+
+fn prepare_data(state: &Path) -> xtask::Result<()> {
+    let primary = xtask::mariadb::primary(state);
+    let have = primary
+        .sql(&format!(
+            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema='{DB}'"
+        ))
+        .unwrap_or_default();
+    if have.trim() == TABLES.to_string() {
+        return Ok(());
+    }
+    step(&format!(
+        "preparing sysbench data: {TABLES} tables x {ROWS} rows in {DB}"
+    ));
+    primary.sql(&format!(
+        "DROP DATABASE IF EXISTS {DB}; CREATE DATABASE {DB};"
+    ))?;
+    run_capture(&mut sysbench(
+        xtask::ports::MY_PRIMARY,
+        "oltp_point_select",
+        "prepare",
+        &["--threads=4".into()],
+    ))?;
+    Ok(())
+}
+
+fn cpu_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+}
+
+fn run_one(
+    workload: &'static str,
+    target: &'static str,
+    port: u16,
+    pid: Option<u32>,
+    secs: u64,
+) -> xtask::Result<Sample> {
+    step(&format!("{workload} via {target} ({secs}s, 16 threads)"));
+    let before = pid.and_then(cpu_ticks);
+    let out = run_capture(&mut sysbench(
+        port,
+        workload,
+        "run",
+        &[
+            "--threads=16".into(),
+            format!("--time={secs}"),
+            "--percentile=95".into(),
+            "--report-interval=0".into(),
+        ],
+    ))?;
+    let after = pid.and_then(cpu_ticks);
+    let qps = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("queries:"))
+        .and_then(|l| l.split('(').nth(1))
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| format!("cannot read QPS from sysbench output:\n{out}"))?;
+    let p95_ms = out
+        .lines()
+        .find(|l| l.contains("95th percentile:"))
+        .and_then(|l| l.split(':').nth(1))
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(f64::NAN);
+    // /proc ticks are 1/100 s: ticks / secs = % of one core.
+    let proxy_cpu_pct = match (before, after) {
+        (Some(b), Some(a)) => Some((a - b) as f64 / secs as f64),
+        _ => None,
+    };
+    Ok(Sample {
+        workload,
+        target,
+        qps,
+        p95_ms,
+        proxy_cpu_pct,
+    })
+}
+
+fn start_haproxy(state: &Path) -> xtask::Result<u32> {
+    let dir = state.join("bench");
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let cfg = dir.join("haproxy.cfg");
+    let pidfile = dir.join("haproxy.pid");
+    std::fs::write(
+        &cfg,
+        format!(
+            "global\n  maxconn 4000\n  nbthread 2\ndefaults\n  mode tcp\n  timeout connect 5s\n  timeout client 1h\n  timeout server 1h\n\
+             listen mysql\n  bind 127.0.0.1:{HAPROXY_PORT}\n  server primary 127.0.0.1:{}\n",
+            xtask::ports::MY_PRIMARY
+        ),
+    )
+    .map_err(|e| e.to_string())?;
+    run_capture(
+        Command::new("haproxy")
+            .arg("-f")
+            .arg(&cfg)
+            .arg("-D")
+            .arg("-p")
+            .arg(&pidfile),
+    )?;
+    proc::wait_until(Duration::from_secs(5), || proc::port_open(HAPROXY_PORT));
+    proc::read_pid(&pidfile).ok_or_else(|| "haproxy did not write its pid file".to_string())
+}
+
+fn start_sluice(state: &Path) -> xtask::Result<std::process::Child> {
+    let root = xtask::workspace_root();
+    let dir = state.join("bench");
+    let cfg = dir.join("sluice.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[mysql_variables]\ninterfaces = \"127.0.0.1:{SLUICE_PORT}\"\nthreads = 2\n\
+             [[mysql_servers]]\nhostname = \"127.0.0.1\"\nport = {}\n\
+             [[mysql_users]]\nusername = \"app\"\npassword = \"app\"\n",
+            xtask::ports::MY_PRIMARY
+        ),
+    )
+    .map_err(|e| e.to_string())?;
+    let log = std::fs::File::create(dir.join("sluice.log")).map_err(|e| e.to_string())?;
+    let child = Command::new(root.join("target/release/sluice"))
+        .arg("--config")
+        .arg(&cfg)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .map_err(|e| format!("cannot start sluice: {e}"))?;
+    proc::wait_until(Duration::from_secs(10), || proc::port_open(SLUICE_PORT));
+    Ok(child)
+}
+
+/// Runs the MySQL benchmark and prints the table (also written to target/bench-mysql.md).
 pub fn mysql() -> xtask::Result<()> {
-    Err("todo".into())
+    let root = xtask::workspace_root();
+    xtask::packages::ensure_bench_tools()?;
+    xtask::backends_up()?;
+    let state = xtask::state_dir();
+    prepare_data(&state)?;
+    step("building sluice (release)");
+    run_visible(Command::new("cargo").current_dir(&root).args([
+        "build",
+        "--release",
+        "--quiet",
+        "-p",
+        "sluice-bin",
+    ]))?;
+    let haproxy = start_haproxy(&state)?;
+    let mut sluice = start_sluice(&state)?;
+    let secs = env_num("BENCH_TIME", 20);
+    let rounds = env_num("BENCH_ROUNDS", 1);
+    let mut samples = Vec::new();
+    let mut result = Ok(());
+    'outer: for _ in 0..rounds {
+        for workload in ["oltp_point_select", "oltp_read_only"] {
+            for (target, port, pid) in [
+                ("direct", xtask::ports::MY_PRIMARY, None),
+                ("haproxy", HAPROXY_PORT, Some(haproxy)),
+                ("sluice", SLUICE_PORT, Some(sluice.id())),
+            ] {
+                match run_one(workload, target, port, pid, secs) {
+                    Ok(s) => samples.push(s),
+                    Err(e) => {
+                        result = Err(e);
+                        break 'outer;
+                    }
+                }
+            }
+        }
+    }
+    proc::stop_pid(haproxy, Duration::from_secs(5));
+    proc::signal(sluice.id(), "TERM");
+    let _ = sluice.wait();
+    result?;
+    let table = render(&samples, secs, rounds);
+    println!("\n{table}");
+    let out = root.join("target/bench-mysql.md");
+    std::fs::write(&out, &table).map_err(|e| e.to_string())?;
+    step(&format!("table written to {}", out.display()));
+    Ok(())
+}
+
+fn render(samples: &[Sample], secs: u64, rounds: u64) -> String {
+    let mut t = format!(
+        "sysbench 16 threads, {secs}s per run, {rounds} round(s), {TABLES} tables x {ROWS} rows; QPS and p95 are means over rounds\n\n\
+         | workload | target | QPS | p95 ms | ratio to direct | proxy CPU (% of a core) |\n|---|---|---|---|---|---|\n"
+    );
+    for workload in ["oltp_point_select", "oltp_read_only"] {
+        let mean = |target: &str| -> Option<(f64, f64, Option<f64>)> {
+            let v: Vec<&Sample> = samples
+                .iter()
+                .filter(|s| s.workload == workload && s.target == target)
+                .collect();
+            if v.is_empty() {
+                return None;
+            }
+            let n = v.len() as f64;
+            let cpu: Vec<f64> = v.iter().filter_map(|s| s.proxy_cpu_pct).collect();
+            let cpu = (!cpu.is_empty()).then(|| cpu.iter().sum::<f64>() / cpu.len() as f64);
+            Some((
+                v.iter().map(|s| s.qps).sum::<f64>() / n,
+                v.iter().map(|s| s.p95_ms).sum::<f64>() / n,
+                cpu,
+            ))
+        };
+        let direct = mean("direct").map(|m| m.0).unwrap_or(f64::NAN);
+        for target in ["direct", "haproxy", "sluice"] {
+            if let Some((qps, p95, cpu)) = mean(target) {
+                let cpu = cpu.map(|c| format!("{c:.0}")).unwrap_or_else(|| "–".into());
+                t.push_str(&format!(
+                    "| {workload} | {target} | {qps:.0} | {p95:.2} | {:.2} | {cpu} |\n",
+                    qps / direct
+                ));
+            }
+        }
+    }
+    t
 }

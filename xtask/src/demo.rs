@@ -1,3 +1,46 @@
+//! `cargo xtask demo`: backends up, sluice with docs/demo.toml, until Ctrl-C.
+
+use std::process::Command;
+use std::sync::mpsc;
+use xtask::proc::{run_visible, step};
+
+/// Runs the demo until Ctrl-C, then stops sluice and the backends.
 pub fn run() -> xtask::Result<()> {
-    Err("todo".into())
+    let root = xtask::workspace_root();
+    let (tx, rx) = mpsc::channel();
+    ctrlc::set_handler(move || {
+        let _ = tx.send(());
+    })
+    .map_err(|e| format!("cannot install the Ctrl-C handler: {e}"))?;
+    xtask::backends_up()?;
+    step("building sluice");
+    run_visible(Command::new("cargo").current_dir(&root).args([
+        "build",
+        "--quiet",
+        "-p",
+        "sluice-bin",
+    ]))?;
+    let mut child = Command::new(root.join("target/debug/sluice"))
+        .current_dir(&root)
+        .args(["--config", "docs/demo.toml"])
+        .spawn()
+        .map_err(|e| format!("cannot start sluice: {e}"))?;
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    println!();
+    println!(
+        "  Sluice is running (pid {}) in front of MariaDB :13306 (hostgroup 0) and :13307 (hostgroup 1).",
+        child.id()
+    );
+    println!("  Connect:   mariadb -h127.0.0.1 -P6033 -uapp -papp");
+    println!(
+        "  Direct:    mariadb -h127.0.0.1 -P13306 -uapp -papp   (PostgreSQL: psql -h 127.0.0.1 -p 15432 -U app app)"
+    );
+    println!("  Config:    docs/demo.toml        Stop: Ctrl-C");
+    println!();
+    let _ = rx.recv();
+    step("Ctrl-C: stopping sluice");
+    xtask::proc::signal(child.id(), "TERM");
+    let _ = child.wait();
+    step("stopping backends");
+    xtask::backends_down()
 }

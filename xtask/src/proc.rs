@@ -103,13 +103,19 @@ pub fn read_pid(path: &Path) -> Option<u32> {
     text.split_whitespace().next()?.parse().ok()
 }
 
-/// Sends `signal` (e.g. "TERM") to `pid` with the `kill` command.
+/// Sends `signal` ("TERM", "KILL", "INT", "STOP", "CONT") to `pid`.
 pub fn signal(pid: u32, signal: &str) {
-    let _ = Command::new("kill")
-        .arg(format!("-{signal}"))
-        .arg(pid.to_string())
-        .stderr(Stdio::null())
-        .status();
+    use nix::sys::signal::Signal;
+    let sig = match signal {
+        "KILL" => Signal::SIGKILL,
+        "INT" => Signal::SIGINT,
+        "STOP" => Signal::SIGSTOP,
+        "CONT" => Signal::SIGCONT,
+        _ => Signal::SIGTERM,
+    };
+    if let Ok(pid) = i32::try_from(pid) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig);
+    }
 }
 
 /// Stops `pid` with SIGTERM, then SIGKILL after `grace`; returns once it is gone.

@@ -19,12 +19,12 @@ pub enum NoServer {
 
 /// Picks a server: ONLINE, weight > 0, `in_use(server) < max_connections`, not `excluded`,
 /// weighted random by `weight` using `random`.
-pub fn pick<'a>(
-    servers: &'a [HostgroupServer],
+pub fn pick(
+    servers: &[HostgroupServer],
     in_use: impl Fn(&HostgroupServer) -> u32,
     excluded: impl Fn(&HostgroupServer) -> bool,
     random: u64,
-) -> Result<&'a HostgroupServer, NoServer> {
+) -> Result<&HostgroupServer, NoServer> {
     if servers.is_empty() {
         return Err(NoServer::EmptyHostgroup);
     }

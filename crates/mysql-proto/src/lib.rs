@@ -12,5 +12,6 @@ pub mod lenenc;
 pub mod packets;
 pub mod reply;
 pub mod scramble;
+pub mod stream;
 
 pub use error::Error;

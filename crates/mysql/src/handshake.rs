@@ -102,18 +102,38 @@ fn denied(user: &str, peer: &SocketAddr, response: &[u8], extra: &str) -> Error 
     }
 }
 
+/// A client's first auth response and what to check it against.
+#[derive(Debug, Clone, Copy)]
+pub struct AuthAttempt<'a> {
+    /// The `mysql_users` row, when the user exists.
+    pub user: Option<&'a MysqlUser>,
+    /// The name the client sent.
+    pub username: &'a str,
+    /// Plugin the client computed its response with.
+    pub client_plugin: &'a str,
+    /// Nonce the response was computed over.
+    pub nonce: &'a [u8],
+    /// The response.
+    pub response: &'a [u8],
+    /// `mysql-default_authentication_plugin`, for an AuthSwitchRequest.
+    pub default_plugin: &'a str,
+}
+
 /// Runs the auth-plugin exchange after the client's first auth response. `seq` is the next
 /// sequence id Sluice sends. Returns the backend secret, or the access-denied error.
 pub async fn exchange(
     io: &mut ClientIo,
-    user: Option<&MysqlUser>,
-    username: &str,
-    client_plugin: &str,
-    nonce: &[u8],
-    response: &[u8],
+    attempt: AuthAttempt<'_>,
     seq: &mut u8,
-    default_plugin: &str,
 ) -> Result<BackendSecret, Error> {
+    let AuthAttempt {
+        user,
+        username,
+        client_plugin,
+        nonce,
+        response,
+        default_plugin,
+    } = attempt;
     let (mut plugin, mut nonce, mut response) =
         (client_plugin.to_string(), nonce.to_vec(), response.to_vec());
     tracing::debug!(user = username, plugin = %plugin, response_len = response.len(), "client auth response");
@@ -223,18 +243,15 @@ pub async fn connection_phase(
         .auth_plugin
         .clone()
         .unwrap_or_else(|| NATIVE.to_string());
-    let secret = match exchange(
-        &mut io,
-        user.as_deref(),
-        &resp.username,
-        &plugin,
-        &nonce,
-        &resp.auth_response,
-        &mut seq,
-        &vars.default_authentication_plugin,
-    )
-    .await
-    {
+    let attempt = AuthAttempt {
+        user: user.as_deref(),
+        username: &resp.username,
+        client_plugin: &plugin,
+        nonce: &nonce,
+        response: &resp.auth_response,
+        default_plugin: &vars.default_authentication_plugin,
+    };
+    let secret = match exchange(&mut io, attempt, &mut seq).await {
         Ok(s) => s,
         Err(e @ Error::AccessDenied { .. }) => return fail(&mut io, seq, e).await,
         Err(e) => return Err(e),

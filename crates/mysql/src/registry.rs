@@ -66,10 +66,10 @@ impl SessionSlot {
             return false;
         }
         map.insert(user.to_string(), n + 1);
-        if let Some(old) = self.user.replace(user.to_string()) {
-            if let Some(c) = map.get_mut(&old) {
-                *c = c.saturating_sub(1);
-            }
+        if let Some(old) = self.user.replace(user.to_string())
+            && let Some(c) = map.get_mut(&old)
+        {
+            *c = c.saturating_sub(1);
         }
         true
     }

@@ -8,13 +8,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::server::TlsStream;
 
 /// Plain or TLS stream from a client.
-#[derive(Debug)]
-pub enum ClientStream {
-    /// Plain TCP.
-    Plain(TcpStream),
-    /// TLS over TCP.
-    Tls(Box<TlsStream<Prefixed>>),
-}
+pub type ClientStream = sluice_mysql_proto::stream::MaybeTls<TlsStream<Prefixed>>;
 
 /// A TCP stream that first yields bytes already read from it. Clients may send the TLS
 /// ClientHello right behind the SSLRequest, so those bytes can sit in the packet buffer.
@@ -62,52 +56,5 @@ impl AsyncWrite for Prefixed {
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
-    }
-}
-
-impl ClientStream {
-    /// True for TLS.
-    pub fn is_tls(&self) -> bool {
-        matches!(self, ClientStream::Tls(_))
-    }
-}
-
-impl AsyncRead for ClientStream {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            ClientStream::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            ClientStream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
-        }
-    }
-}
-
-impl AsyncWrite for ClientStream {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            ClientStream::Plain(s) => Pin::new(s).poll_write(cx, buf),
-            ClientStream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
-        }
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            ClientStream::Plain(s) => Pin::new(s).poll_flush(cx),
-            ClientStream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
-        }
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            ClientStream::Plain(s) => Pin::new(s).poll_shutdown(cx),
-            ClientStream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
-        }
     }
 }

@@ -2,7 +2,7 @@
 
 use super::{Next, Session};
 use crate::error::Error;
-use crate::handshake::{exchange, fail};
+use crate::handshake::{AuthAttempt, exchange, fail};
 use sluice_mysql_proto::framing::Packet;
 use sluice_mysql_proto::handshake::ChangeUser;
 use sluice_mysql_proto::scramble::NATIVE;
@@ -22,17 +22,15 @@ impl Session {
         let user = rt.mysql.frontend_users.get(&cu.username).cloned();
         let plugin = cu.auth_plugin.clone().unwrap_or_else(|| NATIVE.to_string());
         let nonce = self.login.nonce.clone();
-        let result = exchange(
-            &mut self.io,
-            user.as_deref(),
-            &cu.username,
-            &plugin,
-            &nonce,
-            &cu.auth_response,
-            &mut seq,
-            &rt.mysql.variables.default_authentication_plugin,
-        )
-        .await;
+        let attempt = AuthAttempt {
+            user: user.as_deref(),
+            username: &cu.username,
+            client_plugin: &plugin,
+            nonce: &nonce,
+            response: &cu.auth_response,
+            default_plugin: &rt.mysql.variables.default_authentication_plugin,
+        };
+        let result = exchange(&mut self.io, attempt, &mut seq).await;
         let secret = match result {
             Ok(s) => s,
             Err(e) => {

@@ -44,19 +44,20 @@ impl Session {
         let text = String::from_utf8_lossy(sql);
         let trimmed = text.trim().trim_end_matches(';').trim();
         let lower = trimmed.to_ascii_lowercase();
-        if let Some(rest) = lower.strip_prefix("use") {
-            if rest.starts_with(|c: char| c.is_whitespace() || c == '`') && !rest.contains(';') {
-                let name = trimmed[3..].trim().trim_matches('`').to_string();
-                if !name.is_empty() {
-                    self.set_schema(name);
-                    return;
-                }
+        if let Some(rest) = lower.strip_prefix("use")
+            && rest.starts_with(|c: char| c.is_whitespace() || c == '`')
+            && !rest.contains(';')
+        {
+            let name = trimmed[3..].trim().trim_matches('`').to_string();
+            if !name.is_empty() {
+                self.set_schema(name);
+                return;
             }
         }
-        if lower.contains("use") {
-            if let Some(b) = self.backend.as_mut() {
-                b.conn().schema_unknown = true;
-            }
+        if lower.contains("use")
+            && let Some(b) = self.backend.as_mut()
+        {
+            b.conn().schema_unknown = true;
         }
     }
 
@@ -75,13 +76,11 @@ impl Session {
 
     /// Makes sure the session has a backend connection with its schema selected.
     async fn ensure_backend(&mut self) -> Result<(), ForwardFailure> {
-        if let Some(b) = self.backend.as_mut() {
-            if !b.conn().looks_dead() {
-                return Ok(());
-            }
-            warn!(session = self.id, server = %b.key().server,
-                "the session's backend connection was closed by the server; using a new one");
-            self.backend = None;
+        // A connection the session already holds is not swapped silently even if the server
+        // closed it: it may carry a transaction or session state, so the client must see the
+        // failure (2013, or the server's own error) rather than continue elsewhere.
+        if self.backend.is_some() {
+            return Ok(());
         }
         let rt = self.fe.config.load();
         let vars = &rt.mysql.variables;
@@ -153,9 +152,7 @@ impl Session {
                     return None;
                 }
             }
-            let Some(pooled) = self.backend.as_mut() else {
-                return None;
-            };
+            let pooled = self.backend.as_mut()?;
             let retryable = attempt == 0 && self.backend_fresh && pooled.reused;
             let conn = pooled.conn();
             let outcome = match conn.send_raw(&pk.raw).await {

@@ -165,20 +165,20 @@ impl Session {
             }
             com::STMT_CLOSE | com::STMT_SEND_LONG_DATA => {
                 // No reply. Without a backend connection the statement cannot exist anyway.
-                if let Some(b) = self.backend.as_mut() {
-                    if let Err(e) = b.conn().send_raw(&pk.raw).await {
-                        warn!(session = self.id, "backend connection lost: {e}");
-                        self.backend = None;
-                    }
+                if let Some(b) = self.backend.as_mut()
+                    && let Err(e) = b.conn().send_raw(&pk.raw).await
+                {
+                    warn!(session = self.id, "backend connection lost: {e}");
+                    self.backend = None;
                 }
                 Next::Continue
             }
             com::RESET_CONNECTION => {
                 // Reset the session's own backend connection in place (it keeps its schema).
-                if let Some(b) = self.backend.as_mut() {
-                    if !matches!(b.conn().reset().await, Ok(true)) {
-                        self.backend = None;
-                    }
+                if let Some(b) = self.backend.as_mut()
+                    && !matches!(b.conn().reset().await, Ok(true))
+                {
+                    self.backend = None;
                 }
                 self.reply_ok(reply_seq).await
             }

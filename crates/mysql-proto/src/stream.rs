@@ -1,0 +1,79 @@
+//! A socket that is plain TCP or TLS over TCP; generic over the TLS stream type so the frontend
+//! (server-side TLS) and the backend (client-side TLS) share one implementation.
+
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+
+/// Plain TCP, or a TLS stream `T` over TCP.
+#[derive(Debug)]
+pub enum MaybeTls<T> {
+    /// Plain TCP.
+    Plain(TcpStream),
+    /// TLS.
+    Tls(Box<T>),
+}
+
+impl<T> MaybeTls<T> {
+    /// True for TLS.
+    pub fn is_tls(&self) -> bool {
+        matches!(self, MaybeTls::Tls(_))
+    }
+
+    /// For a plain stream: true when the peer closed it or sent unexpected bytes while it was
+    /// idle. TLS streams are not probed (reading raw bytes would corrupt the TLS layer).
+    pub fn idle_peer_closed(&self) -> bool {
+        match self {
+            MaybeTls::Plain(s) => {
+                let mut b = [0u8; 1];
+                match s.try_read(&mut b) {
+                    Ok(_) => true,
+                    Err(e) => e.kind() != io::ErrorKind::WouldBlock,
+                }
+            }
+            MaybeTls::Tls(_) => false,
+        }
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for MaybeTls<T> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            MaybeTls::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            MaybeTls::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for MaybeTls<T> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            MaybeTls::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            MaybeTls::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            MaybeTls::Plain(s) => Pin::new(s).poll_flush(cx),
+            MaybeTls::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            MaybeTls::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            MaybeTls::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
