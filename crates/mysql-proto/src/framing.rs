@@ -56,9 +56,11 @@ impl PacketReader {
         self.buf.len()
     }
 
-    /// Takes the buffered, unconsumed bytes (used when a stream is upgraded to TLS).
+    /// Takes the buffer with its unconsumed bytes and its capacity (the reply relay reads into
+    /// it directly and gives it back with [`PacketReader::put_back`], so no buffer is allocated
+    /// per command).
     pub fn take_buffered(&mut self) -> BytesMut {
-        self.buf.split()
+        std::mem::take(&mut self.buf)
     }
 
     /// Gives back a buffer taken with [`PacketReader::take_buffered`] (its bytes are unread data).
