@@ -89,6 +89,43 @@ async fn backend_stopped_and_restarted() {
         .expect("old session works again")
         .expect("row");
     assert_eq!(port, 13310);
+
+    // The server process dies mid-query (no error packet): the client gets 2013, Sluice logs
+    // what happened, and the session continues once the server is back.
+    let pid = db.pid().expect("mariadbd pid");
+    let killer = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        xtask::proc::signal(pid, "KILL");
+    });
+    match conn.query_drop("SELECT SLEEP(20)").await {
+        Err(mysql_async::Error::Server(e)) => {
+            assert_eq!(e.code, 2013, "{e:?}");
+            assert!(
+                e.message
+                    .contains("Lost connection to backend server 127.0.0.1:13310"),
+                "{e:?}"
+            );
+        }
+        r => panic!("expected 2013, got {r:?}"),
+    }
+    killer.await.expect("killer");
+    assert!(
+        xtask::proc::wait_until(Duration::from_secs(10), || !xtask::proc::alive(pid)),
+        "mariadbd gone"
+    );
+    db.start().expect("restart MariaDB after SIGKILL");
+    let v: i32 = conn
+        .query_first("SELECT 40 + 2")
+        .await
+        .expect("session continues")
+        .expect("row");
+    assert_eq!(v, 42);
+    assert!(
+        s.log().contains("backend connection lost during a command"),
+        "{}",
+        s.log()
+    );
+
     let mut fresh = mysql_async::Conn::from_url(s.url("app", "app", "app"))
         .await
         .expect("new session");

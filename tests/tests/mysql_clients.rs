@@ -354,3 +354,118 @@ async fn pool_reuses_backend_connections_of_finished_sessions() {
     );
     c2.disconnect().await.expect("disconnect");
 }
+
+/// The commands common drivers rarely send, through libmariadb's C API (the library behind the
+/// mariadb CLI and sysbench) driven with Python's ctypes: COM_FIELD_LIST, COM_SET_OPTION,
+/// COM_STMT_PREPARE/RESET/CLOSE, COM_STATISTICS, COM_PING.
+#[test]
+fn libmariadb_field_list_set_option_stmt_reset() {
+    if !backends_ready() {
+        return;
+    }
+    primary_root("CREATE TABLE IF NOT EXISTS app.fl_t (id INT PRIMARY KEY, a VARCHAR(5), b DATE);");
+    let s = Sluice::start(&standard_config("", ""));
+    let script = r#"
+import sys, ctypes
+from ctypes import c_void_p, c_char_p, c_uint, c_ulong, c_int
+port = int(sys.argv[1])
+lib = ctypes.CDLL('libmariadb.so.3')
+def sig(name, res, args):
+    f = getattr(lib, name); f.restype = res; f.argtypes = args; return f
+init = sig('mysql_init', c_void_p, [c_void_p])
+connect = sig('mysql_real_connect', c_void_p, [c_void_p, c_char_p, c_char_p, c_char_p, c_char_p, c_uint, c_char_p, c_ulong])
+error = sig('mysql_error', c_char_p, [c_void_p])
+list_fields = sig('mysql_list_fields', c_void_p, [c_void_p, c_char_p, c_char_p])
+num_fields = sig('mysql_num_fields', c_uint, [c_void_p])
+free_result = sig('mysql_free_result', None, [c_void_p])
+set_option = sig('mysql_set_server_option', c_int, [c_void_p, c_int])
+query = sig('mysql_query', c_int, [c_void_p, c_char_p])
+errno = sig('mysql_errno', c_uint, [c_void_p])
+store = sig('mysql_store_result', c_void_p, [c_void_p])
+next_result = sig('mysql_next_result', c_int, [c_void_p])
+stat = sig('mysql_stat', c_char_p, [c_void_p])
+ping = sig('mysql_ping', c_int, [c_void_p])
+stmt_init = sig('mysql_stmt_init', c_void_p, [c_void_p])
+stmt_prepare = sig('mysql_stmt_prepare', c_int, [c_void_p, c_char_p, c_ulong])
+stmt_param_count = sig('mysql_stmt_param_count', c_ulong, [c_void_p])
+stmt_reset = sig('mysql_stmt_reset', c_int, [c_void_p])
+stmt_close = sig('mysql_stmt_close', c_int, [c_void_p])
+close = sig('mysql_close', None, [c_void_p])
+m = init(None)
+CLIENT_MULTI_STATEMENTS = 1 << 16
+if not connect(m, b'127.0.0.1', b'app', b'app', b'app', port, None, CLIENT_MULTI_STATEMENTS):
+    print("connect failed", error(m)); sys.exit(1)
+res = list_fields(m, b'fl_t', None)
+print("field_list", num_fields(res) if res else error(m)); free_result(res)
+def multi():
+    if query(m, b"SELECT 1; SELECT 2") != 0:
+        return errno(m)
+    n = 0
+    while True:
+        r = store(m); free_result(r); n += 1
+        if next_result(m) != 0: break
+    return "ok%d" % n
+print("multi_on", multi())
+print("option_off", set_option(m, 1))
+print("multi_off", multi())
+print("option_on", set_option(m, 0))
+print("multi_again", multi())
+st = stmt_init(m)
+q = b"SELECT ? + 1"
+print("prepare", stmt_prepare(st, q, len(q)), stmt_param_count(st))
+print("stmt_reset", stmt_reset(st))
+print("stmt_close", stmt_close(st))
+print("stat", stat(m).decode().split(':')[0])
+print("ping", ping(m))
+close(m)
+"#;
+    let out = ok_stdout(&python(script, &[&s.port.to_string()]));
+    assert_eq!(
+        out,
+        "field_list 3\nmulti_on ok2\noption_off 0\nmulti_off 1064\noption_on 0\nmulti_again ok2\n\
+         prepare 0 1\nstmt_reset 0\nstmt_close 0\nstat Uptime\nping 0\n",
+        "log:\n{}",
+        s.log()
+    );
+}
+
+/// A 17 MiB parameter goes as COM_STMT_SEND_LONG_DATA, and comes back as a row larger than one
+/// 16 MiB packet, in the binary and the text protocol.
+#[tokio::test]
+async fn long_data_and_rows_over_16_mib() {
+    if !backends_ready() {
+        return;
+    }
+    let s = Sluice::start(&standard_config("", ""));
+    let mut conn = mysql_async::Conn::from_url(s.url("app", "app", "app"))
+        .await
+        .expect("connect");
+    conn.query_drop("CREATE TABLE IF NOT EXISTS big_t (id INT PRIMARY KEY, b LONGBLOB)")
+        .await
+        .expect("create");
+    conn.query_drop("DELETE FROM big_t").await.expect("delete");
+    let blob: Vec<u8> = (0..17 * 1024 * 1024 + 3).map(|i| (i % 251) as u8).collect();
+    conn.exec_drop("INSERT INTO big_t VALUES (1, ?)", (blob.clone(),))
+        .await
+        .expect("insert via long data");
+    let (len, binary): (u64, Vec<u8>) = conn
+        .exec_first("SELECT LENGTH(b), b FROM big_t WHERE id = ?", (1,))
+        .await
+        .expect("binary select")
+        .expect("row");
+    assert_eq!(len, blob.len() as u64);
+    assert!(binary == blob, "binary protocol returns the same bytes");
+    let text: Vec<u8> = conn
+        .query_first("SELECT b FROM big_t")
+        .await
+        .expect("text select")
+        .expect("row");
+    assert!(text == blob, "text protocol returns the same bytes");
+    let after: i32 = conn
+        .query_first("SELECT 5")
+        .await
+        .expect("next query")
+        .expect("row");
+    assert_eq!(after, 5);
+    conn.disconnect().await.expect("disconnect");
+}

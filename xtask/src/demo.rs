@@ -25,7 +25,14 @@ pub fn run() -> xtask::Result<()> {
         .args(["--config", "docs/demo.toml"])
         .spawn()
         .map_err(|e| format!("cannot start sluice: {e}"))?;
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    let started = xtask::proc::wait_until(std::time::Duration::from_secs(10), || {
+        xtask::proc::port_open(6033) || matches!(child.try_wait(), Ok(Some(_)))
+    });
+    if !started || matches!(child.try_wait(), Ok(Some(_))) {
+        let _ = child.kill();
+        xtask::backends_down()?;
+        return Err("sluice did not start (see its error above); backends stopped".into());
+    }
     println!();
     println!(
         "  Sluice is running (pid {}) in front of MariaDB :13306 (hostgroup 0) and :13307 (hostgroup 1).",

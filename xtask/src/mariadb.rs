@@ -152,6 +152,7 @@ impl MariaDb {
                 "--relay-log=relay-bin",
                 "--skip-name-resolve",
                 "--max-connections=1000",
+                "--max-allowed-packet=64M",
                 "--innodb-buffer-pool-size=256M",
                 "--innodb-flush-log-at-trx-commit=2",
                 "--sync-binlog=0",

@@ -88,6 +88,11 @@ async fn handle(fe: Arc<MysqlFrontend>, mut tcp: TcpStream, peer: std::net::Sock
     .await;
     let (io, login) = match phase {
         Ok(Ok(v)) => v,
+        Ok(Err(crate::Error::Protocol(sluice_mysql_proto::Error::Closed))) => {
+            // TCP health checks connect and close without a word; not worth a warning.
+            debug!(session = id, client = %peer, "client closed the connection before logging in");
+            return;
+        }
         Ok(Err(e)) => {
             warn!(session = id, client = %peer, "client login failed: {e}");
             return;

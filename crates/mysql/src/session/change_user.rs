@@ -70,9 +70,7 @@ impl Session {
             let _ = fail::<()>(&mut self.io, seq, Error::TooManyConnections).await;
             return Next::Close;
         }
-        if let Some(b) = self.backend.take() {
-            b.release();
-        }
+        self.release_backend();
         info!(session = self.id, from = %self.login.user.username, to = %user.username, "COM_CHANGE_USER");
         self.schema = cu
             .database

@@ -26,6 +26,9 @@ pub struct Session {
     backend_fresh: bool,
     /// Set when writing to the client failed: the session ends.
     client_gone: bool,
+    /// The client changed a server option (COM_SET_OPTION) that COM_RESET_CONNECTION may not
+    /// restore, so the backend connection is closed instead of pooled.
+    backend_tainted: bool,
     fe: Arc<MysqlFrontend>,
     slot: SessionSlot,
 }
@@ -57,6 +60,7 @@ impl Session {
             backend: None,
             backend_fresh: false,
             client_gone: false,
+            backend_tainted: false,
             fe,
             slot,
         }
@@ -97,11 +101,22 @@ impl Session {
     }
 
     fn finish(mut self) {
-        if let Some(b) = self.backend.take() {
-            b.release();
-        }
+        self.release_backend();
         drop(self.slot);
         debug!(session = self.id, "session ended");
+    }
+
+    /// Returns the backend connection to the pool (reset), or closes it when the session left
+    /// state on it that a reset may not undo.
+    pub(super) fn release_backend(&mut self) {
+        if let Some(b) = self.backend.take() {
+            if self.backend_tainted {
+                drop(b);
+            } else {
+                b.release();
+            }
+        }
+        self.backend_tainted = false;
     }
 
     async fn reply_ok(&mut self, seq: u8) -> Next {
@@ -159,7 +174,12 @@ impl Session {
                 self.forward(&pk, ReplyKind::FieldList).await;
                 self.after_forward()
             }
-            com::STMT_RESET | com::STATISTICS | com::SET_OPTION => {
+            com::STMT_RESET | com::STATISTICS => {
+                self.forward(&pk, ReplyKind::Single).await;
+                self.after_forward()
+            }
+            com::SET_OPTION => {
+                self.backend_tainted = true;
                 self.forward(&pk, ReplyKind::Single).await;
                 self.after_forward()
             }
