@@ -10,6 +10,7 @@ pub mod handshake;
 pub mod listener;
 pub mod registry;
 pub mod session;
+pub mod sql;
 pub mod stream;
 pub mod tls;
 

@@ -1,0 +1,276 @@
+//! What a statement does to session state, read from its tokens: the facts multiplexing needs
+//! (temporary tables, locks, SQL-level PREPARE, user variables, FOUND_ROWS, schema changes) and
+//! the queries Sluice answers itself.
+
+use super::lexer::{Lexer, Tok};
+use super::set::{SetParse, parse_set};
+
+/// A query Sluice answers without a backend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProxyAnswer {
+    /// `SELECT @@version` / `SELECT VERSION()`; the column name as the client wrote it.
+    Version(String),
+    /// `SELECT @@version_comment [LIMIT 1]`.
+    VersionComment(String),
+    /// `SELECT LAST_INSERT_ID()`.
+    LastInsertId(String),
+}
+
+/// The effects of one statement on session state.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Effects {
+    /// The statement is a SET.
+    pub set: Option<SetParse>,
+    /// `USE db`.
+    pub use_schema: Option<String>,
+    /// `CREATE TEMPORARY TABLE` names (lower case, unqualified).
+    pub temp_created: Vec<String>,
+    /// `DROP [TEMPORARY] TABLE` names (lower case, unqualified).
+    pub dropped: Vec<String>,
+    /// Calls GET_LOCK().
+    pub get_lock: bool,
+    /// Calls RELEASE_LOCK() / RELEASE_ALL_LOCKS().
+    pub release_lock: bool,
+    /// LOCK TABLES / FLUSH TABLES WITH READ LOCK.
+    pub lock_tables: bool,
+    /// UNLOCK TABLES.
+    pub unlock_tables: bool,
+    /// `PREPARE name FROM ...`.
+    pub sql_prepare: Option<String>,
+    /// `DEALLOCATE|DROP PREPARE name`.
+    pub sql_deallocate: Option<String>,
+    /// SELECT SQL_CALC_FOUND_ROWS.
+    pub calc_found_rows: bool,
+    /// Calls FOUND_ROWS().
+    pub found_rows: bool,
+    /// Assigns a user variable (`@x := ...`, `INTO @x`, `SET @x`).
+    pub assigns_user_var: bool,
+    /// Something whose effect on the session cannot be tracked (XA, HANDLER, LOCK INSTANCE, ...).
+    pub untrackable: Option<&'static str>,
+    /// A query Sluice answers itself.
+    pub answer: Option<ProxyAnswer>,
+}
+
+fn last_name(toks: &[Tok<'_>], mut i: usize) -> (Option<String>, usize) {
+    let mut name = None;
+    while let Some(n) = toks.get(i).and_then(Tok::name) {
+        name = Some(n.to_ascii_lowercase());
+        i += 1;
+        if toks.get(i).is_some_and(|t| t.is_punct(".")) {
+            i += 1;
+        } else {
+            break;
+        }
+    }
+    (name, i)
+}
+
+fn column_text(sql: &str, toks: &[Tok<'_>]) -> String {
+    // The column name MySQL reports is the expression as written; rebuild it from tokens.
+    let _ = sql;
+    toks.iter()
+        .map(|t| match t {
+            Tok::SysVar(v) => format!("@@{v}"),
+            Tok::Word(w) | Tok::Punct(w) | Tok::Num(w) | Tok::Str(w) => w.to_string(),
+            Tok::Quoted(q) => q.to_string(),
+            Tok::UserVar(v) => format!("@{v}"),
+        })
+        .collect()
+}
+
+fn proxy_answer(sql: &str, t: &[Tok<'_>]) -> Option<ProxyAnswer> {
+    if !t.first()?.is_kw("SELECT") {
+        return None;
+    }
+    let mut body = &t[1..];
+    if body.last().is_some_and(|x| x.is_punct(";")) {
+        body = &body[..body.len() - 1];
+    }
+    // Optional LIMIT n at the end (the mysql CLI sends `select @@version_comment limit 1`).
+    if body.len() >= 2
+        && body[body.len() - 2].is_kw("LIMIT")
+        && matches!(body[body.len() - 1], Tok::Num(_))
+    {
+        body = &body[..body.len() - 2];
+    }
+    // Optional [AS] alias.
+    let (expr, alias) = match body {
+        [e @ .., a, Tok::Word(n)] if a.is_kw("AS") => (e, Some(n.to_string())),
+        [e @ .., a, Tok::Quoted(n)] if a.is_kw("AS") => (e, Some(n.to_string())),
+        _ => (body, None),
+    };
+    let name = || alias.clone().unwrap_or_else(|| column_text(sql, expr));
+    match expr {
+        [Tok::SysVar(v)]
+            if v.eq_ignore_ascii_case("version") || v.eq_ignore_ascii_case("session.version") =>
+        {
+            Some(ProxyAnswer::Version(name()))
+        }
+        [Tok::SysVar(v)] if v.eq_ignore_ascii_case("version_comment") => {
+            Some(ProxyAnswer::VersionComment(name()))
+        }
+        [f, o, c] if f.is_kw("VERSION") && o.is_punct("(") && c.is_punct(")") => {
+            Some(ProxyAnswer::Version(name()))
+        }
+        [f, o, c] if f.is_kw("LAST_INSERT_ID") && o.is_punct("(") && c.is_punct(")") => {
+            Some(ProxyAnswer::LastInsertId(name()))
+        }
+        _ => None,
+    }
+}
+
+/// Classifies one statement (no `;`-separated lists: see [`super::lexer::split_statements`]).
+pub fn classify(sql: &str) -> Effects {
+    let toks: Vec<Tok<'_>> = Lexer::new(sql).collect();
+    let mut e = Effects::default();
+    let Some(first) = toks.first() else { return e };
+    let kw = |i: usize, k: &str| toks.get(i).is_some_and(|t| t.is_kw(k));
+    if first.is_kw("SET") {
+        e.set = Some(parse_set(sql));
+    } else if first.is_kw("USE") {
+        e.use_schema = toks.get(1).and_then(Tok::name).map(str::to_string);
+    } else if first.is_kw("CREATE") && kw(1, "TEMPORARY") && kw(2, "TABLE") {
+        let mut i = 3;
+        if kw(i, "IF") && kw(i + 1, "NOT") && kw(i + 2, "EXISTS") {
+            i += 3;
+        }
+        if let (Some(n), _) = last_name(&toks, i) {
+            e.temp_created.push(n);
+        }
+    } else if first.is_kw("DROP") && (kw(1, "TABLE") || (kw(1, "TEMPORARY") && kw(2, "TABLE"))) {
+        let mut i = if kw(1, "TABLE") { 2 } else { 3 };
+        if kw(i, "IF") && kw(i + 1, "EXISTS") {
+            i += 2;
+        }
+        loop {
+            let (n, next) = last_name(&toks, i);
+            match n {
+                Some(n) => e.dropped.push(n),
+                None => break,
+            }
+            if toks.get(next).is_some_and(|t| t.is_punct(",")) {
+                i = next + 1;
+            } else {
+                break;
+            }
+        }
+    } else if first.is_kw("LOCK") && (kw(1, "TABLES") || kw(1, "TABLE")) {
+        e.lock_tables = true;
+    } else if first.is_kw("LOCK") {
+        e.untrackable = Some("LOCK INSTANCE");
+    } else if first.is_kw("FLUSH") && toks.iter().any(|t| t.is_kw("LOCK")) {
+        e.lock_tables = true;
+    } else if first.is_kw("UNLOCK") && (kw(1, "TABLES") || kw(1, "TABLE")) {
+        e.unlock_tables = true;
+    } else if first.is_kw("PREPARE") {
+        e.sql_prepare = toks.get(1).and_then(Tok::name).map(str::to_ascii_lowercase);
+    } else if (first.is_kw("DEALLOCATE") || first.is_kw("DROP")) && kw(1, "PREPARE") {
+        e.sql_deallocate = toks.get(2).and_then(Tok::name).map(str::to_ascii_lowercase);
+    } else if first.is_kw("XA") {
+        e.untrackable = Some("XA transaction");
+    } else if first.is_kw("HANDLER") {
+        e.untrackable = Some("HANDLER");
+    } else if first.is_kw("SELECT") {
+        e.answer = proxy_answer(sql, &toks);
+    }
+    for (i, t) in toks.iter().enumerate() {
+        let call = toks.get(i + 1).is_some_and(|n| n.is_punct("("));
+        match t {
+            Tok::Word(w) if call && w.eq_ignore_ascii_case("GET_LOCK") => e.get_lock = true,
+            Tok::Word(w)
+                if call
+                    && (w.eq_ignore_ascii_case("RELEASE_LOCK")
+                        || w.eq_ignore_ascii_case("RELEASE_ALL_LOCKS")) =>
+            {
+                e.release_lock = true
+            }
+            Tok::Word(w) if call && w.eq_ignore_ascii_case("FOUND_ROWS") => e.found_rows = true,
+            Tok::Word(w) if w.eq_ignore_ascii_case("SQL_CALC_FOUND_ROWS") => {
+                e.calc_found_rows = true
+            }
+            Tok::UserVar(_) => {
+                let assigned = toks.get(i + 1).is_some_and(|n| n.is_punct(":="))
+                    || (i > 0
+                        && (toks[i - 1].is_kw("INTO")
+                            || toks[i - 1].is_punct(",") && e.assigns_user_var))
+                    || (first.is_kw("SET") && toks.get(i + 1).is_some_and(|n| n.is_punct("=")));
+                if assigned {
+                    e.assigns_user_var = true;
+                }
+            }
+            _ => {}
+        }
+    }
+    e
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pins_and_releases() {
+        assert_eq!(
+            classify("CREATE TEMPORARY TABLE IF NOT EXISTS db.Tmp1 (a int)").temp_created,
+            vec!["tmp1"]
+        );
+        assert_eq!(
+            classify("DROP TEMPORARY TABLE IF EXISTS tmp1, `x`.`T2`").dropped,
+            vec!["tmp1", "t2"]
+        );
+        assert!(classify("SELECT GET_LOCK('a', 1)").get_lock);
+        assert!(classify("select release_lock('a')").release_lock);
+        assert!(classify("LOCK TABLES t READ").lock_tables);
+        assert!(classify("FLUSH TABLES WITH READ LOCK").lock_tables);
+        assert!(classify("UNLOCK TABLES").unlock_tables);
+        assert_eq!(
+            classify("PREPARE s1 FROM 'SELECT 1'")
+                .sql_prepare
+                .as_deref(),
+            Some("s1")
+        );
+        assert_eq!(
+            classify("DEALLOCATE PREPARE S1").sql_deallocate.as_deref(),
+            Some("s1")
+        );
+        assert!(classify("SELECT SQL_CALC_FOUND_ROWS * FROM t LIMIT 1").calc_found_rows);
+        assert!(classify("SELECT FOUND_ROWS()").found_rows);
+        assert!(classify("SELECT @x := 1").assigns_user_var);
+        assert!(classify("SELECT 1 INTO @x").assigns_user_var);
+        assert!(classify("SET @x = 1").assigns_user_var);
+        assert!(!classify("SELECT @x").assigns_user_var);
+        assert!(!classify("SELECT * FROM t WHERE a = @x").assigns_user_var);
+        assert_eq!(classify("XA START 'x'").untrackable, Some("XA transaction"));
+        assert_eq!(classify("USE `shop`").use_schema.as_deref(), Some("shop"));
+        assert!(
+            !classify("SELECT 'GET_LOCK(' FROM t").get_lock,
+            "strings are not calls"
+        );
+    }
+
+    #[test]
+    fn proxy_answers() {
+        assert_eq!(
+            classify("SELECT @@version").answer,
+            Some(ProxyAnswer::Version("@@version".into()))
+        );
+        assert_eq!(
+            classify("select version()").answer,
+            Some(ProxyAnswer::Version("version()".into()))
+        );
+        assert_eq!(
+            classify("SELECT VERSION() AS v").answer,
+            Some(ProxyAnswer::Version("v".into()))
+        );
+        assert_eq!(
+            classify("select @@version_comment limit 1").answer,
+            Some(ProxyAnswer::VersionComment("@@version_comment".into()))
+        );
+        assert_eq!(
+            classify("SELECT LAST_INSERT_ID()").answer,
+            Some(ProxyAnswer::LastInsertId("LAST_INSERT_ID()".into()))
+        );
+        assert_eq!(classify("SELECT @@version, 1").answer, None);
+        assert_eq!(classify("SELECT LAST_INSERT_ID() + 1").answer, None);
+    }
+}

@@ -1,0 +1,8 @@
+//! Just enough MySQL SQL understanding for multiplexing: a tokenizer ([`lexer`]), the `SET`
+//! statement parser ([`set`]) and a per-statement classifier ([`classify`]) that finds what pins a
+//! session to its backend connection. Nothing here allocates per token; every function accepts
+//! any input without panicking.
+
+pub mod classify;
+pub mod lexer;
+pub mod set;
