@@ -67,6 +67,8 @@ pub async fn run(cfg: Config, opts: Options) -> Result<(), String> {
         registry: SessionRegistry::new(),
         shutdown: shutdown.clone(),
         tasks: tasks.clone(),
+        statements: sluice_mysql::stmt_registry::StmtRegistry::new(vars.max_stmts_cache as usize),
+        counters: Default::default(),
     });
     let server = tokio::spawn(serve(fe.clone(), listeners));
     info!(

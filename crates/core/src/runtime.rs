@@ -65,6 +65,21 @@ pub struct MysqlRuntime {
     pub backend_users: HashMap<String, Arc<MysqlUser>>,
     /// Hostgroup id → its servers, in config order.
     pub hostgroups: BTreeMap<u32, Vec<HostgroupServer>>,
+    /// Hostgroups with `mysql_hostgroup_attributes.multiplex = 0`.
+    pub no_multiplex_hostgroups: std::collections::HashSet<u32>,
+    /// Users whose `attributes` say `"multiplexing": false`.
+    pub no_multiplex_users: std::collections::HashSet<String>,
+}
+
+impl MysqlRuntime {
+    /// Whether sessions of `user` routed to `hostgroup` may be multiplexed: the global
+    /// `mysql-multiplexing`, the hostgroup's `multiplex` attribute and the user's
+    /// `attributes.multiplexing` must all allow it.
+    pub fn multiplexing_allowed(&self, user: &MysqlUser, hostgroup: u32) -> bool {
+        self.variables.multiplexing
+            && !self.no_multiplex_hostgroups.contains(&hostgroup)
+            && !self.no_multiplex_users.contains(&user.username)
+    }
 }
 
 /// An immutable snapshot of everything the data path reads. Sessions `load()` it once per command.
@@ -104,6 +119,18 @@ impl RuntimeConfig {
                 frontend_users,
                 backend_users,
                 hostgroups,
+                no_multiplex_hostgroups: cfg
+                    .mysql_hostgroup_attributes
+                    .iter()
+                    .filter(|a| !a.multiplex.0)
+                    .map(|a| a.hostgroup_id.0)
+                    .collect(),
+                no_multiplex_users: cfg
+                    .mysql_users
+                    .iter()
+                    .filter(|u| u.multiplexing_attribute() == Some(false))
+                    .map(|u| u.username.clone())
+                    .collect(),
             },
         }
     }

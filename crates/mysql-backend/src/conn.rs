@@ -1,6 +1,8 @@
 //! One authenticated connection to a MySQL/MariaDB server.
 
 use crate::error::Error;
+use crate::state::SessionState;
+use crate::stmt_cache::StmtCache;
 use crate::stream::BackendStream;
 use bytes::BytesMut;
 use sluice_mysql_proto::consts::{MAX_CHUNK, cap, com};
@@ -72,10 +74,10 @@ pub struct BackendConn {
     pub thread_id: u32,
     /// Server version string.
     pub server_version: String,
-    /// Schema currently selected on the connection, when known.
-    pub schema: Option<String>,
-    /// True when `schema` may be stale (a statement could have run `USE`).
-    pub schema_unknown: bool,
+    /// The session state the connection has now (schema, character set, variables).
+    pub state: SessionState,
+    /// Prepared statements held on the server for this connection.
+    pub stmts: StmtCache,
     /// `host:port`, for logs.
     pub server: String,
     /// When it was opened.
@@ -253,8 +255,11 @@ impl BackendConn {
             capabilities: caps,
             thread_id: greeting.connection_id,
             server_version: greeting.server_version,
-            schema: p.schema.clone(),
-            schema_unknown: false,
+            state: SessionState {
+                schema: p.schema.clone(),
+                ..SessionState::default()
+            },
+            stmts: StmtCache::default(),
             server,
             created: Instant::now(),
         })
@@ -265,9 +270,22 @@ impl BackendConn {
         self.capabilities & cap::DEPRECATE_EOF != 0
     }
 
-    /// True when an idle plain-TCP connection was closed by the server.
+    /// True when an idle connection was closed by the server (or has unexpected bytes pending).
+    /// Peeks at the TCP socket without consuming anything, so TLS connections are checked too.
     pub fn looks_dead(&self) -> bool {
-        self.reader.buffered() > 0 || self.stream.idle_peer_closed()
+        let tcp = match &self.stream {
+            BackendStream::Plain(t) => t,
+            BackendStream::Tls(t) => t.get_ref().0,
+        };
+        let mut byte = [0u8; 1];
+        let mut buf = tokio::io::ReadBuf::new(&mut byte);
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        match tcp.poll_peek(&mut cx, &mut buf) {
+            std::task::Poll::Pending => self.reader.buffered() > 0,
+            // EOF, an error, or bytes nobody asked for (an idle server sends nothing unless it is
+            // closing: an error packet or a TLS close_notify).
+            std::task::Poll::Ready(_) => true,
+        }
     }
 
     pub(crate) fn proto_err(&self, source: sluice_mysql_proto::Error) -> Error {
@@ -324,8 +342,7 @@ impl BackendConn {
         if t.error {
             return Ok(Err(first));
         }
-        self.schema = Some(schema.to_string());
-        self.schema_unknown = false;
+        self.state.schema = Some(schema.to_string());
         Ok(Ok(()))
     }
 

@@ -7,12 +7,18 @@
 
 pub mod conn;
 pub mod error;
+mod ops;
 pub mod pool;
 mod relay;
+pub mod state;
+pub mod stmt_cache;
 pub mod stream;
 pub mod tls;
 
 pub use conn::{BackendConn, BackendSecret, ConnectParams};
 pub use error::Error;
+pub use ops::{Prepared, ServerErr};
 pub use pool::{CheckoutRequest, MysqlPool, PooledConn};
 pub use relay::RelayOutcome;
+pub use state::SessionState;
+pub use stmt_cache::{BackendStmt, StmtCache};

@@ -39,6 +39,8 @@ struct Inner {
 pub struct MysqlPool {
     inner: Mutex<Inner>,
     tls: Option<Arc<rustls::ClientConfig>>,
+    /// Woken when a connection becomes idle or a slot frees up.
+    freed: tokio::sync::Notify,
 }
 
 /// What a session asks for.
@@ -91,6 +93,7 @@ impl MysqlPool {
         Arc::new(MysqlPool {
             inner: Mutex::new(Inner::default()),
             tls,
+            freed: tokio::sync::Notify::new(),
         })
     }
 
@@ -117,10 +120,13 @@ impl MysqlPool {
     }
 
     fn release_slot(&self, hostgroup: u32, server: &ServerKey) {
-        let mut g = lock(&self.inner);
-        if let Some(n) = g.open.get_mut(&(hostgroup, server.clone())) {
-            *n = n.saturating_sub(1);
+        {
+            let mut g = lock(&self.inner);
+            if let Some(n) = g.open.get_mut(&(hostgroup, server.clone())) {
+                *n = n.saturating_sub(1);
+            }
         }
+        self.freed.notify_one();
     }
 
     /// Gets a connection: an idle one when possible, else a new one, retrying other servers of
@@ -158,18 +164,50 @@ impl MysqlPool {
                             }
                         }
                     }
-                    // Servers at max_connections may still hold idle connections we can use.
-                    Err(NoServer::AllAtMaxConnections) => req
-                        .servers
-                        .iter()
-                        .find_map(|s| {
+                    // Servers at max_connections may still hold idle connections: ours to reuse,
+                    // or another user's to close so that ours can be opened.
+                    Err(NoServer::AllAtMaxConnections) => {
+                        let reuse = req.servers.iter().find_map(|s| {
                             let conn = g.idle.get_mut(&self.key_for(req, s)).and_then(Vec::pop)?;
                             Some(Decision::Reuse(s.clone(), conn))
+                        });
+                        reuse.unwrap_or_else(|| {
+                            let victim = req
+                                .servers
+                                .iter()
+                                .filter(|s| !failed.contains(&s.key))
+                                .find_map(|s| {
+                                    let key = g
+                                        .idle
+                                        .iter()
+                                        .find(|(k, v)| {
+                                            k.hostgroup == req.hostgroup
+                                                && k.server == s.key
+                                                && !v.is_empty()
+                                        })
+                                        .map(|(k, _)| k.clone())?;
+                                    let conn = g.idle.get_mut(&key).and_then(Vec::pop)?;
+                                    Some((s.clone(), conn))
+                                });
+                            match victim {
+                                // The victim's slot passes to the new connection.
+                                Some((s, old)) => Decision::Replace(s, old),
+                                None => Decision::WaitForFree,
+                            }
                         })
-                        .unwrap_or(Decision::Wait),
+                    }
                     Err(_) => Decision::Wait,
                 }
             };
+            let decision = match decision {
+                Decision::Replace(server, old) => {
+                    debug!(server = %server.key, "closing an idle connection of another user to make room");
+                    tokio::spawn(old.quit());
+                    Decision::Connect(server)
+                }
+                other => other,
+            };
+            let waiting_for_free = matches!(decision, Decision::WaitForFree);
             if let Decision::Reuse(server, conn) = decision {
                 if conn.looks_dead() {
                     debug!(server = %server.key, "dropping idle backend connection closed by the server");
@@ -239,8 +277,22 @@ impl MysqlPool {
                     last_error,
                 });
             }
-            let pause = req.retry_delay.max(Duration::from_millis(10));
-            tokio::time::sleep(pause.min(deadline.saturating_duration_since(Instant::now()))).await;
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if waiting_for_free {
+                // Every server is at max_connections: wait for a connection to come back.
+                let _ = tokio::time::timeout(
+                    remaining.min(Duration::from_millis(50)),
+                    self.freed.notified(),
+                )
+                .await;
+            } else {
+                tokio::time::sleep(
+                    req.retry_delay
+                        .max(Duration::from_millis(10))
+                        .min(remaining),
+                )
+                .await;
+            }
         }
     }
 
@@ -257,6 +309,7 @@ impl MysqlPool {
 
     fn put_idle(&self, key: PoolKey, conn: BackendConn) {
         lock(&self.inner).idle.entry(key).or_default().push(conn);
+        self.freed.notify_one();
     }
 
     /// Closes every idle connection (used at shutdown).
@@ -284,6 +337,8 @@ impl MysqlPool {
 enum Decision {
     Reuse(HostgroupServer, BackendConn),
     Connect(HostgroupServer),
+    Replace(HostgroupServer, BackendConn),
+    WaitForFree,
     Wait,
 }
 
@@ -321,6 +376,14 @@ impl PooledConn {
         &self.key
     }
 
+    /// Returns the connection to the idle list as it is, session state included: the next user
+    /// brings it to its own state (only the differences). For connections without pinned state.
+    pub fn release_clean(mut self) {
+        if let Some(conn) = self.conn.take() {
+            self.pool.put_idle(self.key.clone(), conn);
+        }
+    }
+
     /// Resets the connection in the background and returns it to the idle list when the reset
     /// succeeds; otherwise it is closed.
     pub fn release(mut self) {
@@ -331,10 +394,7 @@ impl PooledConn {
         let key = self.key.clone();
         tokio::spawn(async move {
             match conn.reset().await {
-                Ok(true) => {
-                    conn.schema_unknown = true;
-                    pool.put_idle(key, conn);
-                }
+                Ok(true) => pool.put_idle(key, conn),
                 Ok(false) | Err(_) => {
                     debug!(server = %conn.server, "backend connection failed to reset; closing it");
                     pool.release_slot(key.hostgroup, &key.server);

@@ -50,6 +50,8 @@ pub struct ReplyTracker {
     continuation: bool,
     /// Status flags of the last OK/EOF seen.
     pub status: u16,
+    /// True once an OK/EOF carried status flags (an ERR-only reply has none).
+    pub status_seen: bool,
     /// True when the reply ended with ERR.
     pub error: bool,
     /// The error number of that ERR.
@@ -78,6 +80,7 @@ impl ReplyTracker {
             deprecate_eof,
             continuation: false,
             status: 0,
+            status_seen: false,
             error: false,
             error_code: None,
             affected_rows: 0,
@@ -105,6 +108,7 @@ impl ReplyTracker {
 
     fn end_of_result(&mut self, status: u16) {
         self.status = status;
+        self.status_seen = true;
         self.results += 1;
         self.state = if status & status::MORE_RESULTS_EXISTS != 0 {
             State::Start
@@ -153,9 +157,11 @@ impl ReplyTracker {
                 if first == 0x00 {
                     if let Ok(ok) = parse_ok(payload) {
                         self.status = ok.status;
+                        self.status_seen = true;
                     }
                 } else if first == 0xfe && len < 9 {
                     self.status = eof_status(payload);
+                    self.status_seen = true;
                 }
                 self.state = State::Done;
             }
@@ -194,6 +200,7 @@ impl ReplyTracker {
                 }
                 let st = eof_status(payload);
                 self.status = st;
+                self.status_seen = true;
                 if st & status::CURSOR_EXISTS != 0 {
                     self.results += 1;
                     self.state = State::Done;
@@ -206,6 +213,7 @@ impl ReplyTracker {
                     let st = self.terminator_status(payload);
                     if self.state == State::FieldList {
                         self.status = st;
+                        self.status_seen = true;
                         self.state = State::Done;
                     } else {
                         self.end_of_result(st);

@@ -21,21 +21,6 @@ impl<T> MaybeTls<T> {
     pub fn is_tls(&self) -> bool {
         matches!(self, MaybeTls::Tls(_))
     }
-
-    /// For a plain stream: true when the peer closed it or sent unexpected bytes while it was
-    /// idle. TLS streams are not probed (reading raw bytes would corrupt the TLS layer).
-    pub fn idle_peer_closed(&self) -> bool {
-        match self {
-            MaybeTls::Plain(s) => {
-                let mut b = [0u8; 1];
-                match s.try_read(&mut b) {
-                    Ok(_) => true,
-                    Err(e) => e.kind() != io::ErrorKind::WouldBlock,
-                }
-            }
-            MaybeTls::Tls(_) => false,
-        }
-    }
 }
 
 impl<T: AsyncRead + Unpin> AsyncRead for MaybeTls<T> {

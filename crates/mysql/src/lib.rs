@@ -11,6 +11,7 @@ pub mod listener;
 pub mod registry;
 pub mod session;
 pub mod sql;
+pub mod stmt_registry;
 pub mod stream;
 pub mod tls;
 

@@ -30,6 +30,17 @@ pub struct MysqlFrontend {
     pub shutdown: CancellationToken,
     /// Every session task, so shutdown can wait for them.
     pub tasks: TaskTracker,
+    /// The global prepared-statement registry.
+    pub statements: Arc<crate::stmt_registry::StmtRegistry>,
+    /// Counters for the admin views.
+    pub counters: Arc<FrontendCounters>,
+}
+
+/// Counters kept by the MySQL frontend.
+#[derive(Debug, Default)]
+pub struct FrontendCounters {
+    /// SET statements Sluice could not parse (each pinned its session).
+    pub unparsed_set: std::sync::atomic::AtomicU64,
 }
 
 /// Accepts clients on `listeners` until shutdown.
@@ -69,7 +80,11 @@ async fn accept_loop(fe: Arc<MysqlFrontend>, listener: TcpListener) {
 async fn handle(fe: Arc<MysqlFrontend>, mut tcp: TcpStream, peer: std::net::SocketAddr) {
     let rt = fe.config.load();
     let vars = &rt.mysql.variables;
-    let Some(mut slot) = fe.registry.enter(vars.max_connections) else {
+    let id = fe.registry.next_id();
+    let Some(mut slot) = fe
+        .registry
+        .enter(vars.max_connections, id, &peer.to_string())
+    else {
         warn!(client = %peer, max = vars.max_connections, "refusing client: mysql-max_connections reached");
         let _ = tcp
             .write_all(&packet(
@@ -79,7 +94,6 @@ async fn handle(fe: Arc<MysqlFrontend>, mut tcp: TcpStream, peer: std::net::Sock
             .await;
         return;
     };
-    let id = fe.registry.next_id();
     let timeout = Duration::from_millis(vars.connect_timeout_client);
     let phase = tokio::time::timeout(
         timeout,

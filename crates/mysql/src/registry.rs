@@ -10,6 +10,22 @@ pub struct SessionRegistry {
     total: AtomicU32,
     per_user: Mutex<HashMap<String, u32>>,
     next_id: AtomicU32,
+    processes: Mutex<HashMap<u32, ProcessInfo>>,
+}
+
+/// One row of the processlist: who is connected and whether the session is multiplexed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessInfo {
+    /// Session id (the client's thread id).
+    pub id: u32,
+    /// User (empty before login).
+    pub user: String,
+    /// Client address.
+    pub client: String,
+    /// Current schema.
+    pub schema: String,
+    /// Why the session holds its backend connection; `None` = multiplexed.
+    pub pin_reason: Option<&'static str>,
 }
 
 /// Holds one client's place; dropping it frees the place.
@@ -17,6 +33,7 @@ pub struct SessionRegistry {
 pub struct SessionSlot {
     registry: Arc<SessionRegistry>,
     user: Option<String>,
+    id: u32,
 }
 
 impl SessionRegistry {
@@ -39,20 +56,49 @@ impl SessionRegistry {
     }
 
     /// Takes a place in the global count, unless `global_max` is reached.
-    pub fn enter(self: &Arc<Self>, global_max: u32) -> Option<SessionSlot> {
+    pub fn enter(self: &Arc<Self>, global_max: u32, id: u32, client: &str) -> Option<SessionSlot> {
         let prev = self.total.fetch_add(1, Ordering::AcqRel);
         if prev >= global_max {
             self.total.fetch_sub(1, Ordering::AcqRel);
             return None;
         }
+        let info = ProcessInfo {
+            id,
+            user: String::new(),
+            client: client.to_string(),
+            schema: String::new(),
+            pin_reason: None,
+        };
+        lock(&self.processes).insert(id, info);
         Some(SessionSlot {
             registry: self.clone(),
             user: None,
+            id,
         })
+    }
+
+    /// The processlist, ordered by session id.
+    pub fn processlist(&self) -> Vec<ProcessInfo> {
+        let mut v: Vec<ProcessInfo> = lock(&self.processes).values().cloned().collect();
+        v.sort_by_key(|p| p.id);
+        v
     }
 }
 
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 impl SessionSlot {
+    /// Publishes the session's user, schema and pin reason to the processlist.
+    pub fn update(&self, user: &str, schema: &str, pin_reason: Option<&'static str>) {
+        if let Some(p) = lock(&self.registry.processes).get_mut(&self.id) {
+            p.user = user.to_string();
+            p.schema = schema.to_string();
+            p.pin_reason = pin_reason;
+        }
+    }
+
     /// Counts the session against `user`, unless the user already has `user_max` sessions.
     /// Re-assigning (COM_CHANGE_USER) moves the count.
     pub fn assign_user(&mut self, user: &str, user_max: u32) -> bool {
@@ -78,6 +124,7 @@ impl SessionSlot {
 impl Drop for SessionSlot {
     fn drop(&mut self) {
         self.registry.total.fetch_sub(1, Ordering::AcqRel);
+        lock(&self.registry.processes).remove(&self.id);
         if let Some(u) = self.user.take() {
             let mut map = self
                 .registry
@@ -98,13 +145,17 @@ mod tests {
     #[test]
     fn limits_and_release() {
         let r = SessionRegistry::new();
-        let mut a = r.enter(2).expect("first");
-        let mut b = r.enter(2).expect("second");
-        assert!(r.enter(2).is_none(), "global cap");
+        let mut a = r.enter(2, 1, "c1").expect("first");
+        let mut b = r.enter(2, 2, "c2").expect("second");
+        assert!(r.enter(2, 3, "c3").is_none(), "global cap");
+        b.update("u", "app", Some("transaction"));
+        assert_eq!(r.processlist()[1].pin_reason, Some("transaction"));
+        assert_eq!(r.processlist().len(), 2);
         assert!(a.assign_user("u", 1));
         assert!(!b.assign_user("u", 1), "per-user cap");
         drop(a);
         assert!(b.assign_user("u", 1), "freed by drop");
         assert_eq!(r.total(), 1);
+        assert_eq!(r.processlist().len(), 1);
     }
 }

@@ -6,7 +6,7 @@ mod mysql_variables;
 mod proxysql_names;
 mod values;
 
-pub use mysql_tables::{MysqlServer, MysqlUser};
+pub use mysql_tables::{MysqlHostgroupAttributes, MysqlServer, MysqlUser};
 pub use mysql_variables::{MysqlVariables, SetOutcome};
 pub use proxysql_names::PROXYSQL_MYSQL_VARIABLES;
 pub use values::*;
@@ -28,6 +28,8 @@ pub struct Config {
     pub mysql_servers: Vec<MysqlServer>,
     /// `mysql_users` rows.
     pub mysql_users: Vec<MysqlUser>,
+    /// `mysql_hostgroup_attributes` rows.
+    pub mysql_hostgroup_attributes: Vec<MysqlHostgroupAttributes>,
     /// Warnings worth logging at start (e.g. variables accepted without effect).
     pub warnings: Vec<String>,
 }
@@ -42,6 +44,8 @@ struct RawFile {
     mysql_servers: Vec<Spanned<MysqlServer>>,
     #[serde(default)]
     mysql_users: Vec<Spanned<MysqlUser>>,
+    #[serde(default)]
+    mysql_hostgroup_attributes: Vec<Spanned<MysqlHostgroupAttributes>>,
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
@@ -159,7 +163,33 @@ impl Config {
                     ),
                 ));
             }
+            if !u.attributes.is_empty()
+                && serde_json::from_str::<serde_json::Value>(&u.attributes).is_err()
+            {
+                return Err(invalid(
+                    offset,
+                    format!(
+                        "mysql_users.attributes for {:?}: not valid JSON",
+                        u.username
+                    ),
+                ));
+            }
             cfg.mysql_users.push(u);
+        }
+        let mut seen_hg = HashSet::new();
+        for row in raw.mysql_hostgroup_attributes {
+            let offset = row.span().start;
+            let a = row.into_inner();
+            if !seen_hg.insert(a.hostgroup_id.0) {
+                return Err(invalid(
+                    offset,
+                    format!(
+                        "mysql_hostgroup_attributes: duplicate hostgroup_id {}",
+                        a.hostgroup_id.0
+                    ),
+                ));
+            }
+            cfg.mysql_hostgroup_attributes.push(a);
         }
         for u in &cfg.mysql_users {
             let hg = u.default_hostgroup.0;

@@ -98,3 +98,68 @@ pub struct MysqlUser {
 fn yes() -> Flag {
     Flag(true)
 }
+
+/// One row of `mysql_hostgroup_attributes`: per-hostgroup settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MysqlHostgroupAttributes {
+    /// The hostgroup.
+    pub hostgroup_id: HostgroupId,
+    /// Cap on ONLINE servers used (accepted; not used yet).
+    #[serde(default = "minus_one")]
+    pub max_num_online_servers: i64,
+    /// Forced autocommit (-1 = client's; accepted; not used yet).
+    #[serde(default = "minus_one")]
+    pub autocommit: i64,
+    /// Idle connections kept, % of max (accepted; not used yet).
+    #[serde(default = "ten")]
+    pub free_connections_pct: i64,
+    /// SQL run on new backend connections (accepted; not used yet).
+    #[serde(default)]
+    pub init_connect: String,
+    /// 0 turns multiplexing off for sessions routed to this hostgroup.
+    #[serde(default = "yes")]
+    pub multiplex: Flag,
+    /// Pre-open connections (accepted; not used yet).
+    #[serde(default)]
+    pub connection_warming: Flag,
+    /// New connections per second (accepted; not used yet).
+    #[serde(default = "million")]
+    pub throttle_connections_per_sec: i64,
+    /// JSON (accepted; not used yet).
+    #[serde(default)]
+    pub ignore_session_variables: String,
+    /// JSON (accepted; not used yet).
+    #[serde(default)]
+    pub hostgroup_settings: String,
+    /// JSON (accepted; not used yet).
+    #[serde(default)]
+    pub servers_defaults: String,
+    /// Free text.
+    #[serde(default)]
+    pub comment: String,
+}
+
+fn minus_one() -> i64 {
+    -1
+}
+
+fn ten() -> i64 {
+    10
+}
+
+fn million() -> i64 {
+    1_000_000
+}
+
+impl MysqlUser {
+    /// The `multiplexing` key of `attributes` (Sluice extension), when set.
+    pub fn multiplexing_attribute(&self) -> Option<bool> {
+        let v: serde_json::Value = serde_json::from_str(&self.attributes).ok()?;
+        match v.get("multiplexing")? {
+            serde_json::Value::Bool(b) => Some(*b),
+            serde_json::Value::Number(n) => n.as_i64().map(|n| n != 0),
+            _ => None,
+        }
+    }
+}

@@ -43,6 +43,18 @@ pub struct MysqlVariables {
     pub ssl_p2s_key: String,
     /// Worker threads (restart required).
     pub threads: u32,
+    /// Return backend connections to the pool between statements when nothing pins them.
+    pub multiplexing: bool,
+    /// Prepared statements kept per backend connection (least recently used closed beyond).
+    pub max_stmts_per_connection: u32,
+    /// Registered prepared statements kept without any client handle (global cache bound).
+    pub max_stmts_cache: u32,
+    /// Statements a session keeps its backend after one that generated an auto-increment id.
+    pub auto_increment_delay_multiplex: u32,
+    /// Client idle timeout (ms); a client's `SET wait_timeout` may lower it for its session.
+    pub wait_timeout: u64,
+    /// Forward `SELECT @@version` / `VERSION()` to the backend instead of answering them.
+    pub select_version_forwarding: bool,
     /// Monitor account (used by the monitor).
     pub monitor_username: String,
     /// Monitor password.
@@ -71,6 +83,12 @@ impl Default for MysqlVariables {
             ssl_p2s_cert: String::new(),
             ssl_p2s_key: String::new(),
             threads: 4,
+            multiplexing: true,
+            max_stmts_per_connection: 20,
+            max_stmts_cache: 10_000,
+            auto_increment_delay_multiplex: 5,
+            wait_timeout: 28_800_000,
+            select_version_forwarding: false,
             monitor_username: "monitor".into(),
             monitor_password: "monitor".into(),
             accepted_unimplemented: BTreeMap::new(),
@@ -153,6 +171,16 @@ impl MysqlVariables {
             "ssl_p2s_cert" => self.ssl_p2s_cert = v.to_string(),
             "ssl_p2s_key" => self.ssl_p2s_key = v.to_string(),
             "threads" => self.threads = int(name, v, 1, 255)? as u32,
+            "multiplexing" => self.multiplexing = boolean(name, v)?,
+            "max_stmts_per_connection" => {
+                self.max_stmts_per_connection = int(name, v, 1, 1024)? as u32
+            }
+            "max_stmts_cache" => self.max_stmts_cache = int(name, v, 128, 1_000_000)? as u32,
+            "auto_increment_delay_multiplex" => {
+                self.auto_increment_delay_multiplex = int(name, v, 0, 1_000_000)? as u32
+            }
+            "wait_timeout" => self.wait_timeout = int(name, v, 0, 31_536_000_000)?,
+            "select_version_forwarding" => self.select_version_forwarding = int(name, v, 0, 3)? > 0,
             "monitor_username" => self.monitor_username = v.to_string(),
             "monitor_password" => self.monitor_password = v.to_string(),
             _ if PROXYSQL_MYSQL_VARIABLES.contains(&name) => {

@@ -72,7 +72,7 @@ impl Session {
         }
         self.release_backend();
         info!(session = self.id, from = %self.login.user.username, to = %user.username, "COM_CHANGE_USER");
-        self.schema = cu
+        let schema = cu
             .database
             .clone()
             .or_else(|| user.default_schema.clone().filter(|s| !s.is_empty()))
@@ -82,6 +82,21 @@ impl Session {
         }
         self.login.user = user;
         self.login.secret = secret;
+        // A new login: the server side of the session starts over.
+        for (_, s) in self.stmts.drain() {
+            s.meta
+                .client_refs
+                .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        self.state = sluice_mysql_backend::SessionState {
+            schema: Some(schema),
+            ..Default::default()
+        };
+        self.pins.clear();
+        self.last_insert_id = 0;
+        self.client_wait_timeout = None;
+        self.refresh_multiplexing_setting();
+        self.publish();
         self.reply_ok(seq).await
     }
 }

@@ -1,6 +1,7 @@
-//! Forwarding a client command to the session's backend connection and relaying the reply.
+//! Getting a backend connection in the client's state, forwarding a command and relaying the
+//! reply, with the failure handling around it.
 
-use super::{Next, Session};
+use super::Session;
 use crate::error::Error;
 use sluice_core::config::is_native_hash;
 use sluice_core::runtime::RuntimeConfig;
@@ -12,55 +13,15 @@ use std::time::Duration;
 use tracing::warn;
 
 /// Why a command could not be forwarded.
-enum ForwardFailure {
+pub(super) enum ForwardFailure {
     /// An error to report to the client (the session continues).
     Report(Error),
-    /// The backend replied with an ERR while preparing the connection (e.g. unknown schema);
-    /// this payload goes to the client as the command's reply.
-    BackendErr(Vec<u8>),
+    /// The server answered a state-sync command with an ERR (e.g. the schema is gone); this
+    /// payload goes to the client as the command's reply.
+    ServerErr(Vec<u8>),
 }
 
 impl Session {
-    /// `Close` when the client went away during the last command.
-    pub(super) fn after_forward(&self) -> Next {
-        if self.client_gone {
-            Next::Close
-        } else {
-            Next::Continue
-        }
-    }
-
-    pub(super) fn set_schema(&mut self, name: String) {
-        if let Some(b) = self.backend.as_mut() {
-            let c = b.conn();
-            c.schema = Some(name.clone());
-            c.schema_unknown = false;
-        }
-        self.schema = name;
-    }
-
-    /// Tracks `USE db` sent as a query so the schema survives a change of backend connection.
-    pub(super) fn track_use(&mut self, sql: &[u8], _t: &ReplyTracker) {
-        let text = String::from_utf8_lossy(sql);
-        let trimmed = text.trim().trim_end_matches(';').trim();
-        let lower = trimmed.to_ascii_lowercase();
-        if let Some(rest) = lower.strip_prefix("use")
-            && rest.starts_with(|c: char| c.is_whitespace() || c == '`')
-            && !rest.contains(';')
-        {
-            let name = trimmed[3..].trim().trim_matches('`').to_string();
-            if !name.is_empty() {
-                self.set_schema(name);
-                return;
-            }
-        }
-        if lower.contains("use")
-            && let Some(b) = self.backend.as_mut()
-        {
-            b.conn().schema_unknown = true;
-        }
-    }
-
     fn backend_secret(&self, rt: &RuntimeConfig) -> Result<BackendSecret, Error> {
         let name = &self.login.user.username;
         match rt.mysql.backend_users.get(name) {
@@ -74,11 +35,10 @@ impl Session {
         }
     }
 
-    /// Makes sure the session has a backend connection with its schema selected.
-    async fn ensure_backend(&mut self) -> Result<(), ForwardFailure> {
-        // A connection the session already holds is not swapped silently even if the server
-        // closed it: it may carry a transaction or session state, so the client must see the
-        // failure (2013, or the server's own error) rather than continue elsewhere.
+    /// Makes sure the session has a backend connection in its session state.
+    pub(super) async fn ensure_backend(&mut self) -> Result<(), ForwardFailure> {
+        // A connection the session holds stays: it may carry a transaction or other pinned state,
+        // so if the server closed it the client must see the failure rather than go on elsewhere.
         if self.backend.is_some() {
             return Ok(());
         }
@@ -120,98 +80,139 @@ impl Session {
                 return Err(ForwardFailure::Report(Error::Backend(e)));
             }
         };
-        let conn = pooled.conn();
-        if conn.schema.as_deref() != Some(self.schema.as_str()) || conn.schema_unknown {
-            match conn.init_db(&self.schema).await {
-                Ok(Ok(())) => {}
-                Ok(Err(err)) => {
-                    self.backend = Some(pooled);
-                    return Err(ForwardFailure::BackendErr(err.to_vec()));
-                }
-                Err(e) => return Err(ForwardFailure::Report(Error::Backend(e))),
+        match pooled.conn().sync_state(&self.state).await {
+            Ok(Ok(())) => {}
+            Ok(Err(err)) => {
+                // The connection is fine; the client's state is not applicable (e.g. its schema
+                // was dropped). Report the server's words; the connection goes back to the pool.
+                pooled.release();
+                return Err(ForwardFailure::ServerErr(err.to_vec()));
             }
+            Err(e) => return Err(ForwardFailure::Report(Error::Backend(e))),
         }
         self.backend = Some(pooled);
         self.backend_fresh = true;
         Ok(())
     }
 
-    /// Forwards `pk` and relays the reply. Returns the reply's tracker when it completed; on
-    /// failure the client has been sent an error (or is gone: `client_gone`).
+    /// Records that the state change a statement made on the held connection is its state now.
+    pub(super) fn sync_conn_state(&mut self) {
+        if let Some(b) = self.backend.as_mut() {
+            b.conn().state = self.state.clone();
+        }
+    }
+
+    /// Sends an error packet for a failed preparation step.
+    pub(super) async fn report(&mut self, seq: u8, f: ForwardFailure) {
+        let payload = match f {
+            ForwardFailure::Report(e) => e.to_err_payload(),
+            ForwardFailure::ServerErr(p) => p,
+        };
+        self.send_err(seq, &payload).await;
+    }
+
+    /// Forwards `pk` as is and relays the reply.
     pub(super) async fn forward(&mut self, pk: &Packet, kind: ReplyKind) -> Option<ReplyTracker> {
-        let reply_seq = pk.seq.wrapping_add(1);
+        self.forward_bytes(&pk.raw, pk.seq, kind).await
+    }
+
+    /// Forwards already framed command bytes and relays the reply. Returns the reply's tracker
+    /// when it completed; on failure the client has been sent an error (or is gone).
+    pub(super) async fn forward_bytes(
+        &mut self,
+        raw: &[u8],
+        seq: u8,
+        kind: ReplyKind,
+    ) -> Option<ReplyTracker> {
+        let reply_seq = seq.wrapping_add(1);
         for attempt in 0..2 {
-            match self.ensure_backend().await {
-                Ok(()) => {}
-                Err(ForwardFailure::Report(e)) => {
-                    self.send_err(reply_seq, &e.to_err_payload()).await;
-                    return None;
-                }
-                Err(ForwardFailure::BackendErr(payload)) => {
-                    self.send_err(reply_seq, &payload).await;
-                    return None;
-                }
+            if let Err(f) = self.ensure_backend().await {
+                self.report(reply_seq, f).await;
+                return None;
             }
             let pooled = self.backend.as_mut()?;
-            let retryable = attempt == 0 && self.backend_fresh && pooled.reused;
+            let reused_fresh = attempt == 0 && self.backend_fresh && pooled.reused;
             let conn = pooled.conn();
-            let outcome = match conn.send_raw(&pk.raw).await {
-                Ok(()) => conn.relay_reply(kind, &mut self.io.stream).await,
-                Err(error) => RelayOutcome::BackendFailed {
-                    error,
-                    forwarded: 0,
-                    next_seq: reply_seq,
-                },
+            // Only a command that never left Sluice is retried elsewhere: once it reached a
+            // server it may have run, and running it twice is worse than an error.
+            let (outcome, retryable) = match conn.send_raw(raw).await {
+                Ok(()) => (conn.relay_reply(kind, &mut self.io.stream).await, false),
+                Err(error) => (
+                    RelayOutcome::BackendFailed {
+                        error,
+                        forwarded: 0,
+                        next_seq: reply_seq,
+                    },
+                    reused_fresh,
+                ),
             };
-            match outcome {
-                RelayOutcome::Complete(t) => {
-                    self.backend_fresh = false;
-                    if t.error_code.is_some_and(connection_ending_error) {
-                        // The server closes the connection after these errors.
-                        self.backend = None;
-                    }
-                    return Some(t);
-                }
-                RelayOutcome::ClientGone(e) => {
-                    warn!(session = self.id, client = %self.io.peer, "client went away during a reply: {e}");
-                    self.backend = None;
-                    self.client_gone = true;
-                    return None;
-                }
-                RelayOutcome::BackendFailed {
-                    error,
-                    forwarded,
-                    next_seq,
-                } => {
-                    let server = self
-                        .backend
-                        .as_ref()
-                        .map(|b| b.key().server.to_string())
-                        .unwrap_or_default();
-                    self.backend = None;
-                    if retryable && forwarded == 0 {
-                        warn!(session = self.id, server = %server,
-                            "pooled backend connection was dead ({error}); retrying on a new connection");
-                        continue;
-                    }
-                    warn!(session = self.id, user = %self.login.user.username, server = %server,
-                        "backend connection lost during a command: {error}; the client gets error 2013 and the session continues on a new connection");
-                    let msg =
-                        format!("Lost connection to backend server {server} during query: {error}");
-                    self.send_err(next_seq, &err_payload(2013, "HY000", &msg))
-                        .await;
-                    return None;
-                }
+            match self.handle_outcome(outcome, retryable).await {
+                Outcome::Done(t) => return t,
+                Outcome::Retry => continue,
             }
         }
         None
     }
 
-    async fn send_err(&mut self, seq: u8, payload: &[u8]) {
+    async fn handle_outcome(&mut self, outcome: RelayOutcome, retryable: bool) -> Outcome {
+        match outcome {
+            RelayOutcome::Complete(t) => {
+                self.backend_fresh = false;
+                if t.status_seen {
+                    self.pins.observe_status(t.status);
+                }
+                if t.error_code.is_some_and(connection_ending_error) {
+                    // The server closes the connection after these errors.
+                    self.backend = None;
+                }
+                Outcome::Done(Some(t))
+            }
+            RelayOutcome::ClientGone(e) => {
+                warn!(session = self.id, client = %self.io.peer, "client went away during a reply: {e}");
+                self.backend = None;
+                self.client_gone = true;
+                Outcome::Done(None)
+            }
+            RelayOutcome::BackendFailed {
+                error,
+                forwarded,
+                next_seq,
+            } => {
+                let server = self
+                    .backend
+                    .as_ref()
+                    .map(|b| b.key().server.to_string())
+                    .unwrap_or_default();
+                self.backend = None;
+                if retryable && forwarded == 0 {
+                    warn!(session = self.id, server = %server,
+                        "pooled backend connection was dead ({error}); retrying on a new connection");
+                    return Outcome::Retry;
+                }
+                warn!(session = self.id, user = %self.login.user.username, server = %server,
+                    "backend connection lost during a command: {error}; the client gets error 2013 and the session continues on a new connection");
+                // Whatever the lost connection held for this client is gone with it.
+                self.pins.clear();
+                self.refresh_multiplexing_setting();
+                let msg =
+                    format!("Lost connection to backend server {server} during query: {error}");
+                self.send_err(next_seq, &err_payload(2013, "HY000", &msg))
+                    .await;
+                Outcome::Done(None)
+            }
+        }
+    }
+
+    pub(super) async fn send_err(&mut self, seq: u8, payload: &[u8]) {
         if self.io.write(seq, payload).await.is_err() {
             self.client_gone = true;
         }
     }
+}
+
+enum Outcome {
+    Done(Option<ReplyTracker>),
+    Retry,
 }
 
 /// Server errors after which the backend connection is gone (killed, server shutting down).

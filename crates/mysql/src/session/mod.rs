@@ -1,40 +1,70 @@
-//! The command loop of one logged-in client: forward each command to the session's backend
-//! connection and relay the raw reply; answer what needs no backend (COM_PING, COM_QUIT,
-//! COM_RESET_CONNECTION, COM_CHANGE_USER) itself.
+//! The command loop of one logged-in client.
+//!
+//! Each command that needs a server takes a backend connection from the pool, brings it to the
+//! client's session state (only the differences), forwards the raw command and relays the raw
+//! reply. Afterwards the connection goes back to the pool unless something pins it ([`pins`]).
+//! Prepared statements go through the global registry ([`prepared`]); a few queries and
+//! `COM_PING` are answered by Sluice itself ([`answer`]).
+
+mod answer;
+mod change_user;
+mod forward;
+pub mod pins;
+mod prepared;
+mod query;
 
 use crate::error::Error;
 use crate::handshake::{ClientIo, LoggedIn, fail};
 use crate::listener::MysqlFrontend;
 use crate::registry::SessionSlot;
-use sluice_mysql_backend::PooledConn;
-use sluice_mysql_proto::consts::{com, status};
+use pins::Pins;
+use sluice_mysql_backend::{PooledConn, SessionState};
+use sluice_mysql_proto::consts::com;
 use sluice_mysql_proto::framing::Packet;
 use sluice_mysql_proto::packets::{err_payload, ok_payload};
 use sluice_mysql_proto::reply::ReplyKind;
+use std::collections::HashMap;
 use std::sync::Arc;
-use tracing::{debug, warn};
+use std::time::Duration;
+use tracing::{debug, info, warn};
+
+/// A client's handle on a registered prepared statement.
+#[derive(Debug, Clone)]
+struct ClientStmt {
+    meta: Arc<crate::stmt_registry::StmtMeta>,
+    /// Parameter types from the client's last execute with new-params-bound=1.
+    types: Option<bytes::Bytes>,
+}
 
 /// One client session after login.
 pub struct Session {
     id: u32,
     io: ClientIo,
     login: LoggedIn,
-    schema: String,
+    /// The session state the client expects on whatever backend connection serves it.
+    state: SessionState,
     backend: Option<PooledConn>,
     /// True from checkout until the first command on that connection completes: a failure
     /// before any reply byte can then be retried on a new connection without the client noticing.
     backend_fresh: bool,
+    pins: Pins,
+    /// Prepared statements by client statement id.
+    stmts: HashMap<u32, ClientStmt>,
+    next_stmt_id: u32,
+    /// LAST_INSERT_ID() as the client would see it on a direct connection.
+    last_insert_id: u64,
+    /// The client's `SET wait_timeout`, in ms.
+    client_wait_timeout: Option<u64>,
     /// Set when writing to the client failed: the session ends.
     client_gone: bool,
     /// The client changed a server option (COM_SET_OPTION) that COM_RESET_CONNECTION may not
     /// restore, so the backend connection is closed instead of pooled.
     backend_tainted: bool,
+    /// The pin reason last published to the processlist.
+    published_reason: Option<&'static str>,
     fe: Arc<MysqlFrontend>,
     slot: SessionSlot,
 }
-
-mod change_user;
-mod forward;
 
 /// How a command ended for the session loop.
 enum Next {
@@ -51,31 +81,82 @@ impl Session {
         fe: Arc<MysqlFrontend>,
         slot: SessionSlot,
     ) -> Self {
-        let schema = login.schema.clone();
-        Session {
+        let state = SessionState {
+            schema: Some(login.schema.clone()),
+            ..SessionState::default()
+        };
+        let mut pins = Pins::default();
+        pins.clear();
+        let mut s = Session {
             id,
             io,
             login,
-            schema,
+            state,
             backend: None,
             backend_fresh: false,
+            pins,
+            stmts: HashMap::new(),
+            next_stmt_id: 1,
+            last_insert_id: 0,
+            client_wait_timeout: None,
             client_gone: false,
             backend_tainted: false,
+            published_reason: None,
             fe,
             slot,
-        }
+        };
+        s.refresh_multiplexing_setting();
+        s.publish();
+        s
     }
 
-    /// Runs commands until the client quits, the connection breaks or Sluice shuts down.
+    fn refresh_multiplexing_setting(&mut self) {
+        let rt = self.fe.config.load();
+        self.pins.disabled = !rt
+            .mysql
+            .multiplexing_allowed(&self.login.user, self.login.user.default_hostgroup.0);
+    }
+
+    /// Publishes user, schema and pin reason to the processlist when they changed.
+    fn publish(&mut self) {
+        let reason = self.pins.reason();
+        self.slot.update(
+            &self.login.user.username,
+            self.state.schema.as_deref().unwrap_or(""),
+            reason,
+        );
+        self.published_reason = reason;
+    }
+
+    fn idle_timeout(&self) -> Duration {
+        let global = self.fe.config.load().mysql.variables.wait_timeout;
+        let ms = self.client_wait_timeout.map_or(global, |c| c.min(global));
+        Duration::from_millis(ms.max(1))
+    }
+
+    /// Runs commands until the client quits, the connection breaks, it idles past wait_timeout
+    /// or Sluice shuts down.
     pub async fn run(mut self) {
         loop {
+            let idle = self.idle_timeout();
             let read = tokio::select! {
                 biased;
                 _ = self.fe.shutdown.cancelled() => {
                     debug!(session = self.id, "closing idle session: shutting down");
                     break;
                 }
-                r = self.io.read() => r,
+                r = tokio::time::timeout(idle, self.io.read()) => r,
+            };
+            let read = match read {
+                Ok(r) => r,
+                Err(_) => {
+                    info!(session = self.id, user = %self.login.user.username, client = %self.io.peer,
+                        "closing client session idle for {}s (wait_timeout)", idle.as_secs());
+                    let msg = "The client was disconnected by the server because of inactivity. \
+                               See wait_timeout and interactive_timeout for configuring this behavior.";
+                    let _ = self.io.write(0, &err_payload(4031, "HY000", msg)).await;
+                    break;
+                }
             };
             let pk = match read {
                 Ok(p) => p,
@@ -92,9 +173,10 @@ impl Session {
                     break;
                 }
             };
-            match self.dispatch(pk).await {
-                Next::Continue => {}
-                Next::Close => break,
+            let next = self.dispatch(pk).await;
+            self.after_command();
+            if matches!(next, Next::Close) || self.client_gone {
+                break;
             }
         }
         self.finish();
@@ -106,21 +188,37 @@ impl Session {
         debug!(session = self.id, "session ended");
     }
 
-    /// Returns the backend connection to the pool (reset), or closes it when the session left
-    /// state on it that a reset may not undo.
+    /// Gives the backend connection back: as it is when nothing but replayable state is on it,
+    /// reset when it holds session-scoped state, closed when a reset may not undo it.
     pub(super) fn release_backend(&mut self) {
         if let Some(b) = self.backend.take() {
             if self.backend_tainted {
                 drop(b);
-            } else {
+            } else if self.pins.dirty() {
                 b.release();
+            } else {
+                b.release_clean();
             }
         }
         self.backend_tainted = false;
     }
 
+    /// After every command: back to the pool unless pinned; processlist update.
+    fn after_command(&mut self) {
+        self.pins.tick_statement();
+        if self.pins.reason().is_none()
+            && !self.backend_tainted
+            && let Some(b) = self.backend.take()
+        {
+            b.release_clean();
+        }
+        if self.pins.reason() != self.published_reason {
+            self.publish();
+        }
+    }
+
     async fn reply_ok(&mut self, seq: u8) -> Next {
-        let st = status::AUTOCOMMIT;
+        let st = self.pins.status;
         match self.io.write(seq, &ok_payload(0, 0, st, 0)).await {
             Ok(()) => Next::Continue,
             Err(_) => Next::Close,
@@ -143,63 +241,42 @@ impl Session {
         match cmd {
             com::QUIT => Next::Close,
             com::PING => self.reply_ok(reply_seq).await,
-            com::QUERY => {
-                let t = self.forward(&pk, ReplyKind::ResultSets).await;
-                if let Some(t) = t.as_ref().filter(|t| !t.error) {
-                    self.track_use(&pk.payload[1..], t);
-                }
-                self.after_forward()
-            }
+            com::QUERY => self.query(&pk).await,
             com::INIT_DB => {
                 let t = self.forward(&pk, ReplyKind::Single).await;
                 if t.as_ref().is_some_and(|t| !t.error) {
                     let name = String::from_utf8_lossy(&pk.payload[1..]).into_owned();
-                    self.set_schema(name);
-                }
-                self.after_forward()
-            }
-            com::STMT_PREPARE => {
-                self.forward(&pk, ReplyKind::Prepare).await;
-                self.after_forward()
-            }
-            com::STMT_EXECUTE => {
-                self.forward(&pk, ReplyKind::ResultSets).await;
-                self.after_forward()
-            }
-            com::STMT_FETCH => {
-                self.forward(&pk, ReplyKind::Fetch).await;
-                self.after_forward()
-            }
-            com::FIELD_LIST => {
-                self.forward(&pk, ReplyKind::FieldList).await;
-                self.after_forward()
-            }
-            com::STMT_RESET | com::STATISTICS => {
-                self.forward(&pk, ReplyKind::Single).await;
-                self.after_forward()
-            }
-            com::SET_OPTION => {
-                self.backend_tainted = true;
-                self.forward(&pk, ReplyKind::Single).await;
-                self.after_forward()
-            }
-            com::STMT_CLOSE | com::STMT_SEND_LONG_DATA => {
-                // No reply. Without a backend connection the statement cannot exist anyway.
-                if let Some(b) = self.backend.as_mut()
-                    && let Err(e) = b.conn().send_raw(&pk.raw).await
-                {
-                    warn!(session = self.id, "backend connection lost: {e}");
-                    self.backend = None;
+                    self.state.schema = Some(name);
+                    self.sync_conn_state();
                 }
                 Next::Continue
             }
+            com::STMT_PREPARE => self.stmt_prepare(&pk).await,
+            com::STMT_EXECUTE => self.stmt_execute(&pk).await,
+            com::STMT_SEND_LONG_DATA => self.stmt_send_long_data(&pk).await,
+            com::STMT_RESET => self.stmt_reset(&pk).await,
+            com::STMT_CLOSE => {
+                self.stmt_close(&pk);
+                Next::Continue
+            }
+            com::STMT_FETCH => self.stmt_fetch(&pk).await,
+            com::FIELD_LIST => {
+                self.forward(&pk, ReplyKind::FieldList).await;
+                Next::Continue
+            }
+            com::STATISTICS => {
+                self.forward(&pk, ReplyKind::Single).await;
+                Next::Continue
+            }
+            com::SET_OPTION => {
+                self.forward(&pk, ReplyKind::Single).await;
+                // The multi-statement option lives on the server connection: keep that one.
+                self.backend_tainted = self.backend.is_some();
+                self.pins.untrackable = Some("COM_SET_OPTION");
+                Next::Continue
+            }
             com::RESET_CONNECTION => {
-                // Reset the session's own backend connection in place (it keeps its schema).
-                if let Some(b) = self.backend.as_mut()
-                    && !matches!(b.conn().reset().await, Ok(true))
-                {
-                    self.backend = None;
-                }
+                self.reset_session().await;
                 self.reply_ok(reply_seq).await
             }
             com::CHANGE_USER => self.change_user(pk).await,
@@ -222,5 +299,23 @@ impl Session {
                 }
             }
         }
+    }
+
+    /// COM_RESET_CONNECTION: the client's session state goes back to a fresh login's.
+    async fn reset_session(&mut self) {
+        if let Some(b) = self.backend.as_mut()
+            && !matches!(b.conn().reset().await, Ok(true))
+        {
+            self.backend = None;
+        }
+        for (_, s) in self.stmts.drain() {
+            s.meta
+                .client_refs
+                .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        self.state = self.state.reset_keep_schema();
+        self.pins.clear();
+        self.last_insert_id = 0;
+        self.client_wait_timeout = None;
     }
 }

@@ -1,0 +1,187 @@
+//! Commands Sluice itself sends on a backend connection: prepare, close, small internal queries,
+//! and bringing the connection to a client's session state.
+
+use crate::conn::BackendConn;
+use crate::error::Error;
+use crate::state::{SessionState, plan};
+use bytes::Bytes;
+use sluice_mysql_proto::consts::{MAX_CHUNK, com};
+use sluice_mysql_proto::framing::packet;
+use sluice_mysql_proto::lenenc::Reader;
+use sluice_mysql_proto::reply::{ReplyError, ReplyKind, ReplyTracker};
+
+/// A statement prepared on the server, with its metadata.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    /// The server's statement id.
+    pub backend_id: u32,
+    /// Parameter count.
+    pub num_params: u16,
+    /// Column count.
+    pub num_columns: u16,
+    /// Parameter definition packets (payloads).
+    pub params: Vec<Bytes>,
+    /// Column definition packets (payloads).
+    pub columns: Vec<Bytes>,
+}
+
+/// A server error reply (the ERR payload), for forwarding to the client.
+pub type ServerErr = Bytes;
+
+impl BackendConn {
+    /// Sends a command Sluice builds (sequence id 0) and collects every reply packet's payload.
+    pub async fn command_collect(
+        &mut self,
+        payload: &[u8],
+        kind: ReplyKind,
+    ) -> Result<(ReplyTracker, Vec<Bytes>), Error> {
+        self.send_raw(&packet(0, payload)).await?;
+        let mut tracker = ReplyTracker::new(kind, self.deprecate_eof());
+        let mut out = Vec::new();
+        while !tracker.done() {
+            let pk = self
+                .reader
+                .read(&mut self.stream)
+                .await
+                .map_err(|e| self.proto_err(e))?;
+            tracker
+                .feed(&pk.payload, pk.payload.len().min(MAX_CHUNK - 1))
+                .map_err(|ReplyError::Unexpected(why)| Error::UnexpectedReply {
+                    server: self.server.clone(),
+                    why,
+                })?;
+            out.push(pk.payload);
+        }
+        Ok((tracker, out))
+    }
+
+    /// COM_STMT_PREPARE; the server's ERR comes back as `Ok(Err(payload))`.
+    pub async fn prepare(&mut self, sql: &[u8]) -> Result<Result<Prepared, ServerErr>, Error> {
+        let mut p = Vec::with_capacity(sql.len() + 1);
+        p.push(com::STMT_PREPARE);
+        p.extend_from_slice(sql);
+        let (t, packets) = self.command_collect(&p, ReplyKind::Prepare).await?;
+        let Some(first) = packets.first() else {
+            return Err(Error::UnexpectedReply {
+                server: self.server.clone(),
+                why: "empty prepare reply",
+            });
+        };
+        if t.error {
+            return Ok(Err(first.clone()));
+        }
+        if first.len() < 9 {
+            return Err(Error::UnexpectedReply {
+                server: self.server.clone(),
+                why: "short prepare OK",
+            });
+        }
+        let backend_id = u32::from_le_bytes([first[1], first[2], first[3], first[4]]);
+        let num_columns = u16::from_le_bytes([first[5], first[6]]);
+        let num_params = u16::from_le_bytes([first[7], first[8]]);
+        let defs: Vec<Bytes> = packets[1..]
+            .iter()
+            .filter(|p| !is_eof(p))
+            .cloned()
+            .collect();
+        let np = usize::from(num_params).min(defs.len());
+        let params = defs[..np].to_vec();
+        let columns = defs[np..].to_vec();
+        Ok(Ok(Prepared {
+            backend_id,
+            num_params,
+            num_columns,
+            params,
+            columns,
+        }))
+    }
+
+    /// COM_STMT_CLOSE (the server sends no reply).
+    pub async fn close_stmt(&mut self, backend_id: u32) -> Result<(), Error> {
+        let mut p = vec![com::STMT_CLOSE];
+        p.extend_from_slice(&backend_id.to_le_bytes());
+        self.send_raw(&packet(0, &p)).await
+    }
+
+    /// Runs SQL that returns no rows.
+    pub async fn run_sql(&mut self, sql: &str) -> Result<Result<(), ServerErr>, Error> {
+        let mut p = Vec::with_capacity(sql.len() + 1);
+        p.push(com::QUERY);
+        p.extend_from_slice(sql.as_bytes());
+        let (t, packets) = self.command_collect(&p, ReplyKind::ResultSets).await?;
+        if t.error {
+            return Ok(Err(packets.last().cloned().unwrap_or_default()));
+        }
+        Ok(Ok(()))
+    }
+
+    /// Runs a query and returns its first row as text (`None` for SQL NULL).
+    pub async fn query_row(
+        &mut self,
+        sql: &str,
+    ) -> Result<Result<Vec<Option<String>>, ServerErr>, Error> {
+        let mut p = Vec::with_capacity(sql.len() + 1);
+        p.push(com::QUERY);
+        p.extend_from_slice(sql.as_bytes());
+        let (t, packets) = self.command_collect(&p, ReplyKind::ResultSets).await?;
+        if t.error {
+            return Ok(Err(packets.last().cloned().unwrap_or_default()));
+        }
+        let bad = || Error::UnexpectedReply {
+            server: self.server.clone(),
+            why: "malformed internal result set",
+        };
+        let ncols = Reader::new(packets.first().ok_or_else(bad)?, "column count")
+            .lenenc_int()
+            .map_err(|_| bad())?;
+        let ncols = usize::try_from(ncols).map_err(|_| bad())?;
+        let skip = 1 + ncols + usize::from(!self.deprecate_eof());
+        let row = packets.get(skip).ok_or_else(bad)?;
+        let mut r = Reader::new(row, "row");
+        let mut out = Vec::with_capacity(ncols);
+        for _ in 0..ncols {
+            if r.remaining().first() == Some(&0xfb) {
+                r.u8().map_err(|_| bad())?;
+                out.push(None);
+            } else {
+                out.push(Some(
+                    String::from_utf8_lossy(r.lenenc_bytes().map_err(|_| bad())?).into_owned(),
+                ));
+            }
+        }
+        Ok(Ok(out))
+    }
+
+    /// Brings the connection to `want`, sending only the differences.
+    pub async fn sync_state(
+        &mut self,
+        want: &SessionState,
+    ) -> Result<Result<(), ServerErr>, Error> {
+        let plan = plan(&self.state, want);
+        if plan.is_empty() {
+            return Ok(Ok(()));
+        }
+        if plan.reset_first && !self.reset().await? {
+            return Err(Error::UnexpectedReply {
+                server: self.server.clone(),
+                why: "COM_RESET_CONNECTION failed",
+            });
+        }
+        if let Some(db) = &plan.init_db
+            && let Err(e) = self.init_db(db).await?
+        {
+            return Ok(Err(e.freeze()));
+        }
+        for sql in &plan.statements {
+            if let Err(e) = self.run_sql(sql).await? {
+                return Ok(Err(e));
+            }
+        }
+        self.state = want.clone();
+        Ok(Ok(()))
+    }
+}
+
+fn is_eof(p: &[u8]) -> bool {
+    p.first() == Some(&0xfe) && p.len() < 9
+}

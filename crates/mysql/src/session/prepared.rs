@@ -1,0 +1,369 @@
+//! Prepared statements under multiplexing. Clients get their own statement ids, mapped to the
+//! global registry; a statement is prepared on a backend connection the first time that
+//! connection needs it, and parameter types are re-sent when the connection has not seen them.
+
+use super::forward::ForwardFailure;
+use super::{ClientStmt, Next, Session};
+use crate::stmt_registry::StmtMeta;
+use bytes::Bytes;
+use sluice_mysql_backend::BackendStmt;
+use sluice_mysql_proto::consts::{cap, status};
+use sluice_mysql_proto::framing::{Packet, put_packet};
+use sluice_mysql_proto::packets::{eof_payload, err_payload};
+use sluice_mysql_proto::reply::ReplyKind;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use tokio::io::AsyncWriteExt;
+use tracing::debug;
+
+fn stmt_id(payload: &[u8]) -> Option<u32> {
+    let b = payload.get(1..5)?;
+    Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+fn unknown_stmt(id: u32, what: &str) -> Vec<u8> {
+    err_payload(
+        1243,
+        "HY000",
+        &format!("Unknown prepared statement handler ({id}) given to {what}"),
+    )
+}
+
+/// Where the parameter-type block of a COM_STMT_EXECUTE starts, and whether it is present.
+fn types_offset(payload: &[u8], num_params: u16) -> Option<(usize, bool)> {
+    if num_params == 0 {
+        return None;
+    }
+    let flag_at = 10 + usize::from(num_params).div_ceil(8);
+    let bound = *payload.get(flag_at)? == 1;
+    Some((flag_at, bound))
+}
+
+impl Session {
+    /// Answers a prepare from the registry's metadata with the client's statement id.
+    async fn send_prepare_ok(&mut self, seq: u8, client_id: u32, meta: &StmtMeta) -> Next {
+        let dep = self.login.capabilities & cap::DEPRECATE_EOF != 0;
+        let mut out = Vec::with_capacity(64 * (meta.params.len() + meta.columns.len() + 1));
+        let mut s = seq;
+        let mut ok = vec![0u8];
+        ok.extend_from_slice(&client_id.to_le_bytes());
+        ok.extend_from_slice(&meta.num_columns.to_le_bytes());
+        ok.extend_from_slice(&meta.num_params.to_le_bytes());
+        ok.extend_from_slice(&[0, 0, 0]);
+        put_packet(&mut out, &mut s, &ok);
+        for defs in [&meta.params, &meta.columns] {
+            if defs.is_empty() {
+                continue;
+            }
+            for d in defs {
+                put_packet(&mut out, &mut s, d);
+            }
+            if !dep {
+                put_packet(&mut out, &mut s, &eof_payload(self.pins.status, 0));
+            }
+        }
+        match self.io.stream.write_all(&out).await {
+            Ok(()) => Next::Continue,
+            Err(_) => Next::Close,
+        }
+    }
+
+    pub(super) async fn stmt_prepare(&mut self, pk: &Packet) -> Next {
+        let seq = pk.seq.wrapping_add(1);
+        let sql = pk.payload.slice(1..);
+        let user = self.login.user.username.clone();
+        let schema = self.state.schema.clone().unwrap_or_default();
+        let registry = self.fe.statements.clone();
+        let meta = match registry.get(&user, &schema, &sql) {
+            Some(m) => m,
+            None => {
+                if let Err(f) = self.ensure_backend().await {
+                    self.report(seq, f).await;
+                    return Next::Continue;
+                }
+                let cap = self.max_stmts();
+                let Some(b) = self.backend.as_mut() else {
+                    return Next::Continue;
+                };
+                let conn = b.conn();
+                match conn.prepare(&sql).await {
+                    Ok(Ok(p)) => {
+                        let meta = registry.insert(&user, &schema, sql, &p);
+                        let evicted = conn.stmts.insert(
+                            BackendStmt::new(meta.global_id, p.backend_id, p.num_params),
+                            cap,
+                        );
+                        for e in evicted {
+                            let _ = conn.close_stmt(e.backend_id).await;
+                        }
+                        self.backend_fresh = false;
+                        meta
+                    }
+                    Ok(Err(err)) => {
+                        self.send_err(seq, &err).await;
+                        return Next::Continue;
+                    }
+                    Err(e) => {
+                        self.backend = None;
+                        self.report(seq, ForwardFailure::Report(crate::Error::Backend(e)))
+                            .await;
+                        return Next::Continue;
+                    }
+                }
+            }
+        };
+        let client_id = self.next_stmt_id;
+        self.next_stmt_id = self.next_stmt_id.wrapping_add(1).max(1);
+        meta.client_refs.fetch_add(1, Ordering::Relaxed);
+        self.stmts.insert(
+            client_id,
+            ClientStmt {
+                meta: meta.clone(),
+                types: None,
+            },
+        );
+        self.send_prepare_ok(seq, client_id, &meta).await
+    }
+
+    fn max_stmts(&self) -> usize {
+        self.fe
+            .config
+            .load()
+            .mysql
+            .variables
+            .max_stmts_per_connection as usize
+    }
+
+    /// Makes sure the statement exists on the held backend connection; returns its server id.
+    async fn backend_stmt_id(&mut self, meta: &Arc<StmtMeta>) -> Result<u32, ForwardFailure> {
+        self.ensure_backend().await?;
+        let cap = self.max_stmts();
+        let Some(b) = self.backend.as_mut() else {
+            return Err(ForwardFailure::Report(crate::Error::Unsupported(
+                "no backend connection".into(),
+            )));
+        };
+        let conn = b.conn();
+        if let Some(s) = conn.stmts.get_mut(meta.global_id) {
+            return Ok(s.backend_id);
+        }
+        match conn.prepare(&meta.sql).await {
+            Ok(Ok(p)) => {
+                debug!(session = self.id, global_id = meta.global_id, server = %conn.server, "prepared statement on another backend connection");
+                meta.backend_prepares.fetch_add(1, Ordering::Relaxed);
+                let evicted = conn.stmts.insert(
+                    BackendStmt::new(meta.global_id, p.backend_id, p.num_params),
+                    cap,
+                );
+                for e in evicted {
+                    let _ = conn.close_stmt(e.backend_id).await;
+                }
+                Ok(p.backend_id)
+            }
+            Ok(Err(err)) => Err(ForwardFailure::ServerErr(err.to_vec())),
+            Err(e) => {
+                self.backend = None;
+                Err(ForwardFailure::Report(crate::Error::Backend(e)))
+            }
+        }
+    }
+
+    pub(super) async fn stmt_execute(&mut self, pk: &Packet) -> Next {
+        let seq = pk.seq.wrapping_add(1);
+        let Some(id) = stmt_id(&pk.payload) else {
+            self.send_err(
+                seq,
+                &err_payload(1047, "08S01", "malformed COM_STMT_EXECUTE"),
+            )
+            .await;
+            return Next::Continue;
+        };
+        let Some(cs) = self.stmts.get(&id).cloned() else {
+            self.send_err(seq, &unknown_stmt(id, "mysqld_stmt_execute"))
+                .await;
+            return Next::Continue;
+        };
+        let backend_id = match self.backend_stmt_id(&cs.meta).await {
+            Ok(b) => b,
+            Err(f) => {
+                self.report(seq, f).await;
+                return Next::Continue;
+            }
+        };
+        let payload = self.rewrite_execute(&pk.payload, id, &cs, backend_id);
+        let mut raw = Vec::with_capacity(payload.len() + 8);
+        let mut s = pk.seq;
+        put_packet(&mut raw, &mut s, &payload);
+        cs.meta.executions.fetch_add(1, Ordering::Relaxed);
+        let cursor = pk.payload.get(5).is_some_and(|f| f & 0x01 != 0);
+        let t = self
+            .forward_bytes(&raw, pk.seq, ReplyKind::ResultSets)
+            .await;
+        self.pins.long_data.remove(&id);
+        if let Some(t) = t {
+            if cursor && t.status & status::CURSOR_EXISTS != 0 {
+                self.pins.cursors.insert(id);
+            }
+            if t.last_insert_id != 0 {
+                self.last_insert_id = t.last_insert_id;
+                self.pins.auto_increment_left = self
+                    .fe
+                    .config
+                    .load()
+                    .mysql
+                    .variables
+                    .auto_increment_delay_multiplex
+                    + 1;
+            }
+        }
+        Next::Continue
+    }
+
+    /// Puts the backend's statement id into the execute packet, and the parameter types when the
+    /// backend connection has not seen the ones the client bound.
+    fn rewrite_execute(
+        &mut self,
+        payload: &Bytes,
+        client_id: u32,
+        cs: &ClientStmt,
+        backend_id: u32,
+    ) -> Vec<u8> {
+        let mut out = payload.to_vec();
+        out[1..5].copy_from_slice(&backend_id.to_le_bytes());
+        let n = cs.meta.num_params;
+        let Some((flag_at, bound)) = types_offset(payload, n) else {
+            return out;
+        };
+        let types_len = 2 * usize::from(n);
+        let bstmt = self
+            .backend
+            .as_mut()
+            .and_then(|b| b.conn().stmts.get_mut(cs.meta.global_id));
+        if bound {
+            let types = payload.slice(
+                (flag_at + 1).min(payload.len())..(flag_at + 1 + types_len).min(payload.len()),
+            );
+            if let Some(b) = bstmt {
+                b.bound_types = Some(types.clone());
+            }
+            if let Some(c) = self.stmts.get_mut(&client_id) {
+                c.types = Some(types);
+            }
+            return out;
+        }
+        let Some(types) = cs.types.clone() else {
+            return out;
+        };
+        match bstmt {
+            Some(b) if b.bound_types.as_ref() == Some(&types) => out,
+            Some(b) => {
+                b.bound_types = Some(types.clone());
+                let mut with = Vec::with_capacity(out.len() + types.len());
+                with.extend_from_slice(&out[..flag_at]);
+                with.push(1);
+                with.extend_from_slice(&types);
+                with.extend_from_slice(&out[flag_at + 1..]);
+                with
+            }
+            None => out,
+        }
+    }
+
+    pub(super) async fn stmt_send_long_data(&mut self, pk: &Packet) -> Next {
+        // No reply, ever: errors surface at the execute.
+        let Some(id) = stmt_id(&pk.payload) else {
+            return Next::Continue;
+        };
+        let Some(cs) = self.stmts.get(&id).cloned() else {
+            return Next::Continue;
+        };
+        let Ok(backend_id) = self.backend_stmt_id(&cs.meta).await else {
+            return Next::Continue;
+        };
+        let mut payload = pk.payload.to_vec();
+        payload[1..5].copy_from_slice(&backend_id.to_le_bytes());
+        let mut raw = Vec::with_capacity(payload.len() + 8);
+        let mut s = pk.seq;
+        put_packet(&mut raw, &mut s, &payload);
+        self.pins.long_data.insert(id);
+        if let Some(b) = self.backend.as_mut()
+            && b.conn().send_raw(&raw).await.is_err()
+        {
+            self.backend = None;
+        }
+        Next::Continue
+    }
+
+    pub(super) async fn stmt_reset(&mut self, pk: &Packet) -> Next {
+        let seq = pk.seq.wrapping_add(1);
+        let Some(id) = stmt_id(&pk.payload) else {
+            return Next::Continue;
+        };
+        let Some(cs) = self.stmts.get(&id).cloned() else {
+            self.send_err(seq, &unknown_stmt(id, "mysqld_stmt_reset"))
+                .await;
+            return Next::Continue;
+        };
+        let held = self.pins.long_data.remove(&id) | self.pins.cursors.remove(&id);
+        let backend_id = self
+            .backend
+            .as_mut()
+            .and_then(|b| b.conn().stmts.get_mut(cs.meta.global_id))
+            .map(|s| s.backend_id);
+        match (held, backend_id) {
+            (true, Some(bid)) => {
+                let mut payload = pk.payload.to_vec();
+                payload[1..5].copy_from_slice(&bid.to_le_bytes());
+                let mut raw = Vec::new();
+                let mut s = pk.seq;
+                put_packet(&mut raw, &mut s, &payload);
+                self.forward_bytes(&raw, pk.seq, ReplyKind::Single).await;
+                Next::Continue
+            }
+            // Nothing of this statement's execution state lives on a server: reset is a no-op.
+            _ => self.reply_ok(seq).await,
+        }
+    }
+
+    pub(super) fn stmt_close(&mut self, pk: &Packet) {
+        let Some(id) = stmt_id(&pk.payload) else {
+            return;
+        };
+        if let Some(cs) = self.stmts.remove(&id) {
+            cs.meta.client_refs.fetch_sub(1, Ordering::Relaxed);
+        }
+        self.pins.long_data.remove(&id);
+        self.pins.cursors.remove(&id);
+    }
+
+    pub(super) async fn stmt_fetch(&mut self, pk: &Packet) -> Next {
+        let seq = pk.seq.wrapping_add(1);
+        let Some(id) = stmt_id(&pk.payload) else {
+            return Next::Continue;
+        };
+        let bid = match self.stmts.get(&id).cloned() {
+            Some(cs) if self.pins.cursors.contains(&id) => self
+                .backend
+                .as_mut()
+                .and_then(|b| b.conn().stmts.get_mut(cs.meta.global_id))
+                .map(|s| s.backend_id),
+            _ => None,
+        };
+        let Some(bid) = bid else {
+            self.send_err(seq, &unknown_stmt(id, "mysqld_stmt_fetch"))
+                .await;
+            return Next::Continue;
+        };
+        let mut payload = pk.payload.to_vec();
+        payload[1..5].copy_from_slice(&bid.to_le_bytes());
+        let mut raw = Vec::new();
+        let mut s = pk.seq;
+        put_packet(&mut raw, &mut s, &payload);
+        if let Some(t) = self.forward_bytes(&raw, pk.seq, ReplyKind::Fetch).await
+            && (t.status & status::LAST_ROW_SENT != 0 || t.error)
+        {
+            self.pins.cursors.remove(&id);
+        }
+        Next::Continue
+    }
+}

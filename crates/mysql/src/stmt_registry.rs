@@ -1,0 +1,186 @@
+//! The global prepared-statement registry: one entry per (user, schema, statement text), shared by
+//! every client session. Sessions map their own statement ids to entries; backend connections
+//! map entries to their server-side ids (see `sluice_mysql_backend::StmtCache`).
+
+use bytes::Bytes;
+use sluice_mysql_backend::Prepared;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// A statement known to Sluice, with the metadata clients get when they prepare it.
+#[derive(Debug)]
+pub struct StmtMeta {
+    /// Sluice-wide id.
+    pub global_id: u64,
+    /// User that prepared it.
+    pub user: String,
+    /// Schema it was prepared in.
+    pub schema: String,
+    /// Statement text.
+    pub sql: Bytes,
+    /// Parameter count.
+    pub num_params: u16,
+    /// Column count.
+    pub num_columns: u16,
+    /// Parameter definitions (payloads).
+    pub params: Vec<Bytes>,
+    /// Column definitions (payloads).
+    pub columns: Vec<Bytes>,
+    /// Client statement handles that refer to it.
+    pub client_refs: AtomicU32,
+    /// Times it was prepared on a backend connection.
+    pub backend_prepares: AtomicU64,
+    /// Executions.
+    pub executions: AtomicU64,
+}
+
+type Key = (String, String, Bytes);
+
+/// The registry.
+#[derive(Debug)]
+pub struct StmtRegistry {
+    map: Mutex<HashMap<Key, Arc<StmtMeta>>>,
+    next_id: AtomicU64,
+    /// Entries kept without client handles beyond this are forgotten (`mysql-max_stmts_cache`).
+    max_unreferenced: usize,
+}
+
+/// A row of the prepared-statements view (`stats_mysql_prepared_statements_info`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StmtInfo {
+    /// Global id.
+    pub global_id: u64,
+    /// Schema.
+    pub schema: String,
+    /// User.
+    pub username: String,
+    /// Client handles.
+    pub ref_count_client: u32,
+    /// Backend prepares so far.
+    pub backend_prepares: u64,
+    /// Parameters.
+    pub num_params: u16,
+    /// Columns.
+    pub num_columns: u16,
+    /// Text.
+    pub query: String,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl StmtRegistry {
+    /// An empty registry.
+    pub fn new(max_unreferenced: usize) -> Arc<Self> {
+        Arc::new(StmtRegistry {
+            map: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+            max_unreferenced,
+        })
+    }
+
+    /// The entry for a statement, if known.
+    pub fn get(&self, user: &str, schema: &str, sql: &Bytes) -> Option<Arc<StmtMeta>> {
+        lock(&self.map)
+            .get(&(user.to_string(), schema.to_string(), sql.clone()))
+            .cloned()
+    }
+
+    /// Registers a statement just prepared on a backend (or returns the existing entry).
+    pub fn insert(&self, user: &str, schema: &str, sql: Bytes, p: &Prepared) -> Arc<StmtMeta> {
+        let mut map = lock(&self.map);
+        let key = (user.to_string(), schema.to_string(), sql.clone());
+        if let Some(m) = map.get(&key) {
+            return m.clone();
+        }
+        if map.len() >= self.max_unreferenced {
+            map.retain(|_, m| m.client_refs.load(Ordering::Relaxed) > 0);
+        }
+        let meta = Arc::new(StmtMeta {
+            global_id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            user: user.to_string(),
+            schema: schema.to_string(),
+            sql,
+            num_params: p.num_params,
+            num_columns: p.num_columns,
+            params: p.params.clone(),
+            columns: p.columns.clone(),
+            client_refs: AtomicU32::new(0),
+            backend_prepares: AtomicU64::new(1),
+            executions: AtomicU64::new(0),
+        });
+        map.insert(key, meta.clone());
+        meta
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        lock(&self.map).len()
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// A snapshot for the admin views.
+    pub fn info(&self) -> Vec<StmtInfo> {
+        let mut v: Vec<StmtInfo> = lock(&self.map)
+            .values()
+            .map(|m| StmtInfo {
+                global_id: m.global_id,
+                schema: m.schema.clone(),
+                username: m.user.clone(),
+                ref_count_client: m.client_refs.load(Ordering::Relaxed),
+                backend_prepares: m.backend_prepares.load(Ordering::Relaxed),
+                num_params: m.num_params,
+                num_columns: m.num_columns,
+                query: String::from_utf8_lossy(&m.sql).into_owned(),
+            })
+            .collect();
+        v.sort_by_key(|i| i.global_id);
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prep() -> Prepared {
+        Prepared {
+            backend_id: 7,
+            num_params: 1,
+            num_columns: 2,
+            params: vec![],
+            columns: vec![],
+        }
+    }
+
+    #[test]
+    fn one_entry_per_user_schema_and_text() {
+        let r = StmtRegistry::new(100);
+        let sql = Bytes::from_static(b"SELECT ?");
+        let a = r.insert("u", "app", sql.clone(), &prep());
+        let b = r.insert("u", "app", sql.clone(), &prep());
+        assert_eq!(a.global_id, b.global_id);
+        let c = r.insert("u", "other", sql.clone(), &prep());
+        assert_ne!(a.global_id, c.global_id);
+        assert!(r.get("u", "app", &sql).is_some());
+        assert!(r.get("v", "app", &sql).is_none());
+        assert_eq!(r.info().len(), 2);
+    }
+
+    #[test]
+    fn unreferenced_entries_are_bounded() {
+        let r = StmtRegistry::new(2);
+        let kept = r.insert("u", "s", Bytes::from_static(b"1"), &prep());
+        kept.client_refs.fetch_add(1, Ordering::Relaxed);
+        r.insert("u", "s", Bytes::from_static(b"2"), &prep());
+        r.insert("u", "s", Bytes::from_static(b"3"), &prep());
+        assert_eq!(r.len(), 2, "the unreferenced entry was dropped");
+        assert!(r.get("u", "s", &Bytes::from_static(b"1")).is_some());
+    }
+}
