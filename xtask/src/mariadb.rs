@@ -198,9 +198,12 @@ impl MariaDb {
         Ok(())
     }
 
-    /// Creates the test accounts (app, repl, monitor, root over TCP) and databases.
+    /// Creates the test accounts (app, repl, monitor, root over TCP) and databases, and loads
+    /// the time zone tables (so `SET time_zone = 'America/...'` works).
     pub fn create_users(&self) -> Result<()> {
-        self.sql(USERS_SQL).map(|_| ())
+        self.sql(USERS_SQL)?;
+        let tz = run_capture(Command::new("mariadb-tzinfo-to-sql").arg("/usr/share/zoneinfo"))?;
+        self.sql(&format!("USE mysql;\n{tz}")).map(|_| ())
     }
 
     /// Stops the server (SIGTERM, then SIGKILL after 30 s).

@@ -303,35 +303,18 @@ impl BackendConn {
             .map_err(|e| self.proto_err(e.into()))
     }
 
-    /// Sends a command Sluice builds itself (sequence id 0) and reads its whole reply into memory;
-    /// returns the tracker (status, error flag) and the first packet's payload.
+    /// Sends a command Sluice builds itself and returns the tracker and the first reply packet.
     pub async fn command(
         &mut self,
         payload: &[u8],
         kind: ReplyKind,
     ) -> Result<(ReplyTracker, BytesMut), Error> {
-        self.send_raw(&packet(0, payload)).await?;
-        let mut tracker = ReplyTracker::new(kind, self.deprecate_eof());
-        let mut first = None;
-        while !tracker.done() {
-            let pk = self
-                .reader
-                .read(&mut self.stream)
-                .await
-                .map_err(|e| self.proto_err(e))?;
-            tracker
-                .feed(&pk.payload, pk.payload.len().min(MAX_CHUNK - 1))
-                .map_err(|sluice_mysql_proto::reply::ReplyError::Unexpected(why)| {
-                    Error::UnexpectedReply {
-                        server: self.server.clone(),
-                        why,
-                    }
-                })?;
-            if first.is_none() {
-                first = Some(BytesMut::from(&pk.payload[..]));
-            }
-        }
-        Ok((tracker, first.unwrap_or_default()))
+        let (t, packets) = self.command_collect(payload, kind).await?;
+        let first = packets
+            .first()
+            .map(|p| BytesMut::from(&p[..]))
+            .unwrap_or_default();
+        Ok((t, first))
     }
 
     /// Selects `schema` with COM_INIT_DB; a server error is returned as the ERR payload.

@@ -204,17 +204,7 @@ impl Session {
             if cursor && t.status & status::CURSOR_EXISTS != 0 {
                 self.pins.cursors.insert(id);
             }
-            if t.last_insert_id != 0 {
-                self.last_insert_id = t.last_insert_id;
-                self.pins.auto_increment_left = self
-                    .fe
-                    .config
-                    .load()
-                    .mysql
-                    .variables
-                    .auto_increment_delay_multiplex
-                    + 1;
-            }
+            self.note_insert_id(&t);
         }
         Next::Continue
     }

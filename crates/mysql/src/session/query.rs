@@ -120,18 +120,25 @@ impl Session {
         if state_changed {
             self.sync_conn_state();
         }
+        self.note_insert_id(&t);
+        Next::Continue
+    }
+
+    /// Remembers an auto-increment id a statement generated, and keeps the backend connection
+    /// for the next few statements (`mysql-auto_increment_delay_multiplex`) so that
+    /// `LAST_INSERT_ID()` inside other statements sees it too.
+    pub(super) fn note_insert_id(&mut self, t: &sluice_mysql_proto::reply::ReplyTracker) {
         if t.last_insert_id != 0 {
             self.last_insert_id = t.last_insert_id;
-            self.pins.auto_increment_left = self
+            let hold = self
                 .fe
                 .config
                 .load()
                 .mysql
                 .variables
-                .auto_increment_delay_multiplex
-                + 1;
+                .auto_increment_delay_multiplex;
+            self.pins.auto_increment_left = hold + 1;
         }
-        Next::Continue
     }
 
     /// Records one SET assignment that ran; returns true when the replayable state changed.

@@ -1,0 +1,478 @@
+//! Multiplexing: many clients on few backend connections; session state follows a client to
+//! another backend connection; every pin cause keeps the connection and lets it go when it ends.
+
+use mysql_async::prelude::*;
+use mysql_async::{Conn, Opts};
+use sluice_tests::*;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// A config whose hostgroup 0 (the primary) allows `max` backend connections.
+fn capped(max: u32, extra_vars: &str, extra_tables: &str) -> String {
+    standard_config(extra_vars, extra_tables).replacen(
+        &format!("port = {}\n", ports::MY_PRIMARY),
+        &format!("port = {}\nmax_connections = {max}\n", ports::MY_PRIMARY),
+        1,
+    )
+}
+
+async fn conn(s: &Sluice, user: &str) -> Conn {
+    let opts = Opts::from_url(&s.url(user, user, "app")).expect("url");
+    Conn::new(opts).await.expect("connect through sluice")
+}
+
+async fn conn_id(c: &mut Conn) -> u64 {
+    c.query_first("SELECT CONNECTION_ID()")
+        .await
+        .expect("id")
+        .expect("row")
+}
+
+fn make_user(name: &str) {
+    primary_root(&format!(
+        "CREATE USER IF NOT EXISTS '{name}'@'%' IDENTIFIED BY '{name}'; GRANT ALL ON *.* TO '{name}'@'%'; \
+         REVOKE READ_ONLY ADMIN ON *.* FROM '{name}'@'%';"
+    ));
+}
+
+fn user_table(name: &str) -> String {
+    format!(
+        "[[mysql_users]]\nusername = \"{name}\"\npassword = \"{name}\"\ndefault_hostgroup = 0\n"
+    )
+}
+
+fn backend_conns_of(user: &str) -> u64 {
+    primary_root(&format!(
+        "SELECT COUNT(*) FROM information_schema.processlist WHERE user = '{user}';"
+    ))
+    .trim()
+    .parse()
+    .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_hundred_clients_share_twenty_backend_connections() {
+    if !backends_ready() {
+        return;
+    }
+    make_user("mux500");
+    let s = Sluice::start(&capped(20, "", &user_table("mux500")));
+    let opts = Opts::from_url(&s.url("mux500", "mux500", "app")).expect("url");
+    let ok = Arc::new(AtomicU64::new(0));
+    let errors = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    let run_until = start + Duration::from_secs(20);
+    let mut tasks = Vec::new();
+    for i in 0..500u64 {
+        let (opts, ok, errors) = (opts.clone(), ok.clone(), errors.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut c = match Conn::new(opts).await {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("client {i}: connect failed: {e}");
+                    errors.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+            };
+            // Every client runs a few autocommit selects, spread over about three seconds.
+            let mut n = 0;
+            while n < 10 && Instant::now() < run_until {
+                match c.query_first::<u64, _>(format!("SELECT {i} + {n}")).await {
+                    Ok(Some(v)) if v == i + n => {
+                        ok.fetch_add(1, Ordering::Relaxed);
+                    }
+                    other => {
+                        eprintln!("client {i}: {other:?}");
+                        errors.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                n += 1;
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+            let _ = c.disconnect().await;
+        }));
+    }
+    let mut peak = 0;
+    while tasks.iter().any(|t| !t.is_finished()) && start.elapsed() < Duration::from_secs(60) {
+        peak = peak.max(
+            tokio::task::spawn_blocking(|| backend_conns_of("mux500"))
+                .await
+                .expect("sample"),
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for t in tasks {
+        t.await.expect("client task");
+    }
+    let (ok, errors) = (ok.load(Ordering::Relaxed), errors.load(Ordering::Relaxed));
+    eprintln!("500 clients: {ok} queries, {errors} errors, peak backend connections {peak}");
+    assert_eq!(errors, 0, "log:\n{}", s.log());
+    assert_eq!(ok, 5000);
+    assert!(
+        peak > 0 && peak <= 20,
+        "backend connections seen on MariaDB: {peak}"
+    );
+}
+
+/// Each case: a statement that sets session state, and a query whose first column shows it.
+const STATE_CASES: &[(&str, &str, &str)] = &[
+    (
+        "SET sql_mode = 'ANSI_QUOTES'",
+        "SELECT @@sql_mode",
+        "ANSI_QUOTES",
+    ),
+    (
+        "SET SESSION sql_mode = CONCAT('NO_ZERO_DATE', ',', 'ANSI_QUOTES')",
+        "SELECT @@sql_mode",
+        "ANSI_QUOTES,NO_ZERO_DATE",
+    ),
+    (
+        "SET time_zone = 'America/Argentina/Buenos_Aires'",
+        "SELECT @@time_zone",
+        "America/Argentina/Buenos_Aires",
+    ),
+    (
+        "SET time_zone = 'America/Port-au-Prince'",
+        "SELECT @@session.time_zone",
+        "America/Port-au-Prince",
+    ),
+    (
+        "SET @@session.time_zone = '-03:00'",
+        "SELECT @@time_zone",
+        "-03:00",
+    ),
+    (
+        "SET NAMES latin1 COLLATE latin1_german1_ci",
+        "SELECT @@collation_connection",
+        "latin1_german1_ci",
+    ),
+    (
+        "SET NAMES utf8mb4",
+        "SELECT @@character_set_results",
+        "utf8mb4",
+    ),
+    (
+        "SET CHARACTER SET latin1",
+        "SELECT @@character_set_client",
+        "latin1",
+    ),
+    (
+        "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
+        "SELECT @@tx_isolation",
+        "READ-COMMITTED",
+    ),
+    ("SET sql_select_limit = 3", "SELECT @@sql_select_limit", "3"),
+    (
+        "SET max_statement_time = 7",
+        "SELECT @@max_statement_time",
+        "7.000000",
+    ),
+    (
+        "SET LOCAL sql_auto_is_null = 1",
+        "SELECT @@sql_auto_is_null",
+        "1",
+    ),
+    (
+        "SET SESSION foreign_key_checks = 0, LOCAL unique_checks = 0, @@session.group_concat_max_len = 4096",
+        "SELECT CONCAT(@@foreign_key_checks, @@unique_checks, @@group_concat_max_len)",
+        "OFFOFF4096",
+    ),
+    ("USE mysql", "SELECT DATABASE()", "mysql"),
+];
+
+#[tokio::test]
+async fn session_state_follows_the_client_to_another_backend_connection() {
+    if !backends_ready() {
+        return;
+    }
+    let s = Sluice::start(&capped(2, "", ""));
+    let mut direct = Conn::from_url(format!(
+        "mysql://app:app@127.0.0.1:{}/app?prefer_socket=false",
+        ports::MY_PRIMARY
+    ))
+    .await
+    .expect("direct");
+    for (set, check, want) in STATE_CASES {
+        let mut a = conn(&s, "app").await;
+        let mut b = conn(&s, "app").await;
+        a.query_drop(*set)
+            .await
+            .unwrap_or_else(|e| panic!("{set}: {e}"));
+        let first = conn_id(&mut a).await;
+        // B takes the connection A just released and holds it in a transaction...
+        b.query_drop("BEGIN").await.expect("begin");
+        let held = conn_id(&mut b).await;
+        assert_eq!(
+            held, first,
+            "B reuses A's released connection (pool is LIFO)"
+        );
+        // ...so A's next statement runs on the other backend connection.
+        let (value, moved): (String, u64) = a
+            .query_first(format!("SELECT ({check}), CONNECTION_ID()"))
+            .await
+            .expect("check")
+            .expect("row");
+        assert_ne!(
+            moved, first,
+            "{set}: A must have moved to another backend connection"
+        );
+        assert_eq!(
+            value, *want,
+            "{set}: the client sees its own value after the move"
+        );
+        b.query_drop("ROLLBACK").await.expect("rollback");
+        a.disconnect().await.expect("disconnect");
+        // A fresh client sees the server's defaults, not what A left on the connections.
+        let mut c = conn(&s, "app").await;
+        let mut d = conn(&s, "app").await;
+        d.query_drop("BEGIN").await.expect("hold one");
+        let seen: Option<String> = c.query_first(*check).await.expect("fresh check");
+        let direct_value: Option<String> = direct.query_first(*check).await.expect("direct check");
+        if !check.contains("DATABASE()") {
+            assert_eq!(
+                seen, direct_value,
+                "{set}: a new session starts from the defaults"
+            );
+        } else {
+            assert_eq!(seen.as_deref(), Some("app"));
+        }
+        d.query_drop("ROLLBACK").await.expect("rollback");
+        for x in [b, c, d] {
+            x.disconnect().await.expect("disconnect");
+        }
+    }
+}
+
+/// Each case: starts a pin, a query that needs the pinned connection, ends the pin.
+const PIN_CASES: &[(&str, &str, &str)] = &[
+    ("BEGIN", "SELECT 1", "COMMIT"),
+    ("SET autocommit = 0", "SELECT 1", "SET autocommit = 1"),
+    (
+        "CREATE TEMPORARY TABLE tmp_pin (a INT)",
+        "SELECT COUNT(*) FROM tmp_pin",
+        "DROP TEMPORARY TABLE tmp_pin",
+    ),
+    (
+        "SELECT GET_LOCK('sluice_pin', 1)",
+        "SELECT IS_USED_LOCK('sluice_pin') = CONNECTION_ID()",
+        "SELECT RELEASE_LOCK('sluice_pin')",
+    ),
+    (
+        "LOCK TABLES pin_t READ",
+        "SELECT COUNT(*) FROM pin_t",
+        "UNLOCK TABLES",
+    ),
+    (
+        "PREPARE pin_s FROM 'SELECT 5'",
+        "EXECUTE pin_s",
+        "DEALLOCATE PREPARE pin_s",
+    ),
+];
+
+async fn probe_fails(p: &mut Conn) -> bool {
+    match p.query_drop("SELECT 1").await {
+        Err(mysql_async::Error::Server(e)) => e.code == 9001,
+        _ => false,
+    }
+}
+
+#[tokio::test]
+async fn each_pin_holds_the_connection_until_its_cause_ends() {
+    if !backends_ready() {
+        return;
+    }
+    primary_root(
+        "CREATE TABLE IF NOT EXISTS app.pin_t (a INT); DELETE FROM app.pin_t; INSERT INTO app.pin_t VALUES (1),(2),(3);",
+    );
+    let s = Sluice::start(&capped(2, "connect_timeout_server_max = 600", ""));
+    let mut probe = conn(&s, "app").await;
+    for (start, during, end) in PIN_CASES {
+        let mut a = conn(&s, "app").await;
+        let mut b = conn(&s, "app").await;
+        a.query_drop(*start)
+            .await
+            .unwrap_or_else(|e| panic!("{start}: {e}"));
+        let pinned = conn_id(&mut a).await;
+        b.query_drop("BEGIN").await.expect("begin");
+        assert_ne!(
+            conn_id(&mut b).await,
+            pinned,
+            "{start}: A keeps its connection"
+        );
+        a.query_drop(*during)
+            .await
+            .unwrap_or_else(|e| panic!("{during}: {e}"));
+        assert_eq!(
+            conn_id(&mut a).await,
+            pinned,
+            "{start}: still the same connection"
+        );
+        assert!(
+            probe_fails(&mut probe).await,
+            "{start}: both connections are held"
+        );
+        a.query_drop(*end)
+            .await
+            .unwrap_or_else(|e| panic!("{end}: {e}"));
+        probe
+            .query_drop("SELECT 1")
+            .await
+            .unwrap_or_else(|e| panic!("after {end}: the pin ended: {e}"));
+        b.query_drop("ROLLBACK").await.expect("rollback");
+        a.disconnect().await.expect("disconnect");
+        b.disconnect().await.expect("disconnect");
+    }
+}
+
+#[tokio::test]
+async fn sql_calc_found_rows_pins_until_found_rows() {
+    if !backends_ready() {
+        return;
+    }
+    primary_root(
+        "CREATE TABLE IF NOT EXISTS app.fr_t (a INT); DELETE FROM app.fr_t; INSERT INTO app.fr_t VALUES (1),(2),(3);",
+    );
+    let s = Sluice::start(&capped(2, "connect_timeout_server_max = 600", ""));
+    let mut probe = conn(&s, "app").await;
+    let mut a = conn(&s, "app").await;
+    let mut b = conn(&s, "app").await;
+    let first: Option<i32> = a
+        .query_first("SELECT SQL_CALC_FOUND_ROWS a FROM fr_t ORDER BY a LIMIT 1")
+        .await
+        .expect("calc");
+    assert_eq!(first, Some(1));
+    b.query_drop("BEGIN").await.expect("begin");
+    assert!(
+        probe_fails(&mut probe).await,
+        "A holds its connection for FOUND_ROWS()"
+    );
+    let n: u64 = a
+        .query_first("SELECT FOUND_ROWS()")
+        .await
+        .expect("found rows")
+        .expect("row");
+    assert_eq!(n, 3, "answered by the connection that ran the query");
+    probe
+        .query_drop("SELECT 1")
+        .await
+        .expect("released after FOUND_ROWS()");
+    b.query_drop("ROLLBACK").await.expect("rollback");
+}
+
+#[tokio::test]
+async fn user_variables_and_unparsable_set_pin_until_reset() {
+    if !backends_ready() {
+        return;
+    }
+    let s = Sluice::start(&capped(2, "connect_timeout_server_max = 600", ""));
+    let mut probe = conn(&s, "app").await;
+    for start in [
+        "SET @v = 42",
+        "SET STATEMENT max_statement_time = 5 FOR SELECT 1",
+    ] {
+        let mut a = conn(&s, "app").await;
+        let mut b = conn(&s, "app").await;
+        a.query_drop(start).await.expect("start");
+        let pinned = conn_id(&mut a).await;
+        b.query_drop("BEGIN").await.expect("begin");
+        if start.contains("@v") {
+            let v: Option<i64> = a
+                .query_first("SELECT @v")
+                .await
+                .expect("read var")
+                .expect("row");
+            assert_eq!(v, Some(42));
+        }
+        assert_eq!(conn_id(&mut a).await, pinned);
+        assert!(probe_fails(&mut probe).await, "{start}: pinned");
+        a.reset().await.expect("COM_RESET_CONNECTION");
+        probe
+            .query_drop("SELECT 1")
+            .await
+            .expect("released after reset");
+        b.query_drop("ROLLBACK").await.expect("rollback");
+        a.disconnect().await.expect("disconnect");
+        b.disconnect().await.expect("disconnect");
+    }
+    assert!(
+        s.log().contains("Unable to parse SET statement"),
+        "{}",
+        s.log()
+    );
+}
+
+#[tokio::test]
+async fn last_insert_id_is_answered_from_the_ok_packet() {
+    if !backends_ready() {
+        return;
+    }
+    primary_root("CREATE TABLE IF NOT EXISTS app.ai_t (id INT AUTO_INCREMENT PRIMARY KEY, v INT);");
+    let s = Sluice::start(&capped(4, "", ""));
+    let mut a = conn(&s, "app").await;
+    a.query_drop("INSERT INTO ai_t (v) VALUES (1)")
+        .await
+        .expect("insert");
+    let generated = a.last_insert_id().expect("id in OK packet");
+    let mut others = Vec::new();
+    for _ in 0..3 {
+        let mut o = conn(&s, "app").await;
+        o.query_drop("INSERT INTO ai_t (v) VALUES (2)")
+            .await
+            .expect("other insert");
+        others.push(o);
+    }
+    let answered: u64 = a
+        .query_first("SELECT LAST_INSERT_ID()")
+        .await
+        .expect("q")
+        .expect("row");
+    assert_eq!(answered, generated);
+    // Inside another expression it goes to the server: the connection was kept for it.
+    let plus: u64 = a
+        .query_first("SELECT LAST_INSERT_ID() + 0")
+        .await
+        .expect("q")
+        .expect("row");
+    assert_eq!(plus, generated);
+}
+
+#[tokio::test]
+async fn multiplexing_can_be_turned_off_globally_per_hostgroup_and_per_user() {
+    if !backends_ready() {
+        return;
+    }
+    make_user("solo");
+    let solo = "[[mysql_users]]\nusername = \"solo\"\npassword = \"solo\"\nattributes = '{\"multiplexing\": false}'\n";
+    let configs = [
+        ("global", capped(4, "multiplexing = false", ""), "app"),
+        (
+            "hostgroup",
+            capped(
+                4,
+                "",
+                "[[mysql_hostgroup_attributes]]\nhostgroup_id = 0\nmultiplex = 0\n",
+            ),
+            "app",
+        ),
+        ("user", capped(4, "", solo), "solo"),
+    ];
+    for (what, cfg, user) in configs {
+        let s = Sluice::start(&cfg);
+        let mut a = conn(&s, user).await;
+        let mut b = conn(&s, user).await;
+        // Plain selects one after the other: multiplexed, B would reuse the connection A just
+        // released. With multiplexing off each session keeps its own.
+        let ida = conn_id(&mut a).await;
+        let idb = conn_id(&mut b).await;
+        assert_ne!(ida, idb, "{what}: sessions keep their own connections");
+        assert_eq!(conn_id(&mut a).await, ida, "{what}");
+        a.disconnect().await.expect("disconnect");
+        b.disconnect().await.expect("disconnect");
+    }
+    // Control: multiplexed, the second session gets the first one's connection.
+    let s = Sluice::start(&capped(2, "", ""));
+    let mut a = conn(&s, "app").await;
+    let mut b = conn(&s, "app").await;
+    assert_eq!(conn_id(&mut a).await, conn_id(&mut b).await);
+}
