@@ -53,4 +53,28 @@ fn oltp_read_write_with_and_without_prepared_statements() {
         !log.contains("Lost connection") && !log.contains("backend connection lost"),
         "{log}"
     );
+
+    // 64 client threads, prepared statements on, through a server capped at 16 connections.
+    let capped = standard_config("", "").replacen(
+        &format!("port = {}\n", ports::MY_PRIMARY),
+        &format!("port = {}\nmax_connections = 16\n", ports::MY_PRIMARY),
+        1,
+    );
+    let s = Sluice::start(&capped);
+    let out = sysbench(
+        s.port,
+        &["--threads=64", "--time=20", "--report-interval=0"],
+        "run",
+    );
+    let text = ok_stdout(&out);
+    assert!(
+        !text.contains("FATAL"),
+        "64 threads on 16 connections:\n{text}"
+    );
+    eprintln!(
+        "sysbench 64 threads / 16 backend connections: {}",
+        text.lines()
+            .find(|l| l.contains("transactions:"))
+            .unwrap_or_default()
+    );
 }

@@ -51,8 +51,16 @@ impl StmtCache {
     pub fn insert(&mut self, mut stmt: BackendStmt, cap: usize) -> Vec<BackendStmt> {
         self.tick += 1;
         stmt.last_used = self.tick;
-        self.items.retain(|s| s.global_id != stmt.global_id);
-        let mut evicted = Vec::new();
+        // The same statement prepared twice (two clients raced to prepare it): the older server
+        // handle is returned for closing too, so nothing leaks on the server.
+        let mut evicted: Vec<BackendStmt> = Vec::new();
+        if let Some(i) = self
+            .items
+            .iter()
+            .position(|s| s.global_id == stmt.global_id)
+        {
+            evicted.push(self.items.swap_remove(i));
+        }
         while self.items.len() >= cap.max(1) {
             let Some((i, _)) = self
                 .items
@@ -101,6 +109,12 @@ mod tests {
         );
         assert!(c.get_mut(2).is_none());
         assert_eq!(c.len(), 2);
+        let dup = c.insert(BackendStmt::new(1, 201, 0), 2);
+        assert_eq!(
+            dup.iter().map(|s| s.backend_id).collect::<Vec<_>>(),
+            vec![101],
+            "replaced handle is closed"
+        );
         c.clear();
         assert!(c.is_empty());
     }

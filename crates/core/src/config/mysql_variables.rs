@@ -51,6 +51,8 @@ pub struct MysqlVariables {
     pub max_stmts_cache: u32,
     /// Statements a session keeps its backend after one that generated an auto-increment id.
     pub auto_increment_delay_multiplex: u32,
+    /// Longest time (ms) that auto-increment hold lasts.
+    pub auto_increment_delay_multiplex_timeout_ms: u64,
     /// Client idle timeout (ms); a client's `SET wait_timeout` may lower it for its session.
     pub wait_timeout: u64,
     /// Forward `SELECT @@version` / `VERSION()` to the backend instead of answering them.
@@ -87,6 +89,7 @@ impl Default for MysqlVariables {
             max_stmts_per_connection: 20,
             max_stmts_cache: 10_000,
             auto_increment_delay_multiplex: 5,
+            auto_increment_delay_multiplex_timeout_ms: 10_000,
             wait_timeout: 28_800_000,
             select_version_forwarding: false,
             monitor_username: "monitor".into(),
@@ -178,6 +181,9 @@ impl MysqlVariables {
             "max_stmts_cache" => self.max_stmts_cache = int(name, v, 128, 1_000_000)? as u32,
             "auto_increment_delay_multiplex" => {
                 self.auto_increment_delay_multiplex = int(name, v, 0, 1_000_000)? as u32
+            }
+            "auto_increment_delay_multiplex_timeout_ms" => {
+                self.auto_increment_delay_multiplex_timeout_ms = int(name, v, 0, 3_600_000)?
             }
             "wait_timeout" => self.wait_timeout = int(name, v, 0, 31_536_000_000)?,
             "select_version_forwarding" => self.select_version_forwarding = int(name, v, 0, 3)? > 0,

@@ -146,6 +146,13 @@ impl Session {
                     break;
                 }
                 r = tokio::time::timeout(idle, self.io.read()) => r,
+                _ = sleep_until_opt(self.pins.hold_deadline()) => {
+                    // A time-bounded hold ran out while the client was quiet: let the
+                    // connection go back to the pool now rather than at the next command.
+                    self.pins.expire_holds(std::time::Instant::now());
+                    self.after_idle_change();
+                    continue;
+                }
             };
             let read = match read {
                 Ok(r) => r,
@@ -206,6 +213,12 @@ impl Session {
     /// After every command: back to the pool unless pinned; processlist update.
     fn after_command(&mut self) {
         self.pins.tick_statement();
+        self.after_idle_change();
+    }
+
+    /// Releases the backend connection when nothing pins it; publishes the pin reason.
+    fn after_idle_change(&mut self) {
+        self.pins.expire_holds(std::time::Instant::now());
         if self.pins.reason().is_none()
             && !self.backend_tainted
             && let Some(b) = self.backend.take()
@@ -317,5 +330,13 @@ impl Session {
         self.pins.clear();
         self.last_insert_id = 0;
         self.client_wait_timeout = None;
+    }
+}
+
+/// Sleeps until `at`, or forever when there is no deadline.
+async fn sleep_until_opt(at: Option<std::time::Instant>) {
+    match at {
+        Some(t) => tokio::time::sleep_until(t.into()).await,
+        None => std::future::pending().await,
     }
 }

@@ -30,6 +30,8 @@ pub struct Pins {
     pub untrackable: Option<&'static str>,
     /// Statements left to keep the connection after one that generated an auto-increment id.
     pub auto_increment_left: u32,
+    /// When that hold ends regardless (`mysql-auto_increment_delay_multiplex_timeout_ms`).
+    pub auto_increment_until: Option<std::time::Instant>,
     /// Statements with long data sent and not executed yet (client statement ids).
     pub long_data: HashSet<u32>,
     /// Statements with an open cursor (client statement ids).
@@ -86,6 +88,7 @@ impl Pins {
     fn clone_without_transient(&self) -> Pins {
         Pins {
             auto_increment_left: 0,
+            auto_increment_until: None,
             disabled: false,
             ..self.clone()
         }
@@ -144,6 +147,23 @@ impl Pins {
     /// Counts one statement against the auto-increment hold.
     pub fn tick_statement(&mut self) {
         self.auto_increment_left = self.auto_increment_left.saturating_sub(1);
+    }
+
+    /// Ends the auto-increment hold once its time is up.
+    pub fn expire_holds(&mut self, now: std::time::Instant) {
+        if self.auto_increment_until.is_some_and(|u| now >= u) {
+            self.auto_increment_left = 0;
+            self.auto_increment_until = None;
+        }
+    }
+
+    /// When a time-bounded hold ends, if one is active.
+    pub fn hold_deadline(&self) -> Option<std::time::Instant> {
+        if self.auto_increment_left > 0 {
+            self.auto_increment_until
+        } else {
+            None
+        }
     }
 
     /// Forgets everything the backend connection held (after a reset or a change of user).

@@ -128,17 +128,22 @@ impl Session {
     /// for the next few statements (`mysql-auto_increment_delay_multiplex`) so that
     /// `LAST_INSERT_ID()` inside other statements sees it too.
     pub(super) fn note_insert_id(&mut self, t: &sluice_mysql_proto::reply::ReplyTracker) {
-        if t.last_insert_id != 0 {
-            self.last_insert_id = t.last_insert_id;
-            let hold = self
-                .fe
-                .config
-                .load()
-                .mysql
-                .variables
-                .auto_increment_delay_multiplex;
-            self.pins.auto_increment_left = hold + 1;
+        if t.last_insert_id == 0 {
+            return;
         }
+        self.last_insert_id = t.last_insert_id;
+        // Inside a transaction the connection is held anyway; holding on past its end would
+        // chain transaction after transaction onto one connection.
+        if t.status & sluice_mysql_proto::consts::status::IN_TRANS != 0 {
+            return;
+        }
+        let rt = self.fe.config.load();
+        let vars = &rt.mysql.variables;
+        self.pins.auto_increment_left = vars.auto_increment_delay_multiplex + 1;
+        self.pins.auto_increment_until = Some(
+            std::time::Instant::now()
+                + std::time::Duration::from_millis(vars.auto_increment_delay_multiplex_timeout_ms),
+        );
     }
 
     /// Records one SET assignment that ran; returns true when the replayable state changed.

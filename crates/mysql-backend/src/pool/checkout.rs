@@ -1,0 +1,221 @@
+//! Getting a connection for a session: reuse an idle one, open a new one under the server's
+//! `max_connections`, or queue for one; retry other servers until the budget is spent.
+
+use super::handoff::{Handoff, Waiter};
+use super::{CheckoutRequest, MysqlPool, PooledConn, lock};
+use crate::conn::{BackendConn, ConnectParams, REPLY_SHAPING_CAPS};
+use crate::error::Error;
+use sluice_core::hostgroup::{NoServer, pick, random_u64};
+use sluice_core::runtime::{HostgroupServer, ServerKey};
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
+use tracing::{debug, warn};
+
+enum Decision {
+    Reuse(HostgroupServer, Box<BackendConn>),
+    /// A slot is counted for this server: open a connection.
+    Connect(HostgroupServer),
+    /// Queued (every server at max_connections).
+    Wait(oneshot::Receiver<Handoff>),
+    /// Nothing usable now (servers offline or failing): pause and try again.
+    Retry,
+}
+
+impl MysqlPool {
+    fn decide(&self, req: &CheckoutRequest<'_>, failed: &HashSet<ServerKey>) -> Decision {
+        let mut g = lock(&self.inner);
+        let picked = pick(
+            req.servers,
+            |s| {
+                g.open
+                    .get(&(req.hostgroup, s.key.clone()))
+                    .copied()
+                    .unwrap_or(0)
+            },
+            |s| failed.contains(&s.key),
+            random_u64(),
+        );
+        match picked {
+            Ok(s) => match g.idle.get_mut(&req.key_for(s)).and_then(Vec::pop) {
+                Some(conn) => Decision::Reuse(s.clone(), Box::new(conn)),
+                None => {
+                    *g.open.entry((req.hostgroup, s.key.clone())).or_insert(0) += 1;
+                    Decision::Connect(s.clone())
+                }
+            },
+            Err(NoServer::AllAtMaxConnections) => {
+                // Servers at max_connections may still hold idle connections: ours to reuse,
+                // or another user's to close so that ours can be opened in its slot.
+                for s in req.servers {
+                    if let Some(conn) = g.idle.get_mut(&req.key_for(s)).and_then(Vec::pop) {
+                        return Decision::Reuse(s.clone(), Box::new(conn));
+                    }
+                }
+                for s in req.servers.iter().filter(|s| !failed.contains(&s.key)) {
+                    let victim = g
+                        .idle
+                        .iter_mut()
+                        .find(|(k, v)| {
+                            k.hostgroup == req.hostgroup && k.server == s.key && !v.is_empty()
+                        })
+                        .and_then(|(_, v)| v.pop());
+                    if let Some(old) = victim {
+                        debug!(server = %s.key, "closing an idle connection of another user to make room");
+                        tokio::spawn(old.quit());
+                        return Decision::Connect(s.clone());
+                    }
+                }
+                let (tx, rx) = oneshot::channel();
+                let servers = req
+                    .servers
+                    .iter()
+                    .filter(|s| !failed.contains(&s.key))
+                    .map(|s| s.key.clone())
+                    .collect();
+                let key = req.key_for(&req.servers[0]);
+                g.waiters.push_back(Waiter { key, servers, tx });
+                Decision::Wait(rx)
+            }
+            Err(_) => Decision::Retry,
+        }
+    }
+
+    /// Opens a connection to `server`, whose slot is already counted; frees the slot on failure.
+    async fn connect_on(
+        self: &Arc<Self>,
+        req: &CheckoutRequest<'_>,
+        server: &HostgroupServer,
+        deadline: Instant,
+    ) -> Result<PooledConn, Error> {
+        if server.use_ssl && self.tls.is_none() {
+            self.release_slot(req.hostgroup, &server.key);
+            return Err(Error::Tls {
+                server: server.key.to_string(),
+                why: "no TLS client configuration".into(),
+            });
+        }
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        let params = ConnectParams {
+            host: server.key.hostname.clone(),
+            port: server.key.port,
+            user: req.user.to_string(),
+            secret: req.secret.clone(),
+            schema: None,
+            charset: req.charset,
+            client_caps: req.client_caps & REPLY_SHAPING_CAPS,
+            tls: if server.use_ssl {
+                self.tls.clone()
+            } else {
+                None
+            },
+            timeout: req
+                .connect_timeout
+                .min(remaining)
+                .max(Duration::from_millis(1)),
+            max_packet: req.max_packet,
+        };
+        match BackendConn::connect(&params).await {
+            Ok(conn) => {
+                debug!(server = %server.key, hostgroup = req.hostgroup, thread_id = conn.thread_id, "opened backend connection");
+                Ok(PooledConn::new(
+                    conn,
+                    req.key_for(server),
+                    self.clone(),
+                    false,
+                ))
+            }
+            Err(e) => {
+                self.release_slot(req.hostgroup, &server.key);
+                if fatal(&e) {
+                    warn!(server = %server.key, hostgroup = req.hostgroup, user = req.user, "backend refused the login: {e}");
+                } else {
+                    warn!(server = %server.key, hostgroup = req.hostgroup, "error connecting to backend: {e}; trying again");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Gets a connection: an idle one when possible, else a new one, else a place in the queue;
+    /// servers that fail are retried until `connect_timeout_max` is spent.
+    pub async fn checkout(
+        self: &Arc<Self>,
+        req: &CheckoutRequest<'_>,
+    ) -> Result<PooledConn, Error> {
+        let start = Instant::now();
+        let deadline = start + req.connect_timeout_max;
+        let mut failed: HashSet<ServerKey> = HashSet::new();
+        let mut last_error: Option<String> = None;
+        loop {
+            let connect_to = match self.decide(req, &failed) {
+                Decision::Reuse(server, conn) => {
+                    if conn.looks_dead() {
+                        debug!(server = %server.key, "dropping idle backend connection closed by the server");
+                        self.release_slot(req.hostgroup, &server.key);
+                        continue;
+                    }
+                    return Ok(PooledConn::new(
+                        *conn,
+                        req.key_for(&server),
+                        self.clone(),
+                        true,
+                    ));
+                }
+                Decision::Connect(server) => Some(server),
+                Decision::Wait(rx) => {
+                    let remaining = deadline.saturating_duration_since(Instant::now());
+                    match tokio::time::timeout(remaining, rx).await {
+                        Ok(Ok(Handoff::Conn(key, conn))) => {
+                            return Ok(PooledConn::new(*conn, key, self.clone(), false));
+                        }
+                        Ok(Ok(Handoff::Slot(sk))) => match req.servers.iter().find(|s| s.key == sk)
+                        {
+                            Some(s) => Some(s.clone()),
+                            None => {
+                                self.release_slot(req.hostgroup, &sk);
+                                None
+                            }
+                        },
+                        Ok(Err(_)) | Err(_) => None,
+                    }
+                }
+                Decision::Retry => {
+                    // Every usable server failed once in this round: all get another chance.
+                    failed.clear();
+                    let remaining = deadline.saturating_duration_since(Instant::now());
+                    tokio::time::sleep(
+                        req.retry_delay
+                            .max(Duration::from_millis(10))
+                            .min(remaining),
+                    )
+                    .await;
+                    None
+                }
+            };
+            if let Some(server) = connect_to {
+                match self.connect_on(req, &server, deadline).await {
+                    Ok(p) => return Ok(p),
+                    Err(e) if fatal(&e) => return Err(e),
+                    Err(e) => {
+                        failed.insert(server.key.clone());
+                        last_error = Some(e.to_string());
+                    }
+                }
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::ConnectTimeout {
+                    hostgroup: req.hostgroup,
+                    elapsed_ms: start.elapsed().as_millis() as u64,
+                    last_error,
+                });
+            }
+        }
+    }
+}
+
+/// Errors another attempt will not fix.
+fn fatal(e: &Error) -> bool {
+    e.is_access_denied() || matches!(e, Error::AuthUnsupported { .. } | Error::Tls { .. })
+}

@@ -1,0 +1,246 @@
+//! Backend connection pools: idle connections per (hostgroup, server, user, capability class,
+//! collation, TLS), a per-(hostgroup, server) count of open connections checked against
+//! `max_connections`, the connect-retry loop bounded by `connect_timeout_server_max`
+//! ([`checkout`]), and a first-come-first-served queue of sessions waiting for a connection
+//! when every server is at `max_connections` ([`handoff`]).
+
+mod checkout;
+mod handoff;
+
+use crate::conn::{BackendConn, BackendSecret, REPLY_SHAPING_CAPS};
+use sluice_core::runtime::{HostgroupServer, ServerKey};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tracing::debug;
+
+/// Which idle connections can serve a client: same server, user and reply-shaping settings.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PoolKey {
+    /// Hostgroup the connection was opened for.
+    pub hostgroup: u32,
+    /// The server.
+    pub server: ServerKey,
+    /// Backend user.
+    pub user: String,
+    /// Reply-shaping capability bits.
+    pub caps: u32,
+    /// Collation id.
+    pub charset: u8,
+    /// TLS.
+    pub tls: bool,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    idle: HashMap<PoolKey, Vec<BackendConn>>,
+    open: HashMap<(u32, ServerKey), u32>,
+    waiters: VecDeque<handoff::Waiter>,
+}
+
+/// All backend pools of the process.
+#[derive(Debug)]
+pub struct MysqlPool {
+    inner: Mutex<Inner>,
+    tls: Option<Arc<rustls::ClientConfig>>,
+}
+
+/// What a session asks for.
+#[derive(Debug, Clone)]
+pub struct CheckoutRequest<'a> {
+    /// Target hostgroup.
+    pub hostgroup: u32,
+    /// Its servers (from the runtime snapshot).
+    pub servers: &'a [HostgroupServer],
+    /// Backend user.
+    pub user: &'a str,
+    /// Backend password material.
+    pub secret: &'a BackendSecret,
+    /// Client collation id.
+    pub charset: u8,
+    /// Client capabilities (only [`REPLY_SHAPING_CAPS`] matter).
+    pub client_caps: u32,
+    /// `mysql-connect_timeout_server` (per attempt).
+    pub connect_timeout: Duration,
+    /// `mysql-connect_timeout_server_max` (whole budget).
+    pub connect_timeout_max: Duration,
+    /// `mysql-connect_retries_delay`.
+    pub retry_delay: Duration,
+    /// Largest packet accepted from the server.
+    pub max_packet: usize,
+}
+
+impl CheckoutRequest<'_> {
+    fn key_for(&self, s: &HostgroupServer) -> PoolKey {
+        PoolKey {
+            hostgroup: self.hostgroup,
+            server: s.key.clone(),
+            user: self.user.to_string(),
+            caps: self.client_caps & REPLY_SHAPING_CAPS,
+            charset: self.charset,
+            tls: s.use_ssl,
+        }
+    }
+}
+
+/// Open/idle counts of one (hostgroup, server), for stats.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerPoolStats {
+    /// Hostgroup.
+    pub hostgroup: u32,
+    /// Server.
+    pub server: ServerKey,
+    /// Open connections (in use + idle).
+    pub open: u32,
+    /// Idle connections.
+    pub idle: u32,
+}
+
+fn lock(m: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
+    // A panic while holding this lock cannot leave counts half-updated in a way worse than
+    // refusing all further service, so keep going with the data.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl MysqlPool {
+    /// A pool set; `tls` is used for servers with `use_ssl=1`.
+    pub fn new(tls: Option<Arc<rustls::ClientConfig>>) -> Arc<Self> {
+        Arc::new(MysqlPool {
+            inner: Mutex::new(Inner::default()),
+            tls,
+        })
+    }
+
+    /// Per-server counts, for stats and tests.
+    pub fn stats(&self) -> Vec<ServerPoolStats> {
+        let g = lock(&self.inner);
+        let mut out: Vec<ServerPoolStats> = g
+            .open
+            .iter()
+            .map(|((hg, server), open)| ServerPoolStats {
+                hostgroup: *hg,
+                server: server.clone(),
+                open: *open,
+                idle: g
+                    .idle
+                    .iter()
+                    .filter(|(k, _)| k.hostgroup == *hg && &k.server == server)
+                    .map(|(_, v)| v.len() as u32)
+                    .sum(),
+            })
+            .collect();
+        out.sort_by(|a, b| (a.hostgroup, &a.server).cmp(&(b.hostgroup, &b.server)));
+        out
+    }
+
+    /// A connection to `server` closed: its slot goes to the first session waiting for that
+    /// server, or back to the count.
+    fn release_slot(&self, hostgroup: u32, server: &ServerKey) {
+        let mut g = lock(&self.inner);
+        if handoff::give_slot(&mut g, hostgroup, server) {
+            return;
+        }
+        if let Some(n) = g.open.get_mut(&(hostgroup, server.clone())) {
+            *n = n.saturating_sub(1);
+        }
+    }
+
+    /// A connection is free: to the first waiting session that can use it, else idle.
+    fn put_idle(&self, key: PoolKey, conn: BackendConn) {
+        let mut g = lock(&self.inner);
+        if let Some((key, conn)) = handoff::give_conn(&mut g, key, conn) {
+            g.idle.entry(key).or_default().push(conn);
+        }
+    }
+
+    /// Closes every idle connection (used at shutdown).
+    pub async fn close_idle(&self) {
+        let conns: Vec<(PoolKey, BackendConn)> = {
+            let mut g = lock(&self.inner);
+            let drained: Vec<(PoolKey, BackendConn)> = g
+                .idle
+                .drain()
+                .flat_map(|(k, v)| v.into_iter().map(move |c| (k.clone(), c)))
+                .collect();
+            for (k, _) in &drained {
+                if let Some(n) = g.open.get_mut(&(k.hostgroup, k.server.clone())) {
+                    *n = n.saturating_sub(1);
+                }
+            }
+            drained
+        };
+        for (_, c) in conns {
+            c.quit().await;
+        }
+    }
+}
+
+/// A checked-out connection. Dropping it discards the connection; [`PooledConn::release`] resets
+/// it and returns it to the pool.
+#[derive(Debug)]
+pub struct PooledConn {
+    conn: Option<BackendConn>,
+    key: PoolKey,
+    pool: Arc<MysqlPool>,
+    /// True when it came from the idle list (it may have died while idle).
+    pub reused: bool,
+}
+
+impl PooledConn {
+    fn new(conn: BackendConn, key: PoolKey, pool: Arc<MysqlPool>, reused: bool) -> Self {
+        PooledConn {
+            conn: Some(conn),
+            key,
+            pool,
+            reused,
+        }
+    }
+
+    /// The connection.
+    pub fn conn(&mut self) -> &mut BackendConn {
+        // Invariant: `conn` is only taken by the release methods, which consume self.
+        self.conn
+            .as_mut()
+            .unwrap_or_else(|| unreachable!("PooledConn used after release"))
+    }
+
+    /// The pool key (server, user, …).
+    pub fn key(&self) -> &PoolKey {
+        &self.key
+    }
+
+    /// Returns the connection as it is, session state included: the next user brings it to its
+    /// own state (only the differences). For connections without pinned state.
+    pub fn release_clean(mut self) {
+        if let Some(conn) = self.conn.take() {
+            self.pool.put_idle(self.key.clone(), conn);
+        }
+    }
+
+    /// Resets the connection in the background and returns it to the pool when the reset
+    /// succeeds; otherwise it is closed.
+    pub fn release(mut self) {
+        let Some(mut conn) = self.conn.take() else {
+            return;
+        };
+        let pool = self.pool.clone();
+        let key = self.key.clone();
+        tokio::spawn(async move {
+            match conn.reset().await {
+                Ok(true) => pool.put_idle(key, conn),
+                Ok(false) | Err(_) => {
+                    debug!(server = %conn.server, "backend connection failed to reset; closing it");
+                    pool.release_slot(key.hostgroup, &key.server);
+                }
+            }
+        });
+    }
+}
+
+impl Drop for PooledConn {
+    fn drop(&mut self) {
+        if self.conn.take().is_some() {
+            self.pool.release_slot(self.key.hostgroup, &self.key.server);
+        }
+    }
+}
