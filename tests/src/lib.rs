@@ -221,6 +221,31 @@ pub fn mariadb(port: u16, user: &str, password: &str, args: &[&str], sql: &str) 
     child.wait_with_output().expect("mariadb client ran")
 }
 
+/// Runs `mariadb-admin` (app/app, no TLS) against `port` with the given commands.
+pub fn mariadb_admin(port: u16, commands: &[&str]) -> Output {
+    Command::new("mariadb-admin")
+        .args([
+            "--no-defaults",
+            "-h127.0.0.1",
+            &format!("-P{port}"),
+            "-uapp",
+            "-papp",
+            "--skip-ssl",
+        ])
+        .args(commands)
+        .output()
+        .expect("mariadb-admin installed")
+}
+
+/// [`standard_config`] with hostgroup 0's server (the primary) capped at `max` connections.
+pub fn capped_config(max: u32, extra_vars: &str, extra_tables: &str) -> String {
+    standard_config(extra_vars, extra_tables).replacen(
+        &format!("port = {}\n", ports::MY_PRIMARY),
+        &format!("port = {}\nmax_connections = {max}\n", ports::MY_PRIMARY),
+        1,
+    )
+}
+
 /// stdout of a successful command, or a panic with its stderr.
 pub fn ok_stdout(out: &Output) -> String {
     assert!(

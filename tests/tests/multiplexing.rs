@@ -8,15 +8,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-/// A config whose hostgroup 0 (the primary) allows `max` backend connections.
-fn capped(max: u32, extra_vars: &str, extra_tables: &str) -> String {
-    standard_config(extra_vars, extra_tables).replacen(
-        &format!("port = {}\n", ports::MY_PRIMARY),
-        &format!("port = {}\nmax_connections = {max}\n", ports::MY_PRIMARY),
-        1,
-    )
-}
-
 async fn conn(s: &Sluice, user: &str) -> Conn {
     let opts = Opts::from_url(&s.url(user, user, "app")).expect("url");
     Conn::new(opts).await.expect("connect through sluice")
@@ -57,7 +48,7 @@ async fn five_hundred_clients_share_twenty_backend_connections() {
         return;
     }
     make_user("mux500");
-    let s = Sluice::start(&capped(20, "", &user_table("mux500")));
+    let s = Sluice::start(&capped_config(20, "", &user_table("mux500")));
     let opts = Opts::from_url(&s.url("mux500", "mux500", "app")).expect("url");
     let ok = Arc::new(AtomicU64::new(0));
     let errors = Arc::new(AtomicU64::new(0));
@@ -186,7 +177,7 @@ async fn session_state_follows_the_client_to_another_backend_connection() {
     if !backends_ready() {
         return;
     }
-    let s = Sluice::start(&capped(2, "", ""));
+    let s = Sluice::start(&capped_config(2, "", ""));
     let mut direct = Conn::from_url(format!(
         "mysql://app:app@127.0.0.1:{}/app?prefer_socket=false",
         ports::MY_PRIMARY
@@ -285,7 +276,7 @@ async fn each_pin_holds_the_connection_until_its_cause_ends() {
     primary_root(
         "CREATE TABLE IF NOT EXISTS app.pin_t (a INT); DELETE FROM app.pin_t; INSERT INTO app.pin_t VALUES (1),(2),(3);",
     );
-    let s = Sluice::start(&capped(2, "connect_timeout_server_max = 600", ""));
+    let s = Sluice::start(&capped_config(2, "connect_timeout_server_max = 600", ""));
     let mut probe = conn(&s, "app").await;
     for (start, during, end) in PIN_CASES {
         let mut a = conn(&s, "app").await;
@@ -333,7 +324,7 @@ async fn sql_calc_found_rows_pins_until_found_rows() {
     primary_root(
         "CREATE TABLE IF NOT EXISTS app.fr_t (a INT); DELETE FROM app.fr_t; INSERT INTO app.fr_t VALUES (1),(2),(3);",
     );
-    let s = Sluice::start(&capped(2, "connect_timeout_server_max = 600", ""));
+    let s = Sluice::start(&capped_config(2, "connect_timeout_server_max = 600", ""));
     let mut probe = conn(&s, "app").await;
     let mut a = conn(&s, "app").await;
     let mut b = conn(&s, "app").await;
@@ -365,7 +356,7 @@ async fn user_variables_and_unparsable_set_pin_until_reset() {
     if !backends_ready() {
         return;
     }
-    let s = Sluice::start(&capped(2, "connect_timeout_server_max = 600", ""));
+    let s = Sluice::start(&capped_config(2, "connect_timeout_server_max = 600", ""));
     let mut probe = conn(&s, "app").await;
     for start in [
         "SET @v = 42",
@@ -408,7 +399,7 @@ async fn last_insert_id_is_answered_from_the_ok_packet() {
         return;
     }
     primary_root("CREATE TABLE IF NOT EXISTS app.ai_t (id INT AUTO_INCREMENT PRIMARY KEY, v INT);");
-    let s = Sluice::start(&capped(4, "", ""));
+    let s = Sluice::start(&capped_config(4, "", ""));
     let mut a = conn(&s, "app").await;
     a.query_drop("INSERT INTO ai_t (v) VALUES (1)")
         .await
@@ -445,17 +436,21 @@ async fn multiplexing_can_be_turned_off_globally_per_hostgroup_and_per_user() {
     make_user("solo");
     let solo = "[[mysql_users]]\nusername = \"solo\"\npassword = \"solo\"\nattributes = '{\"multiplexing\": false}'\n";
     let configs = [
-        ("global", capped(4, "multiplexing = false", ""), "app"),
+        (
+            "global",
+            capped_config(4, "multiplexing = false", ""),
+            "app",
+        ),
         (
             "hostgroup",
-            capped(
+            capped_config(
                 4,
                 "",
                 "[[mysql_hostgroup_attributes]]\nhostgroup_id = 0\nmultiplex = 0\n",
             ),
             "app",
         ),
-        ("user", capped(4, "", solo), "solo"),
+        ("user", capped_config(4, "", solo), "solo"),
     ];
     for (what, cfg, user) in configs {
         let s = Sluice::start(&cfg);
@@ -471,7 +466,7 @@ async fn multiplexing_can_be_turned_off_globally_per_hostgroup_and_per_user() {
         b.disconnect().await.expect("disconnect");
     }
     // Control: multiplexed, the second session gets the first one's connection.
-    let s = Sluice::start(&capped(2, "", ""));
+    let s = Sluice::start(&capped_config(2, "", ""));
     let mut a = conn(&s, "app").await;
     let mut b = conn(&s, "app").await;
     assert_eq!(conn_id(&mut a).await, conn_id(&mut b).await);

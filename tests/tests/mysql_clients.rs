@@ -72,19 +72,7 @@ fn mariadb_cli_plain_tls_and_both_plugins() {
     ));
     assert_eq!(out, "1\ta\n2\tc\ne2e_cli\n");
     // COM_STATISTICS through mariadb-admin, COM_PING.
-    let st = std::process::Command::new("mariadb-admin")
-        .args([
-            "--no-defaults",
-            "-h127.0.0.1",
-            &format!("-P{}", s.port),
-            "-uapp",
-            "-papp",
-            "--skip-ssl",
-            "status",
-            "ping",
-        ])
-        .output()
-        .expect("mariadb-admin");
+    let st = mariadb_admin(s.port, &["status", "ping"]);
     let text = ok_stdout(&st);
     assert!(
         text.contains("Uptime:") && text.contains("mysqld is alive"),

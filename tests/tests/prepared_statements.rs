@@ -8,14 +8,6 @@ use sluice_tests::*;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-fn capped(max: u32) -> String {
-    standard_config("", "").replacen(
-        &format!("port = {}\n", ports::MY_PRIMARY),
-        &format!("port = {}\nmax_connections = {max}\n", ports::MY_PRIMARY),
-        1,
-    )
-}
-
 #[tokio::test]
 async fn statements_follow_the_client_across_backend_connections() {
     if !backends_ready() {
@@ -24,7 +16,7 @@ async fn statements_follow_the_client_across_backend_connections() {
     primary_root(
         "CREATE TABLE IF NOT EXISTS app.ps_t (id INT PRIMARY KEY, name VARCHAR(20)); REPLACE INTO app.ps_t VALUES (1,'one'),(2,'two'),(3,'three');",
     );
-    let s = Sluice::start(&capped(2));
+    let s = Sluice::start(&capped_config(2, "", ""));
     let opts = Opts::from_url(&s.url("app", "app", "app")).expect("url");
     let mut a = Conn::new(opts.clone()).await.expect("a");
     let mut b = Conn::new(opts).await.expect("b");
@@ -153,7 +145,7 @@ async fn many_clients_never_exhaust_max_prepared_stmt_count() {
     );
 
     // Through Sluice: at most 8 backend connections x 3 statements each.
-    let s = Sluice::start(&capped(8));
+    let s = Sluice::start(&capped_config(8, "", ""));
     let (ok, errors) = run_clients(s.url("app", "app", "app"), 200).await;
     assert_eq!((ok, errors), (200, 0), "log:\n{}", s.log());
     let held = prepared_on_server();

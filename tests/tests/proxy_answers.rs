@@ -48,18 +48,7 @@ fn ping_never_touches_a_backend_and_waits_behind_a_running_query() {
          [[mysql_users]]\nusername = \"app\"\npassword = \"app\"\n"
     );
     let s = Sluice::start(&cfg);
-    let ping = std::process::Command::new("mariadb-admin")
-        .args([
-            "--no-defaults",
-            "-h127.0.0.1",
-            &format!("-P{}", s.port),
-            "-uapp",
-            "-papp",
-            "--skip-ssl",
-            "ping",
-        ])
-        .output()
-        .expect("mariadb-admin");
+    let ping = mariadb_admin(s.port, &["ping"]);
     assert!(ok_stdout(&ping).contains("mysqld is alive"));
     let q = mariadb(s.port, "app", "app", &["--skip-ssl"], "SELECT 1;");
     assert!(String::from_utf8_lossy(&q.stderr).contains("ERROR 9001"));

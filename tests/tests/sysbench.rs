@@ -55,11 +55,7 @@ fn oltp_read_write_with_and_without_prepared_statements() {
     );
 
     // 64 client threads, prepared statements on, through a server capped at 16 connections.
-    let capped = standard_config("", "").replacen(
-        &format!("port = {}\n", ports::MY_PRIMARY),
-        &format!("port = {}\nmax_connections = 16\n", ports::MY_PRIMARY),
-        1,
-    );
+    let capped = capped_config(16, "", "");
     let s = Sluice::start(&capped);
     let out = sysbench(
         s.port,
