@@ -10,6 +10,7 @@ use xtask::proc::{self, run_capture, run_visible, step};
 
 const HAPROXY_PORT: u16 = 16033;
 const SLUICE_PORT: u16 = 16034;
+const SLUICE_MUX_PORT: u16 = 16035;
 const DB: &str = "sbbench";
 const TABLES: u32 = 4;
 const ROWS: u32 = 100_000;
@@ -82,14 +83,27 @@ fn run_one(
     pid: Option<u32>,
     secs: u64,
 ) -> xtask::Result<Sample> {
-    step(&format!("{workload} via {target} ({secs}s, 16 threads)"));
+    run_threads(workload, target, port, pid, secs, 16)
+}
+
+fn run_threads(
+    workload: &'static str,
+    target: &'static str,
+    port: u16,
+    pid: Option<u32>,
+    secs: u64,
+    threads: u32,
+) -> xtask::Result<Sample> {
+    step(&format!(
+        "{workload} via {target} ({secs}s, {threads} threads)"
+    ));
     let before = pid.and_then(cpu_ticks);
     let out = run_capture(&mut sysbench(
         port,
         workload,
         "run",
         &[
-            "--threads=16".into(),
+            format!("--threads={threads}"),
             format!("--time={secs}"),
             "--percentile=95".into(),
             "--report-interval=0".into(),
@@ -149,21 +163,26 @@ fn start_haproxy(state: &Path) -> xtask::Result<u32> {
     proc::read_pid(&pidfile).ok_or_else(|| "haproxy did not write its pid file".to_string())
 }
 
-fn start_sluice(state: &Path) -> xtask::Result<std::process::Child> {
+fn start_sluice(
+    state: &Path,
+    port: u16,
+    max_connections: u32,
+) -> xtask::Result<std::process::Child> {
     let root = xtask::workspace_root();
     let dir = state.join("bench");
-    let cfg = dir.join("sluice.toml");
+    let cfg = dir.join(format!("sluice-{port}.toml"));
     std::fs::write(
         &cfg,
         format!(
-            "[mysql_variables]\ninterfaces = \"127.0.0.1:{SLUICE_PORT}\"\nthreads = 2\n\
-             [[mysql_servers]]\nhostname = \"127.0.0.1\"\nport = {}\n\
+            "[mysql_variables]\ninterfaces = \"127.0.0.1:{port}\"\nthreads = 2\n\
+             [[mysql_servers]]\nhostname = \"127.0.0.1\"\nport = {}\nmax_connections = {max_connections}\n\
              [[mysql_users]]\nusername = \"app\"\npassword = \"app\"\n",
             xtask::ports::MY_PRIMARY
         ),
     )
     .map_err(|e| e.to_string())?;
-    let log = std::fs::File::create(dir.join("sluice.log")).map_err(|e| e.to_string())?;
+    let log =
+        std::fs::File::create(dir.join(format!("sluice-{port}.log"))).map_err(|e| e.to_string())?;
     let child = Command::new(root.join("target/release/sluice"))
         .arg("--config")
         .arg(&cfg)
@@ -172,7 +191,7 @@ fn start_sluice(state: &Path) -> xtask::Result<std::process::Child> {
         .stderr(log)
         .spawn()
         .map_err(|e| format!("cannot start sluice: {e}"))?;
-    proc::wait_until(Duration::from_secs(10), || proc::port_open(SLUICE_PORT));
+    proc::wait_until(Duration::from_secs(10), || proc::port_open(port));
     Ok(child)
 }
 
@@ -192,7 +211,7 @@ pub fn mysql() -> xtask::Result<()> {
         "sluice-bin",
     ]))?;
     let haproxy = start_haproxy(&state)?;
-    let mut sluice = start_sluice(&state)?;
+    let mut sluice = start_sluice(&state, SLUICE_PORT, 1000)?;
     let secs = env_num("BENCH_TIME", 20);
     let rounds = env_num("BENCH_ROUNDS", 1);
     let mut samples = Vec::new();
@@ -218,7 +237,8 @@ pub fn mysql() -> xtask::Result<()> {
     proc::signal(sluice.id(), "TERM");
     let _ = sluice.wait();
     result?;
-    let table = render(&samples, secs, rounds);
+    let mux = multiplexing_runs(&state, secs)?;
+    let table = format!("{}\n{mux}", render(&samples, secs, rounds));
     println!("\n{table}");
     let out = root.join("target/bench-mysql.md");
     std::fs::write(&out, &table).map_err(|e| e.to_string())?;
@@ -261,4 +281,70 @@ fn render(samples: &[Sample], secs: u64, rounds: u64) -> String {
         }
     }
     t
+}
+
+/// 256 client threads direct to MariaDB and through Sluice limited to 32 backend connections,
+/// with the server's Threads_connected sampled during each run.
+fn multiplexing_runs(state: &Path, secs: u64) -> xtask::Result<String> {
+    let primary = xtask::mariadb::primary(state);
+    let mut sluice = start_sluice(state, SLUICE_MUX_PORT, 32)?;
+    let mut rows = Vec::new();
+    let mut result = Ok(());
+    for (target, port, pid) in [
+        ("direct", xtask::ports::MY_PRIMARY, None),
+        (
+            "sluice (32 backend conns)",
+            SLUICE_MUX_PORT,
+            Some(sluice.id()),
+        ),
+    ] {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let sampler = {
+            let (stop, primary) = (stop.clone(), primary.clone());
+            std::thread::spawn(move || {
+                let mut peak = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let v = primary
+                        .sql("SELECT VARIABLE_VALUE FROM information_schema.global_status WHERE VARIABLE_NAME = 'THREADS_CONNECTED'")
+                        .ok()
+                        .and_then(|s| s.trim().parse::<u64>().ok())
+                        .unwrap_or(0);
+                    peak = peak.max(v);
+                    std::thread::sleep(Duration::from_millis(500));
+                }
+                peak
+            })
+        };
+        let r = run_threads("oltp_point_select", "mux", port, pid, secs, 256);
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let peak = sampler.join().unwrap_or(0);
+        match r {
+            Ok(s) => rows.push((target, s, peak)),
+            Err(e) => {
+                result = Err(e);
+                break;
+            }
+        }
+    }
+    proc::signal(sluice.id(), "TERM");
+    let _ = sluice.wait();
+    result?;
+    let direct = rows.first().map(|r| r.1.qps).unwrap_or(f64::NAN);
+    let mut t = format!(
+        "oltp_point_select, 256 client threads, {secs}s per run; Threads_connected is the peak seen on MariaDB (includes 1 monitor/sampler connection)\n\n\
+         | target | QPS | p95 ms | ratio to direct | Threads_connected (peak) | proxy CPU (% of a core) |\n|---|---|---|---|---|---|\n"
+    );
+    for (target, s, peak) in rows {
+        let cpu = s
+            .proxy_cpu_pct
+            .map(|c| format!("{c:.0}"))
+            .unwrap_or_else(|| "–".into());
+        t.push_str(&format!(
+            "| {target} | {:.0} | {:.2} | {:.2} | {peak} | {cpu} |\n",
+            s.qps,
+            s.p95_ms,
+            s.qps / direct
+        ));
+    }
+    Ok(t)
 }

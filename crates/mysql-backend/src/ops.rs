@@ -157,6 +157,10 @@ impl BackendConn {
         &mut self,
         want: &SessionState,
     ) -> Result<Result<(), ServerErr>, Error> {
+        // The common case on the hot path: the connection already is in the client's state.
+        if self.state == *want {
+            return Ok(Ok(()));
+        }
         let plan = plan(&self.state, want);
         if plan.is_empty() {
             return Ok(Ok(()));
