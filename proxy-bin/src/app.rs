@@ -1,7 +1,10 @@
-//! Builds the frontends and pools from the config and runs them until a stop signal.
+//! Builds the admin store, the frontends and pools, and runs them until a stop signal.
 
+use crate::live::Live;
+use sluice_admin::{Admin, AdminOptions, StartupSource};
 use sluice_core::config::Config;
 use sluice_core::{ConfigHandle, RuntimeConfig};
+use sluice_mysql::admin::{MysqlAdmin, serve_admin};
 use sluice_mysql::registry::SessionRegistry;
 use sluice_mysql::{MysqlFrontend, serve};
 use sluice_mysql_backend::MysqlPool;
@@ -20,29 +23,49 @@ pub struct Options {
     pub shutdown_timeout: Duration,
 }
 
-/// Runs Sluice until SIGTERM/SIGINT; returns after a graceful stop.
-pub async fn run(cfg: Config, opts: Options) -> Result<(), String> {
-    for w in &cfg.warnings {
-        warn!("config: {w}");
+async fn bind_all(list: &str, what: &str) -> Result<Vec<TcpListener>, String> {
+    let mut out = Vec::new();
+    for addr in list.split(';').map(str::trim).filter(|s| !s.is_empty()) {
+        let l = TcpListener::bind(addr)
+            .await
+            .map_err(|e| format!("cannot listen on {addr} ({what}): {e}"))?;
+        info!("{what} listening on {addr}");
+        out.push(l);
     }
-    if opts.initial {
-        info!("--initial: configuration taken from the config file");
+    Ok(out)
+}
+
+/// Runs Sluice until SIGTERM/SIGINT (or PROXYSQL SHUTDOWN); returns after a graceful stop.
+pub async fn run(file: Config, opts: Options) -> Result<(), String> {
+    for w in &file.warnings {
+        warn!("config: {w}");
     }
     if let Some(dir) = &opts.datadir {
         std::fs::create_dir_all(dir).map_err(|e| format!("datadir {}: {e}", dir.display()))?;
     }
+    let (admin, cfg, source) = Admin::open(AdminOptions {
+        datadir: opts.datadir.clone(),
+        initial: opts.initial,
+        file,
+    })
+    .await?;
+    match source {
+        StartupSource::Disk => info!(
+            "configuration loaded from the admin database on disk (start with --initial to use the config file)"
+        ),
+        StartupSource::ConfigFile => info!("configuration loaded from the config file"),
+    }
+    let admin = Arc::new(admin);
     let rt = RuntimeConfig::build(&cfg);
     let vars = rt.mysql.variables.clone();
     let config = ConfigHandle::new(rt);
 
-    let mut listeners = Vec::new();
-    for addr in vars.interface_list() {
-        let l = TcpListener::bind(&addr)
-            .await
-            .map_err(|e| format!("cannot listen on {addr} (mysql-interfaces): {e}"))?;
-        info!("MySQL frontend listening on {addr}");
-        listeners.push(l);
-    }
+    let listeners = bind_all(&vars.interfaces, "MySQL frontend (mysql-interfaces)").await?;
+    let admin_listeners = bind_all(
+        &cfg.admin_variables.mysql_ifaces,
+        "MySQL admin (admin-mysql_ifaces)",
+    )
+    .await?;
     let tls = if vars.have_ssl {
         Some(sluice_mysql::tls::acceptor(
             &vars.ssl_cert,
@@ -61,7 +84,7 @@ pub async fn run(cfg: Config, opts: Options) -> Result<(), String> {
     let shutdown = CancellationToken::new();
     let tasks = TaskTracker::new();
     let fe = Arc::new(MysqlFrontend {
-        config,
+        config: config.clone(),
         pool: pool.clone(),
         tls,
         registry: SessionRegistry::new(),
@@ -69,8 +92,26 @@ pub async fn run(cfg: Config, opts: Options) -> Result<(), String> {
         tasks: tasks.clone(),
         statements: sluice_mysql::stmt_registry::StmtRegistry::new(vars.max_stmts_cache as usize),
         counters: Default::default(),
+        paused: Default::default(),
     });
+    let stop_requested = CancellationToken::new();
+    admin.attach(
+        config.clone(),
+        Arc::new(Live {
+            mysql: fe.clone(),
+            config: config.clone(),
+            stop: stop_requested.clone(),
+        }),
+    );
     let server = tokio::spawn(serve(fe.clone(), listeners));
+    let admin_server = tokio::spawn(serve_admin(
+        Arc::new(MysqlAdmin {
+            executor: admin.clone(),
+            shutdown: shutdown.clone(),
+            tasks: tasks.clone(),
+        }),
+        admin_listeners,
+    ));
     info!(
         servers = cfg.mysql_servers.len(),
         users = cfg.mysql_users.len(),
@@ -78,14 +119,18 @@ pub async fn run(cfg: Config, opts: Options) -> Result<(), String> {
         "sluice started"
     );
 
-    let sig = crate::signals::stop_requested().await;
+    let why = tokio::select! {
+        sig = crate::signals::stop_requested() => sig,
+        _ = stop_requested.cancelled() => "PROXYSQL SHUTDOWN",
+    };
     info!(
-        "received {sig}: no longer accepting connections; waiting up to {}s for {} session(s) to finish their current statement",
+        "received {why}: no longer accepting connections; waiting up to {}s for {} session(s) to finish their current statement",
         opts.shutdown_timeout.as_secs(),
         fe.registry.total()
     );
     shutdown.cancel();
     let _ = server.await;
+    let _ = admin_server.await;
     tasks.close();
     if tokio::time::timeout(opts.shutdown_timeout, tasks.wait())
         .await

@@ -2,6 +2,7 @@
 //! parse the CLI, load the config, build the runtime, run until a signal.
 
 mod app;
+mod live;
 mod signals;
 
 use clap::Parser;

@@ -98,6 +98,8 @@ pub struct Sluice {
     child: Option<Child>,
     /// The MySQL frontend port.
     pub port: u16,
+    /// The MySQL-protocol admin port.
+    pub admin_port: u16,
     /// Its scratch folder (config, datadir, log).
     pub dir: PathBuf,
 }
@@ -105,16 +107,39 @@ pub struct Sluice {
 impl Sluice {
     /// Starts sluice with `template` (`{port}` replaced) and waits until it accepts connections.
     pub fn start(template: &str) -> Sluice {
-        let port = free_port();
-        let dir = scratch_dir("sluice");
+        Sluice::start_with(template, scratch_dir("sluice"), &[])
+    }
+
+    /// Starts sluice in `dir` (config, datadir, log live there) with extra CLI `args`.
+    pub fn start_with(template: &str, dir: PathBuf, args: &[&str]) -> Sluice {
+        Sluice::start_on(template, dir, args, (free_port(), free_port()))
+    }
+
+    /// Like [`Sluice::start_with`] on given (MySQL, admin) ports, e.g. to restart an instance.
+    pub fn start_on(template: &str, dir: PathBuf, args: &[&str], ports: (u16, u16)) -> Sluice {
+        let (port, admin_port) = ports;
         let cfg = dir.join("sluice.toml");
-        std::fs::write(&cfg, template.replace("{port}", &port.to_string())).expect("write config");
-        let log = std::fs::File::create(dir.join("sluice.log")).expect("log file");
+        // Every instance gets its own admin port (tests run in parallel).
+        let template = if template.contains("[admin_variables]") {
+            template.to_string()
+        } else {
+            format!("[admin_variables]\nmysql_ifaces = \"127.0.0.1:{{admin_port}}\"\n{template}")
+        };
+        let text = template
+            .replace("{port}", &port.to_string())
+            .replace("{admin_port}", &admin_port.to_string());
+        std::fs::write(&cfg, text).expect("write config");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("sluice.log"))
+            .expect("log file");
         let child = Command::new(sluice_bin())
             .arg("--config")
             .arg(&cfg)
             .arg("--datadir")
             .arg(dir.join("data"))
+            .args(args)
             .env("RUST_LOG", "info,sluice_mysql_backend=debug")
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
@@ -125,10 +150,12 @@ impl Sluice {
         let mut s = Sluice {
             child: Some(child),
             port,
+            admin_port,
             dir,
         };
         let up = xtask::proc::wait_until(Duration::from_secs(20), || {
-            xtask::proc::port_open(port) || s.exited().is_some()
+            (xtask::proc::port_open(port) && xtask::proc::port_open(admin_port))
+                || s.exited().is_some()
         });
         assert!(
             up && s.exited().is_none(),
@@ -136,6 +163,16 @@ impl Sluice {
             s.log()
         );
         s
+    }
+
+    /// Runs SQL on the admin port as admin/admin; tab-separated rows without headers.
+    pub fn admin(&self, sql: &str) -> Output {
+        mariadb(self.admin_port, "admin", "admin", &["--skip-ssl"], sql)
+    }
+
+    /// Like [`Sluice::admin`], panicking on failure.
+    pub fn admin_ok(&self, sql: &str) -> String {
+        ok_stdout(&self.admin(sql))
     }
 
     /// Sluice's log so far.

@@ -4,6 +4,7 @@
 //! - [`runtime`]: the immutable [`RuntimeConfig`] snapshot and the [`ConfigHandle`] that swaps it.
 //! - [`hostgroup`]: server selection inside a hostgroup (weights, status, `max_connections`).
 
+pub mod admin;
 pub mod config;
 pub mod error;
 pub mod hostgroup;

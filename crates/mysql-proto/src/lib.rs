@@ -11,6 +11,7 @@ pub mod handshake;
 pub mod lenenc;
 pub mod packets;
 pub mod reply;
+pub mod resultset;
 pub mod scramble;
 pub mod stream;
 

@@ -4,6 +4,7 @@
 //! against `mysql_users`); [`session`] runs the command loop, forwarding commands to a backend
 //! connection from the pool and relaying raw replies.
 
+pub mod admin;
 pub mod auth;
 pub mod error;
 pub mod handshake;

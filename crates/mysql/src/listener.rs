@@ -34,6 +34,8 @@ pub struct MysqlFrontend {
     pub statements: Arc<crate::stmt_registry::StmtRegistry>,
     /// Counters for the admin views.
     pub counters: Arc<FrontendCounters>,
+    /// Set by the admin's `PROXYSQL PAUSE`: new connections wait until `RESUME`.
+    pub paused: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Counters kept by the MySQL frontend.
@@ -57,6 +59,13 @@ pub async fn serve(fe: Arc<MysqlFrontend>, listeners: Vec<TcpListener>) {
 
 async fn accept_loop(fe: Arc<MysqlFrontend>, listener: TcpListener) {
     loop {
+        if fe.paused.load(std::sync::atomic::Ordering::Relaxed) {
+            // PROXYSQL PAUSE: leave new connections in the kernel's backlog until RESUME.
+            tokio::select! {
+                _ = fe.shutdown.cancelled() => break,
+                _ = tokio::time::sleep(Duration::from_millis(100)) => continue,
+            }
+        }
         let accepted = tokio::select! {
             _ = fe.shutdown.cancelled() => break,
             a = listener.accept() => a,

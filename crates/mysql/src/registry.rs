@@ -11,6 +11,7 @@ pub struct SessionRegistry {
     per_user: Mutex<HashMap<String, u32>>,
     next_id: AtomicU32,
     processes: Mutex<HashMap<u32, ProcessInfo>>,
+    kills: Mutex<HashMap<u32, tokio_util::sync::CancellationToken>>,
 }
 
 /// One row of the processlist: who is connected and whether the session is multiplexed.
@@ -34,6 +35,7 @@ pub struct SessionSlot {
     registry: Arc<SessionRegistry>,
     user: Option<String>,
     id: u32,
+    killed: tokio_util::sync::CancellationToken,
 }
 
 impl SessionRegistry {
@@ -70,11 +72,25 @@ impl SessionRegistry {
             pin_reason: None,
         };
         lock(&self.processes).insert(id, info);
+        let killed = tokio_util::sync::CancellationToken::new();
+        lock(&self.kills).insert(id, killed.clone());
         Some(SessionSlot {
             registry: self.clone(),
             user: None,
             id,
+            killed,
         })
+    }
+
+    /// Asks session `id` to close (admin `KILL CONNECTION`); false when there is no such session.
+    pub fn kill(&self, id: u32) -> bool {
+        match lock(&self.kills).get(&id) {
+            Some(t) => {
+                t.cancel();
+                true
+            }
+            None => false,
+        }
     }
 
     /// The processlist, ordered by session id.
@@ -90,6 +106,11 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl SessionSlot {
+    /// Cancelled when the admin kills this session.
+    pub fn killed(&self) -> tokio_util::sync::CancellationToken {
+        self.killed.clone()
+    }
+
     /// Publishes the session's user, schema and pin reason to the processlist.
     pub fn update(&self, user: &str, schema: &str, pin_reason: Option<&'static str>) {
         if let Some(p) = lock(&self.registry.processes).get_mut(&self.id) {
@@ -125,6 +146,7 @@ impl Drop for SessionSlot {
     fn drop(&mut self) {
         self.registry.total.fetch_sub(1, Ordering::AcqRel);
         lock(&self.registry.processes).remove(&self.id);
+        lock(&self.registry.kills).remove(&self.id);
         if let Some(u) = self.user.take() {
             let mut map = self
                 .registry

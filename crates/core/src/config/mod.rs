@@ -1,11 +1,13 @@
 //! The config model: ProxySQL's tables and variables, read from a TOML file whose sections carry
 //! the admin tables' names (`[mysql_variables]`, `[[mysql_servers]]`, `[[mysql_users]]`).
 
+mod admin_variables;
 mod mysql_tables;
 mod mysql_variables;
 mod proxysql_names;
 mod values;
 
+pub use admin_variables::AdminVariables;
 pub use mysql_tables::{MysqlHostgroupAttributes, MysqlServer, MysqlUser};
 pub use mysql_variables::{MysqlVariables, SetOutcome};
 pub use proxysql_names::PROXYSQL_MYSQL_VARIABLES;
@@ -22,6 +24,8 @@ use toml::Spanned;
 pub struct Config {
     /// Data folder (generated TLS material, the admin database).
     pub datadir: Option<String>,
+    /// `admin-*` variables.
+    pub admin_variables: AdminVariables,
     /// `mysql-*` variables.
     pub mysql_variables: MysqlVariables,
     /// `mysql_servers` rows.
@@ -38,6 +42,8 @@ pub struct Config {
 #[serde(deny_unknown_fields)]
 struct RawFile {
     datadir: Option<String>,
+    #[serde(default)]
+    admin_variables: BTreeMap<String, Spanned<toml::Value>>,
     #[serde(default)]
     mysql_variables: BTreeMap<String, Spanned<toml::Value>>,
     #[serde(default)]
@@ -103,6 +109,24 @@ impl Config {
                     line_of(text, offset)
                 )),
                 Err(e) => return Err(invalid(offset, format!("mysql_variables.{name}: {e}"))),
+            }
+        }
+        for (name, value) in &raw.admin_variables {
+            let offset = value.span().start;
+            let name = name.strip_prefix("admin-").unwrap_or(name);
+            let v = value_text(value.get_ref()).ok_or_else(|| {
+                invalid(
+                    offset,
+                    format!("admin_variables.{name}: expected a string, number or boolean"),
+                )
+            })?;
+            match cfg.admin_variables.set(name, &v) {
+                Ok(SetOutcome::Applied) => {}
+                Ok(SetOutcome::AcceptedWithoutEffect) => cfg.warnings.push(format!(
+                    "admin_variables.{name} (line {}) is a ProxySQL variable this version of Sluice accepts but does not implement yet",
+                    line_of(text, offset)
+                )),
+                Err(e) => return Err(invalid(offset, format!("admin_variables.{name}: {e}"))),
             }
         }
         let mut seen_servers = HashSet::new();
@@ -191,13 +215,13 @@ impl Config {
             }
             cfg.mysql_hostgroup_attributes.push(a);
         }
-        for u in &cfg.mysql_users {
+        for u in cfg.mysql_users.iter().filter(|u| u.frontend.0) {
             let hg = u.default_hostgroup.0;
             if !cfg.mysql_servers.iter().any(|s| s.hostgroup_id.0 == hg) {
-                cfg.warnings.push(format!(
-                    "mysql_users {:?}: default_hostgroup {hg} has no server in mysql_servers",
+                return Err(Error::ConfigInvalid(format!(
+                    "mysql_users {:?}: default_hostgroup {hg} is not a hostgroup of any mysql_servers row",
                     u.username
-                ));
+                )));
             }
         }
         Ok(cfg)

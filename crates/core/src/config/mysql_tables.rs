@@ -106,7 +106,7 @@ pub struct MysqlHostgroupAttributes {
     /// The hostgroup.
     pub hostgroup_id: HostgroupId,
     /// Cap on ONLINE servers used (accepted; not used yet).
-    #[serde(default = "minus_one")]
+    #[serde(default = "million")]
     pub max_num_online_servers: i64,
     /// Forced autocommit (-1 = client's; accepted; not used yet).
     #[serde(default = "minus_one")]

@@ -199,6 +199,79 @@ impl MysqlVariables {
         Ok(SetOutcome::Applied)
     }
 
+    /// Every variable as (name without prefix, value as text), the way `global_variables` and
+    /// `SHOW MYSQL VARIABLES` list them; round-trips through [`MysqlVariables::set`].
+    pub fn pairs(&self) -> Vec<(String, String)> {
+        let mut v: Vec<(String, String)> = vec![
+            ("interfaces".into(), self.interfaces.clone()),
+            ("server_version".into(), self.server_version.clone()),
+            ("max_connections".into(), self.max_connections.to_string()),
+            (
+                "connect_timeout_client".into(),
+                self.connect_timeout_client.to_string(),
+            ),
+            (
+                "connect_timeout_server".into(),
+                self.connect_timeout_server.to_string(),
+            ),
+            (
+                "connect_timeout_server_max".into(),
+                self.connect_timeout_server_max.to_string(),
+            ),
+            (
+                "connect_retries_delay".into(),
+                self.connect_retries_delay.to_string(),
+            ),
+            (
+                "max_allowed_packet".into(),
+                self.max_allowed_packet.to_string(),
+            ),
+            ("default_schema".into(), self.default_schema.clone()),
+            (
+                "default_authentication_plugin".into(),
+                self.default_authentication_plugin.clone(),
+            ),
+            ("have_ssl".into(), self.have_ssl.to_string()),
+            ("ssl_cert".into(), self.ssl_cert.clone()),
+            ("ssl_key".into(), self.ssl_key.clone()),
+            ("ssl_p2s_ca".into(), self.ssl_p2s_ca.clone()),
+            ("ssl_p2s_cert".into(), self.ssl_p2s_cert.clone()),
+            ("ssl_p2s_key".into(), self.ssl_p2s_key.clone()),
+            ("threads".into(), self.threads.to_string()),
+            ("multiplexing".into(), self.multiplexing.to_string()),
+            (
+                "max_stmts_per_connection".into(),
+                self.max_stmts_per_connection.to_string(),
+            ),
+            ("max_stmts_cache".into(), self.max_stmts_cache.to_string()),
+            (
+                "auto_increment_delay_multiplex".into(),
+                self.auto_increment_delay_multiplex.to_string(),
+            ),
+            (
+                "auto_increment_delay_multiplex_timeout_ms".into(),
+                self.auto_increment_delay_multiplex_timeout_ms.to_string(),
+            ),
+            ("wait_timeout".into(), self.wait_timeout.to_string()),
+            (
+                "select_version_forwarding".into(),
+                u8::from(self.select_version_forwarding).to_string(),
+            ),
+            ("monitor_username".into(), self.monitor_username.clone()),
+            ("monitor_password".into(), self.monitor_password.clone()),
+        ];
+        v.extend(
+            self.accepted_unimplemented
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone())),
+        );
+        v
+    }
+
+    /// Variables that only take effect after a restart.
+    pub const RESTART_REQUIRED: &'static [&'static str] =
+        &["threads", "interfaces", "have_ssl", "ssl_cert", "ssl_key"];
+
     /// The listen addresses, split from `interfaces`.
     pub fn interface_list(&self) -> Vec<String> {
         self.interfaces
@@ -247,5 +320,10 @@ mod tests {
         assert!(v.set("have_ssl", "maybe").is_err());
         assert_eq!(v.set("have_ssl", "false"), Ok(SetOutcome::Applied));
         assert!(!v.have_ssl);
+        let mut copy = MysqlVariables::default();
+        for (k, val) in v.pairs() {
+            copy.set(&k, &val).expect("pairs round-trip");
+        }
+        assert_eq!(copy, v);
     }
 }

@@ -100,7 +100,7 @@ bounded!(
 );
 
 /// A server's configured status (the four values the config tables accept).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum ServerStatus {
     /// Serving.
     #[default]
@@ -139,6 +139,12 @@ impl ServerStatus {
 impl fmt::Display for ServerStatus {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for ServerStatus {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
     }
 }
 

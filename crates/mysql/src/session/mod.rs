@@ -137,12 +137,17 @@ impl Session {
     /// Runs commands until the client quits, the connection breaks, it idles past wait_timeout
     /// or Sluice shuts down.
     pub async fn run(mut self) {
+        let killed = self.slot.killed();
         loop {
             let idle = self.idle_timeout();
             let read = tokio::select! {
                 biased;
                 _ = self.fe.shutdown.cancelled() => {
                     debug!(session = self.id, "closing idle session: shutting down");
+                    break;
+                }
+                _ = killed.cancelled() => {
+                    info!(session = self.id, user = %self.login.user.username, "session killed by the admin (KILL CONNECTION)");
                     break;
                 }
                 r = tokio::time::timeout(idle, self.io.read()) => r,

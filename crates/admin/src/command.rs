@@ -1,0 +1,402 @@
+//! The admin statement grammar Sluice handles itself (everything else is SQL for SQLite):
+//! `LOAD`/`SAVE` with all of ProxySQL's aliases, `SET <prefix>-<var> = <value>`, `SHOW ...`,
+//! `PROXYSQL ...`, `KILL CONNECTION n`, `SAVE CONFIG TO FILE`.
+
+/// A configuration module moved by LOAD/SAVE.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Module {
+    /// `MYSQL USERS`.
+    MysqlUsers,
+    /// `MYSQL SERVERS` (all MySQL topology tables).
+    MysqlServers,
+    /// `MYSQL QUERY RULES`.
+    MysqlQueryRules,
+    /// `MYSQL VARIABLES`.
+    MysqlVariables,
+    /// `PGSQL USERS`.
+    PgsqlUsers,
+    /// `PGSQL SERVERS` (all PostgreSQL topology tables).
+    PgsqlServers,
+    /// `PGSQL QUERY RULES`.
+    PgsqlQueryRules,
+    /// `PGSQL VARIABLES`.
+    PgsqlVariables,
+    /// `ADMIN VARIABLES`.
+    AdminVariables,
+    /// `SCHEDULER`.
+    Scheduler,
+    /// `PROXYSQL SERVERS`.
+    ProxysqlServers,
+}
+
+impl Module {
+    /// The tables the module moves.
+    pub fn tables(self) -> &'static [&'static str] {
+        match self {
+            Module::MysqlUsers => &["mysql_users"],
+            Module::MysqlServers => &[
+                "mysql_servers",
+                "mysql_replication_hostgroups",
+                "mysql_galera_hostgroups",
+                "mysql_group_replication_hostgroups",
+                "mysql_hostgroup_attributes",
+            ],
+            Module::MysqlQueryRules => &["mysql_query_rules"],
+            Module::PgsqlUsers => &["pgsql_users"],
+            Module::PgsqlServers => &[
+                "pgsql_servers",
+                "pgsql_replication_hostgroups",
+                "pgsql_hostgroup_attributes",
+            ],
+            Module::PgsqlQueryRules => &["pgsql_query_rules"],
+            Module::Scheduler => &["scheduler"],
+            Module::ProxysqlServers => &["proxysql_servers"],
+            Module::MysqlVariables | Module::PgsqlVariables | Module::AdminVariables => {
+                &["global_variables"]
+            }
+        }
+    }
+
+    /// For variable modules: the `global_variables` name prefix.
+    pub fn variable_prefix(self) -> Option<&'static str> {
+        match self {
+            Module::MysqlVariables => Some("mysql-"),
+            Module::PgsqlVariables => Some("pgsql-"),
+            Module::AdminVariables => Some("admin-"),
+            _ => None,
+        }
+    }
+}
+
+/// Where LOAD/SAVE moves a module.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// memory → runtime.
+    MemoryToRuntime,
+    /// runtime → memory.
+    RuntimeToMemory,
+    /// disk → memory.
+    DiskToMemory,
+    /// memory → disk.
+    MemoryToDisk,
+    /// config file → memory.
+    ConfigToMemory,
+}
+
+/// A statement the admin handles itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// LOAD/SAVE.
+    Move(Module, Direction),
+    /// `SET <prefix>-<name> = <value>` (name with its prefix).
+    SetVariable(String, String),
+    /// `SHOW MYSQL|PGSQL|ADMIN VARIABLES`.
+    ShowVariables(&'static str),
+    /// `SHOW TABLES [FROM db]`.
+    ShowTables(Option<String>),
+    /// `SHOW DATABASES` / `SHOW SCHEMAS`.
+    ShowDatabases,
+    /// `SHOW CREATE TABLE t`.
+    ShowCreateTable(String),
+    /// `SHOW [FULL] PROCESSLIST`.
+    ShowProcesslist,
+    /// `PROXYSQL PAUSE|RESUME|SHUTDOWN|FLUSH LOGS|...`.
+    Proxysql(String),
+    /// `KILL [CONNECTION] n`.
+    Kill(u32),
+    /// `SAVE CONFIG TO FILE <path>`.
+    SaveConfigToFile(String),
+    /// `SELECT @@version` and similar connector probes.
+    SelectVersion,
+    /// `SELECT @@a, @@b, ...` sent by client libraries on connect: canned values.
+    SelectSysvars(Vec<String>),
+    /// A session `SET` a client library sends on connect (`SET NAMES`, `SET autocommit`, ...):
+    /// accepted, no effect on the admin.
+    SessionSet,
+    /// `SHOW WARNINGS` / `SHOW VARIABLES ...`: an empty answer with the right columns.
+    EmptyShow(&'static [&'static str]),
+}
+
+fn words(sql: &str) -> Vec<String> {
+    sql.trim()
+        .trim_end_matches(';')
+        .split_whitespace()
+        .map(|w| w.to_ascii_uppercase())
+        .collect()
+}
+
+fn module(w: &[String]) -> Option<(Module, usize)> {
+    let s = |i: usize| w.get(i).map(String::as_str).unwrap_or("");
+    let m = match (s(0), s(1), s(2)) {
+        ("MYSQL", "USERS" | "USER", _) => (Module::MysqlUsers, 2),
+        ("MYSQL", "SERVERS", _) => (Module::MysqlServers, 2),
+        ("MYSQL", "QUERY", "RULES") => (Module::MysqlQueryRules, 3),
+        ("MYSQL", "VARIABLES", _) => (Module::MysqlVariables, 2),
+        ("PGSQL", "USERS" | "USER", _) => (Module::PgsqlUsers, 2),
+        ("PGSQL", "SERVERS", _) => (Module::PgsqlServers, 2),
+        ("PGSQL", "QUERY", "RULES") => (Module::PgsqlQueryRules, 3),
+        ("PGSQL", "VARIABLES", _) => (Module::PgsqlVariables, 2),
+        ("ADMIN", "VARIABLES", _) => (Module::AdminVariables, 2),
+        ("SCHEDULER", _, _) => (Module::Scheduler, 1),
+        ("PROXYSQL", "SERVERS", _) => (Module::ProxysqlServers, 2),
+        _ => return None,
+    };
+    Some(m)
+}
+
+fn direction(verb: &str, rest: &[String]) -> Option<Direction> {
+    let r: Vec<&str> = rest.iter().map(String::as_str).collect();
+    use Direction::*;
+    match (verb, r.as_slice()) {
+        ("LOAD", ["TO", "RUNTIME" | "RUN"] | ["FROM", "MEMORY" | "MEM"]) => Some(MemoryToRuntime),
+        ("SAVE", ["TO", "MEMORY" | "MEM"] | ["FROM", "RUNTIME" | "RUN"]) => Some(RuntimeToMemory),
+        ("LOAD", ["FROM", "DISK"] | ["TO", "MEMORY" | "MEM"]) => Some(DiskToMemory),
+        ("SAVE", ["TO", "DISK"] | ["FROM", "MEMORY" | "MEM"]) => Some(MemoryToDisk),
+        ("LOAD", ["FROM", "CONFIG"]) => Some(ConfigToMemory),
+        _ => None,
+    }
+}
+
+fn unquote(v: &str) -> String {
+    let t = v.trim();
+    if t.len() >= 2
+        && ((t.starts_with('\'') && t.ends_with('\'')) || (t.starts_with('"') && t.ends_with('"')))
+    {
+        t[1..t.len() - 1].replace("''", "'")
+    } else {
+        t.to_string()
+    }
+}
+
+/// Recognises an admin command; `None` means "plain SQL".
+pub fn parse_command(sql: &str) -> Option<Command> {
+    let w = words(sql);
+    let first = w.first()?.as_str();
+    match first {
+        "LOAD" | "SAVE" => {
+            if w.get(1).map(String::as_str) == Some("CONFIG")
+                && w.get(2).map(String::as_str) == Some("TO")
+                && w.get(3).map(String::as_str) == Some("FILE")
+            {
+                let path = sql.trim().trim_end_matches(';').split_whitespace().nth(4)?;
+                return Some(Command::SaveConfigToFile(unquote(path)));
+            }
+            let (m, used) = module(&w[1..])?;
+            let d = direction(first, &w[1 + used..])?;
+            Some(Command::Move(m, d))
+        }
+        "SET" => {
+            let body = sql.trim().trim_end_matches(';');
+            let body = body.get(3..)?.trim();
+            let Some((name, value)) = body.split_once('=') else {
+                // SET NAMES utf8mb4, SET CHARACTER SET ...: connector housekeeping.
+                return Some(Command::SessionSet);
+            };
+            let name = name.trim().trim_matches('`').to_ascii_lowercase();
+            if ["mysql-", "pgsql-", "admin-"]
+                .iter()
+                .any(|p| name.starts_with(p))
+            {
+                Some(Command::SetVariable(name, unquote(value)))
+            } else {
+                Some(Command::SessionSet)
+            }
+        }
+        "SHOW" => {
+            let r: Vec<&str> = w[1..].iter().map(String::as_str).collect();
+            match r.as_slice() {
+                ["MYSQL", "VARIABLES"] => Some(Command::ShowVariables("mysql-")),
+                ["PGSQL", "VARIABLES"] => Some(Command::ShowVariables("pgsql-")),
+                ["ADMIN", "VARIABLES"] => Some(Command::ShowVariables("admin-")),
+                ["TABLES"] => Some(Command::ShowTables(None)),
+                ["TABLES", "FROM" | "IN", db] => {
+                    Some(Command::ShowTables(Some(db.to_ascii_lowercase())))
+                }
+                ["DATABASES"] | ["SCHEMAS"] => Some(Command::ShowDatabases),
+                ["CREATE", "TABLE", _] => {
+                    let t = sql.trim().trim_end_matches(';').split_whitespace().nth(3)?;
+                    Some(Command::ShowCreateTable(t.trim_matches('`').to_string()))
+                }
+                ["PROCESSLIST"] | ["FULL", "PROCESSLIST"] => Some(Command::ShowProcesslist),
+                ["WARNINGS", ..] | ["ERRORS", ..] => {
+                    Some(Command::EmptyShow(&["Level", "Code", "Message"]))
+                }
+                ["VARIABLES", ..] | ["SESSION", "VARIABLES", ..] | ["GLOBAL", "VARIABLES", ..] => {
+                    Some(Command::EmptyShow(&["Variable_name", "Value"]))
+                }
+                _ => None,
+            }
+        }
+        "PROXYSQL" => Some(Command::Proxysql(w[1..].join(" "))),
+        "KILL" => {
+            let n = if w.get(1).map(String::as_str) == Some("CONNECTION") {
+                w.get(2)
+            } else {
+                w.get(1)
+            };
+            n?.parse().ok().map(Command::Kill)
+        }
+        "SELECT" => {
+            let rest: Vec<&str> = w[1..].iter().map(String::as_str).collect();
+            match rest.as_slice() {
+                ["@@VERSION"]
+                | ["VERSION()"]
+                | ["@@VERSION_COMMENT"]
+                | ["@@VERSION_COMMENT", "LIMIT", "1"] => Some(Command::SelectVersion),
+                _ if !rest.is_empty() && rest.iter().all(|w| w.starts_with("@@")) => {
+                    // Keep the client's spelling for the column names.
+                    let original = sql.trim().trim_end_matches(';');
+                    let list = original.get(6..)?;
+                    let names = list
+                        .split(',')
+                        .map(|n| n.trim().to_string())
+                        .filter(|n| n.starts_with("@@"))
+                        .collect();
+                    Some(Command::SelectSysvars(names))
+                }
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_alias_of_the_layer_grammar() {
+        use Direction::*;
+        let cases = [
+            (
+                "LOAD MYSQL SERVERS TO RUNTIME",
+                Module::MysqlServers,
+                MemoryToRuntime,
+            ),
+            (
+                "load mysql users to run;",
+                Module::MysqlUsers,
+                MemoryToRuntime,
+            ),
+            (
+                "LOAD MYSQL USER FROM MEMORY",
+                Module::MysqlUsers,
+                MemoryToRuntime,
+            ),
+            (
+                "LOAD MYSQL QUERY RULES FROM MEM",
+                Module::MysqlQueryRules,
+                MemoryToRuntime,
+            ),
+            (
+                "SAVE MYSQL VARIABLES TO MEMORY",
+                Module::MysqlVariables,
+                RuntimeToMemory,
+            ),
+            (
+                "SAVE MYSQL VARIABLES TO MEM",
+                Module::MysqlVariables,
+                RuntimeToMemory,
+            ),
+            (
+                "SAVE ADMIN VARIABLES FROM RUNTIME",
+                Module::AdminVariables,
+                RuntimeToMemory,
+            ),
+            (
+                "SAVE PGSQL SERVERS FROM RUN",
+                Module::PgsqlServers,
+                RuntimeToMemory,
+            ),
+            (
+                "LOAD PGSQL USERS FROM DISK",
+                Module::PgsqlUsers,
+                DiskToMemory,
+            ),
+            ("LOAD SCHEDULER TO MEMORY", Module::Scheduler, DiskToMemory),
+            (
+                "LOAD PROXYSQL SERVERS TO MEM",
+                Module::ProxysqlServers,
+                DiskToMemory,
+            ),
+            (
+                "SAVE PGSQL QUERY RULES TO DISK",
+                Module::PgsqlQueryRules,
+                MemoryToDisk,
+            ),
+            (
+                "SAVE PGSQL VARIABLES FROM MEMORY",
+                Module::PgsqlVariables,
+                MemoryToDisk,
+            ),
+            (
+                "SAVE MYSQL SERVERS FROM MEM",
+                Module::MysqlServers,
+                MemoryToDisk,
+            ),
+            (
+                "LOAD MYSQL USERS FROM CONFIG",
+                Module::MysqlUsers,
+                ConfigToMemory,
+            ),
+        ];
+        for (sql, m, d) in cases {
+            assert_eq!(parse_command(sql), Some(Command::Move(m, d)), "{sql}");
+        }
+        assert_eq!(parse_command("LOAD MYSQL SERVERS TO NOWHERE"), None);
+    }
+
+    #[test]
+    fn other_commands() {
+        assert_eq!(
+            parse_command("set mysql-default_query_delay = 1"),
+            Some(Command::SetVariable(
+                "mysql-default_query_delay".into(),
+                "1".into()
+            ))
+        );
+        assert_eq!(
+            parse_command("SET admin-admin_credentials='admin:x;ops:y';"),
+            Some(Command::SetVariable(
+                "admin-admin_credentials".into(),
+                "admin:x;ops:y".into()
+            ))
+        );
+        assert_eq!(parse_command("SET autocommit=1"), Some(Command::SessionSet));
+        assert_eq!(
+            parse_command("SET NAMES utf8mb4"),
+            Some(Command::SessionSet)
+        );
+        assert_eq!(
+            parse_command("SELECT @@max_allowed_packet, @@session.tx_isolation"),
+            Some(Command::SelectSysvars(vec![
+                "@@max_allowed_packet".into(),
+                "@@session.tx_isolation".into()
+            ]))
+        );
+        assert_eq!(
+            parse_command("SHOW MYSQL VARIABLES"),
+            Some(Command::ShowVariables("mysql-"))
+        );
+        assert_eq!(
+            parse_command("show full processlist"),
+            Some(Command::ShowProcesslist)
+        );
+        assert_eq!(parse_command("KILL CONNECTION 12"), Some(Command::Kill(12)));
+        assert_eq!(
+            parse_command("PROXYSQL PAUSE"),
+            Some(Command::Proxysql("PAUSE".into()))
+        );
+        assert_eq!(
+            parse_command("SAVE CONFIG TO FILE /tmp/x.toml"),
+            Some(Command::SaveConfigToFile("/tmp/x.toml".into()))
+        );
+        assert_eq!(
+            parse_command("SHOW CREATE TABLE mysql_servers"),
+            Some(Command::ShowCreateTable("mysql_servers".into()))
+        );
+        assert_eq!(parse_command("SELECT * FROM mysql_servers"), None);
+        assert_eq!(parse_command(""), None);
+    }
+}

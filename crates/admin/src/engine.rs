@@ -1,0 +1,540 @@
+//! [`Admin`]: runs admin statements against the store and moves configuration between layers.
+
+use crate::command::{Command, Direction, Module, parse_command};
+use crate::export::config_to_toml;
+use crate::layers::{
+    config_rows, copy_module_sql, memory_to_config, replace_rows_sql, variables_sql,
+};
+use crate::schema::ddl;
+use crate::stats;
+use crate::store::Store;
+use sluice_core::admin::{
+    AdminCredential, AdminError, AdminExecutor, AdminFuture, AdminReply, AdminRole, AdminRows,
+    LiveStats,
+};
+use sluice_core::config::{AdminVariables, Config, MysqlVariables};
+use sluice_core::{ConfigHandle, RuntimeConfig};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
+use tracing::{info, warn};
+
+/// How the admin store starts.
+#[derive(Debug, Clone)]
+pub struct AdminOptions {
+    /// Data folder; the disk schema is `<datadir>/sluice.db` (memory only without one).
+    pub datadir: Option<PathBuf>,
+    /// Take the config file even when the disk database has a configuration.
+    pub initial: bool,
+    /// The parsed config file.
+    pub file: Config,
+}
+
+/// Where the configuration the process starts with came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartupSource {
+    /// The disk database (a previous SAVE ... TO DISK).
+    Disk,
+    /// The config file.
+    ConfigFile,
+}
+
+/// The admin interface's state.
+pub struct Admin {
+    store: Store,
+    /// The configuration the runtime was built from.
+    running: Mutex<Config>,
+    file: Config,
+    runtime: OnceLock<ConfigHandle>,
+    live: OnceLock<Arc<dyn LiveStats>>,
+}
+
+fn lock(m: &Mutex<Config>) -> std::sync::MutexGuard<'_, Config> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+const RUNTIME_MODULES: [Module; 4] = [
+    Module::MysqlUsers,
+    Module::MysqlServers,
+    Module::MysqlVariables,
+    Module::AdminVariables,
+];
+const ALL_MODULES: [Module; 11] = [
+    Module::MysqlUsers,
+    Module::MysqlServers,
+    Module::MysqlQueryRules,
+    Module::MysqlVariables,
+    Module::PgsqlUsers,
+    Module::PgsqlServers,
+    Module::PgsqlQueryRules,
+    Module::PgsqlVariables,
+    Module::AdminVariables,
+    Module::Scheduler,
+    Module::ProxysqlServers,
+];
+
+impl Admin {
+    /// Opens the store and decides the starting configuration: the disk database's when it holds
+    /// one (unless `initial`), else the config file's, which is then also saved to disk.
+    pub async fn open(opts: AdminOptions) -> Result<(Admin, Config, StartupSource), String> {
+        let disk = opts.datadir.as_ref().map(|d| d.join("sluice.db"));
+        if disk.is_none() {
+            warn!(
+                "no datadir: the admin disk layer lives in memory and SAVE ... TO DISK does not survive a restart"
+            );
+        }
+        let store = Store::open(disk.as_deref())
+            .await
+            .map_err(|e| format!("admin database: {e}"))?;
+        store
+            .exec_all(&ddl())
+            .await
+            .map_err(|e| format!("admin database schema: {e}"))?;
+        let admin = Admin {
+            store,
+            running: Mutex::new(opts.file.clone()),
+            file: opts.file.clone(),
+            runtime: OnceLock::new(),
+            live: OnceLock::new(),
+        };
+        let disk_has_config = admin
+            .store
+            .query("SELECT (SELECT COUNT(*) FROM disk.mysql_servers) + (SELECT COUNT(*) FROM disk.mysql_users) + (SELECT COUNT(*) FROM disk.global_variables)")
+            .await
+            .ok()
+            .and_then(|r| r.rows.first()?.first()?.clone())
+            .is_some_and(|n| n != "0");
+        let (cfg, source) = if disk_has_config && !opts.initial {
+            for m in ALL_MODULES {
+                admin
+                    .store
+                    .exec_all(&copy_module_sql(m, ("disk", ""), ("main", "")))
+                    .await
+                    .map_err(|e| e.to_string())?;
+            }
+            let cfg = memory_to_config(&admin.store, &opts.file, &RUNTIME_MODULES)
+                .await
+                .map_err(|e| {
+                    format!(
+                        "the saved configuration in {} is invalid: {e}",
+                        disk.as_ref()
+                            .map(|p| p.display().to_string())
+                            .unwrap_or_default()
+                    )
+                })?;
+            (cfg, StartupSource::Disk)
+        } else {
+            for m in ALL_MODULES {
+                admin.config_to_memory(m).await.map_err(|e| e.to_string())?;
+                admin
+                    .store
+                    .exec_all(&copy_module_sql(m, ("main", ""), ("disk", "")))
+                    .await
+                    .map_err(|e| e.to_string())?;
+            }
+            (opts.file.clone(), StartupSource::ConfigFile)
+        };
+        *lock(&admin.running) = cfg.clone();
+        for m in ALL_MODULES {
+            admin
+                .refresh_runtime_tables(m)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        Ok((admin, cfg, source))
+    }
+
+    /// Connects the admin to the data path: the runtime handle it swaps and the live state.
+    pub fn attach(&self, runtime: ConfigHandle, live: Arc<dyn LiveStats>) {
+        let _ = self.runtime.set(runtime);
+        let _ = self.live.set(live);
+    }
+
+    /// The configuration the runtime uses now.
+    pub fn running_config(&self) -> Config {
+        lock(&self.running).clone()
+    }
+
+    async fn config_to_memory(&self, m: Module) -> Result<(), AdminError> {
+        let sql = match m.variable_prefix() {
+            Some("mysql-") => variables_sql("main", "mysql-", &self.file.mysql_variables.pairs()),
+            Some("admin-") => variables_sql("main", "admin-", &self.file.admin_variables.pairs()),
+            Some(_) => return Ok(()),
+            None => {
+                let mut sql = Vec::new();
+                for t in m.tables() {
+                    sql.extend(replace_rows_sql("main", t, &config_rows(&self.file, t)));
+                }
+                sql
+            }
+        };
+        self.store.exec_all(&sql).await
+    }
+
+    /// After a runtime change: `runtime_*` shows what the data path uses.
+    async fn refresh_runtime_tables(&self, m: Module) -> Result<(), AdminError> {
+        let cfg = self.running_config();
+        let sql = match m {
+            Module::MysqlVariables => variables_sql("main", "mysql-", &cfg.mysql_variables.pairs())
+                .into_iter()
+                .map(|s| s.replacen("main.global_variables", "main.runtime_global_variables", 1))
+                .collect(),
+            Module::AdminVariables => variables_sql("main", "admin-", &cfg.admin_variables.pairs())
+                .into_iter()
+                .map(|s| s.replacen("main.global_variables", "main.runtime_global_variables", 1))
+                .collect(),
+            Module::MysqlUsers | Module::MysqlServers => {
+                let mut sql = Vec::new();
+                for t in m.tables() {
+                    if matches!(
+                        *t,
+                        "mysql_servers" | "mysql_users" | "mysql_hostgroup_attributes"
+                    ) {
+                        sql.extend(replace_rows_sql(
+                            "main",
+                            &format!("runtime_{t}"),
+                            &config_rows(&cfg, t),
+                        ));
+                    } else {
+                        sql.push(format!("DELETE FROM main.runtime_{t}"));
+                        sql.push(format!(
+                            "INSERT INTO main.runtime_{t} SELECT * FROM main.{t}"
+                        ));
+                    }
+                }
+                sql
+            }
+            other => copy_module_sql(other, ("main", ""), ("main", "runtime_")),
+        };
+        self.store.exec_all(&sql).await
+    }
+
+    async fn validate_query_rules(&self, m: Module) -> Result<(), AdminError> {
+        let table = if m == Module::MysqlQueryRules {
+            "mysql_query_rules"
+        } else {
+            "pgsql_query_rules"
+        };
+        let rows = self
+            .store
+            .query(&format!(
+                "SELECT rule_id, match_digest, match_pattern FROM main.{table}"
+            ))
+            .await?;
+        for r in &rows.rows {
+            for (i, col) in [(1, "match_digest"), (2, "match_pattern")] {
+                if let Some(Some(p)) = r.get(i)
+                    && let Err(e) = regex::Regex::new(p)
+                {
+                    let id = r.first().cloned().flatten().unwrap_or_default();
+                    return Err(AdminError::new(format!(
+                        "{table} rule_id={id}: {col} is not a valid regular expression: {e}"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn memory_to_runtime(&self, m: Module) -> Result<AdminReply, AdminError> {
+        let mut message = None;
+        if RUNTIME_MODULES.contains(&m) {
+            let base = self.running_config();
+            let cfg = memory_to_config(&self.store, &base, &[m]).await?;
+            let restart: Vec<&str> = MysqlVariables::RESTART_REQUIRED
+                .iter()
+                .copied()
+                .filter(|v| {
+                    let now = cfg
+                        .mysql_variables
+                        .pairs()
+                        .into_iter()
+                        .find(|(k, _)| k == v);
+                    let before = base
+                        .mysql_variables
+                        .pairs()
+                        .into_iter()
+                        .find(|(k, _)| k == v);
+                    now != before
+                })
+                .collect();
+            if !restart.is_empty() {
+                message = Some(format!(
+                    "{} take effect after a restart",
+                    restart
+                        .iter()
+                        .map(|v| format!("mysql-{v}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+            if let Some(h) = self.runtime.get() {
+                h.store(RuntimeConfig::build(&cfg));
+            }
+            *lock(&self.running) = cfg;
+            info!("admin: loaded {m:?} to runtime");
+        } else if matches!(m, Module::MysqlQueryRules | Module::PgsqlQueryRules) {
+            self.validate_query_rules(m).await?;
+        }
+        self.refresh_runtime_tables(m).await?;
+        Ok(AdminReply::Done {
+            affected: 0,
+            message,
+        })
+    }
+
+    async fn move_module(&self, m: Module, d: Direction) -> Result<AdminReply, AdminError> {
+        match d {
+            Direction::MemoryToRuntime => return self.memory_to_runtime(m).await,
+            Direction::RuntimeToMemory => {
+                self.store
+                    .exec_all(&copy_module_sql(m, ("main", "runtime_"), ("main", "")))
+                    .await?
+            }
+            Direction::DiskToMemory => {
+                self.store
+                    .exec_all(&copy_module_sql(m, ("disk", ""), ("main", "")))
+                    .await?
+            }
+            Direction::MemoryToDisk => {
+                self.store
+                    .exec_all(&copy_module_sql(m, ("main", ""), ("disk", "")))
+                    .await?
+            }
+            Direction::ConfigToMemory => self.config_to_memory(m).await?,
+        }
+        Ok(AdminReply::Done {
+            affected: 0,
+            message: None,
+        })
+    }
+
+    async fn set_variable(&self, name: &str, value: &str) -> Result<AdminReply, AdminError> {
+        // Check the name and value now, as ProxySQL does; LOAD ... TO RUNTIME applies it.
+        if let Some(n) = name.strip_prefix("mysql-") {
+            MysqlVariables::default()
+                .set(n, value)
+                .map_err(AdminError::new)?;
+        } else if let Some(n) = name.strip_prefix("admin-") {
+            AdminVariables::default()
+                .set(n, value)
+                .map_err(AdminError::new)?;
+        }
+        let n = self
+            .store
+            .exec_bound(
+                "UPDATE main.global_variables SET variable_value = ?2 WHERE variable_name = ?1",
+                &[name, value],
+            )
+            .await?;
+        if n == 0 {
+            self.store
+                .exec_bound("INSERT INTO main.global_variables (variable_name, variable_value) VALUES (?1, ?2)", &[name, value])
+                .await?;
+        }
+        Ok(AdminReply::Done {
+            affected: 1,
+            message: None,
+        })
+    }
+
+    fn live(&self) -> Result<&Arc<dyn LiveStats>, AdminError> {
+        self.live
+            .get()
+            .ok_or_else(|| AdminError::new("the data path is not running"))
+    }
+
+    async fn run_command(&self, role: AdminRole, c: Command) -> Result<AdminReply, AdminError> {
+        let read_only = |c: &Command| {
+            matches!(
+                c,
+                Command::ShowVariables(_)
+                    | Command::ShowTables(_)
+                    | Command::ShowDatabases
+                    | Command::ShowCreateTable(_)
+                    | Command::ShowProcesslist
+                    | Command::SelectVersion
+                    | Command::SelectSysvars(_)
+                    | Command::SessionSet
+                    | Command::EmptyShow(_)
+            )
+        };
+        if role == AdminRole::Stats && !read_only(&c) {
+            return Err(AdminError {
+                code: 1045,
+                sqlstate: "28000",
+                message: "the stats user may only read".into(),
+            });
+        }
+        match c {
+            Command::Move(m, d) => self.move_module(m, d).await,
+            Command::SetVariable(n, v) => self.set_variable(&n, &v).await,
+            Command::ShowVariables(prefix) => Ok(AdminReply::Rows(
+                self.store
+                    .query(&format!(
+                        "SELECT variable_name AS Variable_name, variable_value AS Value FROM main.global_variables WHERE variable_name LIKE '{prefix}%' ORDER BY variable_name"
+                    ))
+                    .await?,
+            )),
+            Command::ShowTables(db) => {
+                let schema = match db.as_deref() {
+                    None | Some("main") => "main",
+                    Some("disk") => "disk",
+                    Some("stats") => "stats",
+                    Some("monitor") => "monitor",
+                    Some(other) => return Err(AdminError::new(format!("unknown database {other}"))),
+                };
+                Ok(AdminReply::Rows(
+                    self.store
+                        .query(&format!("SELECT name AS tables FROM {schema}.sqlite_master WHERE type = 'table' ORDER BY name"))
+                        .await?,
+                ))
+            }
+            Command::ShowDatabases => Ok(AdminReply::Rows(self.store.query("SELECT seq, name, file FROM pragma_database_list").await?)),
+            Command::ShowCreateTable(t) => {
+                let rows = self
+                    .store
+                    .query_bound(
+                        "SELECT name AS \"table\", sql AS \"Create Table\" FROM (SELECT name, sql FROM main.sqlite_master UNION ALL SELECT name, sql FROM stats.sqlite_master UNION ALL SELECT name, sql FROM monitor.sqlite_master) WHERE name = ?1 LIMIT 1",
+                        &[&t],
+                    )
+                    .await?;
+                if rows.rows.is_empty() {
+                    return Err(AdminError::new(format!("no such table: {t}")));
+                }
+                Ok(AdminReply::Rows(rows))
+            }
+            Command::ShowProcesslist => {
+                stats::refresh(&self.store, self.live()?.as_ref(), &self.running_config()).await?;
+                Ok(AdminReply::Rows(
+                    self.store
+                        .query("SELECT SessionID, user, db, cli_host, hostgroup, command, multiplexed, pin_reason FROM stats.stats_mysql_processlist ORDER BY SessionID")
+                        .await?,
+                ))
+            }
+            Command::Proxysql(what) => {
+                let live = self.live()?;
+                match what.as_str() {
+                    "PAUSE" => live.set_paused(true),
+                    "RESUME" => live.set_paused(false),
+                    "SHUTDOWN" | "SHUTDOWN SLOW" | "STOP" | "KILL" => live.shutdown(),
+                    "FLUSH LOGS" => {}
+                    other => return Err(AdminError::new(format!("PROXYSQL {other} is not supported by Sluice"))),
+                }
+                Ok(AdminReply::Done { affected: 0, message: None })
+            }
+            Command::Kill(id) => {
+                if self.live()?.kill_session(id) {
+                    Ok(AdminReply::Done { affected: 0, message: None })
+                } else {
+                    Err(AdminError { code: 1094, sqlstate: "HY000", message: format!("Unknown thread id: {id}") })
+                }
+            }
+            Command::SaveConfigToFile(path) => {
+                let cfg = memory_to_config(&self.store, &self.running_config(), &RUNTIME_MODULES).await?;
+                let text = config_to_toml(&cfg).map_err(AdminError::new)?;
+                std::fs::write(&path, text).map_err(|e| AdminError::new(format!("{path}: {e}")))?;
+                Ok(AdminReply::Done { affected: 0, message: None })
+            }
+            Command::SessionSet => Ok(AdminReply::Done { affected: 0, message: None }),
+            Command::EmptyShow(cols) => Ok(AdminReply::Rows(AdminRows {
+                columns: cols.iter().map(|c| c.to_string()).collect(),
+                rows: Vec::new(),
+            })),
+            Command::SelectSysvars(names) => Ok(AdminReply::Rows(AdminRows {
+                rows: vec![names.iter().map(|n| Some(sysvar_value(n))).collect()],
+                columns: names,
+            })),
+            Command::SelectVersion => Ok(AdminReply::Rows(AdminRows {
+                columns: vec!["@@version".into()],
+                rows: vec![vec![Some(format!("{}-sluice-admin", env!("CARGO_PKG_VERSION")))]],
+            })),
+        }
+    }
+
+    async fn run_sql(&self, role: AdminRole, sql: &str) -> Result<AdminReply, AdminError> {
+        let lower = sql.trim_start().to_ascii_lowercase();
+        let is_read = lower.starts_with("select")
+            || lower.starts_with("with")
+            || lower.starts_with("pragma")
+            || lower.starts_with("explain");
+        if role == AdminRole::Stats && (!is_read || !lower.contains("stats")) {
+            return Err(AdminError {
+                code: 1045,
+                sqlstate: "28000",
+                message: "the stats user may only read the stats tables".into(),
+            });
+        }
+        if lower.contains("stats_")
+            && let Some(live) = self.live.get()
+        {
+            stats::refresh(&self.store, live.as_ref(), &self.running_config()).await?;
+        }
+        if is_read {
+            Ok(AdminReply::Rows(self.store.query(sql).await?))
+        } else {
+            let n = self.store.exec(sql).await?;
+            Ok(AdminReply::Done {
+                affected: n,
+                message: None,
+            })
+        }
+    }
+}
+
+impl AdminExecutor for Admin {
+    fn execute<'a>(&'a self, role: AdminRole, sql: &'a str) -> AdminFuture<'a> {
+        Box::pin(async move {
+            match parse_command(sql) {
+                Some(c) => self.run_command(role, c).await,
+                None => self.run_sql(role, sql).await,
+            }
+        })
+    }
+
+    fn credentials(&self) -> Vec<AdminCredential> {
+        let cfg = self.running_config();
+        let mut out: Vec<AdminCredential> =
+            AdminVariables::parse_credentials(&cfg.admin_variables.admin_credentials)
+                .into_iter()
+                .map(|(user, password)| AdminCredential {
+                    user,
+                    password,
+                    role: AdminRole::Admin,
+                })
+                .collect();
+        out.extend(
+            AdminVariables::parse_credentials(&cfg.admin_variables.stats_credentials)
+                .into_iter()
+                .map(|(user, password)| AdminCredential {
+                    user,
+                    password,
+                    role: AdminRole::Stats,
+                }),
+        );
+        out
+    }
+}
+
+/// Values client libraries expect from `SELECT @@var` on connect.
+fn sysvar_value(name: &str) -> String {
+    let n = name.trim_start_matches("@@").to_ascii_lowercase();
+    let n = n
+        .strip_prefix("session.")
+        .or_else(|| n.strip_prefix("global."))
+        .unwrap_or(&n)
+        .to_string();
+    match n.as_str() {
+        "max_allowed_packet" => "67108864".into(),
+        "version" => format!("{}-sluice-admin", env!("CARGO_PKG_VERSION")),
+        "version_comment" => "(Sluice Admin)".into(),
+        "autocommit" | "auto_increment_increment" | "auto_increment_offset" => "1".into(),
+        "tx_isolation" | "transaction_isolation" => "READ-COMMITTED".into(),
+        "wait_timeout" | "interactive_timeout" => "28800".into(),
+        "sql_mode" | "init_connect" | "socket" => String::new(),
+        "lower_case_table_names" => "0".into(),
+        "time_zone" | "system_time_zone" => "UTC".into(),
+        n if n.starts_with("character_set") => "utf8mb4".into(),
+        n if n.starts_with("collation") => "utf8mb4_general_ci".into(),
+        _ => String::new(),
+    }
+}

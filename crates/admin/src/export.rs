@@ -1,0 +1,41 @@
+//! Writing a [`Config`] back as a TOML config file that loads to the same configuration.
+
+use sluice_core::config::Config;
+use toml::{Table, Value};
+
+fn rows<T: serde::Serialize>(items: &[T]) -> Result<Value, String> {
+    let mut arr = Vec::with_capacity(items.len());
+    for i in items {
+        arr.push(Value::try_from(i).map_err(|e| e.to_string())?);
+    }
+    Ok(Value::Array(arr))
+}
+
+fn vars(pairs: Vec<(String, String)>) -> Value {
+    Value::Table(
+        pairs
+            .into_iter()
+            .map(|(k, v)| (k, Value::String(v)))
+            .collect::<Table>(),
+    )
+}
+
+/// Serializes `cfg` in the config-file format ([`Config::parse`] reads it back).
+pub fn config_to_toml(cfg: &Config) -> Result<String, String> {
+    let mut t = Table::new();
+    if let Some(d) = &cfg.datadir {
+        t.insert("datadir".into(), Value::String(d.clone()));
+    }
+    t.insert("admin_variables".into(), vars(cfg.admin_variables.pairs()));
+    t.insert("mysql_variables".into(), vars(cfg.mysql_variables.pairs()));
+    t.insert("mysql_servers".into(), rows(&cfg.mysql_servers)?);
+    t.insert("mysql_users".into(), rows(&cfg.mysql_users)?);
+    t.insert(
+        "mysql_hostgroup_attributes".into(),
+        rows(&cfg.mysql_hostgroup_attributes)?,
+    );
+    let body = toml::to_string(&t).map_err(|e| e.to_string())?;
+    Ok(format!(
+        "# Sluice configuration exported by SAVE CONFIG TO FILE.\n{body}"
+    ))
+}

@@ -1,0 +1,318 @@
+//! Moving configuration between the layers: config file → memory, memory ⇄ disk, memory ⇄
+//! runtime. Memory rows become a [`Config`] by way of the config-file format, so the admin and
+//! the config file share one validation, and a bad row is reported with its table, row and column.
+
+use crate::command::Module;
+use crate::schema_defs::CONFIG_TABLES;
+use crate::store::Store;
+use sluice_core::admin::{AdminError, AdminRows};
+use sluice_core::config::Config;
+use std::collections::HashMap;
+use std::fmt::Write;
+
+/// The integer columns of a configuration table (from its definition).
+fn int_columns(table: &str) -> Vec<String> {
+    let Some((_, cols)) = CONFIG_TABLES.iter().find(|(n, _)| *n == table) else {
+        return Vec::new();
+    };
+    cols.split(",\n")
+        .filter_map(|c| {
+            let mut it = c.split_whitespace();
+            let name = it.next()?;
+            let ty = it.next()?;
+            (ty.to_ascii_uppercase().contains("INT") && name != "PRIMARY" && name != "UNIQUE")
+                .then(|| name.to_string())
+        })
+        .collect()
+}
+
+/// Where each row of the generated TOML starts, to map a parse error back to a row.
+struct RowLines(Vec<(usize, String)>);
+
+impl RowLines {
+    fn describe(&self, line: usize) -> Option<&str> {
+        self.0
+            .iter()
+            .rev()
+            .find(|(l, _)| *l <= line)
+            .map(|(_, d)| d.as_str())
+    }
+}
+
+fn toml_value(v: &str, int: bool) -> String {
+    if int && v.trim().parse::<i64>().is_ok() {
+        v.trim().to_string()
+    } else {
+        toml::Value::String(v.to_string()).to_string()
+    }
+}
+
+/// Appends `rows` of `table` as `[[table]]` entries, recording where each row starts.
+fn append_rows(out: &mut String, lines: &mut RowLines, table: &str, rows: &AdminRows) {
+    let ints = int_columns(table);
+    for (i, row) in rows.rows.iter().enumerate() {
+        let start = out.matches('\n').count() + 1;
+        let key_desc: Vec<String> = rows
+            .columns
+            .iter()
+            .zip(row)
+            .take(3)
+            .map(|(c, v)| format!("{c}={}", v.as_deref().unwrap_or("NULL")))
+            .collect();
+        lines.0.push((
+            start,
+            format!("{table} row {} ({})", i + 1, key_desc.join(", ")),
+        ));
+        let _ = writeln!(out, "[[{table}]]");
+        for (col, v) in rows.columns.iter().zip(row) {
+            let Some(v) = v else { continue };
+            let _ = writeln!(out, "{col} = {}", toml_value(v, ints.contains(col)));
+        }
+    }
+}
+
+fn line_in(message: &str) -> Option<usize> {
+    let i = message.find("line ")?;
+    message[i + 5..]
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Reads the memory tables of the modules Sluice's runtime uses and builds a validated
+/// [`Config`], keeping `base`'s parts for the modules not named in `replace`.
+pub async fn memory_to_config(
+    store: &Store,
+    base: &Config,
+    replace: &[Module],
+) -> Result<Config, AdminError> {
+    let mut text = String::new();
+    let mut lines = RowLines(Vec::new());
+    if let Some(d) = &base.datadir {
+        let _ = writeln!(text, "datadir = {}", toml::Value::String(d.clone()));
+    }
+    for (section, prefix, module, current) in [
+        (
+            "admin_variables",
+            "admin-",
+            Module::AdminVariables,
+            base.admin_variables.pairs(),
+        ),
+        (
+            "mysql_variables",
+            "mysql-",
+            Module::MysqlVariables,
+            base.mysql_variables.pairs(),
+        ),
+    ] {
+        let _ = writeln!(text, "[{section}]");
+        let pairs: Vec<(String, String)> = if replace.contains(&module) {
+            let rows = store
+                .query(&format!(
+                    "SELECT variable_name, variable_value FROM main.global_variables WHERE variable_name LIKE '{prefix}%' ORDER BY variable_name"
+                ))
+                .await?;
+            rows.rows
+                .into_iter()
+                .filter_map(|r| {
+                    Some((
+                        r.first()?.clone()?.trim_start_matches(prefix).to_string(),
+                        r.get(1)?.clone().unwrap_or_default(),
+                    ))
+                })
+                .collect()
+        } else {
+            current
+        };
+        for (k, v) in pairs {
+            let start = text.matches('\n').count() + 1;
+            lines
+                .0
+                .push((start, format!("global_variables {prefix}{k}")));
+            let _ = writeln!(
+                text,
+                "{} = {}",
+                toml::Value::String(k),
+                toml::Value::String(v)
+            );
+        }
+    }
+    let from_memory = |m: Module| replace.contains(&m);
+    let mut memory_rows: HashMap<&str, AdminRows> = HashMap::new();
+    for t in ["mysql_servers", "mysql_hostgroup_attributes", "mysql_users"] {
+        let m = if t == "mysql_users" {
+            Module::MysqlUsers
+        } else {
+            Module::MysqlServers
+        };
+        if from_memory(m) {
+            memory_rows.insert(t, store.query(&format!("SELECT * FROM main.{t}")).await?);
+        }
+    }
+    for t in ["mysql_servers", "mysql_hostgroup_attributes", "mysql_users"] {
+        match memory_rows.get(t) {
+            Some(rows) => append_rows(&mut text, &mut lines, t, rows),
+            None => {
+                let base_rows = config_rows(base, t);
+                append_rows(&mut text, &mut lines, t, &base_rows);
+            }
+        }
+    }
+    Config::parse(&text).map_err(|e| {
+        let msg = e.to_string();
+        let row = line_in(&msg)
+            .and_then(|l| lines.describe(l))
+            .unwrap_or("configuration");
+        let detail = msg
+            .lines()
+            .rfind(|l| !l.trim_start().starts_with('|') && !l.trim().is_empty())
+            .unwrap_or(&msg);
+        AdminError::new(format!(
+            "{row}: {}",
+            detail.trim().trim_start_matches("invalid config: ")
+        ))
+    })
+}
+
+/// The rows a [`Config`] holds for `table`, with the table's column names.
+pub fn config_rows(cfg: &Config, table: &str) -> AdminRows {
+    let Ok(toml::Value::Table(doc)) = toml::Value::try_from(ExportView(cfg)) else {
+        return AdminRows::default();
+    };
+    let Some(toml::Value::Array(items)) = doc.get(table) else {
+        return AdminRows::default();
+    };
+    let columns: Vec<String> = CONFIG_TABLES
+        .iter()
+        .find(|(n, _)| *n == table)
+        .map(|(_, cols)| {
+            cols.split(",\n")
+                .filter_map(|c| c.split_whitespace().next())
+                .filter(|n| *n != "PRIMARY" && *n != "UNIQUE")
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    let rows = items
+        .iter()
+        .filter_map(|i| i.as_table())
+        .map(|t| {
+            columns
+                .iter()
+                .map(|c| match t.get(c) {
+                    Some(toml::Value::String(s)) => Some(s.clone()),
+                    Some(toml::Value::Integer(n)) => Some(n.to_string()),
+                    Some(toml::Value::Boolean(b)) => Some(u8::from(*b).to_string()),
+                    Some(other) => Some(other.to_string()),
+                    None => None,
+                })
+                .collect()
+        })
+        .collect();
+    AdminRows { columns, rows }
+}
+
+/// Serialises the table parts of a config like the export does.
+struct ExportView<'a>(&'a Config);
+
+impl serde::Serialize for ExportView<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(3))?;
+        m.serialize_entry("mysql_servers", &self.0.mysql_servers)?;
+        m.serialize_entry("mysql_users", &self.0.mysql_users)?;
+        m.serialize_entry(
+            "mysql_hostgroup_attributes",
+            &self.0.mysql_hostgroup_attributes,
+        )?;
+        m.end()
+    }
+}
+
+fn sql_literal(v: &Option<String>) -> String {
+    match v {
+        None => "NULL".into(),
+        Some(s) => format!("'{}'", s.replace('\'', "''")),
+    }
+}
+
+/// Statements that replace `schema.table` with `rows`.
+pub fn replace_rows_sql(schema: &str, table: &str, rows: &AdminRows) -> Vec<String> {
+    let mut out = vec![format!("DELETE FROM {schema}.{table}")];
+    for r in &rows.rows {
+        let cols: Vec<&str> = rows.columns.iter().map(String::as_str).collect();
+        let vals: Vec<String> = r.iter().map(sql_literal).collect();
+        out.push(format!(
+            "INSERT INTO {schema}.{table} ({}) VALUES ({})",
+            cols.join(", "),
+            vals.join(", ")
+        ));
+    }
+    out
+}
+
+/// Statements that write the variables of `cfg` with `prefix` into `schema.global_variables`.
+pub fn variables_sql(schema: &str, prefix: &str, pairs: &[(String, String)]) -> Vec<String> {
+    let mut out = vec![format!(
+        "DELETE FROM {schema}.global_variables WHERE variable_name LIKE '{prefix}%'"
+    )];
+    for (k, v) in pairs {
+        out.push(format!(
+            "INSERT INTO {schema}.global_variables (variable_name, variable_value) VALUES ({}, {})",
+            sql_literal(&Some(format!("{prefix}{k}"))),
+            sql_literal(&Some(v.clone()))
+        ));
+    }
+    out
+}
+
+/// Statements that copy the module's tables from one schema/prefix to another.
+pub fn copy_module_sql(module: Module, from: (&str, &str), to: (&str, &str)) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(prefix) = module.variable_prefix() {
+        out.push(format!(
+            "DELETE FROM {}.{}global_variables WHERE variable_name LIKE '{prefix}%'",
+            to.0, to.1
+        ));
+        out.push(format!(
+            "INSERT INTO {}.{}global_variables SELECT * FROM {}.{}global_variables WHERE variable_name LIKE '{prefix}%'",
+            to.0, to.1, from.0, from.1
+        ));
+        return out;
+    }
+    for t in module.tables() {
+        out.push(format!("DELETE FROM {}.{}{t}", to.0, to.1));
+        out.push(format!(
+            "INSERT INTO {}.{}{t} SELECT * FROM {}.{}{t}",
+            to.0, to.1, from.0, from.1
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integer_columns_come_from_the_definitions() {
+        let ints = int_columns("mysql_servers");
+        assert!(ints.contains(&"port".to_string()) && ints.contains(&"hostgroup_id".to_string()));
+        assert!(!ints.contains(&"hostname".to_string()));
+    }
+
+    #[test]
+    fn config_rows_use_the_table_columns() {
+        let cfg = Config::parse(
+            "[[mysql_servers]]\nhostname=\"h\"\nport=1\n[[mysql_users]]\nusername=\"u\"\npassword=\"p\"\n",
+        )
+        .expect("config");
+        let rows = config_rows(&cfg, "mysql_servers");
+        assert_eq!(rows.columns[1], "hostname");
+        assert_eq!(rows.rows[0][1].as_deref(), Some("h"));
+        assert_eq!(rows.rows[0][4].as_deref(), Some("ONLINE"));
+        let users = config_rows(&cfg, "mysql_users");
+        assert_eq!(users.rows[0][2].as_deref(), Some("1"), "active as 0/1");
+    }
+}

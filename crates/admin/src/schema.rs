@@ -1,0 +1,148 @@
+//! Creating the admin tables: each configuration table in `main` and `disk`, its `runtime_`
+//! twin in `main`, and the stats tables.
+
+use crate::schema_defs::CONFIG_TABLES;
+
+/// Stats tables (schema `stats`): name and columns.
+pub const STATS_TABLES: &[(&str, &str)] = &[
+    (
+        "stats_mysql_connection_pool",
+        "hostgroup INT, srv_host VARCHAR, srv_port INT, status VARCHAR, ConnUsed INT, ConnFree INT, ConnOK INT, \
+         ConnERR INT, MaxConnUsed INT, Queries INT, Queries_GTID_sync INT, Bytes_data_sent INT, Bytes_data_recv INT, Latency_us INT",
+    ),
+    (
+        "stats_mysql_processlist",
+        "ThreadID INT, SessionID INTEGER PRIMARY KEY, user VARCHAR, db VARCHAR, cli_host VARCHAR, cli_port INT, hostgroup INT, \
+         l_srv_host VARCHAR, l_srv_port INT, srv_host VARCHAR, srv_port INT, command VARCHAR, time_ms INT, info VARCHAR, \
+         status_flags INT, extended_info VARCHAR, multiplexed INT, pin_reason VARCHAR",
+    ),
+    (
+        "stats_mysql_global",
+        "Variable_Name VARCHAR NOT NULL PRIMARY KEY, Variable_Value VARCHAR NOT NULL",
+    ),
+    (
+        "stats_mysql_users",
+        "username VARCHAR PRIMARY KEY, frontend_connections INT NOT NULL, frontend_max_connections INT NOT NULL",
+    ),
+    (
+        "stats_mysql_errors",
+        "hostgroup INT NOT NULL, hostname VARCHAR NOT NULL, port INT NOT NULL, username VARCHAR NOT NULL, client_address VARCHAR NOT NULL, \
+         schemaname VARCHAR NOT NULL, errno INT NOT NULL, count_star INTEGER NOT NULL, first_seen INTEGER NOT NULL, last_seen INTEGER NOT NULL, \
+         last_error VARCHAR NOT NULL DEFAULT '', PRIMARY KEY (hostgroup, hostname, port, username, schemaname, errno)",
+    ),
+    (
+        "stats_mysql_commands_counters",
+        "Command VARCHAR NOT NULL PRIMARY KEY, Total_Time_us INTEGER NOT NULL, Total_cnt INTEGER NOT NULL, cnt_100us INTEGER NOT NULL, \
+         cnt_500us INTEGER NOT NULL, cnt_1ms INTEGER NOT NULL, cnt_5ms INTEGER NOT NULL, cnt_10ms INTEGER NOT NULL, cnt_50ms INTEGER NOT NULL, \
+         cnt_100ms INTEGER NOT NULL, cnt_500ms INTEGER NOT NULL, cnt_1s INTEGER NOT NULL, cnt_5s INTEGER NOT NULL, cnt_10s INTEGER NOT NULL, cnt_INFs INTEGER NOT NULL",
+    ),
+    (
+        "stats_mysql_free_connections",
+        "fd INT NOT NULL, hostgroup INT NOT NULL, srv_host VARCHAR NOT NULL, srv_port INT NOT NULL, user VARCHAR NOT NULL, schema VARCHAR, \
+         init_connect VARCHAR, time_zone VARCHAR, sql_mode VARCHAR, autocommit VARCHAR, idle_ms INT, statistics VARCHAR, mysql_info VARCHAR",
+    ),
+    (
+        "stats_mysql_query_digest",
+        "hostgroup INT, schemaname VARCHAR NOT NULL, username VARCHAR NOT NULL, client_address VARCHAR NOT NULL, digest VARCHAR NOT NULL, \
+         digest_text VARCHAR NOT NULL, count_star INTEGER NOT NULL, first_seen INTEGER NOT NULL, last_seen INTEGER NOT NULL, sum_time INTEGER NOT NULL, \
+         min_time INTEGER NOT NULL, max_time INTEGER NOT NULL, sum_rows_affected INTEGER NOT NULL, sum_rows_sent INTEGER NOT NULL, \
+         PRIMARY KEY(hostgroup, schemaname, username, client_address, digest)",
+    ),
+    (
+        "stats_mysql_query_rules",
+        "rule_id INTEGER PRIMARY KEY, hits INT NOT NULL",
+    ),
+    (
+        "stats_mysql_prepared_statements_info",
+        "global_stmt_id INT NOT NULL, schemaname VARCHAR NOT NULL, username VARCHAR NOT NULL, digest VARCHAR NOT NULL, \
+         ref_count_client INT NOT NULL, ref_count_server INT NOT NULL, num_columns INT NOT NULL, num_params INT NOT NULL, query VARCHAR NOT NULL",
+    ),
+];
+
+/// Monitor log tables of both protocols (filled by the monitor).
+const MONITOR_LOGS: &[(&str, &str)] = &[
+    (
+        "connect",
+        "hostname VARCHAR NOT NULL, port INT NOT NULL DEFAULT 3306, time_start_us INT NOT NULL DEFAULT 0, connect_success_time_us INT DEFAULT 0, connect_error VARCHAR, PRIMARY KEY (hostname, port, time_start_us)",
+    ),
+    (
+        "ping",
+        "hostname VARCHAR NOT NULL, port INT NOT NULL DEFAULT 3306, time_start_us INT NOT NULL DEFAULT 0, ping_success_time_us INT DEFAULT 0, ping_error VARCHAR, PRIMARY KEY (hostname, port, time_start_us)",
+    ),
+    (
+        "read_only",
+        "hostname VARCHAR NOT NULL, port INT NOT NULL DEFAULT 3306, time_start_us INT NOT NULL DEFAULT 0, success_time_us INT DEFAULT 0, read_only INT DEFAULT 1, error VARCHAR, PRIMARY KEY (hostname, port, time_start_us)",
+    ),
+    (
+        "replication_lag",
+        "hostname VARCHAR NOT NULL, port INT NOT NULL DEFAULT 3306, time_start_us INT NOT NULL DEFAULT 0, success_time_us INT DEFAULT 0, repl_lag INT DEFAULT 0, error VARCHAR, PRIMARY KEY (hostname, port, time_start_us)",
+    ),
+];
+
+/// MySQL-only monitor logs.
+const MYSQL_ONLY_MONITOR_LOGS: &[(&str, &str)] = &[
+    (
+        "group_replication",
+        "hostname VARCHAR NOT NULL, port INT NOT NULL DEFAULT 3306, time_start_us INT NOT NULL DEFAULT 0, success_time_us INT DEFAULT 0, viable_candidate VARCHAR NOT NULL DEFAULT 'NO', read_only VARCHAR NOT NULL DEFAULT 'YES', transactions_behind INT DEFAULT 0, error VARCHAR, PRIMARY KEY (hostname, port, time_start_us)",
+    ),
+    (
+        "galera",
+        "hostname VARCHAR NOT NULL, port INT NOT NULL DEFAULT 3306, time_start_us INT NOT NULL DEFAULT 0, success_time_us INT DEFAULT 0, primary_partition VARCHAR NOT NULL DEFAULT 'NO', read_only VARCHAR NOT NULL DEFAULT 'YES', wsrep_local_recv_queue INT DEFAULT 0, wsrep_local_state INT DEFAULT 0, wsrep_desync VARCHAR NOT NULL DEFAULT 'NO', wsrep_reject_queries VARCHAR NOT NULL DEFAULT 'NO', wsrep_sst_donor_rejects_queries VARCHAR NOT NULL DEFAULT 'NO', pxc_maint_mode VARCHAR NOT NULL DEFAULT 'NO', error VARCHAR, PRIMARY KEY (hostname, port, time_start_us)",
+    ),
+];
+
+/// Tables that `_reset` variants exist for.
+pub const RESET_TABLES: &[&str] = &[
+    "stats_mysql_connection_pool",
+    "stats_mysql_errors",
+    "stats_mysql_query_digest",
+];
+
+/// The DDL of every admin table.
+pub fn ddl() -> Vec<String> {
+    let mut out = Vec::new();
+    for (name, cols) in CONFIG_TABLES {
+        out.push(format!("CREATE TABLE IF NOT EXISTS main.{name} ({cols})"));
+        out.push(format!(
+            "CREATE TABLE IF NOT EXISTS main.runtime_{name} ({cols})"
+        ));
+        out.push(format!("CREATE TABLE IF NOT EXISTS disk.{name} ({cols})"));
+    }
+    for (name, cols) in STATS_TABLES {
+        out.push(format!("CREATE TABLE IF NOT EXISTS stats.{name} ({cols})"));
+        // pgsql twins of the protocol-neutral stats tables.
+        if let Some(rest) = name.strip_prefix("stats_mysql_") {
+            out.push(format!(
+                "CREATE TABLE IF NOT EXISTS stats.stats_pgsql_{rest} ({cols})"
+            ));
+        }
+    }
+    for name in RESET_TABLES {
+        let cols = STATS_TABLES
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, c)| *c)
+            .unwrap_or("x INT");
+        out.push(format!(
+            "CREATE TABLE IF NOT EXISTS stats.{name}_reset ({cols})"
+        ));
+        if let Some(rest) = name.strip_prefix("stats_mysql_") {
+            out.push(format!(
+                "CREATE TABLE IF NOT EXISTS stats.stats_pgsql_{rest}_reset ({cols})"
+            ));
+        }
+    }
+    for proto in ["mysql", "pgsql"] {
+        for (log, cols) in MONITOR_LOGS {
+            out.push(format!(
+                "CREATE TABLE IF NOT EXISTS monitor.{proto}_server_{log}_log ({cols})"
+            ));
+        }
+    }
+    for (log, cols) in MYSQL_ONLY_MONITOR_LOGS {
+        out.push(format!(
+            "CREATE TABLE IF NOT EXISTS monitor.mysql_server_{log}_log ({cols})"
+        ));
+    }
+    out
+}

@@ -1,0 +1,251 @@
+//! Table definitions of the admin store: ProxySQL's table names, columns, defaults and CHECK
+//! constraints (its documented admin interface), so operators' statements work unchanged.
+//! Each configuration table also exists as `runtime_<name>` and in the `disk` schema.
+
+/// Configuration tables: (name, column definitions).
+pub const CONFIG_TABLES: &[(&str, &str)] = &[
+    (
+        "mysql_servers",
+        "hostgroup_id INT CHECK (hostgroup_id>=0) NOT NULL DEFAULT 0,\n\
+     hostname VARCHAR NOT NULL,\n\
+     port INT CHECK (port >= 0 AND port <= 65535) NOT NULL DEFAULT 3306,\n\
+     gtid_port INT CHECK ((gtid_port <> port OR gtid_port=0) AND gtid_port >= 0 AND gtid_port <= 65535) NOT NULL DEFAULT 0,\n\
+     status VARCHAR CHECK (UPPER(status) IN ('ONLINE','SHUNNED','OFFLINE_SOFT', 'OFFLINE_HARD')) NOT NULL DEFAULT 'ONLINE',\n\
+     weight INT CHECK (weight >= 0 AND weight <=10000000) NOT NULL DEFAULT 1,\n\
+     compression INT CHECK (compression IN(0,1)) NOT NULL DEFAULT 0,\n\
+     max_connections INT CHECK (max_connections >=0) NOT NULL DEFAULT 1000,\n\
+     max_replication_lag INT CHECK (max_replication_lag >= 0 AND max_replication_lag <= 126144000) NOT NULL DEFAULT 0,\n\
+     use_ssl INT CHECK (use_ssl IN(0,1)) NOT NULL DEFAULT 0,\n\
+     max_latency_ms INT UNSIGNED CHECK (max_latency_ms>=0) NOT NULL DEFAULT 0,\n\
+     comment VARCHAR NOT NULL DEFAULT '',\n\
+     PRIMARY KEY (hostgroup_id, hostname, port)",
+    ),
+    (
+        "mysql_users",
+        "username VARCHAR NOT NULL,\n\
+     password VARCHAR,\n\
+     active INT CHECK (active IN (0,1)) NOT NULL DEFAULT 1,\n\
+     use_ssl INT CHECK (use_ssl IN (0,1)) NOT NULL DEFAULT 0,\n\
+     default_hostgroup INT NOT NULL DEFAULT 0,\n\
+     default_schema VARCHAR,\n\
+     schema_locked INT CHECK (schema_locked IN (0,1)) NOT NULL DEFAULT 0,\n\
+     transaction_persistent INT CHECK (transaction_persistent IN (0,1)) NOT NULL DEFAULT 1,\n\
+     fast_forward INT CHECK (fast_forward IN (0,1)) NOT NULL DEFAULT 0,\n\
+     backend INT CHECK (backend IN (0,1)) NOT NULL DEFAULT 1,\n\
+     frontend INT CHECK (frontend IN (0,1)) NOT NULL DEFAULT 1,\n\
+     max_connections INT CHECK (max_connections >=0) NOT NULL DEFAULT 10000,\n\
+     attributes VARCHAR CHECK (JSON_VALID(attributes) OR attributes = '') NOT NULL DEFAULT '',\n\
+     comment VARCHAR NOT NULL DEFAULT '',\n\
+     PRIMARY KEY (username, backend),\n\
+     UNIQUE (username, frontend)",
+    ),
+    (
+        "mysql_query_rules",
+        "rule_id INTEGER PRIMARY KEY AUTOINCREMENT NOT NULL,\n\
+     active INT CHECK (active IN (0,1)) NOT NULL DEFAULT 0,\n\
+     username VARCHAR,\n\
+     schemaname VARCHAR,\n\
+     flagIN INT CHECK (flagIN >= 0) NOT NULL DEFAULT 0,\n\
+     client_addr VARCHAR,\n\
+     proxy_addr VARCHAR,\n\
+     proxy_port INT CHECK (proxy_port >= 0 AND proxy_port <= 65535),\n\
+     digest VARCHAR,\n\
+     match_digest VARCHAR,\n\
+     match_pattern VARCHAR,\n\
+     negate_match_pattern INT CHECK (negate_match_pattern IN (0,1)) NOT NULL DEFAULT 0,\n\
+     re_modifiers VARCHAR DEFAULT 'CASELESS',\n\
+     flagOUT INT CHECK (flagOUT >= 0),\n\
+     replace_pattern VARCHAR CHECK(CASE WHEN replace_pattern IS NULL THEN 1 WHEN replace_pattern IS NOT NULL AND match_pattern IS NOT NULL THEN 1 ELSE 0 END),\n\
+     destination_hostgroup INT DEFAULT NULL,\n\
+     cache_ttl INT CHECK(cache_ttl > 0),\n\
+     cache_empty_result INT CHECK (cache_empty_result IN (0,1)) DEFAULT NULL,\n\
+     cache_timeout INT CHECK(cache_timeout >= 0),\n\
+     reconnect INT CHECK (reconnect IN (0,1)) DEFAULT NULL,\n\
+     timeout INT UNSIGNED CHECK (timeout >= 0),\n\
+     retries INT CHECK (retries>=0 AND retries <=1000),\n\
+     delay INT UNSIGNED CHECK (delay >=0),\n\
+     next_query_flagIN INT UNSIGNED,\n\
+     mirror_flagOUT INT UNSIGNED,\n\
+     mirror_hostgroup INT UNSIGNED,\n\
+     error_msg VARCHAR,\n\
+     OK_msg VARCHAR,\n\
+     sticky_conn INT CHECK (sticky_conn IN (0,1)),\n\
+     multiplex INT CHECK (multiplex IN (0,1,2)),\n\
+     gtid_from_hostgroup INT UNSIGNED,\n\
+     log INT CHECK (log IN (0,1)),\n\
+     apply INT CHECK(apply IN (0,1)) NOT NULL DEFAULT 0,\n\
+     attributes VARCHAR CHECK (JSON_VALID(attributes) OR attributes = '') NOT NULL DEFAULT '',\n\
+     comment VARCHAR",
+    ),
+    (
+        "mysql_replication_hostgroups",
+        "writer_hostgroup INT CHECK (writer_hostgroup>=0) NOT NULL PRIMARY KEY,\n\
+     reader_hostgroup INT NOT NULL CHECK (reader_hostgroup<>writer_hostgroup AND reader_hostgroup>=0),\n\
+     check_type VARCHAR CHECK (LOWER(check_type) IN ('read_only','innodb_read_only','super_read_only','read_only|innodb_read_only','read_only&innodb_read_only')) NOT NULL DEFAULT 'read_only',\n\
+     comment VARCHAR NOT NULL DEFAULT '',\n\
+     UNIQUE (reader_hostgroup)",
+    ),
+    (
+        "mysql_galera_hostgroups",
+        "writer_hostgroup INT CHECK (writer_hostgroup>=0) NOT NULL PRIMARY KEY,\n\
+     backup_writer_hostgroup INT CHECK (backup_writer_hostgroup>=0 AND backup_writer_hostgroup<>writer_hostgroup) NOT NULL,\n\
+     reader_hostgroup INT NOT NULL CHECK (reader_hostgroup<>writer_hostgroup AND backup_writer_hostgroup<>reader_hostgroup AND reader_hostgroup>0),\n\
+     offline_hostgroup INT NOT NULL CHECK (offline_hostgroup<>writer_hostgroup AND offline_hostgroup<>reader_hostgroup AND backup_writer_hostgroup<>offline_hostgroup AND offline_hostgroup>=0),\n\
+     active INT CHECK (active IN (0,1)) NOT NULL DEFAULT 1,\n\
+     max_writers INT NOT NULL CHECK (max_writers >= 0) DEFAULT 1,\n\
+     writer_is_also_reader INT CHECK (writer_is_also_reader IN (0,1,2)) NOT NULL DEFAULT 0,\n\
+     max_transactions_behind INT CHECK (max_transactions_behind>=0) NOT NULL DEFAULT 0,\n\
+     comment VARCHAR,\n\
+     UNIQUE (reader_hostgroup),\n\
+     UNIQUE (offline_hostgroup),\n\
+     UNIQUE (backup_writer_hostgroup)",
+    ),
+    (
+        "mysql_group_replication_hostgroups",
+        "writer_hostgroup INT CHECK (writer_hostgroup>=0) NOT NULL PRIMARY KEY,\n\
+     backup_writer_hostgroup INT CHECK (backup_writer_hostgroup>=0 AND backup_writer_hostgroup<>writer_hostgroup) NOT NULL,\n\
+     reader_hostgroup INT NOT NULL CHECK (reader_hostgroup<>writer_hostgroup AND backup_writer_hostgroup<>reader_hostgroup AND reader_hostgroup>0),\n\
+     offline_hostgroup INT NOT NULL CHECK (offline_hostgroup<>writer_hostgroup AND offline_hostgroup<>reader_hostgroup AND backup_writer_hostgroup<>offline_hostgroup AND offline_hostgroup>=0),\n\
+     active INT CHECK (active IN (0,1)) NOT NULL DEFAULT 1,\n\
+     max_writers INT NOT NULL CHECK (max_writers >= 0) DEFAULT 1,\n\
+     writer_is_also_reader INT CHECK (writer_is_also_reader IN (0,1,2)) NOT NULL DEFAULT 0,\n\
+     max_transactions_behind INT CHECK (max_transactions_behind>=0) NOT NULL DEFAULT 0,\n\
+     comment VARCHAR,\n\
+     UNIQUE (reader_hostgroup),\n\
+     UNIQUE (offline_hostgroup),\n\
+     UNIQUE (backup_writer_hostgroup)",
+    ),
+    (
+        "mysql_hostgroup_attributes",
+        "hostgroup_id INT NOT NULL PRIMARY KEY,\n\
+     max_num_online_servers INT CHECK (max_num_online_servers>=0 AND max_num_online_servers <= 1000000) NOT NULL DEFAULT 1000000,\n\
+     autocommit INT CHECK (autocommit IN (-1, 0, 1)) NOT NULL DEFAULT -1,\n\
+     free_connections_pct INT CHECK (free_connections_pct >= 0 AND free_connections_pct <= 100) NOT NULL DEFAULT 10,\n\
+     init_connect VARCHAR NOT NULL DEFAULT '',\n\
+     multiplex INT CHECK (multiplex IN (0, 1)) NOT NULL DEFAULT 1,\n\
+     connection_warming INT CHECK (connection_warming IN (0, 1)) NOT NULL DEFAULT 0,\n\
+     throttle_connections_per_sec INT CHECK (throttle_connections_per_sec >= 1 AND throttle_connections_per_sec <= 1000000) NOT NULL DEFAULT 1000000,\n\
+     ignore_session_variables VARCHAR CHECK (JSON_VALID(ignore_session_variables) OR ignore_session_variables = '') NOT NULL DEFAULT '',\n\
+     hostgroup_settings VARCHAR CHECK (JSON_VALID(hostgroup_settings) OR hostgroup_settings = '') NOT NULL DEFAULT '',\n\
+     servers_defaults VARCHAR CHECK (JSON_VALID(servers_defaults) OR servers_defaults = '') NOT NULL DEFAULT '',\n\
+     comment VARCHAR NOT NULL DEFAULT ''",
+    ),
+    (
+        "global_variables",
+        "variable_name VARCHAR NOT NULL PRIMARY KEY,\n\
+     variable_value VARCHAR NOT NULL",
+    ),
+    (
+        "pgsql_servers",
+        "hostgroup_id INT CHECK (hostgroup_id>=0) NOT NULL DEFAULT 0,\n\
+     hostname VARCHAR NOT NULL,\n\
+     port INT CHECK (port >= 0 AND port <= 65535) NOT NULL DEFAULT 5432,\n\
+     status VARCHAR CHECK (UPPER(status) IN ('ONLINE','SHUNNED','OFFLINE_SOFT', 'OFFLINE_HARD')) NOT NULL DEFAULT 'ONLINE',\n\
+     weight INT CHECK (weight >= 0 AND weight <=10000000) NOT NULL DEFAULT 1,\n\
+     compression INT CHECK (compression IN(0,1)) NOT NULL DEFAULT 0,\n\
+     max_connections INT CHECK (max_connections >=0) NOT NULL DEFAULT 1000,\n\
+     max_replication_lag INT CHECK (max_replication_lag >= 0 AND max_replication_lag <= 126144000) NOT NULL DEFAULT 0,\n\
+     use_ssl INT CHECK (use_ssl IN(0,1)) NOT NULL DEFAULT 0,\n\
+     max_latency_ms INT UNSIGNED CHECK (max_latency_ms>=0) NOT NULL DEFAULT 0,\n\
+     comment VARCHAR NOT NULL DEFAULT '',\n\
+     PRIMARY KEY (hostgroup_id, hostname, port)",
+    ),
+    (
+        "pgsql_users",
+        "username VARCHAR NOT NULL,\n\
+     password VARCHAR,\n\
+     active INT CHECK (active IN (0,1)) NOT NULL DEFAULT 1,\n\
+     use_ssl INT CHECK (use_ssl IN (0,1)) NOT NULL DEFAULT 0,\n\
+     default_hostgroup INT NOT NULL DEFAULT 0,\n\
+     transaction_persistent INT CHECK (transaction_persistent IN (0,1)) NOT NULL DEFAULT 1,\n\
+     fast_forward INT CHECK (fast_forward IN (0,1)) NOT NULL DEFAULT 0,\n\
+     backend INT CHECK (backend IN (0,1)) NOT NULL DEFAULT 1,\n\
+     frontend INT CHECK (frontend IN (0,1)) NOT NULL DEFAULT 1,\n\
+     max_connections INT CHECK (max_connections >=0) NOT NULL DEFAULT 10000,\n\
+     attributes VARCHAR CHECK (JSON_VALID(attributes) OR attributes = '') NOT NULL DEFAULT '',\n\
+     comment VARCHAR NOT NULL DEFAULT '',\n\
+     PRIMARY KEY (username, backend),\n\
+     UNIQUE (username, frontend)",
+    ),
+    (
+        "pgsql_query_rules",
+        "rule_id INTEGER PRIMARY KEY AUTOINCREMENT NOT NULL,\n\
+     active INT CHECK (active IN (0,1)) NOT NULL DEFAULT 0,\n\
+     username VARCHAR,\n\
+     database VARCHAR,\n\
+     flagIN INT CHECK (flagIN >= 0) NOT NULL DEFAULT 0,\n\
+     client_addr VARCHAR,\n\
+     proxy_addr VARCHAR,\n\
+     proxy_port INT CHECK (proxy_port >= 0 AND proxy_port <= 65535),\n\
+     digest VARCHAR,\n\
+     match_digest VARCHAR,\n\
+     match_pattern VARCHAR,\n\
+     negate_match_pattern INT CHECK (negate_match_pattern IN (0,1)) NOT NULL DEFAULT 0,\n\
+     re_modifiers VARCHAR DEFAULT 'CASELESS',\n\
+     flagOUT INT CHECK (flagOUT >= 0),\n\
+     replace_pattern VARCHAR CHECK(CASE WHEN replace_pattern IS NULL THEN 1 WHEN replace_pattern IS NOT NULL AND match_pattern IS NOT NULL THEN 1 ELSE 0 END),\n\
+     destination_hostgroup INT DEFAULT NULL,\n\
+     cache_ttl INT CHECK(cache_ttl > 0),\n\
+     cache_empty_result INT CHECK (cache_empty_result IN (0,1)) DEFAULT NULL,\n\
+     cache_timeout INT CHECK(cache_timeout >= 0),\n\
+     reconnect INT CHECK (reconnect IN (0,1)) DEFAULT NULL,\n\
+     timeout INT UNSIGNED CHECK (timeout >= 0),\n\
+     retries INT CHECK (retries>=0 AND retries <=1000),\n\
+     delay INT UNSIGNED CHECK (delay >=0),\n\
+     next_query_flagIN INT UNSIGNED,\n\
+     mirror_flagOUT INT UNSIGNED,\n\
+     mirror_hostgroup INT UNSIGNED,\n\
+     error_msg VARCHAR,\n\
+     OK_msg VARCHAR,\n\
+     sticky_conn INT CHECK (sticky_conn IN (0,1)),\n\
+     multiplex INT CHECK (multiplex IN (0,1,2)),\n\
+     log INT CHECK (log IN (0,1)),\n\
+     apply INT CHECK(apply IN (0,1)) NOT NULL DEFAULT 0,\n\
+     attributes VARCHAR CHECK (JSON_VALID(attributes) OR attributes = '') NOT NULL DEFAULT '',\n\
+     comment VARCHAR",
+    ),
+    (
+        "pgsql_replication_hostgroups",
+        "writer_hostgroup INT CHECK (writer_hostgroup>=0) NOT NULL PRIMARY KEY,\n\
+     reader_hostgroup INT NOT NULL CHECK (reader_hostgroup<>writer_hostgroup AND reader_hostgroup>=0),\n\
+     check_type VARCHAR CHECK (LOWER(check_type) IN ('read_only','innodb_read_only','super_read_only','read_only|innodb_read_only','read_only&innodb_read_only')) NOT NULL DEFAULT 'read_only',\n\
+     comment VARCHAR NOT NULL DEFAULT '',\n\
+     UNIQUE (reader_hostgroup)",
+    ),
+    (
+        "pgsql_hostgroup_attributes",
+        "hostgroup_id INT NOT NULL PRIMARY KEY,\n\
+     max_num_online_servers INT CHECK (max_num_online_servers>=0 AND max_num_online_servers <= 1000000) NOT NULL DEFAULT 1000000,\n\
+     autocommit INT CHECK (autocommit IN (-1, 0, 1)) NOT NULL DEFAULT -1,\n\
+     free_connections_pct INT CHECK (free_connections_pct >= 0 AND free_connections_pct <= 100) NOT NULL DEFAULT 10,\n\
+     init_connect VARCHAR NOT NULL DEFAULT '',\n\
+     multiplex INT CHECK (multiplex IN (0, 1)) NOT NULL DEFAULT 1,\n\
+     connection_warming INT CHECK (connection_warming IN (0, 1)) NOT NULL DEFAULT 0,\n\
+     throttle_connections_per_sec INT CHECK (throttle_connections_per_sec >= 1 AND throttle_connections_per_sec <= 1000000) NOT NULL DEFAULT 1000000,\n\
+     ignore_session_variables VARCHAR CHECK (JSON_VALID(ignore_session_variables) OR ignore_session_variables = '') NOT NULL DEFAULT '',\n\
+     hostgroup_settings VARCHAR CHECK (JSON_VALID(hostgroup_settings) OR hostgroup_settings = '') NOT NULL DEFAULT '',\n\
+     servers_defaults VARCHAR CHECK (JSON_VALID(servers_defaults) OR servers_defaults = '') NOT NULL DEFAULT '',\n\
+     comment VARCHAR NOT NULL DEFAULT ''",
+    ),
+    (
+        "proxysql_servers",
+        "hostname VARCHAR NOT NULL,\n\
+     port INT NOT NULL DEFAULT 6032,\n\
+     weight INT CHECK (weight >= 0) NOT NULL DEFAULT 0,\n\
+     comment VARCHAR NOT NULL DEFAULT '',\n\
+     PRIMARY KEY (hostname, port)",
+    ),
+    (
+        "scheduler",
+        "id INTEGER PRIMARY KEY AUTOINCREMENT NOT NULL,\n\
+     active INT CHECK (active IN (0,1)) NOT NULL DEFAULT 1,\n\
+     interval_ms INTEGER CHECK (interval_ms>=100 AND interval_ms<=100000000) NOT NULL,\n\
+     filename VARCHAR NOT NULL,\n\
+     arg1 VARCHAR,\n\
+     arg2 VARCHAR,\n\
+     arg3 VARCHAR,\n\
+     arg4 VARCHAR,\n\
+     arg5 VARCHAR,\n\
+     comment VARCHAR NOT NULL DEFAULT ''",
+    ),
+];

@@ -1,0 +1,134 @@
+//! Materialising the stats tables from the data path's live state when they are queried.
+
+use crate::layers::replace_rows_sql;
+use crate::store::Store;
+use sluice_core::admin::{AdminError, AdminRows, LiveStats};
+use sluice_core::config::Config;
+use std::collections::HashMap;
+
+fn rows(columns: &[&str], rows: Vec<Vec<Option<String>>>) -> AdminRows {
+    AdminRows {
+        columns: columns.iter().map(|c| c.to_string()).collect(),
+        rows,
+    }
+}
+
+fn s(v: impl ToString) -> Option<String> {
+    Some(v.to_string())
+}
+
+/// Refreshes every stats table (cheap: a few hundred rows at most).
+pub async fn refresh(store: &Store, live: &dyn LiveStats, cfg: &Config) -> Result<(), AdminError> {
+    let pool = live.mysql_connection_pool();
+    let pool_rows = rows(
+        &[
+            "hostgroup",
+            "srv_host",
+            "srv_port",
+            "status",
+            "ConnUsed",
+            "ConnFree",
+            "ConnOK",
+            "ConnERR",
+            "MaxConnUsed",
+            "Queries",
+            "Queries_GTID_sync",
+            "Bytes_data_sent",
+            "Bytes_data_recv",
+            "Latency_us",
+        ],
+        pool.iter()
+            .map(|p| {
+                vec![
+                    s(p.hostgroup),
+                    s(&p.srv_host),
+                    s(p.srv_port),
+                    s(&p.status),
+                    s(p.conn_used),
+                    s(p.conn_free),
+                    s(p.conn_used + p.conn_free),
+                    s(0),
+                    s(p.conn_used + p.conn_free),
+                    s(0),
+                    s(0),
+                    s(0),
+                    s(0),
+                    s(0),
+                ]
+            })
+            .collect(),
+    );
+    let procs = live.mysql_processlist();
+    let proc_rows = rows(
+        &[
+            "ThreadID",
+            "SessionID",
+            "user",
+            "db",
+            "cli_host",
+            "cli_port",
+            "hostgroup",
+            "command",
+            "multiplexed",
+            "pin_reason",
+        ],
+        procs
+            .iter()
+            .map(|p| {
+                let (host, port) = p.client.rsplit_once(':').unwrap_or((&p.client, "0"));
+                vec![
+                    s(0),
+                    s(p.session_id),
+                    s(&p.user),
+                    s(&p.db),
+                    s(host),
+                    s(port),
+                    s(p.hostgroup),
+                    s("Sleep"),
+                    s(u8::from(p.pin_reason.is_none())),
+                    p.pin_reason.clone(),
+                ]
+            })
+            .collect(),
+    );
+    let global = rows(
+        &["Variable_Name", "Variable_Value"],
+        live.mysql_global()
+            .into_iter()
+            .map(|(k, v)| vec![Some(k), Some(v)])
+            .collect(),
+    );
+    let mut per_user: HashMap<&str, u32> = HashMap::new();
+    for p in &procs {
+        *per_user.entry(p.user.as_str()).or_insert(0) += 1;
+    }
+    let users = rows(
+        &[
+            "username",
+            "frontend_connections",
+            "frontend_max_connections",
+        ],
+        cfg.mysql_users
+            .iter()
+            .filter(|u| u.frontend.0)
+            .map(|u| {
+                vec![
+                    s(&u.username),
+                    s(per_user.get(u.username.as_str()).copied().unwrap_or(0)),
+                    s(u.max_connections.0),
+                ]
+            })
+            .collect(),
+    );
+    let mut sql = Vec::new();
+    for (t, r) in [
+        ("stats_mysql_connection_pool", &pool_rows),
+        ("stats_mysql_connection_pool_reset", &pool_rows),
+        ("stats_mysql_processlist", &proc_rows),
+        ("stats_mysql_global", &global),
+        ("stats_mysql_users", &users),
+    ] {
+        sql.extend(replace_rows_sql("stats", t, r));
+    }
+    store.exec_all(&sql).await
+}

@@ -1,0 +1,140 @@
+//! The admin interface as the protocol frontends see it: an executor that takes one SQL
+//! statement and returns rows or a count, and the live-state views the admin tables show.
+//! The SQLite-backed implementation lives in `sluice-admin`; the MySQL and PostgreSQL frontends
+//! serve it on their admin ports.
+
+use std::future::Future;
+use std::pin::Pin;
+
+/// What an admin login may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdminRole {
+    /// Full access (`admin-admin_credentials`).
+    Admin,
+    /// Read-only access to the stats schema (`admin-stats_credentials`).
+    Stats,
+}
+
+/// One admin login.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminCredential {
+    /// User name.
+    pub user: String,
+    /// Cleartext password.
+    pub password: String,
+    /// Rights.
+    pub role: AdminRole,
+}
+
+/// A result set: column names and rows of text values (`None` = NULL).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AdminRows {
+    /// Column names.
+    pub columns: Vec<String>,
+    /// Rows.
+    pub rows: Vec<Vec<Option<String>>>,
+}
+
+/// The outcome of one admin statement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AdminReply {
+    /// Rows to show.
+    Rows(AdminRows),
+    /// Done; rows affected and an optional message (e.g. "restart required").
+    Done {
+        /// Rows affected.
+        affected: u64,
+        /// Info text.
+        message: Option<String>,
+    },
+}
+
+/// A failed admin statement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminError {
+    /// MySQL error number (1045, 1064, 1105, ...).
+    pub code: u16,
+    /// SQLSTATE.
+    pub sqlstate: &'static str,
+    /// What went wrong, for a person.
+    pub message: String,
+}
+
+impl AdminError {
+    /// A generic error (1105, HY000).
+    pub fn new(message: impl Into<String>) -> Self {
+        AdminError {
+            code: 1105,
+            sqlstate: "HY000",
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for AdminError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// A boxed future, so the executor can be used as a trait object.
+pub type AdminFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<AdminReply, AdminError>> + Send + 'a>>;
+
+/// Runs admin statements.
+pub trait AdminExecutor: Send + Sync {
+    /// Executes one statement with the rights of `role`.
+    fn execute<'a>(&'a self, role: AdminRole, sql: &'a str) -> AdminFuture<'a>;
+    /// The current admin logins (from `admin-admin_credentials` / `admin-stats_credentials`).
+    fn credentials(&self) -> Vec<AdminCredential>;
+}
+
+/// One row of `stats_*_connection_pool`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolRow {
+    /// Hostgroup.
+    pub hostgroup: u32,
+    /// Server host.
+    pub srv_host: String,
+    /// Server port.
+    pub srv_port: u16,
+    /// Status as the data path sees it.
+    pub status: String,
+    /// Connections in use.
+    pub conn_used: u32,
+    /// Idle connections.
+    pub conn_free: u32,
+}
+
+/// One row of `stats_*_processlist`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessRow {
+    /// Session id.
+    pub session_id: u32,
+    /// User.
+    pub user: String,
+    /// Schema / database.
+    pub db: String,
+    /// Client address.
+    pub client: String,
+    /// Hostgroup of the user.
+    pub hostgroup: u32,
+    /// `None` when multiplexed, else why the session holds its backend connection.
+    pub pin_reason: Option<String>,
+}
+
+/// Live state of the data path, read by the admin's stats tables.
+pub trait LiveStats: Send + Sync {
+    /// Connection pool rows (MySQL side).
+    fn mysql_connection_pool(&self) -> Vec<PoolRow>;
+    /// Connected MySQL clients.
+    fn mysql_processlist(&self) -> Vec<ProcessRow>;
+    /// `stats_mysql_global` name/value pairs.
+    fn mysql_global(&self) -> Vec<(String, String)>;
+    /// Closes a client session; false when there is no such session.
+    fn kill_session(&self, id: u32) -> bool;
+    /// Asks the process to stop (PROXYSQL SHUTDOWN).
+    fn shutdown(&self);
+    /// Stops / resumes accepting client connections (PROXYSQL PAUSE / RESUME).
+    fn set_paused(&self, paused: bool);
+}

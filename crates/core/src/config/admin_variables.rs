@@ -1,0 +1,120 @@
+//! `admin-*` global variables.
+
+use super::SetOutcome;
+use super::proxysql_names::PROXYSQL_ADMIN_VARIABLES;
+use std::collections::BTreeMap;
+
+/// The `admin-` variables Sluice implements.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminVariables {
+    /// `user:password[;user:password...]` with full admin rights.
+    pub admin_credentials: String,
+    /// `user:password[;...]` with read-only access to the stats schema.
+    pub stats_credentials: String,
+    /// Where the MySQL-protocol admin listens (Sluice default: loopback only).
+    pub mysql_ifaces: String,
+    /// Where the PostgreSQL-protocol admin listens (Sluice default: loopback only).
+    pub pgsql_ifaces: String,
+    /// ProxySQL variables accepted for compatibility that have no effect in this version.
+    pub accepted_unimplemented: BTreeMap<String, String>,
+}
+
+impl Default for AdminVariables {
+    fn default() -> Self {
+        AdminVariables {
+            admin_credentials: "admin:admin".into(),
+            stats_credentials: "stats:stats".into(),
+            mysql_ifaces: "127.0.0.1:6032".into(),
+            pgsql_ifaces: "127.0.0.1:6132".into(),
+            accepted_unimplemented: BTreeMap::new(),
+        }
+    }
+}
+
+fn check_creds(name: &str, v: &str) -> Result<(), String> {
+    if v.split(';')
+        .filter(|c| !c.is_empty())
+        .all(|c| c.split_once(':').is_some_and(|(u, _)| !u.is_empty()))
+    {
+        Ok(())
+    } else {
+        Err(format!(
+            "admin-{name}: {v:?} is not a ';'-separated user:password list"
+        ))
+    }
+}
+
+fn check_ifaces(name: &str, v: &str) -> Result<(), String> {
+    if v.split(';').all(|i| {
+        i.trim()
+            .rsplit_once(':')
+            .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+    }) {
+        Ok(())
+    } else {
+        Err(format!(
+            "admin-{name}: {v:?} is not a ';'-separated host:port list"
+        ))
+    }
+}
+
+impl AdminVariables {
+    /// Sets one variable from text.
+    pub fn set(&mut self, name: &str, value: &str) -> Result<SetOutcome, String> {
+        match name {
+            "admin_credentials" => {
+                check_creds(name, value)?;
+                self.admin_credentials = value.to_string();
+            }
+            "stats_credentials" => {
+                check_creds(name, value)?;
+                self.stats_credentials = value.to_string();
+            }
+            "mysql_ifaces" => {
+                check_ifaces(name, value)?;
+                self.mysql_ifaces = value.to_string();
+            }
+            "pgsql_ifaces" => {
+                check_ifaces(name, value)?;
+                self.pgsql_ifaces = value.to_string();
+            }
+            _ if PROXYSQL_ADMIN_VARIABLES.contains(&name) => {
+                self.accepted_unimplemented
+                    .insert(name.to_string(), value.to_string());
+                return Ok(SetOutcome::AcceptedWithoutEffect);
+            }
+            _ => return Err(format!("unknown variable admin-{name}")),
+        }
+        Ok(SetOutcome::Applied)
+    }
+
+    /// Every variable as (name without prefix, value), implemented ones first.
+    pub fn pairs(&self) -> Vec<(String, String)> {
+        let mut v = vec![
+            (
+                "admin_credentials".to_string(),
+                self.admin_credentials.clone(),
+            ),
+            (
+                "stats_credentials".to_string(),
+                self.stats_credentials.clone(),
+            ),
+            ("mysql_ifaces".to_string(), self.mysql_ifaces.clone()),
+            ("pgsql_ifaces".to_string(), self.pgsql_ifaces.clone()),
+        ];
+        v.extend(
+            self.accepted_unimplemented
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone())),
+        );
+        v
+    }
+
+    /// Parses a credentials list into (user, password) pairs.
+    pub fn parse_credentials(list: &str) -> Vec<(String, String)> {
+        list.split(';')
+            .filter_map(|c| c.split_once(':'))
+            .map(|(u, p)| (u.to_string(), p.to_string()))
+            .collect()
+    }
+}

@@ -1,0 +1,202 @@
+//! The admin interface over the MySQL protocol (port 6032): the same handshake and
+//! authentication as the data port, against the admin credentials, then each COM_QUERY goes to
+//! the [`AdminExecutor`] and its answer is encoded as a result set, an OK or an ERR packet.
+
+use crate::handshake::connection_phase;
+use crate::registry::SessionRegistry;
+use crate::sql::lexer::split_statements;
+use sluice_core::admin::{AdminError, AdminExecutor, AdminReply, AdminRole};
+use sluice_core::config::{Flag, HostgroupId, MysqlUser, UserMaxConnections};
+use sluice_core::runtime::RuntimeConfig;
+use sluice_mysql_proto::consts::{cap, com, status};
+use sluice_mysql_proto::packets::{err_payload, ok_payload};
+use sluice_mysql_proto::resultset::{ColType, text_result};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{debug, info, warn};
+
+/// What the MySQL admin listener needs.
+pub struct MysqlAdmin {
+    /// Runs the statements.
+    pub executor: Arc<dyn AdminExecutor>,
+    /// Cancelled when Sluice stops.
+    pub shutdown: CancellationToken,
+    /// Admin session tasks.
+    pub tasks: TaskTracker,
+}
+
+/// The default credential ProxySQL ships with; like ProxySQL, Sluice takes it only from loopback.
+const DEFAULT_ADMIN: (&str, &str) = ("admin", "admin");
+
+/// Accepts admin clients on `listeners` until shutdown.
+pub async fn serve_admin(admin: Arc<MysqlAdmin>, listeners: Vec<TcpListener>) {
+    let mut loops = Vec::new();
+    for l in listeners {
+        let admin = admin.clone();
+        loops.push(tokio::spawn(async move {
+            loop {
+                let accepted = tokio::select! {
+                    _ = admin.shutdown.cancelled() => break,
+                    a = l.accept() => a,
+                };
+                match accepted {
+                    Ok((tcp, peer)) => {
+                        let _ = tcp.set_nodelay(true);
+                        let a = admin.clone();
+                        admin
+                            .tasks
+                            .spawn(async move { admin_session(a, tcp, peer).await });
+                    }
+                    Err(e) => {
+                        warn!("admin accept failed: {e}");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                }
+            }
+        }));
+    }
+    for l in loops {
+        let _ = l.await;
+    }
+}
+
+/// A runtime view holding only the admin logins, so the data port's connection phase serves.
+fn admin_runtime(admin: &MysqlAdmin, peer: &SocketAddr) -> RuntimeConfig {
+    let mut rt = RuntimeConfig::default();
+    rt.mysql.variables.server_version =
+        format!("8.0.36-sluice-admin-{}", env!("CARGO_PKG_VERSION"));
+    rt.mysql.variables.default_schema = "main".into();
+    for c in admin.executor.credentials() {
+        if (c.user.as_str(), c.password.as_str()) == DEFAULT_ADMIN && !peer.ip().is_loopback() {
+            continue;
+        }
+        let user = MysqlUser {
+            username: c.user.clone(),
+            password: c.password.clone(),
+            active: Flag(true),
+            use_ssl: Flag(false),
+            default_hostgroup: HostgroupId(0),
+            default_schema: None,
+            schema_locked: Flag(false),
+            transaction_persistent: Flag(true),
+            fast_forward: Flag(false),
+            backend: Flag(false),
+            frontend: Flag(true),
+            max_connections: UserMaxConnections(10_000),
+            attributes: String::new(),
+            comment: String::new(),
+        };
+        rt.mysql
+            .frontend_users
+            .entry(c.user.clone())
+            .or_insert_with(|| Arc::new(user));
+    }
+    rt
+}
+
+async fn admin_session(admin: Arc<MysqlAdmin>, tcp: TcpStream, peer: SocketAddr) {
+    let rt = admin_runtime(&admin, &peer);
+    let registry = SessionRegistry::new();
+    let Some(mut slot) = registry.enter(u32::MAX, 0, &peer.to_string()) else {
+        return;
+    };
+    let phase = tokio::time::timeout(
+        Duration::from_secs(10),
+        connection_phase(tcp, peer, &rt, None, 0, &mut slot),
+    )
+    .await;
+    let (mut io, login) = match phase {
+        Ok(Ok(v)) => v,
+        Ok(Err(crate::Error::Protocol(sluice_mysql_proto::Error::Closed))) => return,
+        Ok(Err(e)) => {
+            warn!(client = %peer, "admin login failed: {e}");
+            return;
+        }
+        Err(_) => return,
+    };
+    let role = admin
+        .executor
+        .credentials()
+        .into_iter()
+        .find(|c| c.user == login.user.username)
+        .map(|c| c.role)
+        .unwrap_or(AdminRole::Stats);
+    info!(user = %login.user.username, client = %peer, ?role, "admin login");
+    let dep = login.capabilities & cap::DEPRECATE_EOF != 0;
+    loop {
+        let read = tokio::select! {
+            _ = admin.shutdown.cancelled() => break,
+            r = io.read() => r,
+        };
+        let Ok(pk) = read else { break };
+        let seq = pk.seq.wrapping_add(1);
+        let reply = match pk.payload.first() {
+            Some(&com::QUIT) | None => break,
+            Some(&com::PING) | Some(&com::INIT_DB) => ok_payload(0, 0, status::AUTOCOMMIT, 0),
+            Some(&com::QUERY) => {
+                let sql = String::from_utf8_lossy(&pk.payload[1..]).into_owned();
+                let bytes = run_query(&admin, role, &sql, seq, dep).await;
+                if io.stream.write_all(&bytes).await.is_err() {
+                    break;
+                }
+                continue;
+            }
+            Some(other) => err_payload(
+                1047,
+                "08S01",
+                &format!("Unknown command {other:#04x} on the admin interface"),
+            ),
+        };
+        if io.write(seq, &reply).await.is_err() {
+            break;
+        }
+    }
+    debug!(client = %peer, "admin session ended");
+    drop(slot);
+}
+
+/// Runs every statement of `sql`; the reply of the last one (or the first error) is sent.
+async fn run_query(admin: &MysqlAdmin, role: AdminRole, sql: &str, seq: u8, dep: bool) -> Vec<u8> {
+    let mut last: Result<AdminReply, AdminError> = Ok(AdminReply::Done {
+        affected: 0,
+        message: None,
+    });
+    for stmt in split_statements(sql) {
+        last = admin.executor.execute(role, stmt.trim()).await;
+        if let Err(e) = &last {
+            debug!("admin statement failed: {e}");
+            break;
+        }
+    }
+    let mut out = Vec::new();
+    let mut s = seq;
+    match last {
+        Ok(AdminReply::Rows(r)) => {
+            let cols: Vec<(&str, ColType)> = r
+                .columns
+                .iter()
+                .map(|c| (c.as_str(), ColType::Text))
+                .collect();
+            return text_result(seq, dep, status::AUTOCOMMIT, &cols, &r.rows);
+        }
+        Ok(AdminReply::Done { affected, message }) => {
+            let mut p = ok_payload(affected, 0, status::AUTOCOMMIT, 0);
+            if let Some(m) = message {
+                // The info string, length-encoded as MariaDB sends it (libmariadb reads it so).
+                sluice_mysql_proto::lenenc::put_lenenc_bytes(&mut p, m.as_bytes());
+            }
+            sluice_mysql_proto::framing::put_packet(&mut out, &mut s, &p);
+        }
+        Err(e) => sluice_mysql_proto::framing::put_packet(
+            &mut out,
+            &mut s,
+            &err_payload(e.code, e.sqlstate, &e.message),
+        ),
+    }
+    out
+}
