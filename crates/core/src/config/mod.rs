@@ -93,42 +93,26 @@ impl Config {
             datadir: raw.datadir,
             ..Config::default()
         };
-        for (name, value) in &raw.mysql_variables {
-            let offset = value.span().start;
-            let name = name.strip_prefix("mysql-").unwrap_or(name);
-            let v = value_text(value.get_ref()).ok_or_else(|| {
-                invalid(
-                    offset,
-                    format!("mysql_variables.{name}: expected a string, number or boolean"),
-                )
-            })?;
-            match cfg.mysql_variables.set(name, &v) {
-                Ok(SetOutcome::Applied) => {}
-                Ok(SetOutcome::AcceptedWithoutEffect) => cfg.warnings.push(format!(
-                    "mysql_variables.{name} (line {}) is a ProxySQL variable this version of Sluice accepts but does not implement yet",
-                    line_of(text, offset)
-                )),
-                Err(e) => return Err(invalid(offset, format!("mysql_variables.{name}: {e}"))),
-            }
-        }
-        for (name, value) in &raw.admin_variables {
-            let offset = value.span().start;
-            let name = name.strip_prefix("admin-").unwrap_or(name);
-            let v = value_text(value.get_ref()).ok_or_else(|| {
-                invalid(
-                    offset,
-                    format!("admin_variables.{name}: expected a string, number or boolean"),
-                )
-            })?;
-            match cfg.admin_variables.set(name, &v) {
-                Ok(SetOutcome::Applied) => {}
-                Ok(SetOutcome::AcceptedWithoutEffect) => cfg.warnings.push(format!(
-                    "admin_variables.{name} (line {}) is a ProxySQL variable this version of Sluice accepts but does not implement yet",
-                    line_of(text, offset)
-                )),
-                Err(e) => return Err(invalid(offset, format!("admin_variables.{name}: {e}"))),
-            }
-        }
+        let mut warnings = Vec::new();
+        let mut mysql_vars = MysqlVariables::default();
+        apply_variables(
+            text,
+            "mysql",
+            &raw.mysql_variables,
+            &mut warnings,
+            |n, v| mysql_vars.set(n, v),
+        )?;
+        let mut admin_vars = AdminVariables::default();
+        apply_variables(
+            text,
+            "admin",
+            &raw.admin_variables,
+            &mut warnings,
+            |n, v| admin_vars.set(n, v),
+        )?;
+        cfg.mysql_variables = mysql_vars;
+        cfg.admin_variables = admin_vars;
+        cfg.warnings = warnings;
         let mut seen_servers = HashSet::new();
         for row in raw.mysql_servers {
             let offset = row.span().start;
@@ -226,6 +210,34 @@ impl Config {
         }
         Ok(cfg)
     }
+}
+
+/// Applies one `[<prefix>_variables]` section through `set`, collecting warnings for ProxySQL
+/// variables accepted without effect; errors name the variable and the line.
+fn apply_variables(
+    text: &str,
+    prefix: &str,
+    section: &BTreeMap<String, Spanned<toml::Value>>,
+    warnings: &mut Vec<String>,
+    mut set: impl FnMut(&str, &str) -> Result<SetOutcome, String>,
+) -> Result<(), Error> {
+    for (name, value) in section {
+        let line = line_of(text, value.span().start);
+        let name = name.strip_prefix(&format!("{prefix}-")).unwrap_or(name);
+        let at = |msg: String| {
+            Error::ConfigInvalid(format!("line {line}: {prefix}_variables.{name}: {msg}"))
+        };
+        let v = value_text(value.get_ref())
+            .ok_or_else(|| at("expected a string, number or boolean".into()))?;
+        match set(name, &v) {
+            Ok(SetOutcome::Applied) => {}
+            Ok(SetOutcome::AcceptedWithoutEffect) => warnings.push(format!(
+                "{prefix}_variables.{name} (line {line}) is a ProxySQL variable this version of Sluice accepts but does not implement yet"
+            )),
+            Err(e) => return Err(at(e)),
+        }
+    }
+    Ok(())
 }
 
 /// True for a `mysql_native_password` hash as stored by MySQL: `*` followed by 40 hex digits.

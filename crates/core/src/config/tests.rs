@@ -97,3 +97,29 @@ fn native_hash_shape() {
     assert!(!is_native_hash("*2470C0C06DEE42FD1618BB99005ADCA2EC9D1E1"));
     assert!(!is_native_hash("2470C0C06DEE42FD1618BB99005ADCA2EC9D1E19x"));
 }
+
+#[test]
+fn users_must_point_at_a_hostgroup_with_servers() {
+    let e = err(
+        "[[mysql_servers]]\nhostname = \"h\"\n[[mysql_users]]\nusername = \"u\"\ndefault_hostgroup = 7\n",
+    );
+    assert!(e.contains("default_hostgroup 7"), "{e}");
+}
+
+#[test]
+fn admin_variables_section() {
+    let cfg = Config::parse(
+        "[admin_variables]\nmysql_ifaces = \"127.0.0.1:7032\"\nadmin_credentials = \"a:b;c:d\"\n",
+    )
+    .expect("ok");
+    assert_eq!(cfg.admin_variables.mysql_ifaces, "127.0.0.1:7032");
+    assert_eq!(
+        AdminVariables::parse_credentials(&cfg.admin_variables.admin_credentials).len(),
+        2
+    );
+    let e = err("[admin_variables]\nadmin_credentials = \"nocolon\"\n");
+    assert!(
+        e.contains("admin_credentials") && e.contains("line 2"),
+        "{e}"
+    );
+}
