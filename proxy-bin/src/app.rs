@@ -66,6 +66,11 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
         "MySQL admin (admin-mysql_ifaces)",
     )
     .await?;
+    let pg_admin_listeners = bind_all(
+        &cfg.admin_variables.pgsql_ifaces,
+        "PostgreSQL admin (admin-pgsql_ifaces)",
+    )
+    .await?;
     let tls = if vars.have_ssl {
         Some(sluice_mysql::tls::acceptor(
             &vars.ssl_cert,
@@ -112,6 +117,15 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
         }),
         admin_listeners,
     ));
+    let pg_admin = sluice_pgsql::PgAdmin {
+        executor: admin.clone(),
+        shutdown: shutdown.clone(),
+        tasks: tasks.clone(),
+    };
+    let pg_admin_server = tokio::spawn(sluice_pgsql::serve_admin(
+        Arc::new(pg_admin),
+        pg_admin_listeners,
+    ));
     info!(
         servers = cfg.mysql_servers.len(),
         users = cfg.mysql_users.len(),
@@ -131,6 +145,7 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
     shutdown.cancel();
     let _ = server.await;
     let _ = admin_server.await;
+    let _ = pg_admin_server.await;
     tasks.close();
     if tokio::time::timeout(opts.shutdown_timeout, tasks.wait())
         .await

@@ -40,8 +40,18 @@ pub fn sluice_bin() -> PathBuf {
     }
 }
 
-/// A free TCP port on 127.0.0.1.
+/// A free TCP port on 127.0.0.1, below the kernel's ephemeral range (32768+) so that no
+/// outgoing connection of a parallel test can take it between this probe and the bind.
 pub fn free_port() -> u16 {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let base = 20_000 + (std::process::id() % 64) * 180;
+    for _ in 0..2000 {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = u16::try_from(base + n % 11_000).unwrap_or(20_000);
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
     let l = TcpListener::bind("127.0.0.1:0").expect("bind port 0");
     l.local_addr().expect("local addr").port()
 }
@@ -100,6 +110,8 @@ pub struct Sluice {
     pub port: u16,
     /// The MySQL-protocol admin port.
     pub admin_port: u16,
+    /// The PostgreSQL-protocol admin port.
+    pub pg_admin_port: u16,
     /// Its scratch folder (config, datadir, log).
     pub dir: PathBuf,
 }
@@ -118,16 +130,20 @@ impl Sluice {
     /// Like [`Sluice::start_with`] on given (MySQL, admin) ports, e.g. to restart an instance.
     pub fn start_on(template: &str, dir: PathBuf, args: &[&str], ports: (u16, u16)) -> Sluice {
         let (port, admin_port) = ports;
+        let pg_admin_port = free_port();
         let cfg = dir.join("sluice.toml");
         // Every instance gets its own admin port (tests run in parallel).
         let template = if template.contains("[admin_variables]") {
             template.to_string()
         } else {
-            format!("[admin_variables]\nmysql_ifaces = \"127.0.0.1:{{admin_port}}\"\n{template}")
+            format!(
+                "[admin_variables]\nmysql_ifaces = \"127.0.0.1:{{admin_port}}\"\npgsql_ifaces = \"127.0.0.1:{{pg_admin_port}}\"\n{template}"
+            )
         };
         let text = template
             .replace("{port}", &port.to_string())
-            .replace("{admin_port}", &admin_port.to_string());
+            .replace("{admin_port}", &admin_port.to_string())
+            .replace("{pg_admin_port}", &pg_admin_port.to_string());
         std::fs::write(&cfg, text).expect("write config");
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -151,6 +167,7 @@ impl Sluice {
             child: Some(child),
             port,
             admin_port,
+            pg_admin_port,
             dir,
         };
         let up = xtask::proc::wait_until(Duration::from_secs(20), || {
@@ -168,6 +185,27 @@ impl Sluice {
     /// Runs SQL on the admin port as admin/admin; tab-separated rows without headers.
     pub fn admin(&self, sql: &str) -> Output {
         mariadb(self.admin_port, "admin", "admin", &["--skip-ssl"], sql)
+    }
+
+    /// Runs SQL on the PostgreSQL admin port with psql as admin/admin (unaligned, no headers).
+    pub fn psql_admin(&self, sql: &str, headers: bool) -> Output {
+        let mut c = Command::new("psql");
+        c.env("PGPASSWORD", "admin").args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &self.pg_admin_port.to_string(),
+            "-U",
+            "admin",
+            "-X",
+            "-A",
+            "-F",
+            "\t",
+        ]);
+        if !headers {
+            c.arg("-t");
+        }
+        c.arg("-c").arg(sql).output().expect("psql installed")
     }
 
     /// Like [`Sluice::admin`], panicking on failure.

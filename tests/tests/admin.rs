@@ -296,12 +296,17 @@ fn saved_config_survives_a_restart_unless_initial() {
     let export = s.dir.join("export.toml");
     s.admin_ok(&format!("SAVE CONFIG TO FILE {};", export.display()));
     let text = std::fs::read_to_string(&export).expect("exported file");
-    let template = text
-        .replace(&format!("127.0.0.1:{}", s.port), "127.0.0.1:{port}")
-        .replace(
-            &format!("127.0.0.1:{}", s.admin_port),
-            "127.0.0.1:{admin_port}",
-        );
+    // Same configuration on fresh ports.
+    let template: String = text
+        .lines()
+        .map(|l| match l.split_once(" = ") {
+            Some(("interfaces", _)) => "interfaces = \"127.0.0.1:{port}\"".to_string(),
+            Some(("mysql_ifaces", _)) => "mysql_ifaces = \"127.0.0.1:{admin_port}\"".to_string(),
+            Some(("pgsql_ifaces", _)) => "pgsql_ifaces = \"127.0.0.1:{pg_admin_port}\"".to_string(),
+            _ => l.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
     let again = Sluice::start(&template);
     assert_eq!(
         again.admin_ok("SELECT * FROM runtime_mysql_servers ORDER BY hostgroup_id;"),
@@ -382,5 +387,68 @@ fn reload_loop_under_sysbench_costs_no_client_errors() {
         s.admin_ok("SELECT DISTINCT comment FROM runtime_mysql_servers;")
             .trim(),
         "reload 49"
+    );
+}
+
+#[test]
+fn psql_reaches_the_same_admin_store() {
+    if !backends_ready() {
+        return;
+    }
+    let s = Sluice::start(&standard_config("", ""));
+    // Seed 003's statements, verbatim, on the PostgreSQL admin port.
+    for sql in [
+        "INSERT INTO pgsql_users (username,password,default_hostgroup) VALUES ('postgres','postgres',0);",
+        "LOAD PGSQL USERS TO RUNTIME;",
+        "UPDATE pgsql_users\nSET use_ssl = 1\nWHERE username = 'postgres';\n\nLOAD PGSQL USERS TO RUNTIME;\nSAVE PGSQL USERS TO DISK;",
+        "DELETE FROM pgsql_replication_hostgroups;\nINSERT INTO\n    pgsql_replication_hostgroups (writer_hostgroup, reader_hostgroup, check_type, comment)\nVALUES\n    (0, 1, 'read_only', 'pg-replication');\n\nLOAD PGSQL SERVERS TO RUNTIME;\nSAVE PGSQL SERVERS TO DISK;",
+        "INSERT INTO pgsql_query_rules (active,database,match_pattern,destination_hostgroup,apply) VALUES (1,'sysbench','SELECT c FROM sbtest*',1,1);",
+        "LOAD PGSQL QUERY RULES TO RUNTIME;",
+    ] {
+        let out = s.psql_admin(sql, false);
+        assert!(out.status.success(), "{sql}: {}", stderr(&out));
+    }
+    let runtime =
+        ok_stdout(&s.psql_admin("SELECT username, use_ssl FROM runtime_pgsql_users;", false));
+    assert_eq!(runtime.trim(), "postgres\t1");
+    let disk = ok_stdout(&s.psql_admin("SELECT writer_hostgroup, reader_hostgroup, comment FROM disk.pgsql_replication_hostgroups;", false));
+    assert_eq!(disk.trim(), "0\t1\tpg-replication");
+    // Both protocols see the same rows, with the same column names.
+    let q = "SELECT hostgroup_id, hostname, port FROM mysql_servers ORDER BY hostgroup_id;";
+    let via_psql = ok_stdout(&s.psql_admin(q, true));
+    let via_mysql = ok_stdout(&mariadb(
+        s.admin_port,
+        "admin",
+        "admin",
+        &["--skip-ssl", "--column-names"],
+        q,
+    ));
+    let psql_lines: Vec<&str> = via_psql.lines().filter(|l| !l.starts_with('(')).collect();
+    assert_eq!(psql_lines.join("\n"), via_mysql.trim_end());
+    // A change through psql is what the MySQL admin port and the runtime see.
+    ok_stdout(&s.psql_admin("UPDATE mysql_servers SET weight = 5 WHERE hostgroup_id = 1; LOAD MYSQL SERVERS TO RUNTIME;", false));
+    assert_eq!(
+        s.admin_ok("SELECT weight FROM runtime_mysql_servers WHERE hostgroup_id = 1;")
+            .trim(),
+        "5"
+    );
+    let bad = std::process::Command::new("psql")
+        .env("PGPASSWORD", "wrong")
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &s.pg_admin_port.to_string(),
+            "-U",
+            "admin",
+            "-c",
+            "SELECT 1",
+        ])
+        .output()
+        .expect("psql");
+    assert!(
+        stderr(&bad).contains("authentication failed"),
+        "{}",
+        stderr(&bad)
     );
 }

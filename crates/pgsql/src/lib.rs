@@ -1,0 +1,202 @@
+//! sluice-pgsql: Sluice's PostgreSQL frontend, built on pgwire. This version serves the admin
+//! interface on port 6132 (`psql -h 127.0.0.1 -p 6132 -U admin`): the same admin store the
+//! MySQL-protocol admin port reaches, with results as text columns.
+
+mod split;
+
+use async_trait::async_trait;
+use futures::stream;
+use pgwire::api::auth::cleartext::CleartextPasswordAuthStartupHandler;
+use pgwire::api::auth::{
+    AuthSource, DefaultServerParameterProvider, LoginInfo, Password, StartupHandler,
+};
+use pgwire::api::query::SimpleQueryHandler;
+use pgwire::api::results::{DataRowEncoder, FieldFormat, FieldInfo, QueryResponse, Response, Tag};
+use pgwire::api::{ClientInfo, PgWireServerHandlers, Type};
+use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
+use sluice_core::admin::{AdminError, AdminExecutor, AdminReply, AdminRole};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{debug, warn};
+
+/// What the PostgreSQL admin listener needs.
+pub struct PgAdmin {
+    /// Runs the statements.
+    pub executor: Arc<dyn AdminExecutor>,
+    /// Cancelled when Sluice stops.
+    pub shutdown: CancellationToken,
+    /// Admin session tasks.
+    pub tasks: TaskTracker,
+}
+
+/// Checks admin logins against `admin-admin_credentials` / `admin-stats_credentials`; the
+/// default `admin:admin` only from loopback.
+struct AdminAuth(Arc<dyn AdminExecutor>);
+
+impl std::fmt::Debug for AdminAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AdminAuth")
+    }
+}
+
+#[async_trait]
+impl AuthSource for AdminAuth {
+    async fn get_password(&self, login: &LoginInfo) -> PgWireResult<Password> {
+        let user = login.user().unwrap_or_default();
+        let loopback = login
+            .host()
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+        let cred = self.0.credentials().into_iter().find(|c| {
+            c.user == user
+                && (loopback || (c.user.as_str(), c.password.as_str()) != ("admin", "admin"))
+        });
+        match cred {
+            Some(c) => Ok(Password::new(None, c.password.into_bytes())),
+            None => Err(PgWireError::UserError(Box::new(ErrorInfo::new(
+                "FATAL".into(),
+                "28P01".into(),
+                format!("password authentication failed for user \"{user}\""),
+            )))),
+        }
+    }
+}
+
+/// Runs admin statements for psql.
+struct AdminQuery(Arc<dyn AdminExecutor>);
+
+fn to_pg_error(e: AdminError) -> PgWireError {
+    let code = match e.code {
+        1045 => "42501",
+        _ if e.message.contains("syntax error") => "42601",
+        _ => "XX000",
+    };
+    PgWireError::UserError(Box::new(ErrorInfo::new(
+        "ERROR".into(),
+        code.into(),
+        e.message,
+    )))
+}
+
+fn reply_to_response(sql: &str, reply: AdminReply) -> PgWireResult<Response> {
+    match reply {
+        AdminReply::Rows(r) => {
+            let fields: Vec<FieldInfo> = r
+                .columns
+                .iter()
+                .map(|c| FieldInfo::new(c.clone(), None, None, Type::TEXT, FieldFormat::Text))
+                .collect();
+            let schema = Arc::new(fields);
+            let mut rows = Vec::with_capacity(r.rows.len());
+            for row in r.rows {
+                let mut enc = DataRowEncoder::new(schema.clone());
+                for cell in row {
+                    enc.encode_field(&cell)?;
+                }
+                rows.push(Ok(enc.take_row()));
+            }
+            Ok(Response::Query(QueryResponse::new(
+                schema,
+                stream::iter(rows),
+            )))
+        }
+        AdminReply::Done { affected, .. } => {
+            let verb = sql
+                .split_whitespace()
+                .next()
+                .unwrap_or("OK")
+                .to_ascii_uppercase();
+            let tag = match verb.as_str() {
+                "INSERT" => Tag::new("INSERT").with_oid(0).with_rows(affected as usize),
+                "UPDATE" | "DELETE" | "REPLACE" => Tag::new(&verb).with_rows(affected as usize),
+                other => Tag::new(other),
+            };
+            Ok(Response::Execution(tag))
+        }
+    }
+}
+
+#[async_trait]
+impl SimpleQueryHandler for AdminQuery {
+    async fn do_query<C>(&self, client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
+    where
+        C: ClientInfo + Unpin + Send + Sync,
+    {
+        let user = client.metadata().get("user").cloned().unwrap_or_default();
+        let role = self
+            .0
+            .credentials()
+            .into_iter()
+            .find(|c| c.user == user)
+            .map_or(AdminRole::Stats, |c| c.role);
+        let mut out = Vec::new();
+        for stmt in split::statements(query) {
+            let reply = self.0.execute(role, stmt).await.map_err(to_pg_error)?;
+            out.push(reply_to_response(stmt, reply)?);
+        }
+        if out.is_empty() {
+            out.push(Response::EmptyQuery);
+        }
+        Ok(out)
+    }
+}
+
+struct Handlers {
+    startup: Arc<CleartextPasswordAuthStartupHandler<AdminAuth, DefaultServerParameterProvider>>,
+    query: Arc<AdminQuery>,
+}
+
+impl PgWireServerHandlers for Handlers {
+    fn simple_query_handler(&self) -> Arc<impl SimpleQueryHandler> {
+        self.query.clone()
+    }
+
+    fn startup_handler(&self) -> Arc<impl StartupHandler> {
+        self.startup.clone()
+    }
+}
+
+/// Accepts psql clients on `listeners` until shutdown.
+pub async fn serve_admin(admin: Arc<PgAdmin>, listeners: Vec<TcpListener>) {
+    let mut params = DefaultServerParameterProvider::default();
+    params.server_version = "15.0 (Sluice admin)".into();
+    let handlers = Arc::new(Handlers {
+        startup: Arc::new(CleartextPasswordAuthStartupHandler::new(
+            AdminAuth(admin.executor.clone()),
+            params,
+        )),
+        query: Arc::new(AdminQuery(admin.executor.clone())),
+    });
+    let mut loops = Vec::new();
+    for l in listeners {
+        let (admin, handlers) = (admin.clone(), handlers.clone());
+        loops.push(tokio::spawn(async move {
+            loop {
+                let accepted = tokio::select! {
+                    _ = admin.shutdown.cancelled() => break,
+                    a = l.accept() => a,
+                };
+                match accepted {
+                    Ok((tcp, peer)) => {
+                        let h = handlers.clone();
+                        admin.tasks.spawn(async move {
+                            if let Err(e) = pgwire::tokio::process_socket(tcp, None, h).await {
+                                debug!(client = %peer, "pgsql admin session ended: {e}");
+                            }
+                        });
+                    }
+                    Err(e) => {
+                        warn!("pgsql admin accept failed: {e}");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                }
+            }
+        }));
+    }
+    for l in loops {
+        let _ = l.await;
+    }
+}
