@@ -88,6 +88,84 @@ impl LiveStats for Live {
         ]
     }
 
+    fn mysql_commands_counters(&self) -> Vec<Vec<Option<String>>> {
+        self.mysql
+            .counters
+            .commands
+            .commands()
+            .into_iter()
+            .map(|c| {
+                let mut row = vec![
+                    Some(c.command.to_string()),
+                    Some(c.total_time_us.to_string()),
+                    Some(c.total_cnt.to_string()),
+                ];
+                row.extend(c.buckets.iter().map(|b| Some(b.to_string())));
+                row
+            })
+            .collect()
+    }
+
+    fn mysql_errors(&self) -> Vec<Vec<Option<String>>> {
+        self.mysql
+            .counters
+            .commands
+            .errors()
+            .into_iter()
+            .map(|e| {
+                vec![
+                    Some(e.hostgroup.to_string()),
+                    Some(e.hostname),
+                    Some(e.port.to_string()),
+                    Some(e.username),
+                    Some(e.client_address),
+                    Some(e.schemaname),
+                    Some(e.errno.to_string()),
+                    Some(e.count_star.to_string()),
+                    Some(e.first_seen.to_string()),
+                    Some(e.last_seen.to_string()),
+                    Some(e.last_error),
+                ]
+            })
+            .collect()
+    }
+
+    fn mysql_free_connections(&self) -> Vec<Vec<Option<String>>> {
+        self.mysql
+            .pool
+            .free_connections()
+            .into_iter()
+            .map(|f| {
+                vec![
+                    Some(f.thread_id.to_string()),
+                    Some(f.hostgroup.to_string()),
+                    Some(f.server.hostname.clone()),
+                    Some(f.server.port.to_string()),
+                    Some(f.user),
+                    f.schema,
+                    None,
+                    f.time_zone,
+                    f.sql_mode,
+                    f.autocommit,
+                    Some(f.idle_ms.to_string()),
+                    None,
+                    None,
+                ]
+            })
+            .collect()
+    }
+
+    fn runtime_changed(&self) {
+        let rt = self.config.load();
+        self.mysql.pool.purge_idle(|hg, server| {
+            rt.mysql.hostgroups.get(&hg).is_some_and(|v| {
+                v.iter().any(|s| {
+                    &s.key == server && s.status != sluice_core::config::ServerStatus::OfflineHard
+                })
+            })
+        });
+    }
+
     fn kill_session(&self, id: u32) -> bool {
         self.mysql.registry.kill(id)
     }

@@ -452,3 +452,60 @@ fn psql_reaches_the_same_admin_store() {
         stderr(&bad)
     );
 }
+
+#[tokio::test]
+async fn stats_tables_show_live_counters_and_offline_hard_drops_connections() {
+    if !backends_ready() {
+        return;
+    }
+    let s = Sluice::start(&standard_config("", ""));
+    let mut a = mysql_async::Conn::from_url(s.url("app", "app", "app"))
+        .await
+        .expect("a");
+    for _ in 0..3 {
+        a.query_drop("SELECT 1").await.expect("select");
+    }
+    assert!(
+        a.query_drop("SELECT * FROM no_such_table_here")
+            .await
+            .is_err()
+    );
+    let counters =
+        s.admin_ok("SELECT Total_cnt FROM stats_mysql_commands_counters WHERE Command = 'SELECT';");
+    assert!(
+        counters.trim().parse::<u64>().unwrap_or(0) >= 4,
+        "{counters}"
+    );
+    let errors = s.admin_ok("SELECT hostgroup, srv, errno, count_star FROM (SELECT hostgroup, port AS srv, errno, count_star FROM stats_mysql_errors);");
+    assert_eq!(errors.trim(), "0\t13306\t1146\t1", "{errors}");
+    let free =
+        s.admin_ok("SELECT hostgroup, srv_port, user, schema FROM stats_mysql_free_connections;");
+    assert_eq!(free.trim(), "0\t13306\tapp\tapp", "{free}");
+    // A session in a transaction on the primary when it goes OFFLINE_HARD loses that connection
+    // and is told so; idle connections to it are closed; the next statement works elsewhere.
+    a.query_drop("BEGIN").await.expect("begin");
+    a.query_drop("SELECT 1").await.expect("in txn");
+    s.admin_ok(
+        "INSERT INTO mysql_servers (hostgroup_id, hostname, port) VALUES (0, '127.0.0.1', 13307); \
+         UPDATE mysql_servers SET status = 'OFFLINE_HARD' WHERE hostgroup_id = 0 AND port = 13306; LOAD MYSQL SERVERS TO RUNTIME;",
+    );
+    match a.query_drop("SELECT 2").await {
+        Err(mysql_async::Error::Server(e)) => {
+            assert_eq!(e.code, 2013);
+            assert!(e.message.contains("OFFLINE_HARD"), "{e:?}");
+        }
+        other => panic!("expected the transaction to be lost, got {other:?}"),
+    }
+    let port: u16 = a
+        .query_first("SELECT @@port")
+        .await
+        .expect("next statement")
+        .expect("row");
+    assert_eq!(port, 13307);
+    let free =
+        s.admin_ok("SELECT srv_port FROM stats_mysql_free_connections WHERE srv_port = 13306;");
+    assert!(
+        free.trim().is_empty(),
+        "idle connections to the OFFLINE_HARD server are closed: {free}"
+    );
+}

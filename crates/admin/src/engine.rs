@@ -271,6 +271,9 @@ impl Admin {
                 h.store(RuntimeConfig::build(&cfg));
             }
             *lock(&self.running) = cfg;
+            if let Some(live) = self.live.get() {
+                live.runtime_changed();
+            }
             info!("admin: loaded {m:?} to runtime");
         } else if matches!(m, Module::MysqlQueryRules | Module::PgsqlQueryRules) {
             self.validate_query_rules(m).await?;

@@ -120,6 +120,60 @@ pub async fn refresh(store: &Store, live: &dyn LiveStats, cfg: &Config) -> Resul
             })
             .collect(),
     );
+    let commands = rows(
+        &[
+            "Command",
+            "Total_Time_us",
+            "Total_cnt",
+            "cnt_100us",
+            "cnt_500us",
+            "cnt_1ms",
+            "cnt_5ms",
+            "cnt_10ms",
+            "cnt_50ms",
+            "cnt_100ms",
+            "cnt_500ms",
+            "cnt_1s",
+            "cnt_5s",
+            "cnt_10s",
+            "cnt_INFs",
+        ],
+        live.mysql_commands_counters(),
+    );
+    let errors = rows(
+        &[
+            "hostgroup",
+            "hostname",
+            "port",
+            "username",
+            "client_address",
+            "schemaname",
+            "errno",
+            "count_star",
+            "first_seen",
+            "last_seen",
+            "last_error",
+        ],
+        live.mysql_errors(),
+    );
+    let free = rows(
+        &[
+            "fd",
+            "hostgroup",
+            "srv_host",
+            "srv_port",
+            "user",
+            "schema",
+            "init_connect",
+            "time_zone",
+            "sql_mode",
+            "autocommit",
+            "idle_ms",
+            "statistics",
+            "mysql_info",
+        ],
+        live.mysql_free_connections(),
+    );
     let mut sql = Vec::new();
     for (t, r) in [
         ("stats_mysql_connection_pool", &pool_rows),
@@ -127,6 +181,10 @@ pub async fn refresh(store: &Store, live: &dyn LiveStats, cfg: &Config) -> Resul
         ("stats_mysql_processlist", &proc_rows),
         ("stats_mysql_global", &global),
         ("stats_mysql_users", &users),
+        ("stats_mysql_commands_counters", &commands),
+        ("stats_mysql_errors", &errors),
+        ("stats_mysql_errors_reset", &errors),
+        ("stats_mysql_free_connections", &free),
     ] {
         sql.extend(replace_rows_sql("stats", t, r));
     }

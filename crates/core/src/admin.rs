@@ -131,6 +131,15 @@ pub trait LiveStats: Send + Sync {
     fn mysql_processlist(&self) -> Vec<ProcessRow>;
     /// `stats_mysql_global` name/value pairs.
     fn mysql_global(&self) -> Vec<(String, String)>;
+    /// `stats_mysql_commands_counters` rows, in that table's column order.
+    fn mysql_commands_counters(&self) -> Vec<Vec<Option<String>>>;
+    /// `stats_mysql_errors` rows, in that table's column order.
+    fn mysql_errors(&self) -> Vec<Vec<Option<String>>>;
+    /// `stats_mysql_free_connections` rows, in that table's column order.
+    fn mysql_free_connections(&self) -> Vec<Vec<Option<String>>>;
+    /// Called after a new runtime configuration was published: connections to servers that left
+    /// (or went OFFLINE_HARD) are closed.
+    fn runtime_changed(&self);
     /// Closes a client session; false when there is no such session.
     fn kill_session(&self, id: u32) -> bool;
     /// Asks the process to stop (PROXYSQL SHUTDOWN).

@@ -82,6 +82,8 @@ pub struct BackendConn {
     pub server: String,
     /// When it was opened.
     pub created: Instant,
+    /// Since when it waits in the pool.
+    pub idle_since: Option<Instant>,
 }
 
 fn base_caps() -> u32 {
@@ -262,6 +264,7 @@ impl BackendConn {
             stmts: StmtCache::default(),
             server,
             created: Instant::now(),
+            idle_since: None,
         })
     }
 

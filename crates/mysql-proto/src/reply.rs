@@ -56,6 +56,8 @@ pub struct ReplyTracker {
     pub error: bool,
     /// The error number of that ERR.
     pub error_code: Option<u16>,
+    /// The message of that ERR.
+    pub error_message: Option<String>,
     /// Affected rows of the last OK.
     pub affected_rows: u64,
     /// Last insert id of the last OK.
@@ -83,6 +85,7 @@ impl ReplyTracker {
             status_seen: false,
             error: false,
             error_code: None,
+            error_message: None,
             affected_rows: 0,
             last_insert_id: 0,
             stmt_id: None,

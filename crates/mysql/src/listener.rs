@@ -43,6 +43,8 @@ pub struct MysqlFrontend {
 pub struct FrontendCounters {
     /// SET statements Sluice could not parse (each pinned its session).
     pub unparsed_set: std::sync::atomic::AtomicU64,
+    /// Per-command counts and latencies, backend errors.
+    pub commands: crate::counters::CommandCounters,
 }
 
 /// Accepts clients on `listeners` until shutdown.

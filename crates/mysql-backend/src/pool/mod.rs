@@ -83,6 +83,29 @@ impl CheckoutRequest<'_> {
     }
 }
 
+/// An idle connection, as `stats_mysql_free_connections` lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FreeConnection {
+    /// Hostgroup.
+    pub hostgroup: u32,
+    /// Server.
+    pub server: ServerKey,
+    /// Backend user.
+    pub user: String,
+    /// The server's thread id.
+    pub thread_id: u32,
+    /// Selected schema.
+    pub schema: Option<String>,
+    /// `time_zone` set on it, if any.
+    pub time_zone: Option<String>,
+    /// `sql_mode` set on it, if any.
+    pub sql_mode: Option<String>,
+    /// `autocommit` set on it, if any.
+    pub autocommit: Option<String>,
+    /// Time in the pool (ms).
+    pub idle_ms: u64,
+}
+
 /// Open/idle counts of one (hostgroup, server), for stats.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerPoolStats {
@@ -148,8 +171,58 @@ impl MysqlPool {
     /// A connection is free: to the first waiting session that can use it, else idle.
     fn put_idle(&self, key: PoolKey, conn: BackendConn) {
         let mut g = lock(&self.inner);
-        if let Some((key, conn)) = handoff::give_conn(&mut g, key, conn) {
+        if let Some((key, mut conn)) = handoff::give_conn(&mut g, key, conn) {
+            conn.idle_since = Some(std::time::Instant::now());
             g.idle.entry(key).or_default().push(conn);
+        }
+    }
+
+    /// The idle connections, for `stats_mysql_free_connections`.
+    pub fn free_connections(&self) -> Vec<FreeConnection> {
+        let g = lock(&self.inner);
+        let mut out = Vec::new();
+        for (k, conns) in &g.idle {
+            for c in conns {
+                out.push(FreeConnection {
+                    hostgroup: k.hostgroup,
+                    server: k.server.clone(),
+                    user: k.user.clone(),
+                    thread_id: c.thread_id,
+                    schema: c.state.schema.clone(),
+                    time_zone: c.state.vars.get("time_zone").cloned(),
+                    sql_mode: c.state.vars.get("sql_mode").cloned(),
+                    autocommit: c.state.vars.get("autocommit").cloned(),
+                    idle_ms: c.idle_since.map_or(0, |t| t.elapsed().as_millis() as u64),
+                });
+            }
+        }
+        out.sort_by_key(|f| f.thread_id);
+        out
+    }
+
+    /// Closes idle connections to servers `keep` rejects (removed or OFFLINE_HARD after a reload).
+    pub fn purge_idle(&self, keep: impl Fn(u32, &ServerKey) -> bool) {
+        let mut closed = Vec::new();
+        {
+            let mut g = lock(&self.inner);
+            let doomed: Vec<PoolKey> = g
+                .idle
+                .keys()
+                .filter(|k| !keep(k.hostgroup, &k.server))
+                .cloned()
+                .collect();
+            for k in doomed {
+                if let Some(v) = g.idle.remove(&k) {
+                    if let Some(n) = g.open.get_mut(&(k.hostgroup, k.server.clone())) {
+                        *n = n.saturating_sub(v.len() as u32);
+                    }
+                    closed.extend(v);
+                }
+            }
+        }
+        for c in closed {
+            debug!(server = %c.server, "closing idle connection to a server no longer in service");
+            tokio::spawn(c.quit());
         }
     }
 

@@ -39,10 +39,32 @@ impl Session {
     pub(super) async fn ensure_backend(&mut self) -> Result<(), ForwardFailure> {
         // A connection the session holds stays: it may carry a transaction or other pinned state,
         // so if the server closed it the client must see the failure rather than go on elsewhere.
-        if self.backend.is_some() {
-            return Ok(());
-        }
         let rt = self.fe.config.load();
+        if let Some(b) = self.backend.as_ref() {
+            let k = b.key();
+            let in_service = rt.mysql.hostgroups.get(&k.hostgroup).is_some_and(|v| {
+                v.iter().any(|s| {
+                    s.key == k.server && s.status != sluice_core::config::ServerStatus::OfflineHard
+                })
+            });
+            if in_service {
+                return Ok(());
+            }
+            // OFFLINE_HARD or removed: its connections are dropped, as ProxySQL does.
+            let server = k.server.to_string();
+            let pinned = self.pins.reason();
+            self.backend = None;
+            if let Some(reason) = pinned {
+                warn!(session = self.id, server = %server, reason,
+                    "server went OFFLINE_HARD or was removed; dropping the session's backend connection");
+                self.pins.clear();
+                self.refresh_multiplexing_setting();
+                let msg = format!(
+                    "Server {server} was taken out of service (OFFLINE_HARD or removed); the connection and its {reason} are gone"
+                );
+                return Err(ForwardFailure::ServerErr(err_payload(2013, "HY000", &msg)));
+            }
+        }
         let vars = &rt.mysql.variables;
         let hostgroup = self.login.user.default_hostgroup.0;
         let servers = rt
@@ -158,6 +180,22 @@ impl Session {
         match outcome {
             RelayOutcome::Complete(t) => {
                 self.backend_fresh = false;
+                if let (Some(code), Some(b)) = (t.error_code, self.backend.as_ref()) {
+                    let k = b.key();
+                    let key = (
+                        k.hostgroup,
+                        k.server.hostname.clone(),
+                        k.server.port,
+                        k.user.clone(),
+                        self.io.peer.ip().to_string(),
+                        self.state.schema.clone().unwrap_or_default(),
+                    );
+                    self.fe.counters.commands.record_error(
+                        key,
+                        code,
+                        t.error_message.as_deref().unwrap_or(""),
+                    );
+                }
                 if t.status_seen {
                     self.pins.observe_status(t.status);
                 }

@@ -185,7 +185,17 @@ impl Session {
                     break;
                 }
             };
+            let started = std::time::Instant::now();
+            let command = match pk.payload.first() {
+                Some(&com::QUERY) => Some(crate::counters::query_command(&pk.payload[1..])),
+                Some(&com::STMT_EXECUTE) => Some(crate::counters::named("EXECUTE")),
+                Some(&com::STMT_PREPARE) => Some(crate::counters::named("PREPARE")),
+                _ => None,
+            };
             let next = self.dispatch(pk).await;
+            if let Some(c) = command {
+                self.fe.counters.commands.record(c, started.elapsed());
+            }
             self.after_command();
             if matches!(next, Next::Close) || self.client_gone {
                 break;

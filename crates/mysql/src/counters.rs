@@ -1,0 +1,299 @@
+//! Counters the admin's stats tables read: per-command counts and latency histograms
+//! (`stats_mysql_commands_counters`) and backend errors (`stats_mysql_errors`).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Command names as ProxySQL reports them; the last one is for everything else.
+pub const COMMANDS: &[&str] = &[
+    "ALTER_TABLE",
+    "BEGIN",
+    "CALL",
+    "COMMIT",
+    "CREATE_DATABASE",
+    "CREATE_INDEX",
+    "CREATE_TABLE",
+    "CREATE_TEMPORARY",
+    "DELETE",
+    "DESCRIBE",
+    "DROP_DATABASE",
+    "DROP_TABLE",
+    "EXECUTE",
+    "EXPLAIN",
+    "GRANT",
+    "INSERT",
+    "KILL",
+    "LOCK_TABLE",
+    "PREPARE",
+    "REPLACE",
+    "ROLLBACK",
+    "SAVEPOINT",
+    "SELECT",
+    "SELECT_FOR_UPDATE",
+    "SET",
+    "SHOW",
+    "START_TRANSACTION",
+    "TRUNCATE_TABLE",
+    "UNLOCK_TABLES",
+    "UPDATE",
+    "USE",
+    "UNKNOWN",
+];
+
+/// Upper bounds (µs) of the histogram buckets, as the `cnt_*` columns name them.
+pub const BUCKETS_US: [u64; 12] = [
+    100,
+    500,
+    1_000,
+    5_000,
+    10_000,
+    50_000,
+    100_000,
+    500_000,
+    1_000_000,
+    5_000_000,
+    10_000_000,
+    u64::MAX,
+];
+
+#[derive(Debug, Default)]
+struct CommandRow {
+    total_us: AtomicU64,
+    total_cnt: AtomicU64,
+    buckets: [AtomicU64; 12],
+}
+
+/// One row of `stats_mysql_commands_counters`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandCount {
+    /// Command name.
+    pub command: &'static str,
+    /// Total time (µs).
+    pub total_time_us: u64,
+    /// Count.
+    pub total_cnt: u64,
+    /// Counts per latency bucket ([`BUCKETS_US`]).
+    pub buckets: [u64; 12],
+}
+
+/// One row of `stats_mysql_errors`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorCount {
+    /// Hostgroup.
+    pub hostgroup: u32,
+    /// Server.
+    pub hostname: String,
+    /// Port.
+    pub port: u16,
+    /// User.
+    pub username: String,
+    /// Client address.
+    pub client_address: String,
+    /// Schema.
+    pub schemaname: String,
+    /// Error number.
+    pub errno: u16,
+    /// Occurrences.
+    pub count_star: u64,
+    /// Unix seconds.
+    pub first_seen: u64,
+    /// Unix seconds.
+    pub last_seen: u64,
+    /// Last message.
+    pub last_error: String,
+}
+
+type ErrKey = (u32, String, u16, String, String, String, u16);
+
+/// The counters.
+#[derive(Debug)]
+pub struct CommandCounters {
+    rows: Vec<CommandRow>,
+    errors: Mutex<HashMap<ErrKey, ErrorCount>>,
+}
+
+impl Default for CommandCounters {
+    fn default() -> Self {
+        CommandCounters {
+            rows: COMMANDS.iter().map(|_| CommandRow::default()).collect(),
+            errors: Mutex::default(),
+        }
+    }
+}
+
+fn first_words(sql: &[u8]) -> (String, String) {
+    let text = String::from_utf8_lossy(&sql[..sql.len().min(64)]);
+    let mut words = crate::sql::lexer::Lexer::new(&text).filter_map(|t| match t {
+        crate::sql::lexer::Tok::Word(w) => Some(w.to_ascii_uppercase()),
+        _ => None,
+    });
+    (
+        words.next().unwrap_or_default(),
+        words.next().unwrap_or_default(),
+    )
+}
+
+/// The command a COM_QUERY counts as.
+pub fn query_command(sql: &[u8]) -> usize {
+    let (a, b) = first_words(sql);
+    let name = match (a.as_str(), b.as_str()) {
+        ("ALTER", "TABLE") => "ALTER_TABLE",
+        ("CREATE", "DATABASE" | "SCHEMA") => "CREATE_DATABASE",
+        ("CREATE", "INDEX" | "UNIQUE") => "CREATE_INDEX",
+        ("CREATE", "TABLE") => "CREATE_TABLE",
+        ("CREATE", "TEMPORARY") => "CREATE_TEMPORARY",
+        ("DROP", "DATABASE" | "SCHEMA") => "DROP_DATABASE",
+        ("DROP", "TABLE") => "DROP_TABLE",
+        ("LOCK", _) => "LOCK_TABLE",
+        ("UNLOCK", _) => "UNLOCK_TABLES",
+        ("TRUNCATE", _) => "TRUNCATE_TABLE",
+        ("START", _) => "START_TRANSACTION",
+        ("DESC", _) => "DESCRIBE",
+        (w, _) => w,
+    };
+    COMMANDS
+        .iter()
+        .position(|c| *c == name)
+        .unwrap_or(COMMANDS.len() - 1)
+}
+
+/// Index of a protocol-level command (COM_STMT_EXECUTE counts as EXECUTE).
+pub fn named(name: &str) -> usize {
+    COMMANDS
+        .iter()
+        .position(|c| *c == name)
+        .unwrap_or(COMMANDS.len() - 1)
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+impl CommandCounters {
+    /// Counts one command that took `elapsed`.
+    pub fn record(&self, command: usize, elapsed: Duration) {
+        let Some(row) = self.rows.get(command) else {
+            return;
+        };
+        let us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+        row.total_us.fetch_add(us, Ordering::Relaxed);
+        row.total_cnt.fetch_add(1, Ordering::Relaxed);
+        let b = BUCKETS_US
+            .iter()
+            .position(|lim| us <= *lim)
+            .unwrap_or(BUCKETS_US.len() - 1);
+        row.buckets[b].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a backend error.
+    pub fn record_error(
+        &self,
+        key: (u32, String, u16, String, String, String),
+        errno: u16,
+        message: &str,
+    ) {
+        let now = unix_now();
+        let (hg, host, port, user, client, schema) = key;
+        let mut g = self.errors.lock().unwrap_or_else(|p| p.into_inner());
+        let e = g
+            .entry((
+                hg,
+                host.clone(),
+                port,
+                user.clone(),
+                client.clone(),
+                schema.clone(),
+                errno,
+            ))
+            .or_insert(ErrorCount {
+                hostgroup: hg,
+                hostname: host,
+                port,
+                username: user,
+                client_address: client,
+                schemaname: schema,
+                errno,
+                count_star: 0,
+                first_seen: now,
+                last_seen: now,
+                last_error: String::new(),
+            });
+        e.count_star += 1;
+        e.last_seen = now;
+        e.last_error = message.to_string();
+    }
+
+    /// The command rows.
+    pub fn commands(&self) -> Vec<CommandCount> {
+        COMMANDS
+            .iter()
+            .zip(&self.rows)
+            .map(|(c, r)| CommandCount {
+                command: c,
+                total_time_us: r.total_us.load(Ordering::Relaxed),
+                total_cnt: r.total_cnt.load(Ordering::Relaxed),
+                buckets: std::array::from_fn(|i| r.buckets[i].load(Ordering::Relaxed)),
+            })
+            .collect()
+    }
+
+    /// The error rows.
+    pub fn errors(&self) -> Vec<ErrorCount> {
+        let g = self.errors.lock().unwrap_or_else(|p| p.into_inner());
+        let mut v: Vec<ErrorCount> = g.values().cloned().collect();
+        v.sort_by(|a, b| {
+            (a.hostgroup, &a.hostname, a.port, a.errno).cmp(&(
+                b.hostgroup,
+                &b.hostname,
+                b.port,
+                b.errno,
+            ))
+        });
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_and_buckets() {
+        assert_eq!(COMMANDS[query_command(b"  select 1")], "SELECT");
+        assert_eq!(
+            COMMANDS[query_command(b"/* x */ CREATE TEMPORARY TABLE t (a int)")],
+            "CREATE_TEMPORARY"
+        );
+        assert_eq!(
+            COMMANDS[query_command(b"start transaction")],
+            "START_TRANSACTION"
+        );
+        assert_eq!(COMMANDS[query_command(b"frobnicate")], "UNKNOWN");
+        let c = CommandCounters::default();
+        c.record(query_command(b"SELECT 1"), Duration::from_micros(700));
+        c.record(query_command(b"SELECT 1"), Duration::from_secs(20));
+        let sel = c
+            .commands()
+            .into_iter()
+            .find(|r| r.command == "SELECT")
+            .expect("row");
+        assert_eq!((sel.total_cnt, sel.buckets[2], sel.buckets[11]), (2, 1, 1));
+        c.record_error(
+            (0, "h".into(), 1, "u".into(), "c".into(), "s".into()),
+            1064,
+            "syntax",
+        );
+        c.record_error(
+            (0, "h".into(), 1, "u".into(), "c".into(), "s".into()),
+            1064,
+            "syntax 2",
+        );
+        assert_eq!(c.errors()[0].count_star, 2);
+        assert_eq!(c.errors()[0].last_error, "syntax 2");
+    }
+}
