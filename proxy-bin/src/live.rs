@@ -157,13 +157,9 @@ impl LiveStats for Live {
 
     fn runtime_changed(&self) {
         let rt = self.config.load();
-        self.mysql.pool.purge_idle(|hg, server| {
-            rt.mysql.hostgroups.get(&hg).is_some_and(|v| {
-                v.iter().any(|s| {
-                    &s.key == server && s.status != sluice_core::config::ServerStatus::OfflineHard
-                })
-            })
-        });
+        self.mysql
+            .pool
+            .purge_idle(|hg, server| rt.mysql.server_in_service(hg, server));
     }
 
     fn kill_session(&self, id: u32) -> bool {

@@ -509,3 +509,38 @@ async fn stats_tables_show_live_counters_and_offline_hard_drops_connections() {
         "idle connections to the OFFLINE_HARD server are closed: {free}"
     );
 }
+
+#[test]
+fn pause_resume_shutdown_and_load_from_config() {
+    if !backends_ready() {
+        return;
+    }
+    let mut s = Sluice::start(&standard_config("", ""));
+    // LOAD ... FROM CONFIG brings the file's rows back into memory.
+    s.admin_ok("DELETE FROM mysql_users;");
+    assert_eq!(s.admin_ok("SELECT COUNT(*) FROM mysql_users;").trim(), "0");
+    s.admin_ok("LOAD MYSQL USERS FROM CONFIG;");
+    assert_eq!(
+        s.admin_ok("SELECT username FROM mysql_users;").trim(),
+        "app"
+    );
+    // PAUSE: new client connections wait; RESUME lets them in.
+    s.admin_ok("PROXYSQL PAUSE;");
+    let port = s.port;
+    let waiting =
+        std::thread::spawn(move || mariadb(port, "app", "app", &["--skip-ssl"], "SELECT 42;"));
+    std::thread::sleep(Duration::from_millis(800));
+    assert!(!waiting.is_finished(), "a new client waits while paused");
+    s.admin_ok("PROXYSQL RESUME;");
+    let out = waiting.join().expect("client thread");
+    assert_eq!(ok_stdout(&out).trim(), "42");
+    // SHUTDOWN stops the process cleanly.
+    let _ = s.admin("PROXYSQL SHUTDOWN;");
+    let status = s.wait_exit(Duration::from_secs(20)).expect("sluice exits");
+    assert_eq!(status.code(), Some(0));
+    assert!(
+        s.log().contains("received PROXYSQL SHUTDOWN"),
+        "{}",
+        s.log()
+    );
+}

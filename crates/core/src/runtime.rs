@@ -72,6 +72,14 @@ pub struct MysqlRuntime {
 }
 
 impl MysqlRuntime {
+    /// True when `server` is in `hostgroup` and not OFFLINE_HARD: connections to it may stay.
+    pub fn server_in_service(&self, hostgroup: u32, server: &ServerKey) -> bool {
+        self.hostgroups.get(&hostgroup).is_some_and(|v| {
+            v.iter()
+                .any(|s| &s.key == server && s.status != ServerStatus::OfflineHard)
+        })
+    }
+
     /// Whether sessions of `user` routed to `hostgroup` may be multiplexed: the global
     /// `mysql-multiplexing`, the hostgroup's `multiplex` attribute and the user's
     /// `attributes.multiplexing` must all allow it.

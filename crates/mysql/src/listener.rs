@@ -89,6 +89,13 @@ async fn accept_loop(fe: Arc<MysqlFrontend>, listener: TcpListener) {
 }
 
 async fn handle(fe: Arc<MysqlFrontend>, mut tcp: TcpStream, peer: std::net::SocketAddr) {
+    // Accepted while PROXYSQL PAUSE is in force: the client waits for its greeting until RESUME.
+    while fe.paused.load(std::sync::atomic::Ordering::Relaxed) {
+        tokio::select! {
+            _ = fe.shutdown.cancelled() => return,
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+        }
+    }
     let rt = fe.config.load();
     let vars = &rt.mysql.variables;
     let id = fe.registry.next_id();

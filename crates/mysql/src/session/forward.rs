@@ -42,11 +42,7 @@ impl Session {
         let rt = self.fe.config.load();
         if let Some(b) = self.backend.as_ref() {
             let k = b.key();
-            let in_service = rt.mysql.hostgroups.get(&k.hostgroup).is_some_and(|v| {
-                v.iter().any(|s| {
-                    s.key == k.server && s.status != sluice_core::config::ServerStatus::OfflineHard
-                })
-            });
+            let in_service = rt.mysql.server_in_service(k.hostgroup, &k.server);
             if in_service {
                 return Ok(());
             }
