@@ -96,10 +96,27 @@ username = "app"
 password = "app"
 default_hostgroup = 0
 
+[[pgsql_servers]]
+hostgroup_id = 0
+hostname = "127.0.0.1"
+port = {pg_primary}
+
+[[pgsql_servers]]
+hostgroup_id = 1
+hostname = "127.0.0.1"
+port = {pg_replica}
+
+[[pgsql_users]]
+username = "app"
+password = "app"
+default_hostgroup = 0
+
 {extra_tables}
 "#,
         primary = ports::MY_PRIMARY,
         replica = ports::MY_REPLICA,
+        pg_primary = ports::PG_PRIMARY,
+        pg_replica = ports::PG_REPLICA,
     )
 }
 
@@ -112,6 +129,8 @@ pub struct Sluice {
     pub admin_port: u16,
     /// The PostgreSQL-protocol admin port.
     pub pg_admin_port: u16,
+    /// The PostgreSQL frontend port.
+    pub pg_port: u16,
     /// Its scratch folder (config, datadir, log).
     pub dir: PathBuf,
 }
@@ -131,19 +150,22 @@ impl Sluice {
     pub fn start_on(template: &str, dir: PathBuf, args: &[&str], ports: (u16, u16)) -> Sluice {
         let (port, admin_port) = ports;
         let pg_admin_port = free_port();
+        let pg_port = free_port();
         let cfg = dir.join("sluice.toml");
         // Every instance gets its own admin port (tests run in parallel).
         let template = if template.contains("[admin_variables]") {
             template.to_string()
         } else {
             format!(
-                "[admin_variables]\nmysql_ifaces = \"127.0.0.1:{{admin_port}}\"\npgsql_ifaces = \"127.0.0.1:{{pg_admin_port}}\"\n{template}"
+                "[admin_variables]\nmysql_ifaces = \"127.0.0.1:{{admin_port}}\"\npgsql_ifaces = \"127.0.0.1:{{pg_admin_port}}\"\n\
+                 [pgsql_variables]\ninterfaces = \"127.0.0.1:{{pg_port}}\"\n{template}"
             )
         };
         let text = template
             .replace("{port}", &port.to_string())
             .replace("{admin_port}", &admin_port.to_string())
-            .replace("{pg_admin_port}", &pg_admin_port.to_string());
+            .replace("{pg_admin_port}", &pg_admin_port.to_string())
+            .replace("{pg_port}", &pg_port.to_string());
         std::fs::write(&cfg, text).expect("write config");
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -168,6 +190,7 @@ impl Sluice {
             port,
             admin_port,
             pg_admin_port,
+            pg_port,
             dir,
         };
         let up = xtask::proc::wait_until(Duration::from_secs(20), || {

@@ -408,8 +408,10 @@ fn psql_reaches_the_same_admin_store() {
         let out = s.psql_admin(sql, false);
         assert!(out.status.success(), "{sql}: {}", stderr(&out));
     }
-    let runtime =
-        ok_stdout(&s.psql_admin("SELECT username, use_ssl FROM runtime_pgsql_users;", false));
+    let runtime = ok_stdout(&s.psql_admin(
+        "SELECT username, use_ssl FROM runtime_pgsql_users WHERE username = 'postgres';",
+        false,
+    ));
     assert_eq!(runtime.trim(), "postgres\t1");
     let disk = ok_stdout(&s.psql_admin("SELECT writer_hostgroup, reader_hostgroup, comment FROM disk.pgsql_replication_hostgroups;", false));
     assert_eq!(disk.trim(), "0\t1\tpg-replication");

@@ -52,11 +52,14 @@ fn lock(m: &Mutex<Config>) -> std::sync::MutexGuard<'_, Config> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-const RUNTIME_MODULES: [Module; 4] = [
+const RUNTIME_MODULES: [Module; 7] = [
     Module::MysqlUsers,
     Module::MysqlServers,
     Module::MysqlVariables,
     Module::AdminVariables,
+    Module::PgsqlUsers,
+    Module::PgsqlServers,
+    Module::PgsqlVariables,
 ];
 const ALL_MODULES: [Module; 11] = [
     Module::MysqlUsers,
@@ -158,7 +161,7 @@ impl Admin {
         let sql = match m.variable_prefix() {
             Some("mysql-") => variables_sql("main", "mysql-", &self.file.mysql_variables.pairs()),
             Some("admin-") => variables_sql("main", "admin-", &self.file.admin_variables.pairs()),
-            Some(_) => return Ok(()),
+            Some(_) => variables_sql("main", "pgsql-", &self.file.pgsql_variables.pairs()),
             None => {
                 let mut sql = Vec::new();
                 for t in m.tables() {
@@ -182,13 +185,17 @@ impl Admin {
                 .into_iter()
                 .map(|s| s.replacen("main.global_variables", "main.runtime_global_variables", 1))
                 .collect(),
-            Module::MysqlUsers | Module::MysqlServers => {
+            Module::PgsqlVariables => variables_sql("main", "pgsql-", &cfg.pgsql_variables.pairs())
+                .into_iter()
+                .map(|s| s.replacen("main.global_variables", "main.runtime_global_variables", 1))
+                .collect(),
+            Module::MysqlUsers
+            | Module::MysqlServers
+            | Module::PgsqlUsers
+            | Module::PgsqlServers => {
                 let mut sql = Vec::new();
                 for t in m.tables() {
-                    if matches!(
-                        *t,
-                        "mysql_servers" | "mysql_users" | "mysql_hostgroup_attributes"
-                    ) {
+                    if crate::layers::RUNTIME_TABLES.contains(t) {
                         sql.extend(replace_rows_sql(
                             "main",
                             &format!("runtime_{t}"),

@@ -34,6 +34,9 @@ pub fn config_to_toml(cfg: &Config) -> Result<String, String> {
         "mysql_hostgroup_attributes".into(),
         rows(&cfg.mysql_hostgroup_attributes)?,
     );
+    t.insert("pgsql_variables".into(), vars(cfg.pgsql_variables.pairs()));
+    t.insert("pgsql_servers".into(), rows(&cfg.pgsql_servers)?);
+    t.insert("pgsql_users".into(), rows(&cfg.pgsql_users)?);
     let body = toml::to_string(&t).map_err(|e| e.to_string())?;
     Ok(format!(
         "# Sluice configuration exported by SAVE CONFIG TO FILE.\n{body}"

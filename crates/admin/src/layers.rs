@@ -140,17 +140,22 @@ pub async fn memory_to_config(
     }
     let from_memory = |m: Module| replace.contains(&m);
     let mut memory_rows: HashMap<&str, AdminRows> = HashMap::new();
-    for t in ["mysql_servers", "mysql_hostgroup_attributes", "mysql_users"] {
-        let m = if t == "mysql_users" {
-            Module::MysqlUsers
-        } else {
-            Module::MysqlServers
+    for t in RUNTIME_TABLES {
+        let m = match t {
+            "mysql_users" => Module::MysqlUsers,
+            "pgsql_users" => Module::PgsqlUsers,
+            "pgsql_servers" => Module::PgsqlServers,
+            _ => Module::MysqlServers,
         };
         if from_memory(m) {
-            memory_rows.insert(t, store.query(&format!("SELECT * FROM main.{t}")).await?);
+            let cols = table_columns(t).join(", ");
+            memory_rows.insert(
+                t,
+                store.query(&format!("SELECT {cols} FROM main.{t}")).await?,
+            );
         }
     }
-    for t in ["mysql_servers", "mysql_hostgroup_attributes", "mysql_users"] {
+    for t in RUNTIME_TABLES {
         match memory_rows.get(t) {
             Some(rows) => append_rows(&mut text, &mut lines, t, rows),
             None => {
@@ -175,15 +180,18 @@ pub async fn memory_to_config(
     })
 }
 
-/// The rows a [`Config`] holds for `table`, with the table's column names.
-pub fn config_rows(cfg: &Config, table: &str) -> AdminRows {
-    let Ok(toml::Value::Table(doc)) = toml::Value::try_from(ExportView(cfg)) else {
-        return AdminRows::default();
-    };
-    let Some(toml::Value::Array(items)) = doc.get(table) else {
-        return AdminRows::default();
-    };
-    let columns: Vec<String> = CONFIG_TABLES
+/// The tables the runtime is built from.
+pub const RUNTIME_TABLES: [&str; 5] = [
+    "mysql_servers",
+    "mysql_hostgroup_attributes",
+    "mysql_users",
+    "pgsql_servers",
+    "pgsql_users",
+];
+
+/// A configuration table's column names (from its definition).
+fn table_columns(table: &str) -> Vec<String> {
+    CONFIG_TABLES
         .iter()
         .find(|(n, _)| *n == table)
         .map(|(_, cols)| {
@@ -193,7 +201,18 @@ pub fn config_rows(cfg: &Config, table: &str) -> AdminRows {
                 .map(str::to_string)
                 .collect()
         })
-        .unwrap_or_default();
+        .unwrap_or_default()
+}
+
+/// The rows a [`Config`] holds for `table`, with the table's column names.
+pub fn config_rows(cfg: &Config, table: &str) -> AdminRows {
+    let Ok(toml::Value::Table(doc)) = toml::Value::try_from(ExportView(cfg)) else {
+        return AdminRows::default();
+    };
+    let Some(toml::Value::Array(items)) = doc.get(table) else {
+        return AdminRows::default();
+    };
+    let columns = table_columns(table);
     let rows = items
         .iter()
         .filter_map(|i| i.as_table())
@@ -219,13 +238,15 @@ struct ExportView<'a>(&'a Config);
 impl serde::Serialize for ExportView<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
-        let mut m = s.serialize_map(Some(3))?;
+        let mut m = s.serialize_map(Some(5))?;
         m.serialize_entry("mysql_servers", &self.0.mysql_servers)?;
         m.serialize_entry("mysql_users", &self.0.mysql_users)?;
         m.serialize_entry(
             "mysql_hostgroup_attributes",
             &self.0.mysql_hostgroup_attributes,
         )?;
+        m.serialize_entry("pgsql_servers", &self.0.pgsql_servers)?;
+        m.serialize_entry("pgsql_users", &self.0.pgsql_users)?;
         m.end()
     }
 }

@@ -90,6 +90,17 @@ impl MysqlRuntime {
     }
 }
 
+/// What the PostgreSQL data path uses.
+#[derive(Debug, Clone, Default)]
+pub struct PgsqlRuntime {
+    /// `pgsql-*` variables.
+    pub variables: crate::config::PgsqlVariables,
+    /// Users allowed to log in, by name.
+    pub frontend_users: HashMap<String, Arc<crate::config::PgsqlUser>>,
+    /// Hostgroup id → its servers.
+    pub hostgroups: BTreeMap<u32, Vec<HostgroupServer>>,
+}
+
 /// An immutable snapshot of everything the data path reads. Sessions `load()` it once per command.
 #[derive(Debug, Clone, Default)]
 pub struct RuntimeConfig {
@@ -97,6 +108,8 @@ pub struct RuntimeConfig {
     pub datadir: Option<String>,
     /// MySQL side.
     pub mysql: MysqlRuntime,
+    /// PostgreSQL side.
+    pub pgsql: PgsqlRuntime,
 }
 
 impl RuntimeConfig {
@@ -120,8 +133,36 @@ impl RuntimeConfig {
                 backend_users.insert(u.username.clone(), u);
             }
         }
+        let mut pg_hostgroups: BTreeMap<u32, Vec<HostgroupServer>> = BTreeMap::new();
+        for s in &cfg.pgsql_servers {
+            pg_hostgroups
+                .entry(s.hostgroup_id.0)
+                .or_default()
+                .push(HostgroupServer {
+                    key: ServerKey {
+                        hostname: s.hostname.clone(),
+                        port: s.port.0,
+                    },
+                    hostgroup: s.hostgroup_id.0,
+                    status: s.status,
+                    weight: s.weight.0,
+                    max_connections: s.max_connections.0,
+                    use_ssl: s.use_ssl.0,
+                });
+        }
+        let pgsql = PgsqlRuntime {
+            variables: cfg.pgsql_variables.clone(),
+            frontend_users: cfg
+                .pgsql_users
+                .iter()
+                .filter(|u| u.frontend.0)
+                .map(|u| (u.username.clone(), Arc::new(u.clone())))
+                .collect(),
+            hostgroups: pg_hostgroups,
+        };
         RuntimeConfig {
             datadir: cfg.datadir.clone(),
+            pgsql,
             mysql: MysqlRuntime {
                 variables: cfg.mysql_variables.clone(),
                 frontend_users,

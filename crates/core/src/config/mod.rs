@@ -4,12 +4,14 @@
 mod admin_variables;
 mod mysql_tables;
 mod mysql_variables;
+mod pgsql;
 mod proxysql_names;
 mod values;
 
 pub use admin_variables::AdminVariables;
 pub use mysql_tables::{MysqlHostgroupAttributes, MysqlServer, MysqlUser};
 pub use mysql_variables::{MysqlVariables, SetOutcome};
+pub use pgsql::{PgsqlServer, PgsqlUser, PgsqlVariables};
 pub use proxysql_names::PROXYSQL_MYSQL_VARIABLES;
 pub use values::*;
 
@@ -34,6 +36,12 @@ pub struct Config {
     pub mysql_users: Vec<MysqlUser>,
     /// `mysql_hostgroup_attributes` rows.
     pub mysql_hostgroup_attributes: Vec<MysqlHostgroupAttributes>,
+    /// `pgsql-*` variables.
+    pub pgsql_variables: PgsqlVariables,
+    /// `pgsql_servers` rows.
+    pub pgsql_servers: Vec<PgsqlServer>,
+    /// `pgsql_users` rows.
+    pub pgsql_users: Vec<PgsqlUser>,
     /// Warnings worth logging at start (e.g. variables accepted without effect).
     pub warnings: Vec<String>,
 }
@@ -52,6 +60,12 @@ struct RawFile {
     mysql_users: Vec<Spanned<MysqlUser>>,
     #[serde(default)]
     mysql_hostgroup_attributes: Vec<Spanned<MysqlHostgroupAttributes>>,
+    #[serde(default)]
+    pgsql_variables: BTreeMap<String, Spanned<toml::Value>>,
+    #[serde(default)]
+    pgsql_servers: Vec<Spanned<PgsqlServer>>,
+    #[serde(default)]
+    pgsql_users: Vec<Spanned<PgsqlUser>>,
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
@@ -110,6 +124,15 @@ impl Config {
             &mut warnings,
             |n, v| admin_vars.set(n, v),
         )?;
+        let mut pgsql_vars = PgsqlVariables::default();
+        apply_variables(
+            text,
+            "pgsql",
+            &raw.pgsql_variables,
+            &mut warnings,
+            |n, v| pgsql_vars.set(n, v),
+        )?;
+        cfg.pgsql_variables = pgsql_vars;
         cfg.mysql_variables = mysql_vars;
         cfg.admin_variables = admin_vars;
         cfg.warnings = warnings;
@@ -198,6 +221,55 @@ impl Config {
                 ));
             }
             cfg.mysql_hostgroup_attributes.push(a);
+        }
+        let mut seen_pg = HashSet::new();
+        for row in raw.pgsql_servers {
+            let offset = row.span().start;
+            let s = row.into_inner();
+            if s.hostname.trim().is_empty() || s.port.0 == 0 {
+                return Err(invalid(
+                    offset,
+                    "pgsql_servers: hostname and a port 1..65535 are required".into(),
+                ));
+            }
+            if !seen_pg.insert((s.hostgroup_id.0, s.hostname.clone(), s.port.0)) {
+                return Err(invalid(
+                    offset,
+                    format!(
+                        "pgsql_servers: duplicate ({}, {}, {})",
+                        s.hostgroup_id.0, s.hostname, s.port.0
+                    ),
+                ));
+            }
+            cfg.pgsql_servers.push(s);
+        }
+        let mut seen_pg_users = HashSet::new();
+        for row in raw.pgsql_users {
+            let offset = row.span().start;
+            let u = row.into_inner();
+            if u.username.is_empty() {
+                return Err(invalid(
+                    offset,
+                    "pgsql_users.username: must not be empty".into(),
+                ));
+            }
+            if u.frontend.0 && !seen_pg_users.insert(u.username.clone()) {
+                return Err(invalid(
+                    offset,
+                    format!("pgsql_users: duplicate frontend user {:?}", u.username),
+                ));
+            }
+            let hg = u.default_hostgroup.0;
+            if u.frontend.0 && !cfg.pgsql_servers.iter().any(|s| s.hostgroup_id.0 == hg) {
+                return Err(invalid(
+                    offset,
+                    format!(
+                        "pgsql_users {:?}: default_hostgroup {hg} is not a hostgroup of any pgsql_servers row",
+                        u.username
+                    ),
+                ));
+            }
+            cfg.pgsql_users.push(u);
         }
         for u in cfg.mysql_users.iter().filter(|u| u.frontend.0) {
             let hg = u.default_hostgroup.0;

@@ -1,0 +1,183 @@
+//! `pgsql_servers`, `pgsql_users` rows and `pgsql-*` variables.
+
+use super::SetOutcome;
+use super::values::*;
+use serde::{Deserialize, Serialize};
+
+/// One row of `pgsql_servers`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PgsqlServer {
+    /// Hostgroup.
+    #[serde(default)]
+    pub hostgroup_id: HostgroupId,
+    /// Host name or IP.
+    pub hostname: String,
+    /// Port (default 5432).
+    #[serde(default = "pg_port")]
+    pub port: Port,
+    /// Configured status.
+    #[serde(default)]
+    pub status: ServerStatus,
+    /// Relative weight.
+    #[serde(default)]
+    pub weight: Weight,
+    /// Accepted; must be 0.
+    #[serde(default)]
+    pub compression: Flag,
+    /// Cap on backend connections.
+    #[serde(default)]
+    pub max_connections: ServerMaxConnections,
+    /// Accepted (monitor issue).
+    #[serde(default)]
+    pub max_replication_lag: ReplicationLag,
+    /// TLS to this server.
+    #[serde(default)]
+    pub use_ssl: Flag,
+    /// Accepted (monitor issue).
+    #[serde(default)]
+    pub max_latency_ms: LatencyMs,
+    /// Free text.
+    #[serde(default)]
+    pub comment: String,
+}
+
+fn pg_port() -> Port {
+    Port(5432)
+}
+
+/// One row of `pgsql_users`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PgsqlUser {
+    /// User name.
+    pub username: String,
+    /// Cleartext password (needed for SCRAM towards clients and backends).
+    #[serde(default)]
+    pub password: String,
+    /// Inactive users cannot log in.
+    #[serde(default = "yes")]
+    pub active: Flag,
+    /// The client must use TLS.
+    #[serde(default)]
+    pub use_ssl: Flag,
+    /// Hostgroup of the user's traffic.
+    #[serde(default)]
+    pub default_hostgroup: HostgroupId,
+    /// Accepted (query-processor issue).
+    #[serde(default = "yes")]
+    pub transaction_persistent: Flag,
+    /// 1: session pooling (the session keeps its backend connection).
+    #[serde(default)]
+    pub fast_forward: Flag,
+    /// Credentials towards backends.
+    #[serde(default = "yes")]
+    pub backend: Flag,
+    /// Clients may log in.
+    #[serde(default = "yes")]
+    pub frontend: Flag,
+    /// Per-user client cap.
+    #[serde(default)]
+    pub max_connections: UserMaxConnections,
+    /// JSON attributes.
+    #[serde(default)]
+    pub attributes: String,
+    /// Free text.
+    #[serde(default)]
+    pub comment: String,
+}
+
+fn yes() -> Flag {
+    Flag(true)
+}
+
+/// The `pgsql-` variables Sluice implements.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PgsqlVariables {
+    /// Where the PostgreSQL frontend listens (`;`-separated host:port).
+    pub interfaces: String,
+    /// `server_version` reported to clients before a backend says otherwise.
+    pub server_version: String,
+    /// Client connection cap.
+    pub max_connections: u32,
+    /// Per-attempt backend connect timeout (ms).
+    pub connect_timeout_server: u64,
+    /// Budget to get a backend connection (ms).
+    pub connect_timeout_server_max: u64,
+    /// 1 = cleartext, 2 = md5, 3 = SCRAM-SHA-256.
+    pub authentication_method: u32,
+    /// Offer TLS.
+    pub have_ssl: bool,
+}
+
+impl Default for PgsqlVariables {
+    fn default() -> Self {
+        PgsqlVariables {
+            interfaces: "0.0.0.0:6133".into(),
+            server_version: "16.1".into(),
+            max_connections: 10_000,
+            connect_timeout_server: 1_000,
+            connect_timeout_server_max: 10_000,
+            authentication_method: 3,
+            have_ssl: true,
+        }
+    }
+}
+
+impl PgsqlVariables {
+    /// Sets one variable from text.
+    pub fn set(&mut self, name: &str, v: &str) -> Result<SetOutcome, String> {
+        let int = |min: u64, max: u64| -> Result<u64, String> {
+            let n: u64 = v
+                .trim()
+                .parse()
+                .map_err(|_| format!("pgsql-{name}: {v:?} is not a whole number"))?;
+            if n < min || n > max {
+                return Err(format!("pgsql-{name}: {n} is out of range {min}..{max}"));
+            }
+            Ok(n)
+        };
+        match name {
+            "interfaces" => self.interfaces = v.to_string(),
+            "server_version" => self.server_version = v.to_string(),
+            "max_connections" => self.max_connections = int(1, 1_000_000)? as u32,
+            "connect_timeout_server" => self.connect_timeout_server = int(10, 120_000)?,
+            "connect_timeout_server_max" => self.connect_timeout_server_max = int(10, 3_600_000)?,
+            "authentication_method" => self.authentication_method = int(1, 3)? as u32,
+            "have_ssl" => {
+                self.have_ssl = match v.trim().to_ascii_lowercase().as_str() {
+                    "true" | "1" => true,
+                    "false" | "0" => false,
+                    _ => return Err(format!("pgsql-have_ssl: {v:?} is not true/false")),
+                }
+            }
+            _ if super::PROXYSQL_MYSQL_VARIABLES.contains(&name) => {
+                return Ok(SetOutcome::AcceptedWithoutEffect);
+            }
+            _ => return Err(format!("unknown variable pgsql-{name}")),
+        }
+        Ok(SetOutcome::Applied)
+    }
+
+    /// Every variable as (name, value).
+    pub fn pairs(&self) -> Vec<(String, String)> {
+        vec![
+            ("interfaces".into(), self.interfaces.clone()),
+            ("server_version".into(), self.server_version.clone()),
+            ("max_connections".into(), self.max_connections.to_string()),
+            (
+                "connect_timeout_server".into(),
+                self.connect_timeout_server.to_string(),
+            ),
+            (
+                "connect_timeout_server_max".into(),
+                self.connect_timeout_server_max.to_string(),
+            ),
+            (
+                "authentication_method".into(),
+                self.authentication_method.to_string(),
+            ),
+            ("have_ssl".into(), self.have_ssl.to_string()),
+        ]
+    }
+}
