@@ -66,6 +66,11 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
         "MySQL admin (admin-mysql_ifaces)",
     )
     .await?;
+    let pg_listeners = bind_all(
+        &cfg.pgsql_variables.interfaces,
+        "PostgreSQL frontend (pgsql-interfaces)",
+    )
+    .await?;
     let pg_admin_listeners = bind_all(
         &cfg.admin_variables.pgsql_ifaces,
         "PostgreSQL admin (admin-pgsql_ifaces)",
@@ -122,6 +127,13 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
         shutdown: shutdown.clone(),
         tasks: tasks.clone(),
     };
+    let pg_fe = Arc::new(sluice_pgsql::frontend::PgFrontend {
+        config: config.clone(),
+        pool: sluice_pgsql_backend::pool::PgPool::new(),
+        shutdown: shutdown.clone(),
+        tasks: tasks.clone(),
+    });
+    let pg_server = tokio::spawn(sluice_pgsql::frontend::serve(pg_fe, pg_listeners));
     let pg_admin_server = tokio::spawn(sluice_pgsql::serve_admin(
         Arc::new(pg_admin),
         pg_admin_listeners,
@@ -146,6 +158,7 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
     let _ = server.await;
     let _ = admin_server.await;
     let _ = pg_admin_server.await;
+    let _ = pg_server.await;
     tasks.close();
     if tokio::time::timeout(opts.shutdown_timeout, tasks.wait())
         .await

@@ -156,9 +156,13 @@ impl Sluice {
         let template = if template.contains("[admin_variables]") {
             template.to_string()
         } else {
+            let pg = if template.contains("[pgsql_variables]") {
+                ""
+            } else {
+                "[pgsql_variables]\ninterfaces = \"127.0.0.1:{pg_port}\"\n"
+            };
             format!(
-                "[admin_variables]\nmysql_ifaces = \"127.0.0.1:{{admin_port}}\"\npgsql_ifaces = \"127.0.0.1:{{pg_admin_port}}\"\n\
-                 [pgsql_variables]\ninterfaces = \"127.0.0.1:{{pg_port}}\"\n{template}"
+                "[admin_variables]\nmysql_ifaces = \"127.0.0.1:{{admin_port}}\"\npgsql_ifaces = \"127.0.0.1:{{pg_admin_port}}\"\n{pg}{template}"
             )
         };
         let text = template

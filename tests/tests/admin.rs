@@ -297,13 +297,26 @@ fn saved_config_survives_a_restart_unless_initial() {
     s.admin_ok(&format!("SAVE CONFIG TO FILE {};", export.display()));
     let text = std::fs::read_to_string(&export).expect("exported file");
     // Same configuration on fresh ports.
+    let mut section = String::new();
     let template: String = text
         .lines()
-        .map(|l| match l.split_once(" = ") {
-            Some(("interfaces", _)) => "interfaces = \"127.0.0.1:{port}\"".to_string(),
-            Some(("mysql_ifaces", _)) => "mysql_ifaces = \"127.0.0.1:{admin_port}\"".to_string(),
-            Some(("pgsql_ifaces", _)) => "pgsql_ifaces = \"127.0.0.1:{pg_admin_port}\"".to_string(),
-            _ => l.to_string(),
+        .map(|l| {
+            if l.starts_with('[') {
+                section = l.to_string();
+            }
+            match (section.as_str(), l.split_once(" = ")) {
+                ("[pgsql_variables]", Some(("interfaces", _))) => {
+                    "interfaces = \"127.0.0.1:{pg_port}\"".to_string()
+                }
+                (_, Some(("interfaces", _))) => "interfaces = \"127.0.0.1:{port}\"".to_string(),
+                (_, Some(("mysql_ifaces", _))) => {
+                    "mysql_ifaces = \"127.0.0.1:{admin_port}\"".to_string()
+                }
+                (_, Some(("pgsql_ifaces", _))) => {
+                    "pgsql_ifaces = \"127.0.0.1:{pg_admin_port}\"".to_string()
+                }
+                _ => l.to_string(),
+            }
         })
         .collect::<Vec<_>>()
         .join("\n");

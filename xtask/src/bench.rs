@@ -174,7 +174,7 @@ fn start_sluice(
     std::fs::write(
         &cfg,
         format!(
-            "[admin_variables]\nmysql_ifaces = \"127.0.0.1:0\"\npgsql_ifaces = \"127.0.0.1:0\"\n[mysql_variables]\ninterfaces = \"127.0.0.1:{port}\"\nthreads = 2\n\
+            "[admin_variables]\nmysql_ifaces = \"127.0.0.1:0\"\npgsql_ifaces = \"127.0.0.1:0\"\n[pgsql_variables]\ninterfaces = \"127.0.0.1:0\"\n[mysql_variables]\ninterfaces = \"127.0.0.1:{port}\"\nthreads = 2\n\
              [[mysql_servers]]\nhostname = \"127.0.0.1\"\nport = {}\nmax_connections = {max_connections}\n\
              [[mysql_users]]\nusername = \"app\"\npassword = \"app\"\n",
             xtask::ports::MY_PRIMARY

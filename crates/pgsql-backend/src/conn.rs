@@ -1,0 +1,191 @@
+//! One authenticated connection to a PostgreSQL server.
+
+use crate::Error;
+use crate::frame::{Reader, message, parse_error};
+use crate::scram;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+/// How to open a server connection.
+#[derive(Debug, Clone)]
+pub struct ConnectParams {
+    /// Host.
+    pub host: String,
+    /// Port.
+    pub port: u16,
+    /// User.
+    pub user: String,
+    /// Cleartext password.
+    pub password: String,
+    /// Database.
+    pub database: String,
+    /// Other startup parameters (application_name, client_encoding, ...).
+    pub options: Vec<(String, String)>,
+    /// Connect + authenticate timeout.
+    pub timeout: Duration,
+}
+
+/// An authenticated server connection, ready for queries.
+#[derive(Debug)]
+pub struct PgConn {
+    /// The socket.
+    pub stream: TcpStream,
+    /// Buffered reader.
+    pub reader: Reader,
+    /// ParameterStatus values the server reported at login.
+    pub params: Vec<(String, String)>,
+    /// `host:port`.
+    pub server: String,
+    /// BackendKeyData (pid, secret), for cancel requests.
+    pub key: (u32, u32),
+}
+
+fn startup_message(p: &ConnectParams) -> Vec<u8> {
+    let mut body = 196_608u32.to_be_bytes().to_vec();
+    let mut kv = vec![
+        ("user".to_string(), p.user.clone()),
+        ("database".to_string(), p.database.clone()),
+    ];
+    kv.extend(p.options.iter().cloned());
+    for (k, v) in kv {
+        body.extend_from_slice(k.as_bytes());
+        body.push(0);
+        body.extend_from_slice(v.as_bytes());
+        body.push(0);
+    }
+    body.push(0);
+    let mut out = ((body.len() + 4) as u32).to_be_bytes().to_vec();
+    out.extend(body);
+    out
+}
+
+fn sasl_initial(first: &str) -> Vec<u8> {
+    let mut b = b"SCRAM-SHA-256\0".to_vec();
+    b.extend_from_slice(&(first.len() as u32).to_be_bytes());
+    b.extend_from_slice(first.as_bytes());
+    message(b'p', &b)
+}
+
+impl PgConn {
+    /// Connects and authenticates (cleartext or SCRAM-SHA-256) within `p.timeout`.
+    pub async fn connect(p: &ConnectParams) -> Result<PgConn, Error> {
+        match tokio::time::timeout(p.timeout, Self::connect_inner(p)).await {
+            Ok(r) => r,
+            Err(_) => Err(Error::Auth(format!(
+                "{}:{}: timed out after {}ms",
+                p.host,
+                p.port,
+                p.timeout.as_millis()
+            ))),
+        }
+    }
+
+    async fn connect_inner(p: &ConnectParams) -> Result<PgConn, Error> {
+        let mut stream = TcpStream::connect((p.host.as_str(), p.port)).await?;
+        let _ = stream.set_nodelay(true);
+        stream.write_all(&startup_message(p)).await?;
+        let mut reader = Reader::default();
+        let mut scram: Option<scram::Client> = None;
+        let mut params = Vec::new();
+        let mut key = (0, 0);
+        loop {
+            let m = reader.message(&mut stream).await?;
+            let body = &m[5..];
+            match m[0] {
+                b'R' => {
+                    let code = body
+                        .get(..4)
+                        .map_or(u32::MAX, |c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]));
+                    let data = &body[4.min(body.len())..];
+                    match code {
+                        0 => {}
+                        3 => {
+                            let mut pw = p.password.clone().into_bytes();
+                            pw.push(0);
+                            stream.write_all(&message(b'p', &pw)).await?;
+                        }
+                        10 => {
+                            if !data.windows(13).any(|w| w == b"SCRAM-SHA-256") {
+                                return Err(Error::Auth("server offers no SCRAM-SHA-256".into()));
+                            }
+                            let (c, first) = scram::Client::new(&p.password);
+                            scram = Some(c);
+                            stream.write_all(&sasl_initial(&first)).await?;
+                        }
+                        11 => {
+                            let c = scram
+                                .as_mut()
+                                .ok_or(Error::Malformed("SASL continue without start"))?;
+                            let fin = c
+                                .finish(&String::from_utf8_lossy(data))
+                                .map_err(Error::Auth)?;
+                            stream.write_all(&message(b'p', fin.as_bytes())).await?;
+                        }
+                        12 => {
+                            let c = scram
+                                .as_ref()
+                                .ok_or(Error::Malformed("SASL final without start"))?;
+                            c.verify(&String::from_utf8_lossy(data))
+                                .map_err(Error::Auth)?;
+                        }
+                        other => {
+                            return Err(Error::Auth(format!(
+                                "authentication method {other} is not supported towards servers"
+                            )));
+                        }
+                    }
+                }
+                b'S' => {
+                    let parts: Vec<&[u8]> = body.split(|b| *b == 0).collect();
+                    if parts.len() >= 2 {
+                        params.push((
+                            String::from_utf8_lossy(parts[0]).into_owned(),
+                            String::from_utf8_lossy(parts[1]).into_owned(),
+                        ));
+                    }
+                }
+                b'K' if body.len() >= 8 => {
+                    key = (
+                        u32::from_be_bytes([body[0], body[1], body[2], body[3]]),
+                        u32::from_be_bytes([body[4], body[5], body[6], body[7]]),
+                    );
+                }
+                b'Z' => break,
+                b'E' => {
+                    let (code, message) = parse_error(body);
+                    return Err(Error::Server { code, message });
+                }
+                _ => {}
+            }
+        }
+        Ok(PgConn {
+            stream,
+            reader,
+            params,
+            server: format!("{}:{}", p.host, p.port),
+            key,
+        })
+    }
+
+    /// Runs `DISCARD ALL` so the connection can serve another client; false on failure.
+    pub async fn discard_all(&mut self) -> bool {
+        if self
+            .stream
+            .write_all(&message(b'Q', b"DISCARD ALL\0"))
+            .await
+            .is_err()
+        {
+            return false;
+        }
+        let mut ok = true;
+        loop {
+            match self.reader.message(&mut self.stream).await {
+                Ok(m) if m[0] == b'Z' => return ok,
+                Ok(m) if m[0] == b'E' => ok = false,
+                Ok(_) => {}
+                Err(_) => return false,
+            }
+        }
+    }
+}

@@ -1,0 +1,177 @@
+//! PostgreSQL message framing: a type byte and a 4-byte length (which counts itself), read with a
+//! size bound; builders for the messages Sluice writes.
+
+use crate::Error;
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+/// Largest message accepted (1 GiB, libpq's bound for queries and COPY data).
+pub const MAX_MESSAGE: usize = 1 << 30;
+
+/// Reads messages from a stream into a buffer.
+#[derive(Debug, Default)]
+pub struct Reader {
+    /// Unconsumed bytes.
+    pub buf: BytesMut,
+}
+
+/// Length of the complete message at the start of `b` (type byte + length + body), if complete.
+pub fn complete_len(b: &[u8]) -> Result<Option<usize>, Error> {
+    if b.len() < 5 {
+        return Ok(None);
+    }
+    let len = u32::from_be_bytes([b[1], b[2], b[3], b[4]]) as usize;
+    if len < 4 {
+        return Err(Error::Malformed("length below 4"));
+    }
+    if len > MAX_MESSAGE {
+        return Err(Error::TooLarge(len));
+    }
+    Ok((b.len() > len).then_some(len + 1))
+}
+
+impl Reader {
+    /// Reads more bytes; `Closed` at end of stream.
+    pub async fn fill<R: AsyncRead + Unpin>(&mut self, r: &mut R) -> Result<(), Error> {
+        if self.buf.capacity() - self.buf.len() < 4096 {
+            self.buf.reserve(16 * 1024);
+        }
+        match r.read_buf(&mut self.buf).await {
+            Ok(0) => Err(Error::Closed),
+            Ok(_) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Err(Error::Closed),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Reads one whole typed message (type byte, length, body).
+    pub async fn message<R: AsyncRead + Unpin>(&mut self, r: &mut R) -> Result<Bytes, Error> {
+        loop {
+            if let Some(n) = complete_len(&self.buf)? {
+                return Ok(self.buf.split_to(n).freeze());
+            }
+            self.fill(r).await?;
+        }
+    }
+
+    /// Reads one untyped startup-phase packet (length + body).
+    pub async fn startup<R: AsyncRead + Unpin>(&mut self, r: &mut R) -> Result<Bytes, Error> {
+        loop {
+            if self.buf.len() >= 4 {
+                let len = u32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]])
+                    as usize;
+                if !(8..=10_000).contains(&len) {
+                    return Err(Error::Malformed("startup packet length"));
+                }
+                if self.buf.len() >= len {
+                    return Ok(self.buf.split_to(len).freeze());
+                }
+            }
+            self.fill(r).await?;
+        }
+    }
+}
+
+/// A message: type byte, length, body.
+pub fn message(kind: u8, body: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(body.len() + 5);
+    v.push(kind);
+    v.extend_from_slice(&((body.len() + 4) as u32).to_be_bytes());
+    v.extend_from_slice(body);
+    v
+}
+
+/// An `R` authentication message with a code and data.
+pub fn auth(code: u32, data: &[u8]) -> Vec<u8> {
+    let mut b = code.to_be_bytes().to_vec();
+    b.extend_from_slice(data);
+    message(b'R', &b)
+}
+
+/// ErrorResponse with severity, SQLSTATE and message.
+pub fn error_response(severity: &str, code: &str, msg: &str) -> Vec<u8> {
+    let mut b = Vec::new();
+    for (t, v) in [
+        (b'S', severity),
+        (b'V', severity),
+        (b'C', code),
+        (b'M', msg),
+    ] {
+        b.push(t);
+        b.extend_from_slice(v.as_bytes());
+        b.push(0);
+    }
+    b.push(0);
+    message(b'E', &b)
+}
+
+/// ReadyForQuery with a transaction status byte.
+pub fn ready(status: u8) -> Vec<u8> {
+    message(b'Z', &[status])
+}
+
+/// ParameterStatus.
+pub fn parameter_status(name: &str, value: &str) -> Vec<u8> {
+    let mut b = Vec::new();
+    b.extend_from_slice(name.as_bytes());
+    b.push(0);
+    b.extend_from_slice(value.as_bytes());
+    b.push(0);
+    message(b'S', &b)
+}
+
+/// Reads the (code, message) of an ErrorResponse body.
+pub fn parse_error(body: &[u8]) -> (String, String) {
+    let (mut code, mut msg) = (String::new(), String::new());
+    for field in body.split(|b| *b == 0) {
+        match field.split_first() {
+            Some((b'C', v)) => code = String::from_utf8_lossy(v).into_owned(),
+            Some((b'M', v)) => msg = String::from_utf8_lossy(v).into_owned(),
+            _ => {}
+        }
+    }
+    (code, msg)
+}
+
+/// Splits `key\0value\0...\0` pairs (startup parameters).
+pub fn parse_pairs(body: &[u8]) -> Vec<(String, String)> {
+    let parts: Vec<&[u8]> = body.split(|b| *b == 0).collect();
+    parts
+        .chunks(2)
+        .filter(|c| c.len() == 2 && !c[0].is_empty())
+        .map(|c| {
+            (
+                String::from_utf8_lossy(c[0]).into_owned(),
+                String::from_utf8_lossy(c[1]).into_owned(),
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn reads_messages_and_bounds_them() {
+        let mut wire = message(b'Q', b"SELECT 1\0");
+        wire.extend(ready(b'I'));
+        let mut r = Reader::default();
+        let mut src = &wire[..];
+        let m = r.message(&mut src).await.expect("query");
+        assert_eq!((m[0], &m[5..]), (b'Q', &b"SELECT 1\0"[..]));
+        let z = r.message(&mut src).await.expect("ready");
+        assert_eq!(&z[..], &[b'Z', 0, 0, 0, 5, b'I']);
+        assert!(matches!(r.message(&mut src).await, Err(Error::Closed)));
+        assert!(matches!(
+            complete_len(&[b'Q', 0, 0, 0, 2]),
+            Err(Error::Malformed(_))
+        ));
+        assert!(matches!(
+            complete_len(&[b'Q', 0x7f, 0, 0, 0]),
+            Err(Error::TooLarge(_))
+        ));
+        let (c, m) = parse_error(&error_response("ERROR", "42601", "syntax")[5..]);
+        assert_eq!((c.as_str(), m.as_str()), ("42601", "syntax"));
+    }
+}

@@ -1,0 +1,226 @@
+//! Server connections per (hostgroup, server, user, database). `max_connections` per server caps
+//! the connections in use at once through a fair (first come, first served) semaphore: a session
+//! takes a permit, then an idle connection or a new one, and gives both back when done.
+
+use crate::Error;
+use crate::conn::{ConnectParams, PgConn};
+use sluice_core::hostgroup::{pick, random_u64};
+use sluice_core::runtime::{HostgroupServer, ServerKey};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tracing::{debug, warn};
+
+/// Which idle connections can serve a client.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PgKey {
+    /// Hostgroup.
+    pub hostgroup: u32,
+    /// Server.
+    pub server: ServerKey,
+    /// User.
+    pub user: String,
+    /// Database.
+    pub database: String,
+}
+
+type Idle = Vec<PgConn>;
+
+/// A server's connection budget: its `max_connections` and the semaphore enforcing it.
+type Slots = HashMap<(u32, ServerKey), (u32, Arc<Semaphore>)>;
+
+/// All PostgreSQL pools.
+#[derive(Debug, Default)]
+pub struct PgPool {
+    idle: Mutex<HashMap<PgKey, Idle>>,
+    slots: Mutex<Slots>,
+}
+
+/// What a session asks for.
+#[derive(Debug, Clone)]
+pub struct PgCheckout<'a> {
+    /// Hostgroup.
+    pub hostgroup: u32,
+    /// Its servers.
+    pub servers: &'a [HostgroupServer],
+    /// User.
+    pub user: &'a str,
+    /// Cleartext password.
+    pub password: &'a str,
+    /// Database.
+    pub database: &'a str,
+    /// Startup options passed on.
+    pub options: &'a [(String, String)],
+    /// Per attempt.
+    pub connect_timeout: Duration,
+    /// Whole budget.
+    pub connect_timeout_max: Duration,
+}
+
+/// A checked-out connection; dropping it closes the connection.
+#[derive(Debug)]
+pub struct PgPooled {
+    conn: Option<PgConn>,
+    permit: Option<OwnedSemaphorePermit>,
+    key: PgKey,
+    pool: Arc<PgPool>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl PgPool {
+    /// An empty pool set.
+    pub fn new() -> Arc<Self> {
+        Arc::new(PgPool::default())
+    }
+
+    fn semaphore(&self, hg: u32, s: &HostgroupServer) -> Arc<Semaphore> {
+        let mut g = lock(&self.slots);
+        let e = g.entry((hg, s.key.clone())).or_insert_with(|| {
+            (
+                s.max_connections,
+                Arc::new(Semaphore::new(s.max_connections as usize)),
+            )
+        });
+        if e.0 != s.max_connections {
+            // max_connections changed at runtime: a fresh budget for new connections.
+            *e = (
+                s.max_connections,
+                Arc::new(Semaphore::new(s.max_connections as usize)),
+            );
+        }
+        e.1.clone()
+    }
+
+    /// Gets a connection for the request, waiting for a free slot up to the budget.
+    pub async fn checkout(self: &Arc<Self>, req: &PgCheckout<'_>) -> Result<PgPooled, Error> {
+        let start = Instant::now();
+        let deadline = start + req.connect_timeout_max;
+        loop {
+            let in_use = |s: &HostgroupServer| {
+                let sem = self.semaphore(req.hostgroup, s);
+                s.max_connections
+                    .saturating_sub(sem.available_permits() as u32)
+            };
+            // Prefer a server with room; when all are full, queue on a random ONLINE one.
+            let server = pick(req.servers, in_use, |_| false, random_u64())
+                .or_else(|_| pick(req.servers, |_| 0, |_| false, random_u64()))
+                .ok()
+                .cloned();
+            let Some(server) = server else {
+                if Instant::now() >= deadline {
+                    return Err(Error::ConnectTimeout {
+                        hostgroup: req.hostgroup,
+                        elapsed_ms: start.elapsed().as_millis() as u64,
+                    });
+                }
+                tokio::time::sleep(
+                    Duration::from_millis(50)
+                        .min(deadline.saturating_duration_since(Instant::now())),
+                )
+                .await;
+                continue;
+            };
+            let key = PgKey {
+                hostgroup: req.hostgroup,
+                server: server.key.clone(),
+                user: req.user.to_string(),
+                database: req.database.to_string(),
+            };
+            let sem = self.semaphore(req.hostgroup, &server);
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            let permit = match tokio::time::timeout(remaining, sem.acquire_owned()).await {
+                Ok(Ok(p)) => p,
+                _ => {
+                    return Err(Error::ConnectTimeout {
+                        hostgroup: req.hostgroup,
+                        elapsed_ms: start.elapsed().as_millis() as u64,
+                    });
+                }
+            };
+            if let Some(conn) = lock(&self.idle).get_mut(&key).and_then(Vec::pop) {
+                return Ok(PgPooled {
+                    conn: Some(conn),
+                    permit: Some(permit),
+                    key,
+                    pool: self.clone(),
+                });
+            }
+            let params = ConnectParams {
+                host: server.key.hostname.clone(),
+                port: server.key.port,
+                user: req.user.to_string(),
+                password: req.password.to_string(),
+                database: req.database.to_string(),
+                options: req.options.to_vec(),
+                timeout: req
+                    .connect_timeout
+                    .min(deadline.saturating_duration_since(Instant::now()))
+                    .max(Duration::from_millis(1)),
+            };
+            match PgConn::connect(&params).await {
+                Ok(conn) => {
+                    debug!(server = %server.key, hostgroup = req.hostgroup, "opened PostgreSQL backend connection");
+                    return Ok(PgPooled {
+                        conn: Some(conn),
+                        permit: Some(permit),
+                        key,
+                        pool: self.clone(),
+                    });
+                }
+                Err(e @ Error::Server { .. }) => return Err(e),
+                Err(e) => {
+                    warn!(server = %server.key, hostgroup = req.hostgroup, "error connecting to PostgreSQL backend: {e}; trying again");
+                    drop(permit);
+                    if Instant::now() >= deadline {
+                        return Err(Error::ConnectTimeout {
+                            hostgroup: req.hostgroup,
+                            elapsed_ms: start.elapsed().as_millis() as u64,
+                        });
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            }
+        }
+    }
+}
+
+impl PgPooled {
+    /// The connection.
+    pub fn conn(&mut self) -> &mut PgConn {
+        // Invariant: only the release methods take it, and they consume self.
+        self.conn
+            .as_mut()
+            .unwrap_or_else(|| unreachable!("PgPooled used after release"))
+    }
+
+    /// Back to the pool as it is (the client left it idle, outside a transaction).
+    pub fn release_clean(mut self) {
+        if let Some(c) = self.conn.take() {
+            lock(&self.pool.idle)
+                .entry(self.key.clone())
+                .or_default()
+                .push(c);
+        }
+        // The permit is dropped after the connection is idle, so the next session finds it.
+        self.permit.take();
+    }
+
+    /// `DISCARD ALL` in the background, then back to the pool (closed if that fails).
+    pub fn release_discard(mut self) {
+        let (Some(mut c), Some(p)) = (self.conn.take(), self.permit.take()) else {
+            return;
+        };
+        let pool = self.pool.clone();
+        let key = self.key.clone();
+        tokio::spawn(async move {
+            if c.discard_all().await {
+                lock(&pool.idle).entry(key).or_default().push(c);
+            }
+            drop(p);
+        });
+    }
+}
