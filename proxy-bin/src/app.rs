@@ -132,6 +132,7 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
         pool: sluice_pgsql_backend::pool::PgPool::new(),
         shutdown: shutdown.clone(),
         tasks: tasks.clone(),
+        cancels: Default::default(),
     });
     let pg_server = tokio::spawn(sluice_pgsql::frontend::serve(pg_fe, pg_listeners));
     let pg_admin_server = tokio::spawn(sluice_pgsql::serve_admin(

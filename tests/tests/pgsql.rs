@@ -169,3 +169,48 @@ fn login_errors_are_proper_postgres_errors() {
         "a use_ssl=1 user never logs in over plaintext: {err}"
     );
 }
+
+#[test]
+fn cancel_request_stops_a_running_query() {
+    if !backends_ready() {
+        return;
+    }
+    let s = Sluice::start(&standard_config("", ""));
+    let start = std::time::Instant::now();
+    let child = Command::new("psql")
+        .env("PGPASSWORD", "app")
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &s.pg_port.to_string(),
+            "-U",
+            "app",
+            "-d",
+            "app",
+            "-X",
+        ])
+        .args(["-c", "SELECT pg_sleep(30)"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("psql");
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    // psql answers SIGINT with a CancelRequest on a new connection, carrying Sluice's key.
+    xtask::proc::signal(child.id(), "INT");
+    let out = child.wait_with_output().expect("psql ran");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("canceling statement due to user request"),
+        "{err}"
+    );
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(5),
+        "cancelled promptly, not after 30 s"
+    );
+    assert!(
+        s.log().contains("forwarded a client's cancel request"),
+        "{}",
+        s.log()
+    );
+}

@@ -105,6 +105,12 @@ pub async fn memory_to_config(
             Module::MysqlVariables,
             base.mysql_variables.pairs(),
         ),
+        (
+            "pgsql_variables",
+            "pgsql-",
+            Module::PgsqlVariables,
+            base.pgsql_variables.pairs(),
+        ),
     ] {
         let _ = writeln!(text, "[{section}]");
         let pairs: Vec<(String, String)> = if replace.contains(&module) {

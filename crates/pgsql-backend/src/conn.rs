@@ -168,6 +168,14 @@ impl PgConn {
         })
     }
 
+    /// True when an idle connection was closed by the server (or has unexpected bytes pending).
+    pub fn looks_dead(&self) -> bool {
+        let mut byte = [0u8; 1];
+        let mut buf = tokio::io::ReadBuf::new(&mut byte);
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        !self.reader.buf.is_empty() || self.stream.poll_peek(&mut cx, &mut buf).is_ready()
+    }
+
     /// Runs `DISCARD ALL` so the connection can serve another client; false on failure.
     pub async fn discard_all(&mut self) -> bool {
         if self

@@ -141,7 +141,17 @@ impl PgPool {
                     });
                 }
             };
-            if let Some(conn) = lock(&self.idle).get_mut(&key).and_then(Vec::pop) {
+            let idle = loop {
+                let Some(c) = lock(&self.idle).get_mut(&key).and_then(Vec::pop) else {
+                    break None;
+                };
+                if c.looks_dead() {
+                    debug!(server = %c.server, "dropping an idle PostgreSQL connection the server closed");
+                    continue;
+                }
+                break Some(c);
+            };
+            if let Some(conn) = idle {
                 return Ok(PgPooled {
                     conn: Some(conn),
                     permit: Some(permit),

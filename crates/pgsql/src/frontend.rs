@@ -29,6 +29,41 @@ pub struct PgFrontend {
     pub shutdown: CancellationToken,
     /// Session tasks.
     pub tasks: TaskTracker,
+    /// Client cancel keys → the server connection the session is using now.
+    pub cancels: CancelMap,
+}
+
+/// Where a cancel request for a session must go: (server address, server pid, server secret).
+pub type CancelTarget = Arc<std::sync::Mutex<Option<(String, u32, u32)>>>;
+
+/// Cancel keys Sluice handed to clients.
+pub type CancelMap = Arc<std::sync::Mutex<std::collections::HashMap<(u32, u32), CancelTarget>>>;
+
+fn set_target(t: &CancelTarget, v: Option<(String, u32, u32)>) {
+    *t.lock().unwrap_or_else(|p| p.into_inner()) = v;
+}
+
+/// Forwards a client's CancelRequest to the server running its query (no-op otherwise).
+async fn cancel(fe: &PgFrontend, pid: u32, secret: u32) {
+    let target = {
+        let map = fe.cancels.lock().unwrap_or_else(|p| p.into_inner());
+        map.get(&(pid, secret))
+            .and_then(|t| t.lock().unwrap_or_else(|p| p.into_inner()).clone())
+    };
+    let Some((server, bpid, bsecret)) = target else {
+        return;
+    };
+    let mut pkt = 16u32.to_be_bytes().to_vec();
+    pkt.extend_from_slice(&80_877_102u32.to_be_bytes());
+    pkt.extend_from_slice(&bpid.to_be_bytes());
+    pkt.extend_from_slice(&bsecret.to_be_bytes());
+    match TcpStream::connect(server.as_str()).await {
+        Ok(mut s) => {
+            let _ = s.write_all(&pkt).await;
+            info!(server = %server, "forwarded a client's cancel request");
+        }
+        Err(e) => warn!(server = %server, "cannot forward cancel request: {e}"),
+    }
 }
 
 /// Accepts PostgreSQL clients until shutdown.
@@ -86,7 +121,12 @@ async fn login(
                 // SSLRequest / GSSENCRequest: not on this port yet; the client goes on in plaintext.
                 tcp.write_all(b"N").await.map_err(|e| e.to_string())?;
             }
-            80_877_102 => return Err("cancel request (not supported yet)".into()),
+            80_877_102 if pkt.len() >= 16 => {
+                let pid = u32::from_be_bytes([pkt[8], pkt[9], pkt[10], pkt[11]]);
+                let secret = u32::from_be_bytes([pkt[12], pkt[13], pkt[14], pkt[15]]);
+                cancel(fe, pid, secret).await;
+                return Err("cancel request handled".into());
+            }
             196_608 => break parse_pairs(&pkt[8..]),
             other => {
                 fail(
@@ -225,6 +265,12 @@ async fn session(fe: Arc<PgFrontend>, mut tcp: TcpStream, peer: SocketAddr) {
         hello.extend(parameter_status(k, v));
     }
     let key = sluice_core::hostgroup::random_u64();
+    let cancel_key = ((key >> 32) as u32, key as u32);
+    let target: CancelTarget = Arc::default();
+    fe.cancels
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(cancel_key, target.clone());
     hello.extend(message(b'K', &key.to_be_bytes()));
     hello.extend(ready(b'I'));
     first.release_clean();
@@ -232,9 +278,13 @@ async fn session(fe: Arc<PgFrontend>, mut tcp: TcpStream, peer: SocketAddr) {
         return;
     }
     info!(client = %peer, user = %l.user.username, database = %l.database, "pgsql client logged in");
-    if let Err(e) = pump(&fe, &l, &mut tcp, &mut reader).await {
+    if let Err(e) = pump(&fe, &l, &mut tcp, &mut reader, &target).await {
         debug!(client = %peer, "pgsql session ended: {e}");
     }
+    fe.cancels
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(&cancel_key);
 }
 
 /// Why the session keeps its server connection even when idle.
@@ -273,6 +323,7 @@ async fn pump(
     l: &Login,
     tcp: &mut TcpStream,
     reader: &mut Reader,
+    target: &CancelTarget,
 ) -> Result<(), PgError> {
     let mut backend: Option<PgPooled> = None;
     let mut outstanding: u32 = 0; // Query/Sync messages whose ReadyForQuery has not come back
@@ -294,7 +345,9 @@ async fn pump(
             }
             match checkout(fe, l).await {
                 Ok(mut c) => {
-                    c.conn().stream.write_all(&m).await?;
+                    let conn = c.conn();
+                    set_target(target, Some((conn.server.clone(), conn.key.0, conn.key.1)));
+                    conn.stream.write_all(&m).await?;
                     pins(&m, &mut pinned);
                     if matches!(m[0], b'Q' | b'S') {
                         outstanding += 1;
@@ -346,6 +399,7 @@ async fn pump(
             }
             Ev::Server(Err(e)) => {
                 backend = None;
+                set_target(target, None);
                 let mut out = error_response(
                     "ERROR",
                     "08006",
@@ -381,6 +435,7 @@ async fn pump(
                     && drained
                     && let Some(b) = backend.take()
                 {
+                    set_target(target, None);
                     b.release_clean();
                 }
             }
