@@ -214,3 +214,44 @@ fn cancel_request_stops_a_running_query() {
         s.log()
     );
 }
+
+const DRIVERS: &str = r#"
+import sys, asyncio, psycopg, asyncpg
+port = int(sys.argv[1])
+dsn = f"host=127.0.0.1 port={port} user=app password=app dbname=app sslmode=disable"
+with psycopg.connect(dsn) as c:
+    with c.cursor() as cur:
+        cur.execute("SELECT inet_server_port(), %s::int + 1", (41,))
+        print("psycopg", *cur.fetchone())
+        cur.execute("DROP TABLE IF EXISTS drv_t")
+        cur.execute("CREATE TABLE drv_t (id int, v text)")
+        cur.executemany("INSERT INTO drv_t VALUES (%s, %s)", [(1, "a"), (2, "b")])
+        with cur.copy("COPY drv_t (id, v) FROM STDIN") as cp:
+            cp.write_row((3, "c"))
+        cur.execute("SELECT count(*) FROM drv_t WHERE id > %s", (0,), prepare=True)
+        print("psycopg-prepared", *cur.fetchone())
+    c.commit()
+async def main():
+    conn = await asyncpg.connect(host="127.0.0.1", port=port, user="app", password="app", database="app", ssl=False)
+    print("asyncpg", await conn.fetchval("SELECT inet_server_port()"))
+    rows = await conn.fetch("SELECT id, v FROM drv_t WHERE id >= $1 ORDER BY id", 2)
+    print("asyncpg-rows", [tuple(r) for r in rows])
+    async with conn.transaction():
+        await conn.execute("INSERT INTO drv_t VALUES ($1, $2)", 9, "z")
+    print("asyncpg-count", await conn.fetchval("SELECT count(*) FROM drv_t"))
+    await conn.close()
+asyncio.run(main())
+"#;
+
+#[test]
+fn psycopg_and_asyncpg_with_copy_and_prepared_statements() {
+    if !backends_ready() {
+        return;
+    }
+    let s = Sluice::start(&standard_config("", ""));
+    let out = ok_stdout(&python(DRIVERS, &[&s.pg_port.to_string()]));
+    assert_eq!(
+        out,
+        "psycopg 15432 42\npsycopg-prepared 3\nasyncpg 15432\nasyncpg-rows [(2, 'b'), (3, 'c')]\nasyncpg-count 4\n"
+    );
+}

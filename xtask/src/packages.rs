@@ -65,10 +65,13 @@ pub fn ensure_server_packages() -> Result<()> {
     Ok(())
 }
 
-/// sysbench (used by tests and benchmarks) and PyMySQL.
+/// sysbench (used by tests and benchmarks) and the Python drivers the tests run:
+/// PyMySQL, psycopg and asyncpg.
 pub fn ensure_test_tools() -> Result<()> {
     apt_install("test tools", &["sysbench"], &["sysbench"])?;
-    ensure_python_module("pymysql", "PyMySQL")
+    ensure_python_module("pymysql", "PyMySQL")?;
+    ensure_python_module("psycopg", "psycopg[binary]")?;
+    ensure_python_module("asyncpg", "asyncpg")
 }
 
 /// HAProxy for the benchmark's TCP-relay baseline.
