@@ -78,6 +78,7 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
     .await?;
     let tls = if vars.have_ssl {
         Some(sluice_mysql::tls::acceptor(
+            "mysql",
             &vars.ssl_cert,
             &vars.ssl_key,
             opts.datadir.as_deref(),
@@ -127,8 +128,20 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
         shutdown: shutdown.clone(),
         tasks: tasks.clone(),
     };
+    let pg_vars = &cfg.pgsql_variables;
+    let pg_tls = if pg_vars.have_ssl {
+        Some(sluice_mysql::tls::acceptor(
+            "pgsql",
+            &pg_vars.ssl_cert,
+            &pg_vars.ssl_key,
+            opts.datadir.as_deref(),
+        )?)
+    } else {
+        None
+    };
     let pg_fe = Arc::new(sluice_pgsql::frontend::PgFrontend {
         config: config.clone(),
+        tls: pg_tls,
         pool: sluice_pgsql_backend::pool::PgPool::new(),
         shutdown: shutdown.clone(),
         tasks: tasks.clone(),

@@ -6,8 +6,14 @@ use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
 fn psql(port: u16, password: &str, sql: &str, stdin: &str) -> Output {
+    psql_ssl(port, password, "prefer", sql, stdin)
+}
+
+/// psql as user `app` with libpq's `sslmode` set.
+fn psql_ssl(port: u16, password: &str, sslmode: &str, sql: &str, stdin: &str) -> Output {
     let mut child = Command::new("psql")
         .env("PGPASSWORD", password)
+        .env("PGSSLMODE", sslmode)
         .args([
             "-h",
             "127.0.0.1",
@@ -149,6 +155,7 @@ fn login_errors_are_proper_postgres_errors() {
     );
     let tls = Command::new("psql")
         .env("PGPASSWORD", "x")
+        .env("PGSSLMODE", "disable")
         .args([
             "-h",
             "127.0.0.1",
@@ -217,8 +224,8 @@ fn cancel_request_stops_a_running_query() {
 
 const DRIVERS: &str = r#"
 import sys, asyncio, psycopg, asyncpg
-port = int(sys.argv[1])
-dsn = f"host=127.0.0.1 port={port} user=app password=app dbname=app sslmode=disable"
+port, tls = int(sys.argv[1]), sys.argv[2] == "tls"
+dsn = f"host=127.0.0.1 port={port} user=app password=app dbname=app sslmode={'require' if tls else 'disable'}"
 with psycopg.connect(dsn) as c:
     with c.cursor() as cur:
         cur.execute("SELECT inet_server_port(), %s::int + 1", (41,))
@@ -232,7 +239,7 @@ with psycopg.connect(dsn) as c:
         print("psycopg-prepared", *cur.fetchone())
     c.commit()
 async def main():
-    conn = await asyncpg.connect(host="127.0.0.1", port=port, user="app", password="app", database="app", ssl=False)
+    conn = await asyncpg.connect(host="127.0.0.1", port=port, user="app", password="app", database="app", ssl="require" if tls else False)
     print("asyncpg", await conn.fetchval("SELECT inet_server_port()"))
     rows = await conn.fetch("SELECT id, v FROM drv_t WHERE id >= $1 ORDER BY id", 2)
     print("asyncpg-rows", [tuple(r) for r in rows])
@@ -249,9 +256,83 @@ fn psycopg_and_asyncpg_with_copy_and_prepared_statements() {
         return;
     }
     let s = Sluice::start(&standard_config("", ""));
-    let out = ok_stdout(&python(DRIVERS, &[&s.pg_port.to_string()]));
-    assert_eq!(
-        out,
-        "psycopg 15432 42\npsycopg-prepared 3\nasyncpg 15432\nasyncpg-rows [(2, 'b'), (3, 'c')]\nasyncpg-count 4\n"
+    for mode in ["plain", "tls"] {
+        let out = ok_stdout(&python(DRIVERS, &[&s.pg_port.to_string(), mode]));
+        assert_eq!(
+            out,
+            "psycopg 15432 42\npsycopg-prepared 3\nasyncpg 15432\nasyncpg-rows [(2, 'b'), (3, 'c')]\nasyncpg-count 4\n",
+            "{mode}"
+        );
+    }
+    assert!(s.log().contains("tls=true"), "{}", s.log());
+}
+
+#[test]
+fn tls_login_and_use_ssl_enforcement() {
+    if !backends_ready() {
+        return;
+    }
+    let s = Sluice::start(&standard_config("", ""));
+    let info = |mode| ok_stdout(&psql_ssl(s.pg_port, "app", mode, "\\conninfo", ""));
+    let tls = info("require");
+    assert!(tls.contains("SSL connection (protocol: TLSv1.3"), "{tls}");
+    assert!(!info("disable").contains("SSL connection"));
+    let port = psql_ssl(s.pg_port, "app", "require", "SELECT inet_server_port()", "");
+    assert_eq!(ok_stdout(&port), "15432\n");
+
+    // use_ssl=1: the same user and password are refused over plaintext, accepted over TLS.
+    ok_stdout(&s.psql_admin(
+        "UPDATE pgsql_users SET use_ssl=1 WHERE username='app'; LOAD PGSQL USERS TO RUNTIME;",
+        false,
+    ));
+    let refused = psql_ssl(s.pg_port, "app", "disable", "SELECT 1", "");
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("must connect with SSL"), "{err}");
+    let wrong_pw = psql_ssl(s.pg_port, "nope", "require", "SELECT 1", "");
+    assert!(
+        String::from_utf8_lossy(&wrong_pw.stderr).contains("password authentication failed"),
+        "{wrong_pw:?}"
     );
+    let ok = ok_stdout(&psql_ssl(s.pg_port, "app", "require", "SELECT 7", ""));
+    assert_eq!(ok, "7\n");
+}
+
+/// Logs in with psycopg (libpq 18), allowing only the given authentication method.
+const LOGIN_WITH_METHOD: &str = r#"
+import sys, psycopg
+port, method, password = sys.argv[1], sys.argv[2], sys.argv[3]
+dsn = f"host=127.0.0.1 port={port} user=app password={password} dbname=app sslmode=disable require_auth={method}"
+try:
+    with psycopg.connect(dsn) as c:
+        print(c.execute("SELECT inet_server_port()").fetchone()[0])
+except psycopg.OperationalError as e:
+    print("error:", e)
+"#;
+
+#[test]
+fn md5_and_cleartext_authentication_methods() {
+    if !backends_ready() {
+        return;
+    }
+    let s = Sluice::start(&standard_config("", ""));
+    let port = s.pg_port.to_string();
+    let login =
+        |method: &str, pw: &str| ok_stdout(&python(LOGIN_WITH_METHOD, &[&port, method, pw]));
+    assert_eq!(login("scram-sha-256", "app"), "15432\n");
+    // libpq refuses a method it was not allowed: proof of what Sluice asked for.
+    assert!(login("md5", "app").contains("SASL"), "default is SCRAM");
+    for (method, libpq_name) in [(2, "md5"), (1, "password")] {
+        ok_stdout(&s.psql_admin(
+            &format!("SET pgsql-authentication_method={method}; LOAD PGSQL VARIABLES TO RUNTIME;"),
+            false,
+        ));
+        assert_eq!(login(libpq_name, "app"), "15432\n", "{libpq_name}");
+        let bad = login(libpq_name, "wrong");
+        assert!(
+            bad.contains("password authentication failed for user \"app\""),
+            "{libpq_name}: {bad}"
+        );
+        assert!(login("scram-sha-256", "app").starts_with("error:"));
+    }
 }

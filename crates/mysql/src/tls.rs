@@ -12,16 +12,26 @@ pub const GENERATED_CERT: &str = "sluice-cert.pem";
 /// Key file name of the generated pair.
 pub const GENERATED_KEY: &str = "sluice-key.pem";
 
-/// Builds the TLS acceptor. `cert`/`key` are PEM paths (both empty = use or create the
-/// generated pair in `datadir`; no datadir = a pair kept in memory only).
-pub fn acceptor(cert: &str, key: &str, datadir: Option<&Path>) -> Result<TlsAcceptor, String> {
+/// Builds a TLS acceptor. `cert`/`key` are PEM paths (both empty = use or create the
+/// generated pair in `datadir`; no datadir = a pair kept in memory only); `prefix` names the
+/// variables they came from (`mysql` or `pgsql`) in errors. The PostgreSQL frontend uses it too.
+pub fn acceptor(
+    prefix: &str,
+    cert: &str,
+    key: &str,
+    datadir: Option<&Path>,
+) -> Result<TlsAcceptor, String> {
     let (cert_pem, key_pem) = match (cert.is_empty(), key.is_empty()) {
         (false, false) => (
-            std::fs::read(cert).map_err(|e| format!("mysql-ssl_cert {cert}: {e}"))?,
-            std::fs::read(key).map_err(|e| format!("mysql-ssl_key {key}: {e}"))?,
+            std::fs::read(cert).map_err(|e| format!("{prefix}-ssl_cert {cert}: {e}"))?,
+            std::fs::read(key).map_err(|e| format!("{prefix}-ssl_key {key}: {e}"))?,
         ),
         (true, true) => generated_pair(datadir)?,
-        _ => return Err("mysql-ssl_cert and mysql-ssl_key must be set together".into()),
+        _ => {
+            return Err(format!(
+                "{prefix}-ssl_cert and {prefix}-ssl_key must be set together"
+            ));
+        }
     };
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&cert_pem)
         .collect::<Result<_, _>>()

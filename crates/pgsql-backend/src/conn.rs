@@ -68,7 +68,7 @@ fn sasl_initial(first: &str) -> Vec<u8> {
 }
 
 impl PgConn {
-    /// Connects and authenticates (cleartext or SCRAM-SHA-256) within `p.timeout`.
+    /// Connects and authenticates (cleartext, MD5 or SCRAM-SHA-256) within `p.timeout`.
     pub async fn connect(p: &ConnectParams) -> Result<PgConn, Error> {
         match tokio::time::timeout(p.timeout, Self::connect_inner(p)).await {
             Ok(r) => r,
@@ -102,6 +102,13 @@ impl PgConn {
                         0 => {}
                         3 => {
                             let mut pw = p.password.clone().into_bytes();
+                            pw.push(0);
+                            stream.write_all(&message(b'p', &pw)).await?;
+                        }
+                        5 => {
+                            let salt = data.get(..4).ok_or(Error::Malformed("MD5 salt"))?;
+                            let mut pw =
+                                crate::md5auth::response(&p.user, &p.password, salt).into_bytes();
                             pw.push(0);
                             stream.write_all(&message(b'p', &pw)).await?;
                         }

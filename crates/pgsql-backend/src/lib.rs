@@ -4,6 +4,7 @@
 
 pub mod conn;
 pub mod frame;
+pub mod md5auth;
 pub mod pool;
 pub mod scram;
 

@@ -3,6 +3,7 @@
 //! the server reports ReadyForQuery "idle" with nothing outstanding, then gives it back. Client and
 //! server messages are forwarded as raw frames, pipelined in both directions.
 
+use bytes::Bytes;
 use sluice_core::ConfigHandle;
 use sluice_pgsql_backend::Error as PgError;
 use sluice_pgsql_backend::frame::{
@@ -13,8 +14,10 @@ use sluice_pgsql_backend::scram;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::server::TlsStream;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
@@ -25,6 +28,8 @@ pub struct PgFrontend {
     pub config: ConfigHandle,
     /// Server connection pools.
     pub pool: Arc<PgPool>,
+    /// Answers SSLRequest with TLS when set (`pgsql-have_ssl`).
+    pub tls: Option<TlsAcceptor>,
     /// Cancelled when Sluice stops.
     pub shutdown: CancellationToken,
     /// Session tasks.
@@ -102,108 +107,193 @@ struct Login {
     options: Vec<(String, String)>,
 }
 
-async fn fail(tcp: &mut TcpStream, code: &str, msg: &str) {
-    let _ = tcp.write_all(&error_response("FATAL", code, msg)).await;
+async fn fail<S: AsyncWrite + Unpin>(io: &mut S, code: &str, msg: &str) {
+    let _ = io.write_all(&error_response("FATAL", code, msg)).await;
 }
 
-/// Startup and authentication; on success the client has received AuthenticationOk.
-async fn login(
-    fe: &PgFrontend,
-    tcp: &mut TcpStream,
-    reader: &mut Reader,
-    peer: SocketAddr,
-) -> Result<Login, String> {
-    let params = loop {
-        let pkt = reader.startup(tcp).await.map_err(|e| e.to_string())?;
-        let code = u32::from_be_bytes([pkt[4], pkt[5], pkt[6], pkt[7]]);
-        match code {
-            80_877_103 | 80_877_104 => {
-                // SSLRequest / GSSENCRequest: not on this port yet; the client goes on in plaintext.
-                tcp.write_all(b"N").await.map_err(|e| e.to_string())?;
+/// What the first packets on a new connection asked for.
+enum Opening {
+    /// A StartupMessage in plaintext.
+    Startup(TcpStream, Bytes),
+    /// The client asked for TLS and the handshake completed.
+    Tls(Box<TlsStream<TcpStream>>),
+    /// A CancelRequest (handled) or a refused opening: nothing more to do.
+    Done,
+}
+
+/// Reads SSLRequest / GSSENCRequest / CancelRequest / StartupMessage until the session's course
+/// is clear.
+async fn opening(fe: &PgFrontend, mut tcp: TcpStream, reader: &mut Reader) -> Opening {
+    loop {
+        let Ok(pkt) = reader.startup(&mut tcp).await else {
+            return Opening::Done;
+        };
+        match u32::from_be_bytes([pkt[4], pkt[5], pkt[6], pkt[7]]) {
+            80_877_103 => {
+                let Some(acceptor) = &fe.tls else {
+                    if tcp.write_all(b"N").await.is_err() {
+                        return Opening::Done;
+                    }
+                    continue;
+                };
+                // Bytes sent after SSLRequest but before the handshake would be read as if they
+                // came over TLS (the CVE-2021-23222 class of bug): refuse them.
+                if !reader.buf.is_empty() {
+                    fail(&mut tcp, "08P01", "unexpected data after SSLRequest").await;
+                    return Opening::Done;
+                }
+                if tcp.write_all(b"S").await.is_err() {
+                    return Opening::Done;
+                }
+                return match acceptor.accept(tcp).await {
+                    Ok(s) => Opening::Tls(Box::new(s)),
+                    Err(e) => {
+                        debug!("pgsql TLS handshake failed: {e}");
+                        Opening::Done
+                    }
+                };
+            }
+            // GSSAPI encryption is not offered; libpq then tries TLS or plaintext.
+            80_877_104 => {
+                if tcp.write_all(b"N").await.is_err() {
+                    return Opening::Done;
+                }
             }
             80_877_102 if pkt.len() >= 16 => {
                 let pid = u32::from_be_bytes([pkt[8], pkt[9], pkt[10], pkt[11]]);
                 let secret = u32::from_be_bytes([pkt[12], pkt[13], pkt[14], pkt[15]]);
                 cancel(fe, pid, secret).await;
-                return Err("cancel request handled".into());
+                return Opening::Done;
             }
-            196_608 => break parse_pairs(&pkt[8..]),
+            196_608 => return Opening::Startup(tcp, pkt),
             other => {
-                fail(
-                    tcp,
-                    "08P01",
-                    &format!(
-                        "unsupported frontend protocol {}.{}",
-                        other >> 16,
-                        other & 0xffff
-                    ),
-                )
-                .await;
-                return Err("unsupported protocol version".into());
+                let msg = format!(
+                    "unsupported frontend protocol {}.{}",
+                    other >> 16,
+                    other & 0xffff
+                );
+                fail(&mut tcp, "08P01", &msg).await;
+                return Opening::Done;
             }
         }
-    };
+    }
+}
+
+/// Startup parameters and authentication; on success the client has received AuthenticationOk.
+async fn login<S: AsyncRead + AsyncWrite + Unpin>(
+    fe: &PgFrontend,
+    io: &mut S,
+    reader: &mut Reader,
+    startup: &[u8],
+    tls: bool,
+    peer: SocketAddr,
+) -> Result<Login, String> {
+    let params = parse_pairs(startup.get(8..).unwrap_or_default());
     let get = |k: &str| params.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
     let username = get("user").unwrap_or_default();
     let database = get("database").unwrap_or_else(|| username.clone());
     let rt = fe.config.load();
     let user = rt.pgsql.frontend_users.get(&username).cloned();
-    // SCRAM against the user's password; unknown users run the exchange too, against a random one.
+    // Unknown users go through the exchange too, against a random password, so a client cannot
+    // tell unknown users from wrong passwords.
     let password = user
         .as_ref()
         .map(|u| u.password.clone())
         .unwrap_or_else(|| format!("{:x}", sluice_core::hostgroup::random_u64()));
-    tcp.write_all(&auth(10, b"SCRAM-SHA-256\0\0"))
-        .await
-        .map_err(|e| e.to_string())?;
-    let first = reader.message(tcp).await.map_err(|e| e.to_string())?;
-    let body = &first[5..];
-    let mech_end = body
-        .iter()
-        .position(|b| *b == 0)
-        .ok_or("malformed SASLInitialResponse")?;
-    let client_first =
-        String::from_utf8_lossy(body.get(mech_end + 5..).unwrap_or_default()).into_owned();
-    let denied =
-        |why: &str| format!("password authentication failed for user \"{username}\" ({why})");
-    let (server, server_first) =
-        scram::Server::new(&password, &client_first).map_err(|e| denied(&e))?;
-    tcp.write_all(&auth(11, server_first.as_bytes()))
-        .await
-        .map_err(|e| e.to_string())?;
-    let fin = reader.message(tcp).await.map_err(|e| e.to_string())?;
-    let verdict = server.finish(&String::from_utf8_lossy(&fin[5..]));
-    let user = match (verdict, user) {
-        (Ok(v), Some(u)) if u.active.0 => {
-            tcp.write_all(&auth(12, v.as_bytes()))
-                .await
-                .map_err(|e| e.to_string())?;
-            u
-        }
+    let method = rt.pgsql.variables.authentication_method;
+    let verified = authenticate(io, reader, method, &username, &password).await?;
+    let user = match (verified, user) {
+        (true, Some(u)) if u.active.0 => u,
         _ => {
             let msg = format!("password authentication failed for user \"{username}\"");
-            fail(tcp, "28P01", &msg).await;
+            fail(io, "28P01", &msg).await;
             return Err(msg);
         }
     };
-    if user.use_ssl.0 {
-        let msg = format!("user \"{username}\" must connect with SSL");
-        fail(tcp, "28000", &msg).await;
+    if user.use_ssl.0 && !tls {
+        let msg = format!("user \"{username}\" must connect with SSL (use_ssl=1)");
+        fail(io, "28000", &msg).await;
         return Err(msg);
     }
-    tcp.write_all(&auth(0, b""))
+    io.write_all(&auth(0, b""))
         .await
         .map_err(|e| e.to_string())?;
     let options = params
         .into_iter()
         .filter(|(k, _)| !matches!(k.as_str(), "user" | "database"))
         .collect();
-    debug!(client = %peer, user = %username, "pgsql login");
+    debug!(client = %peer, user = %username, tls, "pgsql login");
     Ok(Login {
         user,
         database,
         options,
     })
+}
+
+/// Runs the password exchange of `pgsql-authentication_method` (1 cleartext, 2 MD5, 3 SCRAM);
+/// true when the client proved it knows `password`. Only SCRAM-SHA-256 is offered, never -PLUS.
+async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
+    io: &mut S,
+    reader: &mut Reader,
+    method: u32,
+    username: &str,
+    password: &str,
+) -> Result<bool, String> {
+    let io_err = |e: std::io::Error| e.to_string();
+    let password_message = |m: Bytes| -> Result<String, String> {
+        if m[0] != b'p' {
+            return Err("expected a password message".into());
+        }
+        let body = &m[5..];
+        let end = body.iter().position(|b| *b == 0).unwrap_or(body.len());
+        Ok(String::from_utf8_lossy(&body[..end]).into_owned())
+    };
+    match method {
+        1 => {
+            io.write_all(&auth(3, b"")).await.map_err(io_err)?;
+            let m = reader.message(io).await.map_err(|e| e.to_string())?;
+            Ok(password_message(m)? == password)
+        }
+        2 => {
+            let salt = (sluice_core::hostgroup::random_u64() as u32).to_be_bytes();
+            io.write_all(&auth(5, &salt)).await.map_err(io_err)?;
+            let m = reader.message(io).await.map_err(|e| e.to_string())?;
+            let expected = sluice_pgsql_backend::md5auth::response(username, password, &salt);
+            Ok(password_message(m)? == expected)
+        }
+        _ => {
+            io.write_all(&auth(10, b"SCRAM-SHA-256\0\0"))
+                .await
+                .map_err(io_err)?;
+            let first = reader.message(io).await.map_err(|e| e.to_string())?;
+            let body = &first[5..];
+            let mech_end = body
+                .iter()
+                .position(|b| *b == 0)
+                .ok_or("malformed SASLInitialResponse")?;
+            if &body[..mech_end] != b"SCRAM-SHA-256" {
+                return Err("client chose a SASL mechanism that was not offered".into());
+            }
+            let client_first =
+                String::from_utf8_lossy(body.get(mech_end + 5..).unwrap_or_default()).into_owned();
+            let Ok((server, server_first)) = scram::Server::new(password, &client_first) else {
+                return Ok(false);
+            };
+            io.write_all(&auth(11, server_first.as_bytes()))
+                .await
+                .map_err(io_err)?;
+            let fin = reader.message(io).await.map_err(|e| e.to_string())?;
+            match server.finish(&String::from_utf8_lossy(&fin[5..])) {
+                Ok(v) => {
+                    io.write_all(&auth(12, v.as_bytes()))
+                        .await
+                        .map_err(io_err)?;
+                    Ok(true)
+                }
+                Err(_) => Ok(false),
+            }
+        }
+    }
 }
 
 /// Gets a server connection for the session.
@@ -242,9 +332,34 @@ fn error_for(e: &PgError) -> Vec<u8> {
     }
 }
 
-async fn session(fe: Arc<PgFrontend>, mut tcp: TcpStream, peer: SocketAddr) {
+async fn session(fe: Arc<PgFrontend>, tcp: TcpStream, peer: SocketAddr) {
     let mut reader = Reader::default();
-    let l = match login(&fe, &mut tcp, &mut reader, peer).await {
+    match opening(&fe, tcp, &mut reader).await {
+        Opening::Startup(tcp, startup) => run(fe, tcp, reader, &startup, false, peer).await,
+        Opening::Tls(mut tls) => {
+            let mut reader = Reader::default();
+            match reader.startup(&mut tls).await {
+                Ok(p) if p.len() >= 8 && p[4..8] == 196_608u32.to_be_bytes() => {
+                    run(fe, *tls, reader, &p, true, peer).await
+                }
+                Ok(_) => fail(&mut tls, "08P01", "expected a StartupMessage after TLS").await,
+                Err(e) => debug!(client = %peer, "pgsql session ended during startup: {e}"),
+            }
+        }
+        Opening::Done => {}
+    }
+}
+
+/// A logged-in session: announce the server's parameters, then pump messages until the end.
+async fn run<S: AsyncRead + AsyncWrite + Unpin>(
+    fe: Arc<PgFrontend>,
+    mut io: S,
+    mut reader: Reader,
+    startup: &[u8],
+    tls: bool,
+    peer: SocketAddr,
+) {
+    let l = match login(&fe, &mut io, &mut reader, startup, tls, peer).await {
         Ok(l) => l,
         Err(e) => {
             debug!(client = %peer, "pgsql login ended: {e}");
@@ -256,7 +371,7 @@ async fn session(fe: Arc<PgFrontend>, mut tcp: TcpStream, peer: SocketAddr) {
         Ok(c) => c,
         Err(e) => {
             warn!(client = %peer, user = %l.user.username, "no PostgreSQL backend for the login: {e}");
-            let _ = tcp.write_all(&error_for(&e)).await;
+            let _ = io.write_all(&error_for(&e)).await;
             return;
         }
     };
@@ -274,12 +389,11 @@ async fn session(fe: Arc<PgFrontend>, mut tcp: TcpStream, peer: SocketAddr) {
     hello.extend(message(b'K', &key.to_be_bytes()));
     hello.extend(ready(b'I'));
     first.release_clean();
-    if tcp.write_all(&hello).await.is_err() {
-        return;
-    }
-    info!(client = %peer, user = %l.user.username, database = %l.database, "pgsql client logged in");
-    if let Err(e) = pump(&fe, &l, &mut tcp, &mut reader, &target).await {
-        debug!(client = %peer, "pgsql session ended: {e}");
+    if io.write_all(&hello).await.is_ok() {
+        info!(client = %peer, user = %l.user.username, database = %l.database, tls, "pgsql client logged in");
+        if let Err(e) = pump(&fe, &l, &mut io, &mut reader, &target).await {
+            debug!(client = %peer, "pgsql session ended: {e}");
+        }
     }
     fe.cancels
         .lock()
@@ -318,10 +432,10 @@ fn pins(msg: &[u8], pinned: &mut Option<&'static str>) {
 }
 
 /// Forwards client messages and server replies until the client leaves.
-async fn pump(
+async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
     fe: &PgFrontend,
     l: &Login,
-    tcp: &mut TcpStream,
+    tcp: &mut S,
     reader: &mut Reader,
     target: &CancelTarget,
 ) -> Result<(), PgError> {

@@ -108,6 +108,11 @@ pub struct PgsqlVariables {
     pub authentication_method: u32,
     /// Offer TLS.
     pub have_ssl: bool,
+    /// Frontend TLS certificate (PEM path). Sluice addition; empty = the pair generated in the
+    /// datadir (shared with the MySQL frontend).
+    pub ssl_cert: String,
+    /// Frontend TLS key (PEM path). Sluice addition; empty = generated in the datadir.
+    pub ssl_key: String,
 }
 
 impl Default for PgsqlVariables {
@@ -120,6 +125,8 @@ impl Default for PgsqlVariables {
             connect_timeout_server_max: 10_000,
             authentication_method: 3,
             have_ssl: true,
+            ssl_cert: String::new(),
+            ssl_key: String::new(),
         }
     }
 }
@@ -144,6 +151,8 @@ impl PgsqlVariables {
             "connect_timeout_server" => self.connect_timeout_server = int(10, 120_000)?,
             "connect_timeout_server_max" => self.connect_timeout_server_max = int(10, 3_600_000)?,
             "authentication_method" => self.authentication_method = int(1, 3)? as u32,
+            "ssl_cert" => self.ssl_cert = v.to_string(),
+            "ssl_key" => self.ssl_key = v.to_string(),
             "have_ssl" => {
                 self.have_ssl = match v.trim().to_ascii_lowercase().as_str() {
                     "true" | "1" => true,
@@ -178,6 +187,8 @@ impl PgsqlVariables {
                 self.authentication_method.to_string(),
             ),
             ("have_ssl".into(), self.have_ssl.to_string()),
+            ("ssl_cert".into(), self.ssl_cert.clone()),
+            ("ssl_key".into(), self.ssl_key.clone()),
         ]
     }
 }
