@@ -107,29 +107,36 @@ fn pgbench_in_every_query_mode_through_transaction_pooling() {
         1,
     );
     let capped = Sluice::start(&cfg);
-    // Named prepared statements still pin a session to its server connection in this version
-    // (no per-connection statement mapping yet), so -M prepared runs without the cap.
-    let uncapped = Sluice::start(&standard_config("", ""));
-    for (mode, s) in [
-        ("simple", &capped),
-        ("extended", &capped),
-        ("prepared", &uncapped),
-    ] {
+    let run = |s: &Sluice, clients: &str, secs: &str, mode: &str| {
         let out = pgbench(
             s.pg_port,
-            &["-n", "-c", "16", "-j", "2", "-T", "20", "-M", mode],
+            &["-n", "-c", clients, "-j", "2", "-T", secs, "-M", mode],
         );
         let text = ok_stdout(&out);
         assert!(
             text.contains("number of failed transactions: 0 (0.000%)"),
-            "{mode}:\n{text}"
+            "{clients} clients, {mode}:\n{text}"
         );
-        let tps = text
+        let done = text
             .lines()
-            .find(|l| l.starts_with("tps"))
-            .unwrap_or_default();
-        eprintln!("pgbench -M {mode} through sluice: {tps}");
+            .find_map(|l| l.strip_prefix("number of transactions actually processed: "))
+            .and_then(|n| n.split('/').next()?.trim().parse::<u64>().ok())
+            .unwrap_or(0);
+        assert!(done > 0, "{text}");
+        let tps = text.lines().find(|l| l.starts_with("tps")).unwrap_or("");
+        eprintln!("pgbench -c {clients} -M {mode} through sluice: {tps}");
+    };
+    for mode in ["simple", "extended", "prepared"] {
+        run(&capped, "16", "20", mode);
     }
+    // 200 clients with named prepared statements share 10 server connections: statements are
+    // re-parsed on whichever connection a transaction lands on.
+    let ten = Sluice::start(&standard_config("", "").replacen(
+        &format!("port = {}\n", ports::PG_PRIMARY),
+        &format!("port = {}\nmax_connections = 10\n", ports::PG_PRIMARY),
+        1,
+    ));
+    run(&ten, "200", "10", "prepared");
 }
 
 #[test]
@@ -335,4 +342,50 @@ fn md5_and_cleartext_authentication_methods() {
         );
         assert!(login("scram-sha-256", "app").starts_with("error:"));
     }
+}
+
+/// asyncpg prepares every query; cycling through more than `pgsql-max_prepared_statements`
+/// distinct ones makes Sluice close and re-parse statements on its one server connection.
+const LRU_CYCLE: &str = r#"
+import sys, asyncio, asyncpg
+async def main():
+    conns = [await asyncpg.connect(host="127.0.0.1", port=int(sys.argv[1]), user="app",
+                                   password="app", database="app", ssl=False,
+                                   statement_cache_size=100) for _ in range(2)]
+    wrong = 0
+    for rnd in range(3):
+        for i in range(6):
+            for n, c in enumerate(conns):
+                v = await c.fetchval(f"SELECT $1::int * {i + 1} + {n}", rnd)
+                wrong += v != rnd * (i + 1) + n
+    held = await conns[0].fetchval("SELECT count(*) FROM pg_prepared_statements")
+    print("wrong", wrong, "held", held)
+asyncio.run(main())
+"#;
+
+#[test]
+fn prepared_statements_survive_lru_eviction_on_a_shared_connection() {
+    if !backends_ready() {
+        return;
+    }
+    let cfg = standard_config("", "").replacen(
+        &format!("port = {}\n", ports::PG_PRIMARY),
+        &format!("port = {}\nmax_connections = 1\n", ports::PG_PRIMARY),
+        1,
+    );
+    let s = Sluice::start(&cfg);
+    ok_stdout(&s.psql_admin(
+        "SET pgsql-max_prepared_statements=3; LOAD PGSQL VARIABLES TO RUNTIME;",
+        false,
+    ));
+    let out = ok_stdout(&python(LRU_CYCLE, &[&s.pg_port.to_string()]));
+    // 2 clients × 6 statements shared one server connection that never held more than 3.
+    let held: u32 = out
+        .trim()
+        .rsplit(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(99);
+    assert!(out.starts_with("wrong 0 held "), "{out}");
+    assert!((1..=3).contains(&held), "{out}");
 }

@@ -39,6 +39,8 @@ pub struct PgConn {
     pub server: String,
     /// BackendKeyData (pid, secret), for cancel requests.
     pub key: (u32, u32),
+    /// Protocol-level prepared statements Sluice created here.
+    pub prepared: crate::prepared::PreparedSet,
 }
 
 fn startup_message(p: &ConnectParams) -> Vec<u8> {
@@ -172,6 +174,7 @@ impl PgConn {
             params,
             server: format!("{}:{}", p.host, p.port),
             key,
+            prepared: Default::default(),
         })
     }
 
@@ -185,6 +188,7 @@ impl PgConn {
 
     /// Runs `DISCARD ALL` so the connection can serve another client; false on failure.
     pub async fn discard_all(&mut self) -> bool {
+        self.prepared.clear();
         if self
             .stream
             .write_all(&message(b'Q', b"DISCARD ALL\0"))

@@ -6,6 +6,7 @@ pub mod conn;
 pub mod frame;
 pub mod md5auth;
 pub mod pool;
+pub mod prepared;
 pub mod scram;
 
 /// Errors talking to a PostgreSQL server or client.

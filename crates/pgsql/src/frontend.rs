@@ -3,9 +3,11 @@
 //! the server reports ReadyForQuery "idle" with nothing outstanding, then gives it back. Client and
 //! server messages are forwarded as raw frames, pipelined in both directions.
 
+use crate::statements::{Reply, SessionStatements};
 use bytes::Bytes;
 use sluice_core::ConfigHandle;
 use sluice_pgsql_backend::Error as PgError;
+use sluice_pgsql_backend::conn::PgConn;
 use sluice_pgsql_backend::frame::{
     Reader, auth, complete_len, error_response, message, parameter_status, parse_pairs, ready,
 };
@@ -391,7 +393,8 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
     first.release_clean();
     if io.write_all(&hello).await.is_ok() {
         info!(client = %peer, user = %l.user.username, database = %l.database, tls, "pgsql client logged in");
-        if let Err(e) = pump(&fe, &l, &mut io, &mut reader, &target).await {
+        let mut stmts = SessionStatements::new(key);
+        if let Err(e) = pump(&fe, &l, &mut io, &mut reader, &target, &mut stmts).await {
             debug!(client = %peer, "pgsql session ended: {e}");
         }
     }
@@ -403,31 +406,25 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
 
 /// Why the session keeps its server connection even when idle.
 fn pins(msg: &[u8], pinned: &mut Option<&'static str>) {
-    match msg.first() {
-        // A named prepared statement lives on one server connection.
-        Some(b'P') if msg.get(5).is_some_and(|b| *b != 0) => {
-            *pinned = Some("named prepared statement")
-        }
-        Some(b'Q') => {
-            let q = String::from_utf8_lossy(&msg[5..]).to_ascii_lowercase();
-            let q = q.trim_start();
-            if q.starts_with("listen") {
-                *pinned = Some("LISTEN");
-            } else if q.starts_with("prepare") {
-                *pinned = Some("SQL PREPARE");
-            } else if (q.starts_with("set ")
-                && !q.starts_with("set local")
-                && !q.starts_with("set transaction"))
-                || q.starts_with("reset")
-                || q.contains("temp table")
-                || q.contains("temporary table")
-                || q.contains("pg_advisory_lock")
-                || q.contains("with hold")
-            {
-                *pinned = Some("session state");
-            }
-        }
-        _ => {}
+    if msg.first() != Some(&b'Q') {
+        return;
+    }
+    let q = String::from_utf8_lossy(&msg[5..]).to_ascii_lowercase();
+    let q = q.trim_start();
+    if q.starts_with("listen") {
+        *pinned = Some("LISTEN");
+    } else if q.starts_with("prepare") {
+        *pinned = Some("SQL PREPARE");
+    } else if (q.starts_with("set ")
+        && !q.starts_with("set local")
+        && !q.starts_with("set transaction"))
+        || q.starts_with("reset")
+        || q.contains("temp table")
+        || q.contains("temporary table")
+        || q.contains("pg_advisory_lock")
+        || q.contains("with hold")
+    {
+        *pinned = Some("session state");
     }
 }
 
@@ -438,8 +435,11 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
     tcp: &mut S,
     reader: &mut Reader,
     target: &CancelTarget,
+    stmts: &mut SessionStatements,
 ) -> Result<(), PgError> {
     let mut backend: Option<PgPooled> = None;
+    // An extended-protocol batch runs until its Sync: the connection stays with the session.
+    let mut batch_open = false;
     let mut outstanding: u32 = 0; // Query/Sync messages whose ReadyForQuery has not come back
     let mut pinned: Option<&'static str> = if l.user.fast_forward.0 {
         Some("session pooling")
@@ -457,11 +457,26 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
             if m[0] == b'X' {
                 return Ok(());
             }
+            // Answered without a server connection (see `SessionStatements::define_locally`):
+            // with no connection held there is no transaction and nothing outstanding, so the
+            // replies are in order.
+            if stmts.define_locally(&m) {
+                tcp.write_all(&message(b'1', b"")).await?;
+                continue;
+            }
+            match m[0] {
+                b'S' => {
+                    tcp.write_all(&ready(b'I')).await?;
+                    continue;
+                }
+                b'H' => continue,
+                _ => {}
+            }
             match checkout(fe, l).await {
                 Ok(mut c) => {
                     let conn = c.conn();
                     set_target(target, Some((conn.server.clone(), conn.key.0, conn.key.1)));
-                    conn.stream.write_all(&m).await?;
+                    send(fe, conn, stmts, &m, &mut batch_open).await?;
                     pins(&m, &mut pinned);
                     if matches!(m[0], b'Q' | b'S') {
                         outstanding += 1;
@@ -508,12 +523,14 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
                     outstanding += 1;
                 }
                 if let Some(b) = backend.as_mut() {
-                    b.conn().stream.write_all(&m).await?;
+                    send(fe, b.conn(), stmts, &m, &mut batch_open).await?;
                 }
             }
             Ev::Server(Err(e)) => {
                 backend = None;
                 set_target(target, None);
+                stmts.reset_inflight();
+                batch_open = false;
                 let mut out = error_response(
                     "ERROR",
                     "08006",
@@ -530,22 +547,43 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
                 // Forward every complete frame; note ReadyForQuery to know when the connection
                 // can go back to the pool.
                 let mut pos = 0;
+                // Replies to Parse/Close that Sluice sent on its own are cut out.
+                let mut swallowed: Vec<std::ops::Range<usize>> = Vec::new();
                 let buf = &conn.reader.buf;
                 while let Some(n) = complete_len(&buf[pos..])? {
-                    if buf[pos] == b'Z' {
+                    let kind = buf[pos];
+                    if kind == b'Z' {
                         outstanding = outstanding.saturating_sub(1);
                         last_status = buf.get(pos + 5).copied().unwrap_or(b'I');
+                    }
+                    if matches!(kind, b'1' | b'3' | b'Z')
+                        && stmts.incoming(kind, &mut conn.prepared) == Reply::Swallow
+                    {
+                        swallowed.push(pos..pos + n);
                     }
                     pos += n;
                 }
                 if pos > 0 {
                     let chunk = conn.reader.buf.split_to(pos);
-                    tcp.write_all(&chunk).await?;
+                    if swallowed.is_empty() {
+                        tcp.write_all(&chunk).await?;
+                    } else {
+                        let mut kept = Vec::with_capacity(chunk.len());
+                        let mut from = 0;
+                        for r in swallowed {
+                            kept.extend_from_slice(&chunk[from..r.start]);
+                            from = r.end;
+                        }
+                        kept.extend_from_slice(&chunk[from..]);
+                        tcp.write_all(&kept).await?;
+                    }
                 }
                 let drained = conn.reader.buf.is_empty();
                 if outstanding == 0
                     && last_status == b'I'
                     && pinned.is_none()
+                    && !batch_open
+                    && stmts.settled()
                     && drained
                     && let Some(b) = backend.take()
                 {
@@ -555,6 +593,40 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
             }
         }
     }
+}
+
+/// Sends one client message to the server connection, mapping prepared statement names.
+async fn send(
+    fe: &PgFrontend,
+    conn: &mut PgConn,
+    stmts: &mut SessionStatements,
+    m: &[u8],
+    batch_open: &mut bool,
+) -> Result<(), PgError> {
+    match m[0] {
+        b'P' | b'B' | b'D' | b'C' => {
+            *batch_open = true;
+            let max = fe.config.load().pgsql.variables.max_prepared_statements as usize;
+            let mut out = Vec::with_capacity(m.len() + 32);
+            stmts.outgoing(m, &mut conn.prepared, max, &mut out);
+            conn.stream.write_all(&out).await?;
+            return Ok(());
+        }
+        b'E' | b'H' => *batch_open = true,
+        b'S' => *batch_open = false,
+        b'Q' => {
+            // These drop every prepared statement on the connection, Sluice's included.
+            let q = &m[5..m.len().min(5 + 32)];
+            let q = String::from_utf8_lossy(q).to_ascii_lowercase();
+            let q = q.trim_start();
+            if q.starts_with("discard all") || q.starts_with("deallocate all") {
+                conn.prepared.clear();
+            }
+        }
+        _ => {}
+    }
+    conn.stream.write_all(m).await?;
+    Ok(())
 }
 
 enum Ev {

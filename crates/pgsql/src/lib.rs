@@ -4,6 +4,7 @@
 
 pub mod frontend;
 mod split;
+mod statements;
 
 use async_trait::async_trait;
 use futures::stream;

@@ -108,6 +108,9 @@ pub struct PgsqlVariables {
     pub authentication_method: u32,
     /// Offer TLS.
     pub have_ssl: bool,
+    /// Protocol-level prepared statements kept per server connection (least recently used
+    /// closed beyond it).
+    pub max_prepared_statements: u32,
     /// Frontend TLS certificate (PEM path). Sluice addition; empty = the pair generated in the
     /// datadir (shared with the MySQL frontend).
     pub ssl_cert: String,
@@ -125,6 +128,7 @@ impl Default for PgsqlVariables {
             connect_timeout_server_max: 10_000,
             authentication_method: 3,
             have_ssl: true,
+            max_prepared_statements: 200,
             ssl_cert: String::new(),
             ssl_key: String::new(),
         }
@@ -151,6 +155,7 @@ impl PgsqlVariables {
             "connect_timeout_server" => self.connect_timeout_server = int(10, 120_000)?,
             "connect_timeout_server_max" => self.connect_timeout_server_max = int(10, 3_600_000)?,
             "authentication_method" => self.authentication_method = int(1, 3)? as u32,
+            "max_prepared_statements" => self.max_prepared_statements = int(1, 100_000)? as u32,
             "ssl_cert" => self.ssl_cert = v.to_string(),
             "ssl_key" => self.ssl_key = v.to_string(),
             "have_ssl" => {
@@ -187,6 +192,10 @@ impl PgsqlVariables {
                 self.authentication_method.to_string(),
             ),
             ("have_ssl".into(), self.have_ssl.to_string()),
+            (
+                "max_prepared_statements".into(),
+                self.max_prepared_statements.to_string(),
+            ),
             ("ssl_cert".into(), self.ssl_cert.clone()),
             ("ssl_key".into(), self.ssl_key.clone()),
         ]

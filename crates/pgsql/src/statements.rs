@@ -1,0 +1,408 @@
+//! Prepared statements across pooled server connections. A client's named statement gets a
+//! server-side name unique to the session and generation (`sl<session>_<n>`); when the session's
+//! next transaction lands on a connection that lacks it, the Parse is replayed there first and its
+//! ParseComplete swallowed. Each connection keeps at most `pgsql-max_prepared_statements`, closing
+//! the least recently used (that CloseComplete is swallowed too). Only the statement name fields
+//! of Parse/Bind/Describe/Close are rewritten; everything else goes through as raw bytes.
+
+use bytes::Bytes;
+use sluice_pgsql_backend::frame::message;
+use sluice_pgsql_backend::prepared::PreparedSet;
+use std::collections::{HashMap, VecDeque};
+
+/// A client statement as the server knows it.
+#[derive(Debug, Clone)]
+struct Statement {
+    server_name: String,
+    /// Parse body after the name: query text, NUL, parameter type count and OIDs.
+    definition: Bytes,
+}
+
+/// One Parse or Close sent to the server whose reply has not arrived yet.
+#[derive(Debug)]
+struct Pending {
+    server_name: Option<String>,
+    /// The client's name when the client sent this Parse itself.
+    client_name: Option<Bytes>,
+    /// Sluice sent it on its own: the client must not see its reply.
+    swallow: bool,
+}
+
+/// A session's statements and the replies it owes the server connection in use.
+#[derive(Debug)]
+pub struct SessionStatements {
+    session: u64,
+    generation: u64,
+    by_client_name: HashMap<Bytes, Statement>,
+    parses: VecDeque<Pending>,
+    closes: VecDeque<Pending>,
+}
+
+/// What to do with one server reply frame.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Reply {
+    /// Send it to the client.
+    Forward,
+    /// Sluice caused it: drop it.
+    Swallow,
+}
+
+/// A C string at the start of `b`: (the bytes before the NUL, the rest after it).
+fn cstr(b: &[u8]) -> Option<(&[u8], &[u8])> {
+    let end = b.iter().position(|c| *c == 0)?;
+    Some((&b[..end], &b[end + 1..]))
+}
+
+fn with_name(kind: u8, prefix: &[u8], name: &str, rest: &[u8]) -> Vec<u8> {
+    let mut body = Vec::with_capacity(prefix.len() + name.len() + 1 + rest.len());
+    body.extend_from_slice(prefix);
+    body.extend_from_slice(name.as_bytes());
+    body.push(0);
+    body.extend_from_slice(rest);
+    message(kind, &body)
+}
+
+impl SessionStatements {
+    /// Statements of the session identified by `session` (used in server-side names).
+    pub fn new(session: u64) -> Self {
+        SessionStatements {
+            session,
+            generation: 0,
+            by_client_name: HashMap::new(),
+            parses: VecDeque::new(),
+            closes: VecDeque::new(),
+        }
+    }
+
+    /// A named Parse while the session holds no server connection: the statement is only
+    /// recorded (the client gets its ParseComplete from Sluice) and parsed on the connection of
+    /// its first Bind or Describe, so a bare Parse+Sync — libpq's `PQprepare` — never waits for a
+    /// pooled connection. A broken query reports its error at that first use. False for other
+    /// messages, which need a server.
+    pub fn define_locally(&mut self, msg: &[u8]) -> bool {
+        if msg[0] != b'P' {
+            return false;
+        }
+        match cstr(&msg[5..]) {
+            Some((name, definition)) if !name.is_empty() => {
+                self.define(name, definition);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn define(&mut self, name: &[u8], definition: &[u8]) -> String {
+        self.generation += 1;
+        let server_name = format!("sl{:x}_{}", self.session, self.generation);
+        self.by_client_name.insert(
+            Bytes::copy_from_slice(name),
+            Statement {
+                server_name: server_name.clone(),
+                definition: Bytes::copy_from_slice(definition),
+            },
+        );
+        server_name
+    }
+
+    /// True when no Parse/Close reply is outstanding.
+    pub fn settled(&self) -> bool {
+        self.parses.is_empty() && self.closes.is_empty()
+    }
+
+    /// Rewrites one client message for the connection `conn`, appending what to send to `out`.
+    /// Messages this does not concern are appended unchanged.
+    pub fn outgoing(&mut self, msg: &[u8], conn: &mut PreparedSet, max: usize, out: &mut Vec<u8>) {
+        let body = &msg[5..];
+        match msg[0] {
+            b'P' => {
+                let Some((name, definition)) = cstr(body) else {
+                    return out.extend_from_slice(msg);
+                };
+                if name.is_empty() {
+                    self.parses.push_back(Pending {
+                        server_name: None,
+                        client_name: None,
+                        swallow: false,
+                    });
+                    return out.extend_from_slice(msg);
+                }
+                let server_name = self.define(name, definition);
+                let client_name = Bytes::copy_from_slice(name);
+                self.make_room(conn, max, out);
+                out.extend(with_name(b'P', b"", &server_name, definition));
+                conn.insert(server_name.clone());
+                self.parses.push_back(Pending {
+                    server_name: Some(server_name),
+                    client_name: Some(client_name),
+                    swallow: false,
+                });
+            }
+            b'B' => {
+                let Some((portal, rest)) = cstr(body) else {
+                    return out.extend_from_slice(msg);
+                };
+                let Some((name, params)) = cstr(rest) else {
+                    return out.extend_from_slice(msg);
+                };
+                let Some(server_name) = self.ensure(name, conn, max, out) else {
+                    return out.extend_from_slice(msg);
+                };
+                let mut prefix = portal.to_vec();
+                prefix.push(0);
+                out.extend(with_name(b'B', &prefix, &server_name, params));
+            }
+            b'D' if body.first() == Some(&b'S') => {
+                let Some((name, _)) = cstr(&body[1..]) else {
+                    return out.extend_from_slice(msg);
+                };
+                let Some(server_name) = self.ensure(name, conn, max, out) else {
+                    return out.extend_from_slice(msg);
+                };
+                out.extend(with_name(b'D', b"S", &server_name, b""));
+            }
+            b'C' => {
+                let named = if body.first() == Some(&b'S') {
+                    cstr(&body[1..])
+                        .and_then(|(name, _)| self.by_client_name.remove(name))
+                        .map(|st| st.server_name)
+                } else {
+                    None
+                };
+                self.closes.push_back(Pending {
+                    server_name: named.clone(),
+                    client_name: None,
+                    swallow: false,
+                });
+                match named {
+                    // Closing a statement the connection lacks is not an error: the client still
+                    // gets its CloseComplete.
+                    Some(server_name) => {
+                        conn.remove(&server_name);
+                        out.extend(with_name(b'C', b"S", &server_name, b""));
+                    }
+                    None => out.extend_from_slice(msg),
+                }
+            }
+            _ => out.extend_from_slice(msg),
+        }
+    }
+
+    /// The server name of the client's statement `name`, parsed on `conn` first if it lacks it;
+    /// None for the unnamed statement and names the session never prepared (the server reports
+    /// those).
+    fn ensure(
+        &mut self,
+        name: &[u8],
+        conn: &mut PreparedSet,
+        max: usize,
+        out: &mut Vec<u8>,
+    ) -> Option<String> {
+        if name.is_empty() {
+            return None;
+        }
+        let st = self.by_client_name.get(name)?.clone();
+        if !conn.touch(&st.server_name) {
+            self.make_room(conn, max, out);
+            out.extend(with_name(b'P', b"", &st.server_name, &st.definition));
+            conn.insert(st.server_name.clone());
+            self.parses.push_back(Pending {
+                server_name: Some(st.server_name.clone()),
+                client_name: None,
+                swallow: true,
+            });
+        }
+        Some(st.server_name)
+    }
+
+    /// Closes least recently used statements until one more fits under `max`.
+    fn make_room(&mut self, conn: &mut PreparedSet, max: usize, out: &mut Vec<u8>) {
+        while conn.len() >= max.max(1) {
+            let Some(old) = conn.evict_oldest() else {
+                break;
+            };
+            out.extend(with_name(b'C', b"S", &old, b""));
+            self.closes.push_back(Pending {
+                server_name: Some(old),
+                client_name: None,
+                swallow: true,
+            });
+        }
+    }
+
+    /// Accounts for one server reply of type `kind` on `conn`.
+    pub fn incoming(&mut self, kind: u8, conn: &mut PreparedSet) -> Reply {
+        let popped = match kind {
+            b'1' => self.parses.pop_front(),
+            b'3' => self.closes.pop_front(),
+            b'Z' => {
+                self.sync_done(conn);
+                None
+            }
+            _ => None,
+        };
+        match popped {
+            Some(p) if p.swallow => Reply::Swallow,
+            _ => Reply::Forward,
+        }
+    }
+
+    /// ReadyForQuery: Parses without a ParseComplete failed or were skipped after an error, so
+    /// those statements do not exist on the connection (nor, for the client's own, anywhere).
+    fn sync_done(&mut self, conn: &mut PreparedSet) {
+        for p in self.parses.drain(..) {
+            let Some(server_name) = p.server_name else {
+                continue;
+            };
+            conn.remove(&server_name);
+            if let Some(client) = p.client_name
+                && self
+                    .by_client_name
+                    .get(&client)
+                    .is_some_and(|st| st.server_name == server_name)
+            {
+                self.by_client_name.remove(&client);
+            }
+        }
+        // A skipped Close leaves a statement no name will ever reach again; DISCARD ALL or the
+        // connection's end frees it.
+        self.closes.clear();
+    }
+
+    /// The server connection was lost or handed back: nothing is outstanding any more.
+    pub fn reset_inflight(&mut self) {
+        self.parses.clear();
+        self.closes.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(name: &str, sql: &str) -> Vec<u8> {
+        let mut rest = sql.as_bytes().to_vec();
+        rest.extend_from_slice(&[0, 0, 0]);
+        with_name(b'P', b"", name, &rest)
+    }
+
+    fn bind(name: &str) -> Vec<u8> {
+        with_name(b'B', b"\0", name, &[0, 0, 0, 0, 0, 0])
+    }
+
+    fn frames(mut b: &[u8]) -> Vec<(u8, String)> {
+        let mut v = Vec::new();
+        while b.len() >= 5 {
+            let len = u32::from_be_bytes([b[1], b[2], b[3], b[4]]) as usize;
+            let body = &b[5..len + 1];
+            let text = match b[0] {
+                b'B' => cstr(cstr(body).unwrap().1).unwrap().0,
+                b'C' | b'D' => cstr(&body[1..]).unwrap().0,
+                _ => cstr(body).unwrap().0,
+            };
+            v.push((b[0], String::from_utf8_lossy(text).into_owned()));
+            b = &b[len + 1..];
+        }
+        v
+    }
+
+    #[test]
+    fn replays_a_statement_on_a_connection_that_lacks_it() {
+        let mut s = SessionStatements::new(0xab);
+        let (mut c1, mut c2) = (PreparedSet::default(), PreparedSet::default());
+        let mut out = Vec::new();
+        s.outgoing(&parse("q", "SELECT 1"), &mut c1, 10, &mut out);
+        s.outgoing(&bind("q"), &mut c1, 10, &mut out);
+        assert_eq!(
+            frames(&out),
+            vec![(b'P', "slab_1".into()), (b'B', "slab_1".into())]
+        );
+        assert_eq!(s.incoming(b'1', &mut c1), Reply::Forward);
+        assert_eq!(s.incoming(b'Z', &mut c1), Reply::Forward);
+        // Next transaction on another connection: Parse injected, its reply swallowed.
+        out.clear();
+        s.outgoing(&bind("q"), &mut c2, 10, &mut out);
+        assert_eq!(
+            frames(&out),
+            vec![(b'P', "slab_1".into()), (b'B', "slab_1".into())]
+        );
+        assert_eq!(s.incoming(b'1', &mut c2), Reply::Swallow);
+        assert_eq!(s.incoming(b'2', &mut c2), Reply::Forward);
+        // Already there: no Parse.
+        out.clear();
+        s.outgoing(&bind("q"), &mut c2, 10, &mut out);
+        assert_eq!(frames(&out), vec![(b'B', "slab_1".into())]);
+    }
+
+    #[test]
+    fn evicts_lru_with_a_swallowed_close_and_forgets_failed_parses() {
+        let mut s = SessionStatements::new(1);
+        let mut c = PreparedSet::default();
+        let mut out = Vec::new();
+        s.outgoing(&parse("a", "SELECT 1"), &mut c, 1, &mut out);
+        s.incoming(b'1', &mut c);
+        out.clear();
+        s.outgoing(&parse("b", "SELECT 2"), &mut c, 1, &mut out);
+        assert_eq!(
+            frames(&out),
+            vec![(b'C', "sl1_1".into()), (b'P', "sl1_2".into())]
+        );
+        assert_eq!(s.incoming(b'3', &mut c), Reply::Swallow);
+        // The Parse of "b" fails: ReadyForQuery without ParseComplete.
+        s.incoming(b'Z', &mut c);
+        assert!(c.is_empty());
+        out.clear();
+        s.outgoing(&bind("b"), &mut c, 1, &mut out);
+        assert_eq!(frames(&out), vec![(b'B', "b".into())], "unknown again");
+        // "a" was evicted from the connection but the client still has it: replayed.
+        out.clear();
+        s.outgoing(&bind("a"), &mut c, 1, &mut out);
+        assert_eq!(
+            frames(&out),
+            vec![(b'P', "sl1_1".into()), (b'B', "sl1_1".into())]
+        );
+    }
+
+    #[test]
+    fn a_parse_while_idle_is_defined_locally_and_parsed_at_first_use() {
+        let mut s = SessionStatements::new(3);
+        let mut c = PreparedSet::default();
+        assert!(s.define_locally(&parse("p", "SELECT 1")));
+        assert!(!s.define_locally(&parse("", "SELECT 1")));
+        assert!(!s.define_locally(&bind("p")));
+        let mut out = Vec::new();
+        s.outgoing(&bind("p"), &mut c, 5, &mut out);
+        assert_eq!(
+            frames(&out),
+            vec![(b'P', "sl3_1".into()), (b'B', "sl3_1".into())]
+        );
+        assert_eq!(s.incoming(b'1', &mut c), Reply::Swallow);
+    }
+
+    #[test]
+    fn client_close_and_unnamed_statements_pass_through() {
+        let mut s = SessionStatements::new(2);
+        let mut c = PreparedSet::default();
+        let mut out = Vec::new();
+        s.outgoing(&parse("", "SELECT 1"), &mut c, 5, &mut out);
+        s.outgoing(&bind(""), &mut c, 5, &mut out);
+        s.outgoing(&parse("x", "SELECT 2"), &mut c, 5, &mut out);
+        s.outgoing(&with_name(b'C', b"S", "x", b""), &mut c, 5, &mut out);
+        s.outgoing(&with_name(b'C', b"P", "portal", b""), &mut c, 5, &mut out);
+        assert_eq!(
+            frames(&out),
+            vec![
+                (b'P', "".into()),
+                (b'B', "".into()),
+                (b'P', "sl2_1".into()),
+                (b'C', "sl2_1".into()),
+                (b'C', "portal".into()),
+            ]
+        );
+        for kind in [b'1', b'2', b'1', b'3', b'3'] {
+            assert_eq!(s.incoming(kind, &mut c), Reply::Forward);
+        }
+        assert!(s.settled());
+        assert!(c.is_empty());
+    }
+}
