@@ -389,3 +389,45 @@ fn prepared_statements_survive_lru_eviction_on_a_shared_connection() {
     assert!(out.starts_with("wrong 0 held "), "{out}");
     assert!((1..=3).contains(&held), "{out}");
 }
+
+/// Two sessions share ONE server connection, so each statement of each runs on it: their SET
+/// values can only be right if Sluice replays the differences every time the session changes.
+const SET_REPLAY: &str = r#"
+import sys, psycopg
+dsn = f"host=127.0.0.1 port={sys.argv[1]} user=app password=app dbname=app sslmode=disable"
+a = psycopg.connect(dsn, autocommit=True, cursor_factory=psycopg.ClientCursor)
+b = psycopg.connect(dsn, autocommit=True, cursor_factory=psycopg.ClientCursor)
+one = lambda c, sql: c.execute(sql).fetchone()[0]
+default = one(b, "SHOW work_mem")
+a.execute("SET work_mem TO '7MB'")
+a.execute("SET application_name = 'sess_a'")
+seen = set()
+for i in range(3):
+    seen.add((one(a, "SHOW work_mem"), one(b, "SHOW work_mem"), one(a, "SHOW application_name"), one(b, "SHOW application_name")))
+print("same-server", one(a, "SELECT pg_backend_pid()") == one(b, "SELECT pg_backend_pid()"))
+print("seen", sorted(seen), "default", default)
+print("reported", a.info.parameter_status("application_name"), repr(b.info.parameter_status("application_name")))
+a.execute("BEGIN"); a.execute("SET work_mem TO '9MB'"); a.execute("ROLLBACK")
+print("after-rollback", one(a, "SHOW work_mem"))
+a.execute("RESET work_mem")
+print("after-reset", one(a, "SHOW work_mem"), one(b, "SHOW work_mem"))
+"#;
+
+#[test]
+fn set_and_reset_follow_the_session_across_pooled_connections() {
+    if !backends_ready() {
+        return;
+    }
+    let cfg = standard_config("", "").replacen(
+        &format!("port = {}\n", ports::PG_PRIMARY),
+        &format!("port = {}\nmax_connections = 1\n", ports::PG_PRIMARY),
+        1,
+    );
+    let s = Sluice::start(&cfg);
+    let out = ok_stdout(&python(SET_REPLAY, &[&s.pg_port.to_string()]));
+    assert_eq!(
+        out,
+        "same-server True\nseen [('7MB', '4MB', 'sess_a', '')] default 4MB\n\
+         reported sess_a ''\nafter-rollback 7MB\nafter-reset 4MB 4MB\n"
+    );
+}

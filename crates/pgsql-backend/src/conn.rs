@@ -41,6 +41,8 @@ pub struct PgConn {
     pub key: (u32, u32),
     /// Protocol-level prepared statements Sluice created here.
     pub prepared: crate::prepared::PreparedSet,
+    /// Session variables set on this connection with `SET` (name → value as written).
+    pub session_vars: std::collections::BTreeMap<String, String>,
 }
 
 fn startup_message(p: &ConnectParams) -> Vec<u8> {
@@ -175,6 +177,7 @@ impl PgConn {
             server: format!("{}:{}", p.host, p.port),
             key,
             prepared: Default::default(),
+            session_vars: Default::default(),
         })
     }
 
@@ -186,9 +189,30 @@ impl PgConn {
         !self.reader.buf.is_empty() || self.stream.poll_peek(&mut cx, &mut buf).is_ready()
     }
 
+    /// Runs `sql` (one Query message) and reads to its ReadyForQuery, discarding the replies; the
+    /// first error is returned.
+    pub async fn run_quietly(&mut self, sql: &str) -> Result<(), Error> {
+        let mut body = sql.as_bytes().to_vec();
+        body.push(0);
+        self.stream.write_all(&message(b'Q', &body)).await?;
+        let mut failure = None;
+        loop {
+            let m = self.reader.message(&mut self.stream).await?;
+            match m[0] {
+                b'Z' => return failure.map_or(Ok(()), Err),
+                b'E' if failure.is_none() => {
+                    let (code, message) = parse_error(&m[5..]);
+                    failure = Some(Error::Server { code, message });
+                }
+                _ => {}
+            }
+        }
+    }
+
     /// Runs `DISCARD ALL` so the connection can serve another client; false on failure.
     pub async fn discard_all(&mut self) -> bool {
         self.prepared.clear();
+        self.session_vars.clear();
         if self
             .stream
             .write_all(&message(b'Q', b"DISCARD ALL\0"))

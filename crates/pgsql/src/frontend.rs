@@ -3,6 +3,7 @@
 //! the server reports ReadyForQuery "idle" with nothing outstanding, then gives it back. Client and
 //! server messages are forwarded as raw frames, pipelined in both directions.
 
+use crate::session_sets::{Change, Effect, apply, classify, replay_sql};
 use crate::statements::{Reply, SessionStatements};
 use bytes::Bytes;
 use sluice_core::ConfigHandle;
@@ -13,6 +14,7 @@ use sluice_pgsql_backend::frame::{
 };
 use sluice_pgsql_backend::pool::{PgCheckout, PgPool, PgPooled};
 use sluice_pgsql_backend::scram;
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -404,28 +406,32 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         .remove(&cancel_key);
 }
 
-/// Why the session keeps its server connection even when idle.
-fn pins(msg: &[u8], pinned: &mut Option<&'static str>) {
-    if msg.first() != Some(&b'Q') {
-        return;
+/// Notes what a client message does to session state: a pin (the reason kept for admins) or a
+/// `SET`/`RESET` to confirm at the end of its transaction.
+fn note(msg: &[u8], pinned: &mut Option<&'static str>, pending: &mut Vec<Change>) {
+    let sql = match msg[0] {
+        b'Q' => &msg[5..],
+        // Parse: the statement name, then the query.
+        b'P' => match msg[5..].iter().position(|b| *b == 0) {
+            Some(end) => &msg[5 + end + 1..],
+            None => return,
+        },
+        _ => return,
+    };
+    match classify(sql, msg[0] == b'Q') {
+        Effect::None => {}
+        Effect::Pin(why) => *pinned = Some(why),
+        Effect::Track(change) => pending.push(change),
     }
-    let q = String::from_utf8_lossy(&msg[5..]).to_ascii_lowercase();
-    let q = q.trim_start();
-    if q.starts_with("listen") {
-        *pinned = Some("LISTEN");
-    } else if q.starts_with("prepare") {
-        *pinned = Some("SQL PREPARE");
-    } else if (q.starts_with("set ")
-        && !q.starts_with("set local")
-        && !q.starts_with("set transaction"))
-        || q.starts_with("reset")
-        || q.contains("temp table")
-        || q.contains("temporary table")
-        || q.contains("pg_advisory_lock")
-        || q.contains("with hold")
-    {
-        *pinned = Some("session state");
+}
+
+/// Makes the connection's `SET` variables the session's, sending only the differences.
+async fn sync_vars(conn: &mut PgConn, want: &BTreeMap<String, String>) -> Result<(), PgError> {
+    if let Some(sql) = replay_sql(want, &conn.session_vars) {
+        conn.run_quietly(&sql).await?;
+        conn.session_vars = want.clone();
     }
+    Ok(())
 }
 
 /// Forwards client messages and server replies until the client leaves.
@@ -440,6 +446,10 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
     let mut backend: Option<PgPooled> = None;
     // An extended-protocol batch runs until its Sync: the connection stays with the session.
     let mut batch_open = false;
+    // Session variables: confirmed, and changed in the current transaction (kept when it commits).
+    let mut vars: BTreeMap<String, String> = BTreeMap::new();
+    let mut pending: Vec<Change> = Vec::new();
+    let mut pending_outcome = PendingOutcome::default();
     let mut outstanding: u32 = 0; // Query/Sync messages whose ReadyForQuery has not come back
     let mut pinned: Option<&'static str> = if l.user.fast_forward.0 {
         Some("session pooling")
@@ -475,9 +485,19 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
             match checkout(fe, l).await {
                 Ok(mut c) => {
                     let conn = c.conn();
+                    if let Err(e) = sync_vars(conn, &vars).await {
+                        warn!(user = %l.user.username, server = %conn.server, "pgsql: replaying the session's SET variables failed, connection closed: {e}");
+                        c.release_discard();
+                        let mut out = error_for(&e);
+                        if matches!(m[0], b'Q' | b'S') {
+                            out.extend(ready(b'I'));
+                        }
+                        tcp.write_all(&out).await?;
+                        continue;
+                    }
                     set_target(target, Some((conn.server.clone(), conn.key.0, conn.key.1)));
                     send(fe, conn, stmts, &m, &mut batch_open).await?;
-                    pins(&m, &mut pinned);
+                    note(&m, &mut pinned, &mut pending);
                     if matches!(m[0], b'Q' | b'S') {
                         outstanding += 1;
                     }
@@ -518,7 +538,7 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
                     }
                     return Ok(());
                 }
-                pins(&m, &mut pinned);
+                note(&m, &mut pinned, &mut pending);
                 if matches!(m[0], b'Q' | b'S') {
                     outstanding += 1;
                 }
@@ -531,6 +551,8 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
                 set_target(target, None);
                 stmts.reset_inflight();
                 batch_open = false;
+                pending.clear();
+                pending_outcome = PendingOutcome::default();
                 let mut out = error_response(
                     "ERROR",
                     "08006",
@@ -555,6 +577,31 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
                     if kind == b'Z' {
                         outstanding = outstanding.saturating_sub(1);
                         last_status = buf.get(pos + 5).copied().unwrap_or(b'I');
+                    }
+                    if !pending.is_empty() {
+                        let body = &buf[pos + 5..pos + n];
+                        match (kind, body.first()) {
+                            (b'E', _) => pending_outcome.error = true,
+                            (b'C', _) if body.starts_with(b"ROLLBACK") => {
+                                pending_outcome.rolled_back = true
+                            }
+                            (b'Z', Some(b'T' | b'E')) => pending_outcome.in_transaction = true,
+                            (b'Z', _) => {
+                                let o = std::mem::take(&mut pending_outcome);
+                                if o.error && o.in_transaction && !o.rolled_back {
+                                    // Committed after an error (savepoints): which SETs
+                                    // survived is unclear, so the session keeps this connection.
+                                    pinned = Some("session state");
+                                } else if !o.error && !o.rolled_back {
+                                    for c in &pending {
+                                        apply(&mut vars, c);
+                                        apply(&mut conn.session_vars, c);
+                                    }
+                                }
+                                pending.clear();
+                            }
+                            _ => {}
+                        }
                     }
                     if matches!(kind, b'1' | b'3' | b'Z')
                         && stmts.incoming(kind, &mut conn.prepared) == Reply::Swallow
@@ -593,6 +640,14 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
             }
         }
     }
+}
+
+/// How the transaction holding uncommitted `SET`s went.
+#[derive(Default)]
+struct PendingOutcome {
+    error: bool,
+    rolled_back: bool,
+    in_transaction: bool,
 }
 
 /// Sends one client message to the server connection, mapping prepared statement names.
