@@ -45,6 +45,15 @@ fn psql_ssl(port: u16, password: &str, sslmode: &str, sql: &str, stdin: &str) ->
     child.wait_with_output().expect("psql ran")
 }
 
+/// The standard config with the PostgreSQL primary capped at `n` server connections.
+fn pool_of(n: u32) -> String {
+    standard_config("", "").replacen(
+        &format!("port = {}\n", ports::PG_PRIMARY),
+        &format!("port = {}\nmax_connections = {n}\n", ports::PG_PRIMARY),
+        1,
+    )
+}
+
 fn pgbench(port: u16, args: &[&str]) -> Output {
     Command::new("pgbench")
         .env("PGPASSWORD", "app")
@@ -101,11 +110,7 @@ fn pgbench_in_every_query_mode_through_transaction_pooling() {
     }
     ok_stdout(&pgbench(ports::PG_PRIMARY, &["-i", "-q", "-s", "2"]));
     // Sixteen clients share four server connections between transactions.
-    let cfg = standard_config("", "").replacen(
-        &format!("port = {}\n", ports::PG_PRIMARY),
-        &format!("port = {}\nmax_connections = 4\n", ports::PG_PRIMARY),
-        1,
-    );
+    let cfg = pool_of(4);
     let capped = Sluice::start(&cfg);
     let run = |s: &Sluice, clients: &str, secs: &str, mode: &str| {
         let out = pgbench(
@@ -131,11 +136,7 @@ fn pgbench_in_every_query_mode_through_transaction_pooling() {
     }
     // 200 clients with named prepared statements share 10 server connections: statements are
     // re-parsed on whichever connection a transaction lands on.
-    let ten = Sluice::start(&standard_config("", "").replacen(
-        &format!("port = {}\n", ports::PG_PRIMARY),
-        &format!("port = {}\nmax_connections = 10\n", ports::PG_PRIMARY),
-        1,
-    ));
+    let ten = Sluice::start(&pool_of(10));
     run(&ten, "200", "10", "prepared");
 }
 
@@ -368,11 +369,7 @@ fn prepared_statements_survive_lru_eviction_on_a_shared_connection() {
     if !backends_ready() {
         return;
     }
-    let cfg = standard_config("", "").replacen(
-        &format!("port = {}\n", ports::PG_PRIMARY),
-        &format!("port = {}\nmax_connections = 1\n", ports::PG_PRIMARY),
-        1,
-    );
+    let cfg = pool_of(1);
     let s = Sluice::start(&cfg);
     ok_stdout(&s.psql_admin(
         "SET pgsql-max_prepared_statements=3; LOAD PGSQL VARIABLES TO RUNTIME;",
@@ -418,11 +415,7 @@ fn set_and_reset_follow_the_session_across_pooled_connections() {
     if !backends_ready() {
         return;
     }
-    let cfg = standard_config("", "").replacen(
-        &format!("port = {}\n", ports::PG_PRIMARY),
-        &format!("port = {}\nmax_connections = 1\n", ports::PG_PRIMARY),
-        1,
-    );
+    let cfg = pool_of(1);
     let s = Sluice::start(&cfg);
     let out = ok_stdout(&python(SET_REPLAY, &[&s.pg_port.to_string()]));
     assert_eq!(
