@@ -142,6 +142,7 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
     let pg_fe = Arc::new(sluice_pgsql::frontend::PgFrontend {
         config: config.clone(),
         tls: pg_tls,
+        clients: Default::default(),
         pool: sluice_pgsql_backend::pool::PgPool::new(),
         shutdown: shutdown.clone(),
         tasks: tasks.clone(),

@@ -424,3 +424,45 @@ fn set_and_reset_follow_the_session_across_pooled_connections() {
          reported sess_a ''\nafter-rollback 7MB\nafter-reset 4MB 4MB\n"
     );
 }
+
+const TWO_CLIENTS: &str = r#"
+import sys, psycopg
+dsn = f"host=127.0.0.1 port={sys.argv[1]} user=app password=app dbname=app sslmode=disable"
+first = psycopg.connect(dsn)
+try:
+    psycopg.connect(dsn)
+    print("second admitted")
+except psycopg.OperationalError as e:
+    print("second refused:", str(e).strip().splitlines()[-1])
+first.close()
+print("after close:", psycopg.connect(dsn).execute("SELECT 1").fetchone()[0])
+"#;
+
+#[test]
+fn client_connection_caps_refuse_with_53300() {
+    if !backends_ready() {
+        return;
+    }
+    let s = Sluice::start(&standard_config("", ""));
+    let port = s.pg_port.to_string();
+    let two = || ok_stdout(&python(TWO_CLIENTS, &[&port]));
+    assert!(two().starts_with("second admitted"));
+    ok_stdout(&s.psql_admin(
+        "UPDATE pgsql_users SET max_connections=1 WHERE username='app'; LOAD PGSQL USERS TO RUNTIME;",
+        false,
+    ));
+    let out = two();
+    assert!(
+        out.starts_with("second refused:")
+            && out.contains("too many connections for role \"app\""),
+        "{out}"
+    );
+    assert!(out.ends_with("after close: 1\n"), "{out}");
+    ok_stdout(&s.psql_admin(
+        "UPDATE pgsql_users SET max_connections=10000; LOAD PGSQL USERS TO RUNTIME; \
+         SET pgsql-max_connections=1; LOAD PGSQL VARIABLES TO RUNTIME;",
+        false,
+    ));
+    let out = two();
+    assert!(out.contains("sorry, too many clients already"), "{out}");
+}

@@ -32,6 +32,8 @@ pub struct PgFrontend {
     pub config: ConfigHandle,
     /// Server connection pools.
     pub pool: Arc<PgPool>,
+    /// Logged-in clients, for `max_connections` caps.
+    pub clients: Arc<crate::limits::ClientCounts>,
     /// Answers SSLRequest with TLS when set (`pgsql-have_ssl`).
     pub tls: Option<TlsAcceptor>,
     /// Cancelled when Sluice stops.
@@ -106,6 +108,8 @@ pub async fn serve(fe: Arc<PgFrontend>, listeners: Vec<TcpListener>) {
 }
 
 struct Login {
+    /// Held for the session's life.
+    _slot: crate::limits::ClientSlot,
     user: Arc<sluice_core::config::PgsqlUser>,
     database: String,
     options: Vec<(String, String)>,
@@ -219,6 +223,18 @@ async fn login<S: AsyncRead + AsyncWrite + Unpin>(
         fail(io, "28000", &msg).await;
         return Err(msg);
     }
+    let slot = match fe.clients.admit(
+        &username,
+        user.max_connections.0,
+        rt.pgsql.variables.max_connections,
+    ) {
+        Ok(slot) => slot,
+        Err(msg) => {
+            warn!(client = %peer, user = %username, "pgsql client refused: {msg}");
+            fail(io, "53300", &msg).await;
+            return Err(msg);
+        }
+    };
     io.write_all(&auth(0, b""))
         .await
         .map_err(|e| e.to_string())?;
@@ -228,6 +244,7 @@ async fn login<S: AsyncRead + AsyncWrite + Unpin>(
         .collect();
     debug!(client = %peer, user = %username, tls, "pgsql login");
     Ok(Login {
+        _slot: slot,
         user,
         database,
         options,

@@ -3,6 +3,7 @@
 //! MySQL-protocol admin port reaches, with results as text columns.
 
 pub mod frontend;
+pub mod limits;
 mod session_sets;
 mod split;
 mod statements;

@@ -1,0 +1,76 @@
+//! Client connection caps on the PostgreSQL port: `pgsql-max_connections` for everyone and each
+//! user's `max_connections`, refused with PostgreSQL's own SQLSTATE 53300 messages.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// Logged-in clients, in total and per user.
+#[derive(Debug, Default)]
+pub struct ClientCounts {
+    inner: Mutex<(u32, HashMap<String, u32>)>,
+}
+
+/// One admitted client; dropping it frees the slot.
+#[derive(Debug)]
+pub struct ClientSlot {
+    counts: Arc<ClientCounts>,
+    user: String,
+}
+
+impl ClientCounts {
+    /// Admits `user` unless a cap is reached; the error is the message the client gets.
+    pub fn admit(
+        self: &Arc<Self>,
+        user: &str,
+        user_max: u32,
+        global_max: u32,
+    ) -> Result<ClientSlot, String> {
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if g.0 >= global_max {
+            return Err("sorry, too many clients already".into());
+        }
+        let mine = g.1.get(user).copied().unwrap_or(0);
+        if mine >= user_max {
+            return Err(format!("too many connections for role \"{user}\""));
+        }
+        g.0 += 1;
+        g.1.insert(user.to_string(), mine + 1);
+        Ok(ClientSlot {
+            counts: self.clone(),
+            user: user.to_string(),
+        })
+    }
+}
+
+impl Drop for ClientSlot {
+    fn drop(&mut self) {
+        let mut g = self.counts.inner.lock().unwrap_or_else(|p| p.into_inner());
+        g.0 = g.0.saturating_sub(1);
+        if let Some(n) = g.1.get_mut(&self.user) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                g.1.remove(&self.user);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn caps_per_user_and_in_total() {
+        let c = Arc::new(ClientCounts::default());
+        let a1 = c.admit("a", 2, 3).expect("first");
+        let _a2 = c.admit("a", 2, 3).expect("second");
+        assert_eq!(
+            c.admit("a", 2, 3).err().as_deref(),
+            Some("too many connections for role \"a\"")
+        );
+        let _b = c.admit("b", 5, 3).expect("b");
+        assert!(c.admit("b", 5, 3).unwrap_err().contains("too many clients"));
+        drop(a1);
+        assert!(c.admit("b", 5, 3).is_ok());
+    }
+}
