@@ -453,8 +453,7 @@ fn client_connection_caps_refuse_with_53300() {
     ));
     let out = two();
     assert!(
-        out.starts_with("second refused:")
-            && out.contains("too many connections for role \"app\""),
+        out.starts_with("second refused:") && out.contains("too many connections for role \"app\""),
         "{out}"
     );
     assert!(out.ends_with("after close: 1\n"), "{out}");

@@ -685,8 +685,12 @@ async fn send(
             return Ok(());
         }
         b'E' | b'H' => *batch_open = true,
-        b'S' => *batch_open = false,
+        b'S' => {
+            *batch_open = false;
+            stmts.batch_sent();
+        }
         b'Q' => {
+            stmts.batch_sent();
             // These drop every prepared statement on the connection, Sluice's included.
             let q = &m[5..m.len().min(5 + 32)];
             let q = String::from_utf8_lossy(q).to_ascii_lowercase();

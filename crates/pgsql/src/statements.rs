@@ -26,6 +26,8 @@ struct Pending {
     client_name: Option<Bytes>,
     /// Sluice sent it on its own: the client must not see its reply.
     swallow: bool,
+    /// Which Sync/Query batch it belongs to: only that batch's ReadyForQuery settles it.
+    batch: u64,
 }
 
 /// A session's statements and the replies it owes the server connection in use.
@@ -36,6 +38,9 @@ pub struct SessionStatements {
     by_client_name: HashMap<Bytes, Statement>,
     parses: VecDeque<Pending>,
     closes: VecDeque<Pending>,
+    /// Sync/Query messages sent, and ReadyForQuery messages received, on the connection in use.
+    batches_sent: u64,
+    batches_done: u64,
 }
 
 /// What to do with one server reply frame.
@@ -71,6 +76,8 @@ impl SessionStatements {
             by_client_name: HashMap::new(),
             parses: VecDeque::new(),
             closes: VecDeque::new(),
+            batches_sent: 0,
+            batches_done: 0,
         }
     }
 
@@ -105,6 +112,11 @@ impl SessionStatements {
         server_name
     }
 
+    /// A Sync or Query went to the server: later messages belong to the next batch.
+    pub fn batch_sent(&mut self) {
+        self.batches_sent += 1;
+    }
+
     /// True when no Parse/Close reply is outstanding.
     pub fn settled(&self) -> bool {
         self.parses.is_empty() && self.closes.is_empty()
@@ -124,6 +136,7 @@ impl SessionStatements {
                         server_name: None,
                         client_name: None,
                         swallow: false,
+                        batch: self.batches_sent,
                     });
                     return out.extend_from_slice(msg);
                 }
@@ -136,6 +149,7 @@ impl SessionStatements {
                     server_name: Some(server_name),
                     client_name: Some(client_name),
                     swallow: false,
+                    batch: self.batches_sent,
                 });
             }
             b'B' => {
@@ -173,6 +187,7 @@ impl SessionStatements {
                     server_name: named.clone(),
                     client_name: None,
                     swallow: false,
+                    batch: self.batches_sent,
                 });
                 match named {
                     // Closing a statement the connection lacks is not an error: the client still
@@ -210,6 +225,7 @@ impl SessionStatements {
                 server_name: Some(st.server_name.clone()),
                 client_name: None,
                 swallow: true,
+                batch: self.batches_sent,
             });
         }
         Some(st.server_name)
@@ -226,6 +242,7 @@ impl SessionStatements {
                 server_name: Some(old),
                 client_name: None,
                 swallow: true,
+                batch: self.batches_sent,
             });
         }
     }
@@ -247,10 +264,16 @@ impl SessionStatements {
         }
     }
 
-    /// ReadyForQuery: Parses without a ParseComplete failed or were skipped after an error, so
-    /// those statements do not exist on the connection (nor, for the client's own, anywhere).
+    /// ReadyForQuery ends one batch: its Parses without a ParseComplete failed or were skipped
+    /// after an error, so those statements do not exist on the connection (nor, for the client's
+    /// own, anywhere). Entries of later batches, already sent, wait for their own.
     fn sync_done(&mut self, conn: &mut PreparedSet) {
-        for p in self.parses.drain(..) {
+        let done = self.batches_done;
+        self.batches_done += 1;
+        while self.parses.front().is_some_and(|p| p.batch <= done) {
+            let Some(p) = self.parses.pop_front() else {
+                break;
+            };
             let Some(server_name) = p.server_name else {
                 continue;
             };
@@ -266,13 +289,17 @@ impl SessionStatements {
         }
         // A skipped Close leaves a statement no name will ever reach again; DISCARD ALL or the
         // connection's end frees it.
-        self.closes.clear();
+        while self.closes.front().is_some_and(|p| p.batch <= done) {
+            self.closes.pop_front();
+        }
     }
 
     /// The server connection was lost or handed back: nothing is outstanding any more.
     pub fn reset_inflight(&mut self) {
         self.parses.clear();
         self.closes.clear();
+        self.batches_sent = 0;
+        self.batches_done = 0;
     }
 }
 
@@ -377,6 +404,26 @@ mod tests {
             vec![(b'P', "sl3_1".into()), (b'B', "sl3_1".into())]
         );
         assert_eq!(s.incoming(b'1', &mut c), Reply::Swallow);
+    }
+
+    #[test]
+    fn a_ready_for_query_settles_only_its_own_batch() {
+        let mut s = SessionStatements::new(4);
+        let mut c = PreparedSet::default();
+        let mut out = Vec::new();
+        // Close+Sync, then Parse+Sync pipelined before any reply.
+        s.outgoing(&with_name(b'C', b"S", "old", b""), &mut c, 5, &mut out);
+        s.batch_sent();
+        s.outgoing(&parse("s4", "SELECT 4"), &mut c, 5, &mut out);
+        s.batch_sent();
+        assert_eq!(s.incoming(b'3', &mut c), Reply::Forward);
+        assert_eq!(s.incoming(b'Z', &mut c), Reply::Forward);
+        assert!(!s.settled(), "the Parse of the next batch is still due");
+        assert_eq!(s.incoming(b'1', &mut c), Reply::Forward);
+        assert_eq!(s.incoming(b'Z', &mut c), Reply::Forward);
+        out.clear();
+        s.outgoing(&bind("s4"), &mut c, 5, &mut out);
+        assert_eq!(frames(&out), vec![(b'B', "sl4_1".into())]);
     }
 
     #[test]
