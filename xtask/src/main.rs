@@ -1,6 +1,7 @@
 //! `cargo xtask`: backends up|down|status|reset, test, bench, demo.
 
 mod bench;
+mod bench_pgsql;
 mod demo;
 mod test;
 
@@ -10,6 +11,7 @@ const USAGE: &str = "usage: cargo xtask <command>
   backends up|down|status|reset   MariaDB :13306/:13307 and PostgreSQL :15432/:15433 pairs
   test [ARGS...]                  backends up, the whole test suite, backends down
   bench [mysql]                   sysbench direct vs HAProxy vs sluice, printed as a table
+  bench pgsql                     pgbench -S direct vs PgBouncer vs sluice, printed as a table
   demo                            backends + sluice with docs/demo.toml until Ctrl-C";
 
 fn main() {
@@ -22,6 +24,7 @@ fn main() {
         ["backends", "reset"] => xtask::backends_reset(),
         ["test", rest @ ..] => test::run(rest),
         ["bench"] | ["bench", "mysql"] => bench::mysql(),
+        ["bench", "pgsql"] => bench_pgsql::pgsql(),
         ["demo"] => demo::run(),
         _ => Err(USAGE.to_string()),
     };

@@ -83,6 +83,11 @@ pub fn ensure_bench_tools() -> Result<()> {
     )
 }
 
+/// PgBouncer, the PostgreSQL benchmark's transaction-pooling baseline.
+pub fn ensure_pgbouncer() -> Result<()> {
+    apt_install("bench tools", &["pgbouncer"], &["pgbouncer"])
+}
+
 fn ensure_python_module(module: &str, package: &str) -> Result<()> {
     let import = format!("import {module}");
     if run_capture(Command::new("python3").args(["-c", &import])).is_ok() {

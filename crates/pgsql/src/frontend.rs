@@ -513,11 +513,13 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
                         continue;
                     }
                     set_target(target, Some((conn.server.clone(), conn.key.0, conn.key.1)));
-                    send(fe, conn, stmts, &m, &mut batch_open).await?;
-                    note(&m, &mut pinned, &mut pending);
-                    if matches!(m[0], b'Q' | b'S') {
-                        outstanding += 1;
-                    }
+                    let flow = Flow {
+                        batch_open: &mut batch_open,
+                        pinned: &mut pinned,
+                        pending: &mut pending,
+                        outstanding: &mut outstanding,
+                    };
+                    forward(fe, conn, stmts, reader, &m, flow).await?;
                     backend = Some(c);
                 }
                 Err(e) => {
@@ -555,12 +557,14 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
                     }
                     return Ok(());
                 }
-                note(&m, &mut pinned, &mut pending);
-                if matches!(m[0], b'Q' | b'S') {
-                    outstanding += 1;
-                }
                 if let Some(b) = backend.as_mut() {
-                    send(fe, b.conn(), stmts, &m, &mut batch_open).await?;
+                    let flow = Flow {
+                        batch_open: &mut batch_open,
+                        pinned: &mut pinned,
+                        pending: &mut pending,
+                        outstanding: &mut outstanding,
+                    };
+                    forward(fe, b.conn(), stmts, reader, &m, flow).await?;
                 }
             }
             Ev::Server(Err(e)) => {
@@ -667,22 +671,59 @@ struct PendingOutcome {
     in_transaction: bool,
 }
 
-/// Sends one client message to the server connection, mapping prepared statement names.
-async fn send(
+/// The session's bookkeeping that forwarding client messages updates.
+struct Flow<'a> {
+    batch_open: &'a mut bool,
+    pinned: &'a mut Option<&'static str>,
+    pending: &'a mut Vec<Change>,
+    outstanding: &'a mut u32,
+}
+
+/// Forwards `first` and every further complete client message already buffered (up to a
+/// Terminate, which the pump handles) in one write: a pipelined Parse/Bind/Describe/Execute/Sync
+/// costs one syscall, not five.
+async fn forward(
     fe: &PgFrontend,
     conn: &mut PgConn,
     stmts: &mut SessionStatements,
-    m: &[u8],
-    batch_open: &mut bool,
+    reader: &mut Reader,
+    first: &[u8],
+    flow: Flow<'_>,
 ) -> Result<(), PgError> {
+    let max = fe.config.load().pgsql.variables.max_prepared_statements as usize;
+    let mut out = Vec::with_capacity(first.len() + reader.buf.len() + 32);
+    let mut add = |m: &[u8], out: &mut Vec<u8>| {
+        note(m, flow.pinned, flow.pending);
+        if matches!(m[0], b'Q' | b'S') {
+            *flow.outstanding += 1;
+        }
+        stage(conn, stmts, m, max, flow.batch_open, out);
+    };
+    add(first, &mut out);
+    while let Some(n) = complete_len(&reader.buf)? {
+        if reader.buf[0] == b'X' {
+            break;
+        }
+        let m = reader.buf.split_to(n);
+        add(&m, &mut out);
+    }
+    conn.stream.write_all(&out).await?;
+    Ok(())
+}
+
+/// Appends one client message for the server to `out`, mapping prepared statement names.
+fn stage(
+    conn: &mut PgConn,
+    stmts: &mut SessionStatements,
+    m: &[u8],
+    max: usize,
+    batch_open: &mut bool,
+    out: &mut Vec<u8>,
+) {
     match m[0] {
         b'P' | b'B' | b'D' | b'C' => {
             *batch_open = true;
-            let max = fe.config.load().pgsql.variables.max_prepared_statements as usize;
-            let mut out = Vec::with_capacity(m.len() + 32);
-            stmts.outgoing(m, &mut conn.prepared, max, &mut out);
-            conn.stream.write_all(&out).await?;
-            return Ok(());
+            return stmts.outgoing(m, &mut conn.prepared, max, out);
         }
         b'E' | b'H' => *batch_open = true,
         b'S' => {
@@ -701,8 +742,7 @@ async fn send(
         }
         _ => {}
     }
-    conn.stream.write_all(m).await?;
-    Ok(())
+    out.extend_from_slice(m);
 }
 
 enum Ev {

@@ -1,0 +1,257 @@
+//! `cargo xtask bench pgsql`: `pgbench -S` (scale 10) in simple and extended mode, direct to
+//! PostgreSQL, through PgBouncer (transaction pooling) and through Sluice, back to back in one go,
+//! printed as a table with TPS, average latency and the ratio to direct.
+//!
+//! `BENCH_TIME` (seconds per run, default 20), `BENCH_ROUNDS` (default 1) and `BENCH_CLIENTS`
+//! (default 16) tune the run.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+use xtask::proc::{self, is_root, run_capture, run_visible, step};
+
+const PGBOUNCER_PORT: u16 = 16433;
+const SLUICE_PORT: u16 = 16434;
+const TARGETS: [&str; 3] = ["direct", "pgbouncer", "sluice"];
+const MODES: [&str; 2] = ["simple", "extended"];
+
+struct Sample {
+    mode: &'static str,
+    target: &'static str,
+    tps: f64,
+    latency_ms: f64,
+    proxy_cpu_pct: Option<f64>,
+}
+
+fn env_num(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn pgbench(port: u16, args: &[String]) -> Command {
+    let mut c = Command::new("pgbench");
+    c.env("PGPASSWORD", "app")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-U", "app"])
+        .args(args)
+        .arg("app");
+    c
+}
+
+fn cpu_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+}
+
+fn field(out: &str, prefix: &str) -> Option<f64> {
+    out.lines()
+        .find_map(|l| l.strip_prefix(prefix))
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|s| s.parse().ok())
+}
+
+fn run_one(
+    mode: &'static str,
+    target: &'static str,
+    port: u16,
+    pid: Option<u32>,
+    secs: u64,
+    clients: u64,
+) -> xtask::Result<Sample> {
+    step(&format!(
+        "pgbench -S -M {mode} via {target} ({secs}s, {clients} clients)"
+    ));
+    let before = pid.and_then(cpu_ticks);
+    let args: Vec<String> = [
+        "-n", "-S", "-c", &clients.to_string(), "-j", "2", "-T", &secs.to_string(), "-M", mode,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let out = run_capture(&mut pgbench(port, &args))?;
+    let after = pid.and_then(cpu_ticks);
+    let failed = out
+        .lines()
+        .find(|l| l.starts_with("number of failed transactions:"))
+        .is_some_and(|l| !l.contains(": 0 "));
+    if failed {
+        return Err(format!("pgbench via {target} reported failures:\n{out}"));
+    }
+    let tps = field(&out, "tps = ")
+        .ok_or_else(|| format!("cannot read tps from pgbench output:\n{out}"))?;
+    let latency_ms = field(&out, "latency average = ").unwrap_or(f64::NAN);
+    Ok(Sample {
+        mode,
+        target,
+        tps,
+        latency_ms,
+        proxy_cpu_pct: match (before, after) {
+            (Some(b), Some(a)) => Some((a - b) as f64 / secs as f64),
+            _ => None,
+        },
+    })
+}
+
+/// PgBouncer refuses to run as root: its files go in a folder the postgres user owns.
+fn start_pgbouncer(dir: &Path) -> xtask::Result<u32> {
+    proc::make_traversable(dir)?;
+    let ini = dir.join("pgbouncer.ini");
+    let pidfile = dir.join("pgbouncer.pid");
+    std::fs::write(dir.join("userlist.txt"), "\"app\" \"app\"\n").map_err(|e| e.to_string())?;
+    std::fs::write(
+        &ini,
+        format!(
+            "[databases]\napp = host=127.0.0.1 port={pg}\n\n[pgbouncer]\nlisten_addr = 127.0.0.1\n\
+             listen_port = {PGBOUNCER_PORT}\nauth_type = scram-sha-256\nauth_file = {users}\n\
+             pool_mode = transaction\nmax_client_conn = 1000\ndefault_pool_size = 32\n\
+             logfile = {log}\npidfile = {pid}\nunix_socket_dir =\n",
+            pg = xtask::ports::PG_PRIMARY,
+            users = dir.join("userlist.txt").display(),
+            log = dir.join("pgbouncer.log").display(),
+            pid = pidfile.display(),
+        ),
+    )
+    .map_err(|e| e.to_string())?;
+    let _ = std::fs::remove_file(&pidfile);
+    let mut cmd = if is_root() {
+        run_capture(Command::new("chown").arg("-R").arg("postgres").arg(dir))?;
+        let mut c = Command::new("runuser");
+        c.args(["-u", "postgres", "--", "pgbouncer"]);
+        c
+    } else {
+        Command::new("pgbouncer")
+    };
+    run_capture(cmd.arg("-d").arg(&ini))?;
+    proc::wait_until(Duration::from_secs(5), || proc::port_open(PGBOUNCER_PORT));
+    proc::read_pid(&pidfile).ok_or_else(|| {
+        format!(
+            "pgbouncer did not start:\n{}",
+            proc::tail(&dir.join("pgbouncer.log"), 10)
+        )
+    })
+}
+
+fn start_sluice(dir: &Path) -> xtask::Result<std::process::Child> {
+    let cfg = dir.join("sluice.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[admin_variables]\nmysql_ifaces = \"127.0.0.1:0\"\npgsql_ifaces = \"127.0.0.1:0\"\n\
+             [mysql_variables]\ninterfaces = \"127.0.0.1:0\"\n\
+             [pgsql_variables]\ninterfaces = \"127.0.0.1:{SLUICE_PORT}\"\n\
+             [[pgsql_servers]]\nhostname = \"127.0.0.1\"\nport = {}\nmax_connections = 32\n\
+             [[pgsql_users]]\nusername = \"app\"\npassword = \"app\"\n",
+            xtask::ports::PG_PRIMARY
+        ),
+    )
+    .map_err(|e| e.to_string())?;
+    let log = std::fs::File::create(dir.join("sluice.log")).map_err(|e| e.to_string())?;
+    let child = Command::new(xtask::workspace_root().join("target/release/sluice"))
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--initial")
+        .arg("--datadir")
+        .arg(dir.join("sluice-data"))
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .map_err(|e| format!("cannot start sluice: {e}"))?;
+    proc::wait_until(Duration::from_secs(10), || proc::port_open(SLUICE_PORT));
+    Ok(child)
+}
+
+/// Runs the PostgreSQL benchmark and prints the table (also written to target/bench-pgsql.md).
+pub fn pgsql() -> xtask::Result<()> {
+    let root = xtask::workspace_root();
+    xtask::packages::ensure_pgbouncer()?;
+    xtask::backends_up()?;
+    step("pgbench -i -s 10 (direct)");
+    run_capture(&mut pgbench(
+        xtask::ports::PG_PRIMARY,
+        &["-i".into(), "-q".into(), "-s".into(), "10".into()],
+    ))?;
+    step("building sluice (release)");
+    run_visible(Command::new("cargo").current_dir(&root).args([
+        "build",
+        "--release",
+        "--quiet",
+        "-p",
+        "sluice-bin",
+    ]))?;
+    let dir: PathBuf = xtask::state_dir().join("bench-pgsql");
+    let bouncer = start_pgbouncer(&dir)?;
+    let mut sluice = start_sluice(&dir)?;
+    let secs = env_num("BENCH_TIME", 20);
+    let rounds = env_num("BENCH_ROUNDS", 1);
+    let clients = env_num("BENCH_CLIENTS", 16);
+    let mut samples = Vec::new();
+    let mut result = Ok(());
+    'outer: for _ in 0..rounds {
+        for mode in MODES {
+            for (target, port, pid) in [
+                ("direct", xtask::ports::PG_PRIMARY, None),
+                ("pgbouncer", PGBOUNCER_PORT, Some(bouncer)),
+                ("sluice", SLUICE_PORT, Some(sluice.id())),
+            ] {
+                match run_one(mode, target, port, pid, secs, clients) {
+                    Ok(s) => samples.push(s),
+                    Err(e) => {
+                        result = Err(e);
+                        break 'outer;
+                    }
+                }
+            }
+        }
+    }
+    proc::stop_pid(bouncer, Duration::from_secs(5));
+    proc::signal(sluice.id(), "TERM");
+    let _ = sluice.wait();
+    result?;
+    let table = render(&samples, secs, rounds, clients);
+    println!("\n{table}");
+    let out = root.join("target/bench-pgsql.md");
+    std::fs::write(&out, &table).map_err(|e| e.to_string())?;
+    step(&format!("table written to {}", out.display()));
+    Ok(())
+}
+
+fn render(samples: &[Sample], secs: u64, rounds: u64, clients: u64) -> String {
+    let mut t = format!(
+        "pgbench -S, scale 10, {clients} clients, 2 threads, {secs}s per run, {rounds} round(s); means over rounds\n\n\
+         | mode | target | TPS | avg latency ms | ratio to direct | proxy CPU (% of a core) |\n|---|---|---|---|---|---|\n"
+    );
+    for mode in MODES {
+        let mean = |target: &str| -> Option<(f64, f64, Option<f64>)> {
+            let v: Vec<&Sample> = samples
+                .iter()
+                .filter(|s| s.mode == mode && s.target == target)
+                .collect();
+            if v.is_empty() {
+                return None;
+            }
+            let n = v.len() as f64;
+            let cpu: Vec<f64> = v.iter().filter_map(|s| s.proxy_cpu_pct).collect();
+            Some((
+                v.iter().map(|s| s.tps).sum::<f64>() / n,
+                v.iter().map(|s| s.latency_ms).sum::<f64>() / n,
+                (!cpu.is_empty()).then(|| cpu.iter().sum::<f64>() / cpu.len() as f64),
+            ))
+        };
+        let direct = mean("direct").map(|m| m.0);
+        for target in TARGETS {
+            let Some((tps, lat, cpu)) = mean(target) else {
+                continue;
+            };
+            let ratio = direct.map_or("-".to_string(), |d| format!("{:.2}", tps / d));
+            let cpu = cpu.map_or("-".to_string(), |c| format!("{c:.0}"));
+            t.push_str(&format!(
+                "| {mode} | {target} | {tps:.0} | {lat:.3} | {ratio} | {cpu} |\n"
+            ));
+        }
+    }
+    t
+}
