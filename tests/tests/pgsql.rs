@@ -465,3 +465,33 @@ fn client_connection_caps_refuse_with_53300() {
     let out = two();
     assert!(out.contains("sorry, too many clients already"), "{out}");
 }
+
+const SERVER_CLOSES_IDLE: &str = r#"
+import sys, time, psycopg
+via = psycopg.connect(f"host=127.0.0.1 port={sys.argv[1]} user=app password=app dbname=app sslmode=disable", autocommit=True)
+direct = psycopg.connect(f"host=127.0.0.1 port={sys.argv[2]} user=app password=app dbname=app sslmode=disable", autocommit=True)
+before = via.execute("SELECT pg_backend_pid()").fetchone()[0]
+print("terminated", direct.execute("SELECT pg_terminate_backend(%s)", (before,)).fetchone()[0])
+time.sleep(1.0)
+after = via.execute("SELECT pg_backend_pid()").fetchone()[0]
+print("new server connection", after != before)
+"#;
+
+#[test]
+fn an_idle_server_connection_the_server_closed_is_not_reused() {
+    if !backends_ready() {
+        return;
+    }
+    let s = Sluice::start(&pool_of(1));
+    let out = ok_stdout(&python(
+        SERVER_CLOSES_IDLE,
+        &[&s.pg_port.to_string(), &ports::PG_PRIMARY.to_string()],
+    ));
+    assert_eq!(out, "terminated True\nnew server connection True\n");
+    assert!(
+        s.log()
+            .contains("dropping an idle PostgreSQL connection the server closed"),
+        "{}",
+        s.log()
+    );
+}

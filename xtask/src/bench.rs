@@ -23,7 +23,8 @@ struct Sample {
     proxy_cpu_pct: Option<f64>,
 }
 
-fn env_num(name: &str, default: u64) -> u64 {
+/// A number from the environment, or `default`.
+pub(crate) fn env_num(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()
         .and_then(|v| v.parse().ok())
@@ -69,7 +70,8 @@ fn prepare_data(state: &Path) -> xtask::Result<()> {
     Ok(())
 }
 
-fn cpu_ticks(pid: u32) -> Option<u64> {
+/// User+system CPU ticks (1/100 s) a process has used.
+pub(crate) fn cpu_ticks(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let rest = &stat[stat.rfind(')')? + 2..];
     let f: Vec<&str> = rest.split_whitespace().collect();

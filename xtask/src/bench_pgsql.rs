@@ -5,6 +5,7 @@
 //! `BENCH_TIME` (seconds per run, default 20), `BENCH_ROUNDS` (default 1) and `BENCH_CLIENTS`
 //! (default 16) tune the run.
 
+use crate::bench::{cpu_ticks, env_num};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -23,13 +24,6 @@ struct Sample {
     proxy_cpu_pct: Option<f64>,
 }
 
-fn env_num(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 fn pgbench(port: u16, args: &[String]) -> Command {
     let mut c = Command::new("pgbench");
     c.env("PGPASSWORD", "app")
@@ -37,13 +31,6 @@ fn pgbench(port: u16, args: &[String]) -> Command {
         .args(args)
         .arg("app");
     c
-}
-
-fn cpu_ticks(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
 }
 
 fn field(out: &str, prefix: &str) -> Option<f64> {
@@ -66,7 +53,16 @@ fn run_one(
     ));
     let before = pid.and_then(cpu_ticks);
     let args: Vec<String> = [
-        "-n", "-S", "-c", &clients.to_string(), "-j", "2", "-T", &secs.to_string(), "-M", mode,
+        "-n",
+        "-S",
+        "-c",
+        &clients.to_string(),
+        "-j",
+        "2",
+        "-T",
+        &secs.to_string(),
+        "-M",
+        mode,
     ]
     .iter()
     .map(|s| s.to_string())

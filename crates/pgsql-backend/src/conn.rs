@@ -43,6 +43,8 @@ pub struct PgConn {
     pub prepared: crate::prepared::PreparedSet,
     /// Session variables set on this connection with `SET` (name → value as written).
     pub session_vars: std::collections::BTreeMap<String, String>,
+    /// When it last went back to the pool.
+    pub idle_since: std::time::Instant,
 }
 
 fn startup_message(p: &ConnectParams) -> Vec<u8> {
@@ -178,6 +180,7 @@ impl PgConn {
             key,
             prepared: Default::default(),
             session_vars: Default::default(),
+            idle_since: std::time::Instant::now(),
         })
     }
 

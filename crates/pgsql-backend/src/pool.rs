@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 /// Which idle connections can serve a client.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -145,8 +145,10 @@ impl PgPool {
                 let Some(c) = lock(&self.idle).get_mut(&key).and_then(Vec::pop) else {
                     break None;
                 };
-                if c.looks_dead() {
-                    debug!(server = %c.server, "dropping an idle PostgreSQL connection the server closed");
+                // Like PgBouncer's server_check_delay: a connection used moments ago is trusted
+                // without the extra syscall; one idle longer is checked for a server-side close.
+                if c.idle_since.elapsed() >= RECHECK_AFTER_IDLE && c.looks_dead() {
+                    info!(server = %c.server, "dropping an idle PostgreSQL connection the server closed");
                     continue;
                 }
                 break Some(c);
@@ -198,6 +200,9 @@ impl PgPool {
     }
 }
 
+/// Idle time after which a pooled connection is checked for a server-side close before reuse.
+const RECHECK_AFTER_IDLE: Duration = Duration::from_millis(500);
+
 impl PgPooled {
     /// The connection.
     pub fn conn(&mut self) -> &mut PgConn {
@@ -209,7 +214,8 @@ impl PgPooled {
 
     /// Back to the pool as it is (the client left it idle, outside a transaction).
     pub fn release_clean(mut self) {
-        if let Some(c) = self.conn.take() {
+        if let Some(mut c) = self.conn.take() {
+            c.idle_since = Instant::now();
             lock(&self.pool.idle)
                 .entry(self.key.clone())
                 .or_default()
@@ -228,6 +234,7 @@ impl PgPooled {
         let key = self.key.clone();
         tokio::spawn(async move {
             if c.discard_all().await {
+                c.idle_since = Instant::now();
                 lock(&pool.idle).entry(key).or_default().push(c);
             }
             drop(p);
