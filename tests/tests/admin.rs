@@ -35,6 +35,23 @@ fn seed_statements_run_verbatim_with_their_effect() {
     ok_stdout(&throttle);
     let v = s.admin_ok("SELECT variable_value FROM runtime_global_variables WHERE variable_name = 'mysql-default_query_delay';");
     assert_eq!(v.trim(), "1");
+    // The throttle's effect, seen by a client: 20 statements each wait the delay.
+    let timed = |ms: u32| {
+        s.admin_ok(&format!(
+            "set mysql-default_query_delay = {ms} ; LOAD MYSQL VARIABLES TO RUNTIME;"
+        ));
+        let t = std::time::Instant::now();
+        let sql = "SELECT 1;".repeat(20);
+        ok_stdout(&mariadb(s.port, "app", "app", &["--skip-ssl"], &sql));
+        t.elapsed()
+    };
+    let throttled = timed(50);
+    assert!(
+        throttled >= std::time::Duration::from_millis(1000),
+        "20 queries x 50 ms took {throttled:?}"
+    );
+    let free = timed(0);
+    assert!(free < throttled, "{free:?} vs {throttled:?}");
     s.admin_ok(
         "INSERT INTO mysql_query_rules (rule_id, active, match_digest, destination_hostgroup, apply) VALUES (3, 1, '^UPDATE .*', 0, 0);",
     );

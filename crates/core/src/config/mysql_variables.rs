@@ -55,6 +55,8 @@ pub struct MysqlVariables {
     pub auto_increment_delay_multiplex_timeout_ms: u64,
     /// Client idle timeout (ms); a client's `SET wait_timeout` may lower it for its session.
     pub wait_timeout: u64,
+    /// Throttle: every query forwarded to a backend waits this long first (ms; 0 = off).
+    pub default_query_delay: u64,
     /// Forward `SELECT @@version` / `VERSION()` to the backend instead of answering them.
     pub select_version_forwarding: bool,
     /// Monitor account (used by the monitor).
@@ -91,6 +93,7 @@ impl Default for MysqlVariables {
             auto_increment_delay_multiplex: 5,
             auto_increment_delay_multiplex_timeout_ms: 10_000,
             wait_timeout: 28_800_000,
+            default_query_delay: 0,
             select_version_forwarding: false,
             monitor_username: "monitor".into(),
             monitor_password: "monitor".into(),
@@ -186,6 +189,7 @@ impl MysqlVariables {
                 self.auto_increment_delay_multiplex_timeout_ms = int(name, v, 0, 3_600_000)?
             }
             "wait_timeout" => self.wait_timeout = int(name, v, 0, 31_536_000_000)?,
+            "default_query_delay" => self.default_query_delay = int(name, v, 0, 3_600_000)?,
             "select_version_forwarding" => self.select_version_forwarding = int(name, v, 0, 3)? > 0,
             "monitor_username" => self.monitor_username = v.to_string(),
             "monitor_password" => self.monitor_password = v.to_string(),
@@ -253,6 +257,10 @@ impl MysqlVariables {
                 self.auto_increment_delay_multiplex_timeout_ms.to_string(),
             ),
             ("wait_timeout".into(), self.wait_timeout.to_string()),
+            (
+                "default_query_delay".into(),
+                self.default_query_delay.to_string(),
+            ),
             (
                 "select_version_forwarding".into(),
                 u8::from(self.select_version_forwarding).to_string(),

@@ -104,7 +104,6 @@ pub const PROXYSQL_MYSQL_VARIABLES: &[&str] = &[
     "mirror_max_concurrency",
     "mirror_max_queue_length",
     "default_max_latency_ms",
-    "default_query_delay",
     "default_query_timeout",
     "query_processor_iterations",
     "query_processor_regex",

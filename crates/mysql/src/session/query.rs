@@ -77,6 +77,11 @@ impl Session {
                 return self.reply_ok(reply_seq).await;
             }
         }
+        let delay = self.fe.config.load().mysql.variables.default_query_delay;
+        if delay > 0 {
+            // mysql-default_query_delay: ProxySQL's global throttle, applied before the backend.
+            tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
+        }
         let Some(t) = self.forward(pk, ReplyKind::ResultSets).await else {
             return Next::Continue;
         };
