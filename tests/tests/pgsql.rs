@@ -495,3 +495,31 @@ fn an_idle_server_connection_the_server_closed_is_not_reused() {
         s.log()
     );
 }
+
+#[test]
+fn large_objects_through_function_calls() {
+    if !backends_ready() {
+        return;
+    }
+    // psql's \lo_import / \lo_export use libpq's PQfn: FunctionCall messages, forwarded raw.
+    let s = Sluice::start(&pool_of(2));
+    let dir = s.dir.clone();
+    let data: Vec<u8> = (0..200_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    std::fs::write(dir.join("lo.in"), &data).expect("write");
+    let import = format!("\\lo_import {}", dir.join("lo.in").display());
+    ok_stdout(&psql_ssl(s.pg_port, "app", "disable", &import, ""));
+    let newest = "SELECT max(oid) FROM pg_largeobject_metadata";
+    let oid = ok_stdout(&psql_ssl(s.pg_port, "app", "disable", newest, ""));
+    let oid = oid.trim();
+    assert!(oid.parse::<u32>().is_ok(), "{oid}");
+    let export = format!("\\lo_export {oid} {}", dir.join("lo.out").display());
+    ok_stdout(&psql_ssl(s.pg_port, "app", "disable", &export, ""));
+    assert_eq!(std::fs::read(dir.join("lo.out")).expect("exported"), data);
+    ok_stdout(&psql_ssl(
+        s.pg_port,
+        "app",
+        "disable",
+        &format!("\\lo_unlink {oid}"),
+        "",
+    ));
+}

@@ -467,7 +467,7 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
     let mut vars: BTreeMap<String, String> = BTreeMap::new();
     let mut pending: Vec<Change> = Vec::new();
     let mut pending_outcome = PendingOutcome::default();
-    let mut outstanding: u32 = 0; // Query/Sync messages whose ReadyForQuery has not come back
+    let mut outstanding: u32 = 0; // Query/Sync/FunctionCall messages whose ReadyForQuery has not come back
     let mut pinned: Option<&'static str> = if l.user.fast_forward.0 {
         Some("session pooling")
     } else {
@@ -506,7 +506,7 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
                         warn!(user = %l.user.username, server = %conn.server, "pgsql: replaying the session's SET variables failed, connection closed: {e}");
                         c.release_discard();
                         let mut out = error_for(&e);
-                        if matches!(m[0], b'Q' | b'S') {
+                        if matches!(m[0], b'Q' | b'S' | b'F') {
                             out.extend(ready(b'I'));
                         }
                         tcp.write_all(&out).await?;
@@ -525,7 +525,7 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
                 Err(e) => {
                     warn!(user = %l.user.username, "pgsql: {e}");
                     let mut out = error_for(&e);
-                    if matches!(m[0], b'Q' | b'S') {
+                    if matches!(m[0], b'Q' | b'S' | b'F') {
                         out.extend(ready(b'I'));
                     }
                     tcp.write_all(&out).await?;
@@ -694,7 +694,7 @@ async fn forward(
     let mut out = Vec::with_capacity(first.len() + reader.buf.len() + 32);
     let mut add = |m: &[u8], out: &mut Vec<u8>| {
         note(m, flow.pinned, flow.pending);
-        if matches!(m[0], b'Q' | b'S') {
+        if matches!(m[0], b'Q' | b'S' | b'F') {
             *flow.outstanding += 1;
         }
         stage(conn, stmts, m, max, flow.batch_open, out);
@@ -730,6 +730,8 @@ fn stage(
             *batch_open = false;
             stmts.batch_sent();
         }
+        // FunctionCall is answered with its own ReadyForQuery, like a Query.
+        b'F' => stmts.batch_sent(),
         b'Q' => {
             stmts.batch_sent();
             // These drop every prepared statement on the connection, Sluice's included.
