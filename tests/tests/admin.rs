@@ -383,9 +383,15 @@ fn reload_loop_under_sysbench_costs_no_client_errors() {
     if !backends_ready() {
         return;
     }
-    let s = Sluice::start(&standard_config("", ""));
-    let port = s.port;
-    let bench = std::thread::spawn(move || {
+    // Its own tables, prepared directly on the primary: this test must not depend on others.
+    ok_stdout(&mariadb(
+        ports::MY_PRIMARY,
+        "app",
+        "app",
+        &["--skip-ssl"],
+        "CREATE DATABASE IF NOT EXISTS sbreload;",
+    ));
+    let sysbench = |port: u16, action: &str| {
         std::process::Command::new("sysbench")
             .args([
                 "--db-driver=mysql",
@@ -395,14 +401,19 @@ fn reload_loop_under_sysbench_costs_no_client_errors() {
             .args([
                 "--mysql-user=app",
                 "--mysql-password=app",
-                "--mysql-db=sbtest",
-                "--tables=4",
-                "--table-size=10000",
+                "--mysql-db=sbreload",
+                "--tables=2",
+                "--table-size=2000",
             ])
-            .args(["--threads=8", "--time=12", "oltp_read_only", "run"])
+            .args(["--threads=8", "--time=12", "oltp_read_only", action])
             .output()
             .expect("sysbench")
-    });
+    };
+    let _ = sysbench(ports::MY_PRIMARY, "cleanup");
+    ok_stdout(&sysbench(ports::MY_PRIMARY, "prepare"));
+    let s = Sluice::start(&standard_config("", ""));
+    let port = s.port;
+    let bench = std::thread::spawn(move || sysbench(port, "run"));
     std::thread::sleep(Duration::from_secs(1));
     for i in 0..50 {
         s.admin_ok(&format!(

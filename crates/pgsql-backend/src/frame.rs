@@ -54,6 +54,28 @@ impl Reader {
         }
     }
 
+    /// Reads one whole typed message no longer than `max` bytes (for unauthenticated peers,
+    /// whose messages are small: a bigger one is refused before it is buffered).
+    pub async fn message_within<R: AsyncRead + Unpin>(
+        &mut self,
+        r: &mut R,
+        max: usize,
+    ) -> Result<Bytes, Error> {
+        loop {
+            if self.buf.len() >= 5 {
+                let len = u32::from_be_bytes([self.buf[1], self.buf[2], self.buf[3], self.buf[4]])
+                    as usize;
+                if len > max {
+                    return Err(Error::TooLarge(len));
+                }
+            }
+            if let Some(n) = complete_len(&self.buf)? {
+                return Ok(self.buf.split_to(n).freeze());
+            }
+            self.fill(r).await?;
+        }
+    }
+
     /// Reads one untyped startup-phase packet (length + body).
     pub async fn startup<R: AsyncRead + Unpin>(&mut self, r: &mut R) -> Result<Bytes, Error> {
         loop {
@@ -173,5 +195,24 @@ mod tests {
         ));
         let (c, m) = parse_error(&error_response("ERROR", "42601", "syntax")[5..]);
         assert_eq!((c.as_str(), m.as_str()), ("42601", "syntax"));
+    }
+
+    #[tokio::test]
+    async fn a_bounded_read_refuses_from_the_header_alone() {
+        // Only the header of a 1 MB password message arrives: refused without waiting for it.
+        let header = [b'p', 0, 0x10, 0, 4];
+        let mut r = Reader::default();
+        let mut src = &header[..];
+        assert!(matches!(
+            r.message_within(&mut src, 65_535).await,
+            Err(Error::TooLarge(1_048_580))
+        ));
+        let small = message(b'p', b"secret\0");
+        let mut r = Reader::default();
+        let mut src = &small[..];
+        assert_eq!(
+            r.message_within(&mut src, 64).await.expect("small")[..],
+            small[..]
+        );
     }
 }

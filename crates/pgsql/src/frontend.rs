@@ -251,6 +251,9 @@ async fn login<S: AsyncRead + AsyncWrite + Unpin>(
     })
 }
 
+/// Largest message accepted before authentication (PostgreSQL's own bound for auth tokens).
+const MAX_AUTH_MESSAGE: usize = 65_535;
+
 /// Runs the password exchange of `pgsql-authentication_method` (1 cleartext, 2 MD5, 3 SCRAM);
 /// true when the client proved it knows `password`. Only SCRAM-SHA-256 is offered, never -PLUS.
 async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
@@ -272,13 +275,19 @@ async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
     match method {
         1 => {
             io.write_all(&auth(3, b"")).await.map_err(io_err)?;
-            let m = reader.message(io).await.map_err(|e| e.to_string())?;
+            let m = reader
+                .message_within(io, MAX_AUTH_MESSAGE)
+                .await
+                .map_err(|e| e.to_string())?;
             Ok(password_message(m)? == password)
         }
         2 => {
             let salt = (sluice_core::hostgroup::random_u64() as u32).to_be_bytes();
             io.write_all(&auth(5, &salt)).await.map_err(io_err)?;
-            let m = reader.message(io).await.map_err(|e| e.to_string())?;
+            let m = reader
+                .message_within(io, MAX_AUTH_MESSAGE)
+                .await
+                .map_err(|e| e.to_string())?;
             let expected = sluice_pgsql_backend::md5auth::response(username, password, &salt);
             Ok(password_message(m)? == expected)
         }
@@ -286,7 +295,10 @@ async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
             io.write_all(&auth(10, b"SCRAM-SHA-256\0\0"))
                 .await
                 .map_err(io_err)?;
-            let first = reader.message(io).await.map_err(|e| e.to_string())?;
+            let first = reader
+                .message_within(io, MAX_AUTH_MESSAGE)
+                .await
+                .map_err(|e| e.to_string())?;
             let body = &first[5..];
             let mech_end = body
                 .iter()
@@ -303,7 +315,10 @@ async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
             io.write_all(&auth(11, server_first.as_bytes()))
                 .await
                 .map_err(io_err)?;
-            let fin = reader.message(io).await.map_err(|e| e.to_string())?;
+            let fin = reader
+                .message_within(io, MAX_AUTH_MESSAGE)
+                .await
+                .map_err(|e| e.to_string())?;
             match server.finish(&String::from_utf8_lossy(&fin[5..])) {
                 Ok(v) => {
                     io.write_all(&auth(12, v.as_bytes()))

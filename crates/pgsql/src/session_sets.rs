@@ -116,7 +116,10 @@ fn parse_change(stmt: &str) -> Option<Change> {
         let after = rest[end..].trim_start();
         let value = if let Some(v) = after.strip_prefix('=') {
             v
-        } else if after.len() >= 3 && after[..3].eq_ignore_ascii_case("to ") {
+        } else if after
+            .get(..3)
+            .is_some_and(|w| w.eq_ignore_ascii_case("to "))
+        {
             &after[3..]
         } else {
             return None;
@@ -218,6 +221,12 @@ mod tests {
             Effect::Pin("session state")
         );
         assert_eq!(classify(b"LISTEN ch", true), Effect::Pin("LISTEN"));
+        // Multi-byte text right after the name must not split a character.
+        assert_eq!(
+            classify("SET x éé".as_bytes(), true),
+            Effect::Pin("session state")
+        );
+        assert_eq!(classify("SET x = 'é'".as_bytes(), true), set("x", "'é'"));
         assert_eq!(
             classify(b"CREATE TEMP TABLE t (a int)", true),
             Effect::Pin("session state")
