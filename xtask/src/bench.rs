@@ -165,29 +165,34 @@ fn start_haproxy(state: &Path) -> xtask::Result<u32> {
     proc::read_pid(&pidfile).ok_or_else(|| "haproxy did not write its pid file".to_string())
 }
 
-fn start_sluice(
-    state: &Path,
-    port: u16,
-    max_connections: u32,
-) -> xtask::Result<std::process::Child> {
-    let root = xtask::workspace_root();
-    let dir = state.join("bench");
-    let cfg = dir.join(format!("sluice-{port}.toml"));
-    std::fs::write(
-        &cfg,
-        format!(
-            "[admin_variables]\nmysql_ifaces = \"127.0.0.1:0\"\npgsql_ifaces = \"127.0.0.1:0\"\n[pgsql_variables]\ninterfaces = \"127.0.0.1:0\"\n[mysql_variables]\ninterfaces = \"127.0.0.1:{port}\"\nthreads = 2\n\
-             [[mysql_servers]]\nhostname = \"127.0.0.1\"\nport = {}\nmax_connections = {max_connections}\n\
-             [[mysql_users]]\nusername = \"app\"\npassword = \"app\"\n",
-            xtask::ports::MY_PRIMARY
-        ),
+/// Builds the release `sluice` the benchmarks run.
+pub(crate) fn build_release() -> xtask::Result<()> {
+    step("building sluice (release)");
+    run_visible(
+        Command::new("cargo")
+            .current_dir(xtask::workspace_root())
+            .args(["build", "--release", "--quiet", "-p", "sluice-bin"]),
     )
-    .map_err(|e| e.to_string())?;
-    let log =
-        std::fs::File::create(dir.join(format!("sluice-{port}.log"))).map_err(|e| e.to_string())?;
-    let child = Command::new(root.join("target/release/sluice"))
+}
+
+/// Writes `config` to `dir/<name>.toml`, starts the release `sluice` on it (log in
+/// `dir/<name>.log`, admin state in `dir/<name>-data`) and waits for `port` to open.
+pub(crate) fn spawn_sluice(
+    dir: &Path,
+    name: &str,
+    config: &str,
+    port: u16,
+) -> xtask::Result<std::process::Child> {
+    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    let cfg = dir.join(format!("{name}.toml"));
+    std::fs::write(&cfg, config).map_err(|e| e.to_string())?;
+    let log = std::fs::File::create(dir.join(format!("{name}.log"))).map_err(|e| e.to_string())?;
+    let child = Command::new(xtask::workspace_root().join("target/release/sluice"))
         .arg("--config")
         .arg(&cfg)
+        .arg("--initial")
+        .arg("--datadir")
+        .arg(dir.join(format!("{name}-data")))
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
         .stderr(log)
@@ -197,6 +202,25 @@ fn start_sluice(
     Ok(child)
 }
 
+fn start_sluice(
+    state: &Path,
+    port: u16,
+    max_connections: u32,
+) -> xtask::Result<std::process::Child> {
+    let config = format!(
+        "[admin_variables]\nmysql_ifaces = \"127.0.0.1:0\"\npgsql_ifaces = \"127.0.0.1:0\"\n[pgsql_variables]\ninterfaces = \"127.0.0.1:0\"\n[mysql_variables]\ninterfaces = \"127.0.0.1:{port}\"\nthreads = 2\n\
+         [[mysql_servers]]\nhostname = \"127.0.0.1\"\nport = {}\nmax_connections = {max_connections}\n\
+         [[mysql_users]]\nusername = \"app\"\npassword = \"app\"\n",
+        xtask::ports::MY_PRIMARY
+    );
+    spawn_sluice(
+        &state.join("bench"),
+        &format!("sluice-{port}"),
+        &config,
+        port,
+    )
+}
+
 /// Runs the MySQL benchmark and prints the table (also written to target/bench-mysql.md).
 pub fn mysql() -> xtask::Result<()> {
     let root = xtask::workspace_root();
@@ -204,14 +228,7 @@ pub fn mysql() -> xtask::Result<()> {
     xtask::backends_up()?;
     let state = xtask::state_dir();
     prepare_data(&state)?;
-    step("building sluice (release)");
-    run_visible(Command::new("cargo").current_dir(&root).args([
-        "build",
-        "--release",
-        "--quiet",
-        "-p",
-        "sluice-bin",
-    ]))?;
+    build_release()?;
     let haproxy = start_haproxy(&state)?;
     let mut sluice = start_sluice(&state, SLUICE_PORT, 1000)?;
     let secs = env_num("BENCH_TIME", 20);

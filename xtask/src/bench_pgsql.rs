@@ -5,11 +5,11 @@
 //! `BENCH_TIME` (seconds per run, default 20), `BENCH_ROUNDS` (default 1) and `BENCH_CLIENTS`
 //! (default 16) tune the run.
 
-use crate::bench::{cpu_ticks, env_num};
+use crate::bench::{build_release, cpu_ticks, env_num, spawn_sluice};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
-use xtask::proc::{self, is_root, run_capture, run_visible, step};
+use xtask::proc::{self, is_root, run_capture, step};
 
 const PGBOUNCER_PORT: u16 = 16433;
 const SLUICE_PORT: u16 = 16434;
@@ -121,7 +121,10 @@ fn start_pgbouncer(dir: &Path) -> xtask::Result<u32> {
         Command::new("pgbouncer")
     };
     run_capture(cmd.arg("-d").arg(&ini))?;
-    proc::wait_until(Duration::from_secs(5), || proc::port_open(PGBOUNCER_PORT));
+    // The daemon writes its pid file after it starts listening: wait for both.
+    proc::wait_until(Duration::from_secs(5), || {
+        proc::port_open(PGBOUNCER_PORT) && proc::read_pid(&pidfile).is_some()
+    });
     proc::read_pid(&pidfile).ok_or_else(|| {
         format!(
             "pgbouncer did not start:\n{}",
@@ -131,33 +134,15 @@ fn start_pgbouncer(dir: &Path) -> xtask::Result<u32> {
 }
 
 fn start_sluice(dir: &Path) -> xtask::Result<std::process::Child> {
-    let cfg = dir.join("sluice.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "[admin_variables]\nmysql_ifaces = \"127.0.0.1:0\"\npgsql_ifaces = \"127.0.0.1:0\"\n\
-             [mysql_variables]\ninterfaces = \"127.0.0.1:0\"\n\
-             [pgsql_variables]\ninterfaces = \"127.0.0.1:{SLUICE_PORT}\"\n\
-             [[pgsql_servers]]\nhostname = \"127.0.0.1\"\nport = {}\nmax_connections = 32\n\
-             [[pgsql_users]]\nusername = \"app\"\npassword = \"app\"\n",
-            xtask::ports::PG_PRIMARY
-        ),
-    )
-    .map_err(|e| e.to_string())?;
-    let log = std::fs::File::create(dir.join("sluice.log")).map_err(|e| e.to_string())?;
-    let child = Command::new(xtask::workspace_root().join("target/release/sluice"))
-        .arg("--config")
-        .arg(&cfg)
-        .arg("--initial")
-        .arg("--datadir")
-        .arg(dir.join("sluice-data"))
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .map_err(|e| format!("cannot start sluice: {e}"))?;
-    proc::wait_until(Duration::from_secs(10), || proc::port_open(SLUICE_PORT));
-    Ok(child)
+    let config = format!(
+        "[admin_variables]\nmysql_ifaces = \"127.0.0.1:0\"\npgsql_ifaces = \"127.0.0.1:0\"\n\
+         [mysql_variables]\ninterfaces = \"127.0.0.1:0\"\n\
+         [pgsql_variables]\ninterfaces = \"127.0.0.1:{SLUICE_PORT}\"\n\
+         [[pgsql_servers]]\nhostname = \"127.0.0.1\"\nport = {}\nmax_connections = 32\n\
+         [[pgsql_users]]\nusername = \"app\"\npassword = \"app\"\n",
+        xtask::ports::PG_PRIMARY
+    );
+    spawn_sluice(dir, "sluice", &config, SLUICE_PORT)
 }
 
 /// Runs the PostgreSQL benchmark and prints the table (also written to target/bench-pgsql.md).
@@ -170,17 +155,16 @@ pub fn pgsql() -> xtask::Result<()> {
         xtask::ports::PG_PRIMARY,
         &["-i".into(), "-q".into(), "-s".into(), "10".into()],
     ))?;
-    step("building sluice (release)");
-    run_visible(Command::new("cargo").current_dir(&root).args([
-        "build",
-        "--release",
-        "--quiet",
-        "-p",
-        "sluice-bin",
-    ]))?;
+    build_release()?;
     let dir: PathBuf = xtask::state_dir().join("bench-pgsql");
     let bouncer = start_pgbouncer(&dir)?;
-    let mut sluice = start_sluice(&dir)?;
+    let mut sluice = match start_sluice(&dir) {
+        Ok(c) => c,
+        Err(e) => {
+            proc::stop_pid(bouncer, Duration::from_secs(5));
+            return Err(e);
+        }
+    };
     let secs = env_num("BENCH_TIME", 20);
     let rounds = env_num("BENCH_ROUNDS", 1);
     let clients = env_num("BENCH_CLIENTS", 16);
