@@ -105,29 +105,6 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
         counters: Default::default(),
         paused: Default::default(),
     });
-    let stop_requested = CancellationToken::new();
-    admin.attach(
-        config.clone(),
-        Arc::new(Live {
-            mysql: fe.clone(),
-            config: config.clone(),
-            stop: stop_requested.clone(),
-        }),
-    );
-    let server = tokio::spawn(serve(fe.clone(), listeners));
-    let admin_server = tokio::spawn(serve_admin(
-        Arc::new(MysqlAdmin {
-            executor: admin.clone(),
-            shutdown: shutdown.clone(),
-            tasks: tasks.clone(),
-        }),
-        admin_listeners,
-    ));
-    let pg_admin = sluice_pgsql::PgAdmin {
-        executor: admin.clone(),
-        shutdown: shutdown.clone(),
-        tasks: tasks.clone(),
-    };
     let pg_vars = &cfg.pgsql_variables;
     let pg_tls = if pg_vars.have_ssl {
         Some(sluice_mysql::tls::acceptor(
@@ -147,7 +124,32 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
         shutdown: shutdown.clone(),
         tasks: tasks.clone(),
         cancels: Default::default(),
+        query: Default::default(),
     });
+    let stop_requested = CancellationToken::new();
+    admin.attach(
+        config.clone(),
+        Arc::new(Live {
+            mysql: fe.clone(),
+            pgsql: pg_fe.clone(),
+            config: config.clone(),
+            stop: stop_requested.clone(),
+        }),
+    );
+    let server = tokio::spawn(serve(fe.clone(), listeners));
+    let admin_server = tokio::spawn(serve_admin(
+        Arc::new(MysqlAdmin {
+            executor: admin.clone(),
+            shutdown: shutdown.clone(),
+            tasks: tasks.clone(),
+        }),
+        admin_listeners,
+    ));
+    let pg_admin = sluice_pgsql::PgAdmin {
+        executor: admin.clone(),
+        shutdown: shutdown.clone(),
+        tasks: tasks.clone(),
+    };
     let pg_server = tokio::spawn(sluice_pgsql::frontend::serve(pg_fe, pg_listeners));
     let pg_admin_server = tokio::spawn(sluice_pgsql::serve_admin(
         Arc::new(pg_admin),

@@ -1,7 +1,8 @@
 //! The data path's live state as the admin tables show it.
 
 use sluice_core::ConfigHandle;
-use sluice_core::admin::{LiveStats, PoolRow, ProcessRow};
+use sluice_core::admin::{LiveStats, PoolRow, ProcessRow, Protocol};
+use sluice_core::query::{DigestRow, QueryProcessorStats};
 use sluice_mysql::MysqlFrontend;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -10,9 +11,19 @@ use tokio_util::sync::CancellationToken;
 /// Reads counters and sessions of the running frontends.
 pub struct Live {
     pub mysql: Arc<MysqlFrontend>,
+    pub pgsql: Arc<sluice_pgsql::frontend::PgFrontend>,
     pub config: ConfigHandle,
     /// Cancelled by `PROXYSQL SHUTDOWN`.
     pub stop: CancellationToken,
+}
+
+impl Live {
+    fn query_stats(&self, p: Protocol) -> &QueryProcessorStats {
+        match p {
+            Protocol::Mysql => &self.mysql.counters.query,
+            Protocol::Pgsql => &self.pgsql.query,
+        }
+    }
 }
 
 impl LiveStats for Live {
@@ -31,6 +42,7 @@ impl LiveStats for Live {
                     .map_or("OFFLINE_HARD", |h| h.status.as_str())
                     .to_string();
                 PoolRow {
+                    queries: self.mysql.counters.server_queries(s.hostgroup, &s.server),
                     hostgroup: s.hostgroup,
                     srv_host: s.server.hostname.clone(),
                     srv_port: s.server.port,
@@ -153,6 +165,51 @@ impl LiveStats for Live {
                 ]
             })
             .collect()
+    }
+
+    fn query_digests(&self, p: Protocol, reset: bool) -> Vec<DigestRow> {
+        let d = &self.query_stats(p).digests;
+        if reset { d.take_rows() } else { d.rows() }
+    }
+
+    fn query_rule_hits(&self, p: Protocol) -> Vec<(u32, u64)> {
+        self.query_stats(p).rule_hits()
+    }
+
+    fn query_globals(&self, p: Protocol) -> Vec<(String, String)> {
+        let q = self.query_stats(p);
+        let l = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed).to_string();
+        let mut v = vec![
+            ("Queries_delayed".to_string(), l(&q.delayed)),
+            ("Queries_blocked_by_rules".to_string(), l(&q.blocked)),
+            ("Queries_answered_by_rules".to_string(), l(&q.ok_answered)),
+            ("Queries_rewritten".to_string(), l(&q.rewritten)),
+            ("Queries_mirrored".to_string(), l(&q.mirrored)),
+            ("Queries_mirror_dropped".to_string(), l(&q.mirror_dropped)),
+            (
+                "Queries_killed_by_timeout".to_string(),
+                l(&q.killed_by_timeout),
+            ),
+            (
+                "Query_digests_entries".to_string(),
+                q.digests.len().to_string(),
+            ),
+            (
+                "Query_digests_evicted".to_string(),
+                q.digests.evicted().to_string(),
+            ),
+        ];
+        if p == Protocol::Mysql {
+            v.extend(self.mysql.counters.cache.global_rows());
+        }
+        v
+    }
+
+    fn flush_query_cache(&self, p: Protocol) -> usize {
+        match p {
+            Protocol::Mysql => self.mysql.counters.cache.flush(),
+            Protocol::Pgsql => 0,
+        }
     }
 
     fn runtime_changed(&self) {

@@ -396,3 +396,37 @@ pub fn write_file(dir: &Path, name: &str, text: &str) -> PathBuf {
     std::fs::write(&p, text).expect("write file");
     p
 }
+
+/// pgbench as user `app` on database `app` against `port`.
+pub fn pgbench(port: u16, args: &[&str]) -> Output {
+    Command::new("pgbench")
+        .env("PGPASSWORD", "app")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-U", "app"])
+        .args(args)
+        .arg("app")
+        .output()
+        .expect("pgbench installed")
+}
+
+/// sysbench as user `app` against `port`: `db` with `tables` x `size` rows, one `test` and
+/// `action` (prepare / run / cleanup) with `extra` options.
+pub fn sysbench(
+    port: u16,
+    (db, tables, size): (&str, u32, u32),
+    test: &str,
+    extra: &[&str],
+    action: &str,
+) -> Output {
+    Command::new("sysbench")
+        .args(["--db-driver=mysql", "--mysql-host=127.0.0.1"])
+        .arg(format!("--mysql-port={port}"))
+        .args(["--mysql-user=app", "--mysql-password=app"])
+        .arg(format!("--mysql-db={db}"))
+        .arg(format!("--tables={tables}"))
+        .arg(format!("--table-size={size}"))
+        .args(extra)
+        .arg(test)
+        .arg(action)
+        .output()
+        .expect("sysbench installed (cargo xtask test installs it)")
+}

@@ -243,7 +243,7 @@ fn invalid_rows_are_rejected_and_the_runtime_stays() {
         ),
         (
             "INSERT INTO mysql_query_rules (rule_id, active, match_pattern) VALUES (9, 1, '^SELECT ('); LOAD MYSQL QUERY RULES TO RUNTIME;",
-            "rule_id=9: match_pattern is not a valid regular expression",
+            "rule_id=9: match_pattern \"^SELECT (\" is not a valid regular expression: unclosed group",
         ),
         (
             "UPDATE global_variables SET variable_value = 'zero' WHERE variable_name = 'mysql-max_connections'; LOAD MYSQL VARIABLES TO RUNTIME;",
@@ -392,22 +392,13 @@ fn reload_loop_under_sysbench_costs_no_client_errors() {
         "CREATE DATABASE IF NOT EXISTS sbreload;",
     ));
     let sysbench = |port: u16, action: &str| {
-        std::process::Command::new("sysbench")
-            .args([
-                "--db-driver=mysql",
-                "--mysql-host=127.0.0.1",
-                &format!("--mysql-port={port}"),
-            ])
-            .args([
-                "--mysql-user=app",
-                "--mysql-password=app",
-                "--mysql-db=sbreload",
-                "--tables=2",
-                "--table-size=2000",
-            ])
-            .args(["--threads=8", "--time=12", "oltp_read_only", action])
-            .output()
-            .expect("sysbench")
+        sluice_tests::sysbench(
+            port,
+            ("sbreload", 2, 2000),
+            "oltp_read_only",
+            &["--threads=8", "--time=12"],
+            action,
+        )
     };
     let _ = sysbench(ports::MY_PRIMARY, "cleanup");
     ok_stdout(&sysbench(ports::MY_PRIMARY, "prepare"));

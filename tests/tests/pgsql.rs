@@ -54,16 +54,6 @@ fn pool_of(n: u32) -> String {
     )
 }
 
-fn pgbench(port: u16, args: &[&str]) -> Output {
-    Command::new("pgbench")
-        .env("PGPASSWORD", "app")
-        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-U", "app"])
-        .args(args)
-        .arg("app")
-        .output()
-        .expect("pgbench installed")
-}
-
 #[test]
 fn psql_with_scram_reaches_the_primary() {
     if !backends_ready() {

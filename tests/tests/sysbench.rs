@@ -2,38 +2,28 @@
 //! default) and with the text protocol.
 
 use sluice_tests::*;
-use std::process::Command;
 
-fn sysbench(port: u16, extra: &[&str], action: &str) -> std::process::Output {
-    Command::new("sysbench")
-        .args(["--db-driver=mysql", "--mysql-host=127.0.0.1"])
-        .arg(format!("--mysql-port={port}"))
-        .args([
-            "--mysql-user=app",
-            "--mysql-password=app",
-            "--mysql-db=sbtest",
-            "--tables=4",
-            "--table-size=10000",
-        ])
-        .args(extra)
-        .arg("oltp_read_write")
-        .arg(action)
-        .output()
-        .expect("sysbench installed (cargo xtask test installs it)")
-}
+/// The suite's sysbench tables.
+const SBTEST: (&str, u32, u32) = ("sbtest", 4, 10000);
 
 #[test]
 fn oltp_read_write_with_and_without_prepared_statements() {
     if !backends_ready() {
         return;
     }
-    let _ = sysbench(ports::MY_PRIMARY, &[], "cleanup");
-    ok_stdout(&sysbench(ports::MY_PRIMARY, &[], "prepare"));
+    let _ = sysbench(ports::MY_PRIMARY, SBTEST, "oltp_read_write", &[], "cleanup");
+    ok_stdout(&sysbench(
+        ports::MY_PRIMARY,
+        SBTEST,
+        "oltp_read_write",
+        &[],
+        "prepare",
+    ));
     let s = Sluice::start(&standard_config("", ""));
     for mode in [&["--db-ps-mode=auto"][..], &["--db-ps-mode=disable"][..]] {
         let mut args = vec!["--threads=8", "--time=20", "--report-interval=0"];
         args.extend_from_slice(mode);
-        let out = sysbench(s.port, &args, "run");
+        let out = sysbench(s.port, SBTEST, "oltp_read_write", &args, "run");
         let text = ok_stdout(&out);
         assert!(!text.contains("FATAL"), "{mode:?}:\n{text}");
         let tx_line = text
@@ -59,6 +49,8 @@ fn oltp_read_write_with_and_without_prepared_statements() {
     let s = Sluice::start(&capped);
     let out = sysbench(
         s.port,
+        SBTEST,
+        "oltp_read_write",
         &["--threads=64", "--time=20", "--report-interval=0"],
         "run",
     );

@@ -41,14 +41,14 @@ impl Module {
                 "mysql_group_replication_hostgroups",
                 "mysql_hostgroup_attributes",
             ],
-            Module::MysqlQueryRules => &["mysql_query_rules"],
+            Module::MysqlQueryRules => &["mysql_query_rules", "mysql_query_rules_fast_routing"],
             Module::PgsqlUsers => &["pgsql_users"],
             Module::PgsqlServers => &[
                 "pgsql_servers",
                 "pgsql_replication_hostgroups",
                 "pgsql_hostgroup_attributes",
             ],
-            Module::PgsqlQueryRules => &["pgsql_query_rules"],
+            Module::PgsqlQueryRules => &["pgsql_query_rules", "pgsql_query_rules_fast_routing"],
             Module::Scheduler => &["scheduler"],
             Module::ProxysqlServers => &["proxysql_servers"],
             Module::MysqlVariables | Module::PgsqlVariables | Module::AdminVariables => {

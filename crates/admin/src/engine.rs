@@ -52,7 +52,7 @@ fn lock(m: &Mutex<Config>) -> std::sync::MutexGuard<'_, Config> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-const RUNTIME_MODULES: [Module; 7] = [
+const RUNTIME_MODULES: [Module; 9] = [
     Module::MysqlUsers,
     Module::MysqlServers,
     Module::MysqlVariables,
@@ -60,6 +60,8 @@ const RUNTIME_MODULES: [Module; 7] = [
     Module::PgsqlUsers,
     Module::PgsqlServers,
     Module::PgsqlVariables,
+    Module::MysqlQueryRules,
+    Module::PgsqlQueryRules,
 ];
 const ALL_MODULES: [Module; 11] = [
     Module::MysqlUsers,
@@ -192,7 +194,9 @@ impl Admin {
             Module::MysqlUsers
             | Module::MysqlServers
             | Module::PgsqlUsers
-            | Module::PgsqlServers => {
+            | Module::PgsqlServers
+            | Module::MysqlQueryRules
+            | Module::PgsqlQueryRules => {
                 let mut sql = Vec::new();
                 for t in m.tables() {
                     if crate::layers::RUNTIME_TABLES.contains(t) {
@@ -213,33 +217,6 @@ impl Admin {
             other => copy_module_sql(other, ("main", ""), ("main", "runtime_")),
         };
         self.store.exec_all(&sql).await
-    }
-
-    async fn validate_query_rules(&self, m: Module) -> Result<(), AdminError> {
-        let table = if m == Module::MysqlQueryRules {
-            "mysql_query_rules"
-        } else {
-            "pgsql_query_rules"
-        };
-        let rows = self
-            .store
-            .query(&format!(
-                "SELECT rule_id, match_digest, match_pattern FROM main.{table}"
-            ))
-            .await?;
-        for r in &rows.rows {
-            for (i, col) in [(1, "match_digest"), (2, "match_pattern")] {
-                if let Some(Some(p)) = r.get(i)
-                    && let Err(e) = regex::Regex::new(p)
-                {
-                    let id = r.first().cloned().flatten().unwrap_or_default();
-                    return Err(AdminError::new(format!(
-                        "{table} rule_id={id}: {col} is not a valid regular expression: {e}"
-                    )));
-                }
-            }
-        }
-        Ok(())
     }
 
     async fn memory_to_runtime(&self, m: Module) -> Result<AdminReply, AdminError> {
@@ -282,8 +259,6 @@ impl Admin {
                 live.runtime_changed();
             }
             info!("admin: loaded {m:?} to runtime");
-        } else if matches!(m, Module::MysqlQueryRules | Module::PgsqlQueryRules) {
-            self.validate_query_rules(m).await?;
         }
         self.refresh_runtime_tables(m).await?;
         Ok(AdminReply::Done {
@@ -428,6 +403,14 @@ impl Admin {
                     "RESUME" => live.set_paused(false),
                     "SHUTDOWN" | "SHUTDOWN SLOW" | "STOP" | "KILL" => live.shutdown(),
                     "FLUSH LOGS" => {}
+                    "FLUSH QUERY CACHE" | "FLUSH MYSQL QUERY CACHE" => {
+                        let n = live.flush_query_cache(sluice_core::admin::Protocol::Mysql);
+                        return Ok(AdminReply::Done { affected: n as u64, message: None });
+                    }
+                    "FLUSH PGSQL QUERY CACHE" => {
+                        let n = live.flush_query_cache(sluice_core::admin::Protocol::Pgsql);
+                        return Ok(AdminReply::Done { affected: n as u64, message: None });
+                    }
                     other => return Err(AdminError::new(format!("PROXYSQL {other} is not supported by Sluice"))),
                 }
                 Ok(AdminReply::Done { affected: 0, message: None })
@@ -478,6 +461,7 @@ impl Admin {
             && let Some(live) = self.live.get()
         {
             stats::refresh(&self.store, live.as_ref(), &self.running_config()).await?;
+            stats::refresh_query_tables(&self.store, live.as_ref(), &lower).await?;
         }
         if is_read {
             Ok(AdminReply::Rows(self.store.query(sql).await?))

@@ -37,6 +37,16 @@ pub fn config_to_toml(cfg: &Config) -> Result<String, String> {
     t.insert("pgsql_variables".into(), vars(cfg.pgsql_variables.pairs()));
     t.insert("pgsql_servers".into(), rows(&cfg.pgsql_servers)?);
     t.insert("pgsql_users".into(), rows(&cfg.pgsql_users)?);
+    t.insert("mysql_query_rules".into(), rows(&cfg.mysql_query_rules)?);
+    t.insert(
+        "mysql_query_rules_fast_routing".into(),
+        rows(&cfg.mysql_query_rules_fast_routing)?,
+    );
+    t.insert("pgsql_query_rules".into(), rows(&cfg.pgsql_query_rules)?);
+    t.insert(
+        "pgsql_query_rules_fast_routing".into(),
+        rows(&cfg.pgsql_query_rules_fast_routing)?,
+    );
     let body = toml::to_string(&t).map_err(|e| e.to_string())?;
     Ok(format!(
         "# Sluice configuration exported by SAVE CONFIG TO FILE.\n{body}"

@@ -151,6 +151,8 @@ pub async fn memory_to_config(
             "mysql_users" => Module::MysqlUsers,
             "pgsql_users" => Module::PgsqlUsers,
             "pgsql_servers" => Module::PgsqlServers,
+            "mysql_query_rules" | "mysql_query_rules_fast_routing" => Module::MysqlQueryRules,
+            "pgsql_query_rules" | "pgsql_query_rules_fast_routing" => Module::PgsqlQueryRules,
             _ => Module::MysqlServers,
         };
         if from_memory(m) {
@@ -187,12 +189,16 @@ pub async fn memory_to_config(
 }
 
 /// The tables the runtime is built from.
-pub const RUNTIME_TABLES: [&str; 5] = [
+pub const RUNTIME_TABLES: [&str; 9] = [
     "mysql_servers",
     "mysql_hostgroup_attributes",
     "mysql_users",
     "pgsql_servers",
     "pgsql_users",
+    "mysql_query_rules",
+    "mysql_query_rules_fast_routing",
+    "pgsql_query_rules",
+    "pgsql_query_rules_fast_routing",
 ];
 
 /// A configuration table's column names (from its definition).
@@ -225,12 +231,18 @@ pub fn config_rows(cfg: &Config, table: &str) -> AdminRows {
         .map(|t| {
             columns
                 .iter()
-                .map(|c| match t.get(c) {
-                    Some(toml::Value::String(s)) => Some(s.clone()),
-                    Some(toml::Value::Integer(n)) => Some(n.to_string()),
-                    Some(toml::Value::Boolean(b)) => Some(u8::from(*b).to_string()),
-                    Some(other) => Some(other.to_string()),
-                    None => None,
+                // pgsql tables say `database` where the shared row type says `schemaname`.
+                .map(|c| {
+                    match t
+                        .get(c)
+                        .or_else(|| (c == "database").then(|| t.get("schemaname")).flatten())
+                    {
+                        Some(toml::Value::String(s)) => Some(s.clone()),
+                        Some(toml::Value::Integer(n)) => Some(n.to_string()),
+                        Some(toml::Value::Boolean(b)) => Some(u8::from(*b).to_string()),
+                        Some(other) => Some(other.to_string()),
+                        None => None,
+                    }
                 })
                 .collect()
         })
@@ -244,7 +256,7 @@ struct ExportView<'a>(&'a Config);
 impl serde::Serialize for ExportView<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
-        let mut m = s.serialize_map(Some(5))?;
+        let mut m = s.serialize_map(Some(9))?;
         m.serialize_entry("mysql_servers", &self.0.mysql_servers)?;
         m.serialize_entry("mysql_users", &self.0.mysql_users)?;
         m.serialize_entry(
@@ -253,6 +265,16 @@ impl serde::Serialize for ExportView<'_> {
         )?;
         m.serialize_entry("pgsql_servers", &self.0.pgsql_servers)?;
         m.serialize_entry("pgsql_users", &self.0.pgsql_users)?;
+        m.serialize_entry("mysql_query_rules", &self.0.mysql_query_rules)?;
+        m.serialize_entry(
+            "mysql_query_rules_fast_routing",
+            &self.0.mysql_query_rules_fast_routing,
+        )?;
+        m.serialize_entry("pgsql_query_rules", &self.0.pgsql_query_rules)?;
+        m.serialize_entry(
+            "pgsql_query_rules_fast_routing",
+            &self.0.pgsql_query_rules_fast_routing,
+        )?;
         m.end()
     }
 }

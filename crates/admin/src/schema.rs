@@ -98,6 +98,11 @@ pub const RESET_TABLES: &[&str] = &[
     "stats_mysql_query_digest",
 ];
 
+/// ProxySQL's pgsql stats tables say `database` where the MySQL ones say `schemaname`.
+fn pg_columns(cols: &str) -> String {
+    cols.replace("schemaname", "database")
+}
+
 /// The DDL of every admin table.
 pub fn ddl() -> Vec<String> {
     let mut out = Vec::new();
@@ -113,7 +118,8 @@ pub fn ddl() -> Vec<String> {
         // pgsql twins of the protocol-neutral stats tables.
         if let Some(rest) = name.strip_prefix("stats_mysql_") {
             out.push(format!(
-                "CREATE TABLE IF NOT EXISTS stats.stats_pgsql_{rest} ({cols})"
+                "CREATE TABLE IF NOT EXISTS stats.stats_pgsql_{rest} ({})",
+                pg_columns(cols)
             ));
         }
     }
@@ -128,7 +134,8 @@ pub fn ddl() -> Vec<String> {
         ));
         if let Some(rest) = name.strip_prefix("stats_mysql_") {
             out.push(format!(
-                "CREATE TABLE IF NOT EXISTS stats.stats_pgsql_{rest}_reset ({cols})"
+                "CREATE TABLE IF NOT EXISTS stats.stats_pgsql_{rest}_reset ({})",
+                pg_columns(cols)
             ));
         }
     }

@@ -78,6 +78,15 @@ pub const CONFIG_TABLES: &[(&str, &str)] = &[
      comment VARCHAR",
     ),
     (
+        "mysql_query_rules_fast_routing",
+        "username VARCHAR NOT NULL,\n\
+     schemaname VARCHAR NOT NULL,\n\
+     flagIN INT NOT NULL DEFAULT 0,\n\
+     destination_hostgroup INT CHECK (destination_hostgroup >= 0) NOT NULL,\n\
+     comment VARCHAR NOT NULL,\n\
+     PRIMARY KEY (username, schemaname, flagIN)",
+    ),
+    (
         "mysql_replication_hostgroups",
         "writer_hostgroup INT CHECK (writer_hostgroup>=0) NOT NULL PRIMARY KEY,\n\
      reader_hostgroup INT NOT NULL CHECK (reader_hostgroup<>writer_hostgroup AND reader_hostgroup>=0),\n\
@@ -203,6 +212,15 @@ pub const CONFIG_TABLES: &[(&str, &str)] = &[
      apply INT CHECK(apply IN (0,1)) NOT NULL DEFAULT 0,\n\
      attributes VARCHAR CHECK (JSON_VALID(attributes) OR attributes = '') NOT NULL DEFAULT '',\n\
      comment VARCHAR",
+    ),
+    (
+        "pgsql_query_rules_fast_routing",
+        "username VARCHAR NOT NULL,\n\
+     database VARCHAR NOT NULL,\n\
+     flagIN INT NOT NULL DEFAULT 0,\n\
+     destination_hostgroup INT CHECK (destination_hostgroup >= 0) NOT NULL,\n\
+     comment VARCHAR NOT NULL,\n\
+     PRIMARY KEY (username, database, flagIN)",
     ),
     (
         "pgsql_replication_hostgroups",

@@ -2,8 +2,9 @@
 
 use crate::layers::replace_rows_sql;
 use crate::store::Store;
-use sluice_core::admin::{AdminError, AdminRows, LiveStats};
+use sluice_core::admin::{AdminError, AdminRows, LiveStats, Protocol};
 use sluice_core::config::Config;
+use sluice_core::query::DigestRow;
 use std::collections::HashMap;
 
 fn rows(columns: &[&str], rows: Vec<Vec<Option<String>>>) -> AdminRows {
@@ -15,6 +16,90 @@ fn rows(columns: &[&str], rows: Vec<Vec<Option<String>>>) -> AdminRows {
 
 fn s(v: impl ToString) -> Option<String> {
     Some(v.to_string())
+}
+
+const DIGEST_COLUMNS: [&str; 14] = [
+    "hostgroup",
+    "schemaname",
+    "username",
+    "client_address",
+    "digest",
+    "digest_text",
+    "count_star",
+    "first_seen",
+    "last_seen",
+    "sum_time",
+    "min_time",
+    "max_time",
+    "sum_rows_affected",
+    "sum_rows_sent",
+];
+
+fn digest_rows(p: Protocol, list: Vec<DigestRow>) -> AdminRows {
+    let mut cols = DIGEST_COLUMNS;
+    if p == Protocol::Pgsql {
+        cols[1] = "database";
+    }
+    rows(
+        &cols,
+        list.into_iter()
+            .map(|d| {
+                vec![
+                    s(d.hostgroup),
+                    Some(d.schema),
+                    Some(d.user),
+                    Some(d.client),
+                    s(format!("0x{:016X}", d.digest)),
+                    Some(d.text),
+                    s(d.count),
+                    s(d.first_seen),
+                    s(d.last_seen),
+                    s(d.sum_time),
+                    s(d.min_time),
+                    s(d.max_time),
+                    s(d.rows_affected),
+                    s(d.rows_sent),
+                ]
+            })
+            .collect(),
+    )
+}
+
+/// Refreshes the query-processor tables a statement reads: digests (reading a `_reset` table
+/// empties the map, as in ProxySQL) and rule hits. Only when named, since the digest map can
+/// hold many rows.
+pub async fn refresh_query_tables(
+    store: &Store,
+    live: &dyn LiveStats,
+    sql_lower: &str,
+) -> Result<(), AdminError> {
+    let mut sql = Vec::new();
+    for (p, proto) in [(Protocol::Mysql, "mysql"), (Protocol::Pgsql, "pgsql")] {
+        let table = format!("stats_{proto}_query_digest");
+        if sql_lower.contains(&format!("{table}_reset")) {
+            let r = digest_rows(p, live.query_digests(p, true));
+            sql.extend(replace_rows_sql("stats", &format!("{table}_reset"), &r));
+            sql.extend(replace_rows_sql("stats", &table, &AdminRows::default()));
+        } else if sql_lower.contains(&table) {
+            let r = digest_rows(p, live.query_digests(p, false));
+            sql.extend(replace_rows_sql("stats", &table, &r));
+        }
+        let rules_table = format!("stats_{proto}_query_rules");
+        if sql_lower.contains(&rules_table) {
+            let r = rows(
+                &["rule_id", "hits"],
+                live.query_rule_hits(p)
+                    .into_iter()
+                    .map(|(id, n)| vec![s(id), s(n)])
+                    .collect(),
+            );
+            sql.extend(replace_rows_sql("stats", &rules_table, &r));
+        }
+    }
+    if sql.is_empty() {
+        return Ok(());
+    }
+    store.exec_all(&sql).await
 }
 
 /// Refreshes every stats table (cheap: a few hundred rows at most).
@@ -49,7 +134,7 @@ pub async fn refresh(store: &Store, live: &dyn LiveStats, cfg: &Config) -> Resul
                     s(p.conn_used + p.conn_free),
                     s(0),
                     s(p.conn_used + p.conn_free),
-                    s(0),
+                    s(p.queries),
                     s(0),
                     s(0),
                     s(0),
@@ -91,9 +176,11 @@ pub async fn refresh(store: &Store, live: &dyn LiveStats, cfg: &Config) -> Resul
             })
             .collect(),
     );
+    let mut globals = live.mysql_global();
+    globals.extend(live.query_globals(Protocol::Mysql));
     let global = rows(
         &["Variable_Name", "Variable_Value"],
-        live.mysql_global()
+        globals
             .into_iter()
             .map(|(k, v)| vec![Some(k), Some(v)])
             .collect(),

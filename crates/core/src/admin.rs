@@ -104,6 +104,17 @@ pub struct PoolRow {
     pub conn_used: u32,
     /// Idle connections.
     pub conn_free: u32,
+    /// Commands forwarded to this server in this hostgroup.
+    pub queries: u64,
+}
+
+/// Which side of Sluice a stats view is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// The MySQL frontend.
+    Mysql,
+    /// The PostgreSQL frontend.
+    Pgsql,
 }
 
 /// One row of `stats_*_processlist`.
@@ -142,6 +153,22 @@ pub trait LiveStats: Send + Sync {
     fn runtime_changed(&self);
     /// Closes a client session; false when there is no such session.
     fn kill_session(&self, id: u32) -> bool;
+    /// `stats_*_query_digest` rows; `reset` empties the map (the `_reset` table).
+    fn query_digests(&self, _p: Protocol, _reset: bool) -> Vec<crate::query::DigestRow> {
+        Vec::new()
+    }
+    /// `stats_*_query_rules`: (rule_id, hits).
+    fn query_rule_hits(&self, _p: Protocol) -> Vec<(u32, u64)> {
+        Vec::new()
+    }
+    /// Query-processor and cache counters for `stats_*_global`.
+    fn query_globals(&self, _p: Protocol) -> Vec<(String, String)> {
+        Vec::new()
+    }
+    /// `PROXYSQL FLUSH QUERY CACHE`: entries dropped.
+    fn flush_query_cache(&self, _p: Protocol) -> usize {
+        0
+    }
     /// Asks the process to stop (PROXYSQL SHUTDOWN).
     fn shutdown(&self);
     /// Stops / resumes accepting client connections (PROXYSQL PAUSE / RESUME).

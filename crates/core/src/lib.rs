@@ -3,11 +3,13 @@
 //! - [`config`]: ProxySQL-shaped config model (tables and variables) and its validation.
 //! - [`runtime`]: the immutable [`RuntimeConfig`] snapshot and the [`ConfigHandle`] that swaps it.
 //! - [`hostgroup`]: server selection inside a hostgroup (weights, status, `max_connections`).
+//! - [`query`]: the query processor: digests, rules, hints, the query cache and its stats.
 
 pub mod admin;
 pub mod config;
 pub mod error;
 pub mod hostgroup;
+pub mod query;
 pub mod runtime;
 
 pub use error::Error;

@@ -69,6 +69,8 @@ pub struct MysqlRuntime {
     pub no_multiplex_hostgroups: std::collections::HashSet<u32>,
     /// Users whose `attributes` say `"multiplexing": false`.
     pub no_multiplex_users: std::collections::HashSet<String>,
+    /// `mysql_query_rules` + fast routing, compiled.
+    pub rules: crate::query::RuleSet,
 }
 
 impl MysqlRuntime {
@@ -99,6 +101,8 @@ pub struct PgsqlRuntime {
     pub frontend_users: HashMap<String, Arc<crate::config::PgsqlUser>>,
     /// Hostgroup id → its servers.
     pub hostgroups: BTreeMap<u32, Vec<HostgroupServer>>,
+    /// `pgsql_query_rules` + fast routing, compiled.
+    pub rules: crate::query::RuleSet,
 }
 
 /// An immutable snapshot of everything the data path reads. Sessions `load()` it once per command.
@@ -159,6 +163,11 @@ impl RuntimeConfig {
                 .map(|u| (u.username.clone(), Arc::new(u.clone())))
                 .collect(),
             hostgroups: pg_hostgroups,
+            rules: compile_rules(
+                &cfg.pgsql_query_rules,
+                &cfg.pgsql_query_rules_fast_routing,
+                cfg.pgsql_variables.query.query_processor_iterations,
+            ),
         };
         RuntimeConfig {
             datadir: cfg.datadir.clone(),
@@ -180,9 +189,28 @@ impl RuntimeConfig {
                     .filter(|u| u.multiplexing_attribute() == Some(false))
                     .map(|u| u.username.clone())
                     .collect(),
+                rules: compile_rules(
+                    &cfg.mysql_query_rules,
+                    &cfg.mysql_query_rules_fast_routing,
+                    cfg.mysql_variables.query.query_processor_iterations,
+                ),
             },
         }
     }
+}
+
+/// Compiles validated rules; `Config::parse` already rejected any that do not compile.
+fn compile_rules(
+    rules: &[crate::config::QueryRule],
+    fast: &[crate::config::FastRoute],
+    iterations: u32,
+) -> crate::query::RuleSet {
+    let mut set = crate::query::RuleSet::compile(rules, fast).unwrap_or_else(|e| {
+        tracing::error!("query rules could not be compiled and are not in effect: {e}");
+        crate::query::RuleSet::default()
+    });
+    set.iterations = iterations;
+    set
 }
 
 /// Shared handle to the current [`RuntimeConfig`]; cheap to clone and passed down explicitly.

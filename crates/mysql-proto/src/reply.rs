@@ -66,6 +66,8 @@ pub struct ReplyTracker {
     pub stmt_id: Option<u32>,
     /// Result sets (and OKs) completed so far.
     pub results: u32,
+    /// Rows relayed (all result sets).
+    pub rows: u64,
 }
 
 impl ReplyTracker {
@@ -90,6 +92,7 @@ impl ReplyTracker {
             last_insert_id: 0,
             stmt_id: None,
             results: 0,
+            rows: 0,
         };
         if kind == ReplyKind::Prepare {
             t.state = State::PrepParams {
@@ -221,6 +224,8 @@ impl ReplyTracker {
                     } else {
                         self.end_of_result(st);
                     }
+                } else if self.state == State::Rows {
+                    self.rows += 1;
                 }
             }
             State::PrepParams { left: u64::MAX, .. } => {

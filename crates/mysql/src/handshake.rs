@@ -58,6 +58,8 @@ pub struct ClientIo {
     pub reader: PacketReader,
     /// Client address.
     pub peer: SocketAddr,
+    /// The Sluice address the client connected to (`proxy_addr`/`proxy_port` in rules).
+    pub local: SocketAddr,
 }
 
 impl ClientIo {
@@ -208,10 +210,12 @@ pub async fn connection_phase(
         status: status::AUTOCOMMIT,
         auth_plugin: vars.default_authentication_plugin.clone(),
     };
+    let local = tcp.local_addr().unwrap_or(peer);
     let mut io = ClientIo {
         stream: ClientStream::Plain(tcp),
         reader: PacketReader::new(HANDSHAKE_PACKET_LIMIT),
         peer,
+        local,
     };
     io.write(0, &greeting.encode()).await?;
     let mut pk = io.read().await?;

@@ -6,6 +6,7 @@
 
 pub mod admin;
 pub mod auth;
+pub mod capture;
 pub mod counters;
 pub mod error;
 pub mod handshake;

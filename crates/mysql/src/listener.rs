@@ -45,6 +45,41 @@ pub struct FrontendCounters {
     pub unparsed_set: std::sync::atomic::AtomicU64,
     /// Per-command counts and latencies, backend errors.
     pub commands: crate::counters::CommandCounters,
+    /// Digests, rule hits and query-processor counters.
+    pub query: sluice_core::query::QueryProcessorStats,
+    /// The query cache.
+    pub cache: sluice_core::query::QueryCache,
+    /// Mirror copies running now (bounded).
+    pub mirrors_in_flight: std::sync::atomic::AtomicUsize,
+    /// Commands forwarded per (hostgroup, server): `stats_mysql_connection_pool.Queries`.
+    pub server_queries:
+        std::sync::Mutex<std::collections::HashMap<(u32, sluice_core::runtime::ServerKey), u64>>,
+}
+
+impl FrontendCounters {
+    /// Counts one command forwarded to `server` in `hostgroup`.
+    pub fn count_server_query(&self, hostgroup: u32, server: &sluice_core::runtime::ServerKey) {
+        let mut g = self
+            .server_queries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        match g.get_mut(&(hostgroup, server.clone())) {
+            Some(n) => *n += 1,
+            None => {
+                g.insert((hostgroup, server.clone()), 1);
+            }
+        }
+    }
+
+    /// Commands forwarded to `server` in `hostgroup` so far.
+    pub fn server_queries(&self, hostgroup: u32, server: &sluice_core::runtime::ServerKey) -> u64 {
+        self.server_queries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&(hostgroup, server.clone()))
+            .copied()
+            .unwrap_or(0)
+    }
 }
 
 /// Accepts clients on `listeners` until shutdown.

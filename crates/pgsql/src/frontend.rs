@@ -3,6 +3,8 @@
 //! the server reports ReadyForQuery "idle" with nothing outstanding, then gives it back. Client and
 //! server messages are forwarded as raw frames, pipelined in both directions.
 
+use crate::forward::{Flow, SessionIo, forward};
+use crate::processor::{Identity, SessionProcessor, query_text, with_query};
 use crate::session_sets::{Change, Effect, apply, classify, replay_sql};
 use crate::statements::{Reply, SessionStatements};
 use bytes::Bytes;
@@ -17,6 +19,7 @@ use sluice_pgsql_backend::scram;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -42,6 +45,8 @@ pub struct PgFrontend {
     pub tasks: TaskTracker,
     /// Client cancel keys → the server connection the session is using now.
     pub cancels: CancelMap,
+    /// Digests, rule hits and query-processor counters.
+    pub query: sluice_core::query::QueryProcessorStats,
 }
 
 /// Where a cancel request for a session must go: (server address, server pid, server secret).
@@ -333,9 +338,8 @@ async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
 }
 
 /// Gets a server connection for the session.
-async fn checkout(fe: &PgFrontend, l: &Login) -> Result<PgPooled, PgError> {
+async fn checkout(fe: &PgFrontend, l: &Login, hg: u32) -> Result<PgPooled, PgError> {
     let rt = fe.config.load();
-    let hg = l.user.default_hostgroup.0;
     let servers = rt
         .pgsql
         .hostgroups
@@ -370,13 +374,15 @@ fn error_for(e: &PgError) -> Vec<u8> {
 
 async fn session(fe: Arc<PgFrontend>, tcp: TcpStream, peer: SocketAddr) {
     let mut reader = Reader::default();
+    let local = tcp.local_addr().unwrap_or(peer);
+    let ends = (peer, local);
     match opening(&fe, tcp, &mut reader).await {
-        Opening::Startup(tcp, startup) => run(fe, tcp, reader, &startup, false, peer).await,
+        Opening::Startup(tcp, startup) => run(fe, tcp, reader, &startup, false, ends).await,
         Opening::Tls(mut tls) => {
             let mut reader = Reader::default();
             match reader.startup(&mut tls).await {
                 Ok(p) if p.len() >= 8 && p[4..8] == 196_608u32.to_be_bytes() => {
-                    run(fe, *tls, reader, &p, true, peer).await
+                    run(fe, *tls, reader, &p, true, ends).await
                 }
                 Ok(_) => fail(&mut tls, "08P01", "expected a StartupMessage after TLS").await,
                 Err(e) => debug!(client = %peer, "pgsql session ended during startup: {e}"),
@@ -393,7 +399,7 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
     mut reader: Reader,
     startup: &[u8],
     tls: bool,
-    peer: SocketAddr,
+    (peer, local): (SocketAddr, SocketAddr),
 ) {
     let l = match login(&fe, &mut io, &mut reader, startup, tls, peer).await {
         Ok(l) => l,
@@ -403,7 +409,7 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         }
     };
     // ParameterStatus values come from a real server connection, so clients see the server's.
-    let mut first = match checkout(&fe, &l).await {
+    let mut first = match checkout(&fe, &l, l.user.default_hostgroup.0).await {
         Ok(c) => c,
         Err(e) => {
             warn!(client = %peer, user = %l.user.username, "no PostgreSQL backend for the login: {e}");
@@ -428,7 +434,18 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
     if io.write_all(&hello).await.is_ok() {
         info!(client = %peer, user = %l.user.username, database = %l.database, tls, "pgsql client logged in");
         let mut stmts = SessionStatements::new(key);
-        if let Err(e) = pump(&fe, &l, &mut io, &mut reader, &target, &mut stmts).await {
+        let mut qp = SessionProcessor::new(Identity {
+            user: l.user.username.clone(),
+            database: l.database.clone(),
+            client_ip: peer.ip().to_string(),
+            local_ip: local.ip().to_string(),
+            local_port: local.port(),
+        });
+        let mut s = SessionIo {
+            stmts: &mut stmts,
+            qp: &mut qp,
+        };
+        if let Err(e) = pump(&fe, &l, &mut io, &mut reader, &target, &mut s).await {
             debug!(client = %peer, "pgsql session ended: {e}");
         }
     }
@@ -440,7 +457,7 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
 
 /// Notes what a client message does to session state: a pin (the reason kept for admins) or a
 /// `SET`/`RESET` to confirm at the end of its transaction.
-fn note(msg: &[u8], pinned: &mut Option<&'static str>, pending: &mut Vec<Change>) {
+pub(crate) fn note(msg: &[u8], pinned: &mut Option<&'static str>, pending: &mut Vec<Change>) {
     let sql = match msg[0] {
         b'Q' => &msg[5..],
         // Parse: the statement name, then the query.
@@ -473,9 +490,11 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
     tcp: &mut S,
     reader: &mut Reader,
     target: &CancelTarget,
-    stmts: &mut SessionStatements,
+    s: &mut SessionIo<'_>,
 ) -> Result<(), PgError> {
     let mut backend: Option<PgPooled> = None;
+    // An extended batch whose statement a rule blocked: its messages are dropped until Sync.
+    let mut skip_until_sync = false;
     // An extended-protocol batch runs until its Sync: the connection stays with the session.
     let mut batch_open = false;
     // Session variables: confirmed, and changed in the current transaction (kept when it commits).
@@ -499,10 +518,17 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
             if m[0] == b'X' {
                 return Ok(());
             }
+            if skip_until_sync {
+                if m[0] == b'S' {
+                    skip_until_sync = false;
+                    tcp.write_all(&ready(b'I')).await?;
+                }
+                continue;
+            }
             // Answered without a server connection (see `SessionStatements::define_locally`):
             // with no connection held there is no transaction and nothing outstanding, so the
             // replies are in order.
-            if stmts.define_locally(&m) {
+            if s.stmts.define_locally(&m) {
                 tcp.write_all(&message(b'1', b"")).await?;
                 continue;
             }
@@ -514,7 +540,52 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
                 b'H' => continue,
                 _ => {}
             }
-            match checkout(fe, l).await {
+            let mut m = m;
+            let mut hostgroup = l.user.default_hostgroup.0;
+            let mut decided: Option<(u64, String)> = None;
+            let sql = match m[0] {
+                b'B' => s.stmts.bound_query(&m),
+                _ => query_text(&m),
+            };
+            if !l.user.fast_forward.0
+                && let Some(sql) = sql
+            {
+                let started = std::time::Instant::now();
+                let rt = fe.config.load();
+                let sql = String::from_utf8_lossy(sql).into_owned();
+                let d = s.qp.decide(&rt, &fe.query, &sql);
+                if let Some(msg) = &d.action.error_msg {
+                    fe.query.blocked.fetch_add(1, Ordering::Relaxed);
+                    s.qp.record_local(&rt, &fe.query, &d, started);
+                    let mut out = error_response("ERROR", BLOCKED_SQLSTATE, msg);
+                    if m[0] == b'Q' {
+                        out.extend(ready(b'I'));
+                    } else {
+                        skip_until_sync = true;
+                    }
+                    tcp.write_all(&out).await?;
+                    continue;
+                }
+                let delay = d.delay_ms(&rt.pgsql.variables.query);
+                if delay > 0 {
+                    fe.query.delayed.fetch_add(1, Ordering::Relaxed);
+                    tokio::time::sleep(Duration::from_millis(delay)).await;
+                }
+                if let Some(hg) = d.action.destination_hostgroup {
+                    hostgroup = hg;
+                }
+                if let Some(new) = d
+                    .action
+                    .rewritten
+                    .as_deref()
+                    .and_then(|t| with_query(&m, t))
+                {
+                    m = bytes::Bytes::from(new);
+                }
+                decided = Some((d.digest.hash, d.digest.text));
+            }
+            s.qp.hostgroup = i64::from(hostgroup);
+            match checkout(fe, l, hostgroup).await {
                 Ok(mut c) => {
                     let conn = c.conn();
                     if let Err(e) = sync_vars(conn, &vars).await {
@@ -534,7 +605,7 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
                         pending: &mut pending,
                         outstanding: &mut outstanding,
                     };
-                    forward(fe, conn, stmts, reader, &m, flow).await?;
+                    forward(fe, conn, s, reader, &m, decided, flow).await?;
                     backend = Some(c);
                 }
                 Err(e) => {
@@ -579,13 +650,14 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
                         pending: &mut pending,
                         outstanding: &mut outstanding,
                     };
-                    forward(fe, b.conn(), stmts, reader, &m, flow).await?;
+                    forward(fe, b.conn(), s, reader, &m, None, flow).await?;
                 }
             }
             Ev::Server(Err(e)) => {
                 backend = None;
                 set_target(target, None);
-                stmts.reset_inflight();
+                s.stmts.reset_inflight();
+                s.qp.reset();
                 batch_open = false;
                 pending.clear();
                 pending_outcome = PendingOutcome::default();
@@ -608,8 +680,12 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
                 // Replies to Parse/Close that Sluice sent on its own are cut out.
                 let mut swallowed: Vec<std::ops::Range<usize>> = Vec::new();
                 let buf = &conn.reader.buf;
+                let rt = fe.config.load();
                 while let Some(n) = complete_len(&buf[pos..])? {
                     let kind = buf[pos];
+                    if matches!(kind, b'C' | b'Z') {
+                        s.qp.received(&rt, &fe.query, kind, &buf[pos + 5..pos + n]);
+                    }
                     if kind == b'Z' {
                         outstanding = outstanding.saturating_sub(1);
                         last_status = buf.get(pos + 5).copied().unwrap_or(b'I');
@@ -640,7 +716,7 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
                         }
                     }
                     if matches!(kind, b'1' | b'3' | b'Z')
-                        && stmts.incoming(kind, &mut conn.prepared) == Reply::Swallow
+                        && s.stmts.incoming(kind, &mut conn.prepared) == Reply::Swallow
                     {
                         swallowed.push(pos..pos + n);
                     }
@@ -666,7 +742,7 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
                     && last_status == b'I'
                     && pinned.is_none()
                     && !batch_open
-                    && stmts.settled()
+                    && s.stmts.settled()
                     && drained
                     && let Some(b) = backend.take()
                 {
@@ -678,88 +754,15 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
     }
 }
 
+/// SQLSTATE of a query blocked by a rule's `error_msg` (insufficient_privilege).
+const BLOCKED_SQLSTATE: &str = "42501";
+
 /// How the transaction holding uncommitted `SET`s went.
 #[derive(Default)]
 struct PendingOutcome {
     error: bool,
     rolled_back: bool,
     in_transaction: bool,
-}
-
-/// The session's bookkeeping that forwarding client messages updates.
-struct Flow<'a> {
-    batch_open: &'a mut bool,
-    pinned: &'a mut Option<&'static str>,
-    pending: &'a mut Vec<Change>,
-    outstanding: &'a mut u32,
-}
-
-/// Forwards `first` and every further complete client message already buffered (up to a
-/// Terminate, which the pump handles) in one write: a pipelined Parse/Bind/Describe/Execute/Sync
-/// costs one syscall, not five.
-async fn forward(
-    fe: &PgFrontend,
-    conn: &mut PgConn,
-    stmts: &mut SessionStatements,
-    reader: &mut Reader,
-    first: &[u8],
-    flow: Flow<'_>,
-) -> Result<(), PgError> {
-    let max = fe.config.load().pgsql.variables.max_prepared_statements as usize;
-    let mut out = Vec::with_capacity(first.len() + reader.buf.len() + 32);
-    let mut add = |m: &[u8], out: &mut Vec<u8>| {
-        note(m, flow.pinned, flow.pending);
-        if matches!(m[0], b'Q' | b'S' | b'F') {
-            *flow.outstanding += 1;
-        }
-        stage(conn, stmts, m, max, flow.batch_open, out);
-    };
-    add(first, &mut out);
-    while let Some(n) = complete_len(&reader.buf)? {
-        if reader.buf[0] == b'X' {
-            break;
-        }
-        let m = reader.buf.split_to(n);
-        add(&m, &mut out);
-    }
-    conn.stream.write_all(&out).await?;
-    Ok(())
-}
-
-/// Appends one client message for the server to `out`, mapping prepared statement names.
-fn stage(
-    conn: &mut PgConn,
-    stmts: &mut SessionStatements,
-    m: &[u8],
-    max: usize,
-    batch_open: &mut bool,
-    out: &mut Vec<u8>,
-) {
-    match m[0] {
-        b'P' | b'B' | b'D' | b'C' => {
-            *batch_open = true;
-            return stmts.outgoing(m, &mut conn.prepared, max, out);
-        }
-        b'E' | b'H' => *batch_open = true,
-        b'S' => {
-            *batch_open = false;
-            stmts.batch_sent();
-        }
-        // FunctionCall is answered with its own ReadyForQuery, like a Query.
-        b'F' => stmts.batch_sent(),
-        b'Q' => {
-            stmts.batch_sent();
-            // These drop every prepared statement on the connection, Sluice's included.
-            let q = &m[5..m.len().min(5 + 32)];
-            let q = String::from_utf8_lossy(q).to_ascii_lowercase();
-            let q = q.trim_start();
-            if q.starts_with("discard all") || q.starts_with("deallocate all") {
-                conn.prepared.clear();
-            }
-        }
-        _ => {}
-    }
-    out.extend_from_slice(m);
 }
 
 enum Ev {

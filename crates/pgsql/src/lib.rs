@@ -2,8 +2,10 @@
 //! interface on port 6132 (`psql -h 127.0.0.1 -p 6132 -U admin`): the same admin store the
 //! MySQL-protocol admin port reaches, with results as text columns.
 
+mod forward;
 pub mod frontend;
 pub mod limits;
+pub mod processor;
 mod session_sets;
 mod split;
 mod statements;

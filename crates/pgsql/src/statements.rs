@@ -112,6 +112,15 @@ impl SessionStatements {
         server_name
     }
 
+    /// The query text of the named statement a Bind message refers to.
+    pub fn bound_query(&self, bind: &[u8]) -> Option<&[u8]> {
+        let (_portal, rest) = cstr(bind.get(5..)?)?;
+        let (name, _) = cstr(rest)?;
+        let st = self.by_client_name.get(name)?;
+        let (query, _) = cstr(&st.definition)?;
+        Some(query)
+    }
+
     /// A Sync or Query went to the server: later messages belong to the next batch.
     pub fn batch_sent(&mut self) {
         self.batches_sent += 1;

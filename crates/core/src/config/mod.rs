@@ -6,6 +6,8 @@ mod mysql_tables;
 mod mysql_variables;
 mod pgsql;
 mod proxysql_names;
+mod query_rules;
+mod query_variables;
 mod values;
 
 pub use admin_variables::AdminVariables;
@@ -13,6 +15,8 @@ pub use mysql_tables::{MysqlHostgroupAttributes, MysqlServer, MysqlUser};
 pub use mysql_variables::{MysqlVariables, SetOutcome};
 pub use pgsql::{PgsqlServer, PgsqlUser, PgsqlVariables};
 pub use proxysql_names::PROXYSQL_MYSQL_VARIABLES;
+pub use query_rules::{FastRoute, QueryRule};
+pub use query_variables::QueryVariables;
 pub use values::*;
 
 use crate::Error;
@@ -36,6 +40,14 @@ pub struct Config {
     pub mysql_users: Vec<MysqlUser>,
     /// `mysql_hostgroup_attributes` rows.
     pub mysql_hostgroup_attributes: Vec<MysqlHostgroupAttributes>,
+    /// `mysql_query_rules` rows.
+    pub mysql_query_rules: Vec<QueryRule>,
+    /// `mysql_query_rules_fast_routing` rows.
+    pub mysql_query_rules_fast_routing: Vec<FastRoute>,
+    /// `pgsql_query_rules` rows.
+    pub pgsql_query_rules: Vec<QueryRule>,
+    /// `pgsql_query_rules_fast_routing` rows.
+    pub pgsql_query_rules_fast_routing: Vec<FastRoute>,
     /// `pgsql-*` variables.
     pub pgsql_variables: PgsqlVariables,
     /// `pgsql_servers` rows.
@@ -66,6 +78,14 @@ struct RawFile {
     pgsql_servers: Vec<Spanned<PgsqlServer>>,
     #[serde(default)]
     pgsql_users: Vec<Spanned<PgsqlUser>>,
+    #[serde(default)]
+    mysql_query_rules: Vec<Spanned<QueryRule>>,
+    #[serde(default)]
+    mysql_query_rules_fast_routing: Vec<FastRoute>,
+    #[serde(default)]
+    pgsql_query_rules: Vec<Spanned<QueryRule>>,
+    #[serde(default)]
+    pgsql_query_rules_fast_routing: Vec<FastRoute>,
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
@@ -270,6 +290,44 @@ impl Config {
                 ));
             }
             cfg.pgsql_users.push(u);
+        }
+        for (table, rows, fast, out_rules, out_fast) in [
+            (
+                "mysql_query_rules",
+                raw.mysql_query_rules,
+                raw.mysql_query_rules_fast_routing,
+                &mut cfg.mysql_query_rules,
+                &mut cfg.mysql_query_rules_fast_routing,
+            ),
+            (
+                "pgsql_query_rules",
+                raw.pgsql_query_rules,
+                raw.pgsql_query_rules_fast_routing,
+                &mut cfg.pgsql_query_rules,
+                &mut cfg.pgsql_query_rules_fast_routing,
+            ),
+        ] {
+            let mut ids = HashSet::new();
+            for row in rows {
+                let offset = row.span().start;
+                let r = row.into_inner();
+                if !ids.insert(r.rule_id) {
+                    return Err(invalid(
+                        offset,
+                        format!("{table}: duplicate rule_id {}", r.rule_id),
+                    ));
+                }
+                // Inactive rules are validated too: activating one later must not fail a LOAD.
+                let probe = QueryRule {
+                    active: Flag(true),
+                    ..r.clone()
+                };
+                if let Err(e) = crate::query::RuleSet::compile(&[probe], &[]) {
+                    return Err(invalid(offset, format!("{table} {e}")));
+                }
+                out_rules.push(r);
+            }
+            *out_fast = fast;
         }
         for u in cfg.mysql_users.iter().filter(|u| u.frontend.0) {
             let hg = u.default_hostgroup.0;

@@ -55,14 +55,14 @@ pub struct MysqlVariables {
     pub auto_increment_delay_multiplex_timeout_ms: u64,
     /// Client idle timeout (ms); a client's `SET wait_timeout` may lower it for its session.
     pub wait_timeout: u64,
-    /// Throttle: every query forwarded to a backend waits this long first (ms; 0 = off).
-    pub default_query_delay: u64,
     /// Forward `SELECT @@version` / `VERSION()` to the backend instead of answering them.
     pub select_version_forwarding: bool,
     /// Monitor account (used by the monitor).
     pub monitor_username: String,
     /// Monitor password.
     pub monitor_password: String,
+    /// Query processor: digests, cache, hints, delay, timeout.
+    pub query: super::QueryVariables,
     /// ProxySQL variables accepted for compatibility that have no effect in this version.
     pub accepted_unimplemented: BTreeMap<String, String>,
 }
@@ -93,10 +93,10 @@ impl Default for MysqlVariables {
             auto_increment_delay_multiplex: 5,
             auto_increment_delay_multiplex_timeout_ms: 10_000,
             wait_timeout: 28_800_000,
-            default_query_delay: 0,
             select_version_forwarding: false,
             monitor_username: "monitor".into(),
             monitor_password: "monitor".into(),
+            query: super::QueryVariables::default(),
             accepted_unimplemented: BTreeMap::new(),
         }
     }
@@ -134,6 +134,9 @@ impl MysqlVariables {
     /// Sets one variable from text. Unknown names and bad values are errors naming the variable.
     pub fn set(&mut self, name: &str, value: &str) -> Result<SetOutcome, String> {
         let v = value;
+        if let Some(r) = self.query.set("mysql", name, v) {
+            return r.map(|()| SetOutcome::Applied);
+        }
         match name {
             "interfaces" => {
                 if v.split(';').all(|i| {
@@ -189,7 +192,6 @@ impl MysqlVariables {
                 self.auto_increment_delay_multiplex_timeout_ms = int(name, v, 0, 3_600_000)?
             }
             "wait_timeout" => self.wait_timeout = int(name, v, 0, 31_536_000_000)?,
-            "default_query_delay" => self.default_query_delay = int(name, v, 0, 3_600_000)?,
             "select_version_forwarding" => self.select_version_forwarding = int(name, v, 0, 3)? > 0,
             "monitor_username" => self.monitor_username = v.to_string(),
             "monitor_password" => self.monitor_password = v.to_string(),
@@ -258,16 +260,13 @@ impl MysqlVariables {
             ),
             ("wait_timeout".into(), self.wait_timeout.to_string()),
             (
-                "default_query_delay".into(),
-                self.default_query_delay.to_string(),
-            ),
-            (
                 "select_version_forwarding".into(),
                 u8::from(self.select_version_forwarding).to_string(),
             ),
             ("monitor_username".into(), self.monitor_username.clone()),
             ("monitor_password".into(), self.monitor_password.clone()),
         ];
+        v.extend(self.query.pairs());
         v.extend(
             self.accepted_unimplemented
                 .iter()

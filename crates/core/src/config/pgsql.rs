@@ -116,6 +116,8 @@ pub struct PgsqlVariables {
     pub ssl_cert: String,
     /// Frontend TLS key (PEM path). Sluice addition; empty = generated in the datadir.
     pub ssl_key: String,
+    /// Query processor: digests, cache, hints, delay, timeout.
+    pub query: super::QueryVariables,
 }
 
 impl Default for PgsqlVariables {
@@ -131,6 +133,7 @@ impl Default for PgsqlVariables {
             max_prepared_statements: 200,
             ssl_cert: String::new(),
             ssl_key: String::new(),
+            query: super::QueryVariables::default(),
         }
     }
 }
@@ -148,6 +151,9 @@ impl PgsqlVariables {
             }
             Ok(n)
         };
+        if let Some(r) = self.query.set("pgsql", name, v) {
+            return r.map(|()| SetOutcome::Applied);
+        }
         match name {
             "interfaces" => self.interfaces = v.to_string(),
             "server_version" => self.server_version = v.to_string(),
@@ -175,7 +181,7 @@ impl PgsqlVariables {
 
     /// Every variable as (name, value).
     pub fn pairs(&self) -> Vec<(String, String)> {
-        vec![
+        let mut v = vec![
             ("interfaces".into(), self.interfaces.clone()),
             ("server_version".into(), self.server_version.clone()),
             ("max_connections".into(), self.max_connections.to_string()),
@@ -198,6 +204,8 @@ impl PgsqlVariables {
             ),
             ("ssl_cert".into(), self.ssl_cert.clone()),
             ("ssl_key".into(), self.ssl_key.clone()),
-        ]
+        ];
+        v.extend(self.query.pairs());
+        v
     }
 }

@@ -12,6 +12,9 @@ use sluice_mysql_proto::reply::{ReplyKind, ReplyTracker};
 use std::time::Duration;
 use tracing::warn;
 
+/// Largest reply copied for the query cache; a bigger one is relayed and not cached.
+const CAPTURE_LIMIT: usize = 4 << 20;
+
 /// Why a command could not be forwarded.
 pub(super) enum ForwardFailure {
     /// An error to report to the client (the session continues).
@@ -22,7 +25,7 @@ pub(super) enum ForwardFailure {
 }
 
 impl Session {
-    fn backend_secret(&self, rt: &RuntimeConfig) -> Result<BackendSecret, Error> {
+    pub(super) fn backend_secret(&self, rt: &RuntimeConfig) -> Result<BackendSecret, Error> {
         let name = &self.login.user.username;
         match rt.mysql.backend_users.get(name) {
             None => Err(Error::Backend(sluice_mysql_backend::Error::NoBackendUser(
@@ -62,7 +65,7 @@ impl Session {
             }
         }
         let vars = &rt.mysql.variables;
-        let hostgroup = self.login.user.default_hostgroup.0;
+        let hostgroup = self.route_hostgroup;
         let servers = rt
             .mysql
             .hostgroups
@@ -70,18 +73,13 @@ impl Session {
             .map(Vec::as_slice)
             .unwrap_or(&[]);
         let secret = self.backend_secret(&rt).map_err(ForwardFailure::Report)?;
-        let req = CheckoutRequest {
+        let req = checkout_request(
+            vars,
             hostgroup,
             servers,
-            user: &self.login.user.username,
-            secret: &secret,
-            charset: self.login.charset,
-            client_caps: self.login.capabilities,
-            connect_timeout: Duration::from_millis(vars.connect_timeout_server),
-            connect_timeout_max: Duration::from_millis(vars.connect_timeout_server_max),
-            retry_delay: Duration::from_millis(vars.connect_retries_delay),
-            max_packet: (vars.max_allowed_packet as usize).max(64 << 20),
-        };
+            (&self.login.user.username, &secret),
+            (self.login.charset, self.login.capabilities),
+        );
         let mut pooled = match self.fe.pool.checkout(&req).await {
             Ok(p) => p,
             Err(e) => {
@@ -154,6 +152,14 @@ impl Session {
             // Only a command that never left Sluice is retried elsewhere: once it reached a
             // server it may have run, and running it twice is worse than an error.
             let (outcome, retryable) = match conn.send_raw(raw).await {
+                Ok(()) if self.capture.is_some() => {
+                    let mut tee = crate::capture::Capture::new(
+                        &mut self.io.stream,
+                        &mut self.capture,
+                        CAPTURE_LIMIT,
+                    );
+                    (conn.relay_reply(kind, &mut tee).await, false)
+                }
                 Ok(()) => (conn.relay_reply(kind, &mut self.io.stream).await, false),
                 Err(error) => (
                     RelayOutcome::BackendFailed {
@@ -176,6 +182,10 @@ impl Session {
         match outcome {
             RelayOutcome::Complete(t) => {
                 self.backend_fresh = false;
+                if let Some(b) = self.backend.as_ref() {
+                    let k = b.key();
+                    self.fe.counters.count_server_query(k.hostgroup, &k.server);
+                }
                 if let (Some(code), Some(b)) = (t.error_code, self.backend.as_ref()) {
                     let k = b.key();
                     let key = (
@@ -241,6 +251,29 @@ impl Session {
         if self.io.write(seq, payload).await.is_err() {
             self.client_gone = true;
         }
+    }
+}
+
+/// A checkout of `servers` in `hostgroup` for `user` with the session's reply-shaping
+/// (charset, capabilities), under the configured connect timeouts.
+pub(super) fn checkout_request<'a>(
+    vars: &sluice_core::config::MysqlVariables,
+    hostgroup: u32,
+    servers: &'a [sluice_core::runtime::HostgroupServer],
+    (user, secret): (&'a str, &'a BackendSecret),
+    (charset, client_caps): (u8, u32),
+) -> CheckoutRequest<'a> {
+    CheckoutRequest {
+        hostgroup,
+        servers,
+        user,
+        secret,
+        charset,
+        client_caps,
+        connect_timeout: Duration::from_millis(vars.connect_timeout_server),
+        connect_timeout_max: Duration::from_millis(vars.connect_timeout_server_max),
+        retry_delay: Duration::from_millis(vars.connect_retries_delay),
+        max_packet: (vars.max_allowed_packet as usize).max(64 << 20),
     }
 }
 

@@ -11,6 +11,7 @@ mod change_user;
 mod forward;
 pub mod pins;
 mod prepared;
+mod processor;
 mod query;
 
 use crate::error::Error;
@@ -64,6 +65,16 @@ pub struct Session {
     published_reason: Option<&'static str>,
     fe: Arc<MysqlFrontend>,
     slot: SessionSlot,
+    /// The flag the next query starts the rules with (`next_query_flagIN`).
+    next_flag_in: u32,
+    /// Where the current command goes when the session holds no backend connection.
+    route_hostgroup: u32,
+    /// Set while a reply is being copied for the query cache.
+    capture: Option<Vec<u8>>,
+    /// Client IP, as rules and digests see it.
+    client_ip: String,
+    /// Sluice IP the client connected to.
+    local_ip: String,
 }
 
 /// How a command ended for the session loop.
@@ -87,6 +98,9 @@ impl Session {
         };
         let mut pins = Pins::default();
         pins.clear();
+        let route_hostgroup = login.user.default_hostgroup.0;
+        let client_ip = io.peer.ip().to_string();
+        let local_ip = io.local.ip().to_string();
         let mut s = Session {
             id,
             io,
@@ -102,6 +116,11 @@ impl Session {
             client_gone: false,
             backend_tainted: false,
             published_reason: None,
+            next_flag_in: 0,
+            route_hostgroup,
+            capture: None,
+            client_ip,
+            local_ip,
             fe,
             slot,
         };
@@ -266,6 +285,7 @@ impl Session {
             return Next::Close;
         };
         let reply_seq = pk.seq.wrapping_add(1);
+        self.route_hostgroup = self.login.user.default_hostgroup.0;
         match cmd {
             com::QUIT => Next::Close,
             com::PING => self.reply_ok(reply_seq).await,

@@ -38,6 +38,8 @@ pub struct Pins {
     pub cursors: HashSet<u32>,
     /// Multiplexing is turned off for this session (globally, for its user or its hostgroup).
     pub disabled: bool,
+    /// A query rule with `multiplex=0` or `sticky_conn=1` matched (until one with `multiplex=1`).
+    pub rule_pinned: bool,
 }
 
 impl Pins {
@@ -45,6 +47,8 @@ impl Pins {
     pub fn reason(&self) -> Option<&'static str> {
         Some(if self.disabled {
             "multiplexing disabled"
+        } else if self.rule_pinned {
+            "query rule (multiplex=0)"
         } else if self.status & status::IN_TRANS != 0 {
             "transaction"
         } else if self.status & status::AUTOCOMMIT == 0 {

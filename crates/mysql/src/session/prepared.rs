@@ -183,6 +183,23 @@ impl Session {
                 .await;
             return Next::Continue;
         };
+        // Rules see the statement's text at every execution, like a text query: routing,
+        // blocking, delay and digest stats apply to prepared statements too.
+        let started = std::time::Instant::now();
+        let sql = String::from_utf8_lossy(&cs.meta.sql).into_owned();
+        let plan = self.plan_query(&sql);
+        if let Some(d) = &plan {
+            if d.action.error_msg.is_some() {
+                return self
+                    .rule_answer(d, seq, started)
+                    .await
+                    .unwrap_or(Next::Continue);
+            }
+            if let Some(hg) = d.action.destination_hostgroup {
+                self.route_hostgroup = hg;
+            }
+        }
+        self.delay(plan.as_ref()).await;
         let backend_id = match self.backend_stmt_id(&cs.meta).await {
             Ok(b) => b,
             Err(f) => {
@@ -200,6 +217,9 @@ impl Session {
             .forward_bytes(&raw, pk.seq, ReplyKind::ResultSets)
             .await;
         self.pins.long_data.remove(&id);
+        if let Some(d) = &plan {
+            self.after_forward(&sql, d, t.as_ref(), started, None, None);
+        }
         if let Some(t) = t {
             if cursor && t.status & status::CURSOR_EXISTS != 0 {
                 self.pins.cursors.insert(id);

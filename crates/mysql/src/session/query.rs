@@ -43,14 +43,34 @@ fn quote_literal(v: &str) -> String {
 
 impl Session {
     pub(super) async fn query(&mut self, pk: &Packet) -> Next {
-        let sql_bytes = &pk.payload[1..];
+        let started = std::time::Instant::now();
+        let reply_seq = pk.seq.wrapping_add(1);
+        let original = String::from_utf8_lossy(&pk.payload[1..]);
+        let plan = self.plan_query(&original);
+        if let Some(d) = &plan
+            && let Some(next) = self.rule_answer(d, reply_seq, started).await
+        {
+            return next;
+        }
+        let rewritten: Option<Vec<u8>> = plan
+            .as_ref()
+            .and_then(|d| d.action.rewritten.as_deref())
+            .map(|t| {
+                let mut p = Vec::with_capacity(t.len() + 1);
+                p.push(sluice_mysql_proto::consts::com::QUERY);
+                p.extend_from_slice(t.as_bytes());
+                sluice_mysql_proto::framing::packet(pk.seq, &p)
+            });
+        let sql_bytes: &[u8] = match plan.as_ref().and_then(|d| d.action.rewritten.as_deref()) {
+            Some(t) => t.as_bytes(),
+            None => &pk.payload[1..],
+        };
         let effects: Vec<Effects> = if needs_classification(sql_bytes) {
             let text = String::from_utf8_lossy(sql_bytes);
             split_statements(&text).into_iter().map(classify).collect()
         } else {
             Vec::new()
         };
-        let reply_seq = pk.seq.wrapping_add(1);
         if let [only] = effects.as_slice() {
             if let Some(answer) = &only.answer {
                 let forward_version = self
@@ -77,14 +97,30 @@ impl Session {
                 return self.reply_ok(reply_seq).await;
             }
         }
-        let delay = self.fe.config.load().mysql.variables.default_query_delay;
-        if delay > 0 {
-            // mysql-default_query_delay: ProxySQL's global throttle, applied before the backend.
-            tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
+        self.delay(plan.as_ref()).await;
+        if let Some(hg) = plan.as_ref().and_then(|d| d.action.destination_hostgroup) {
+            self.route_hostgroup = hg;
         }
-        let Some(t) = self.forward(pk, ReplyKind::ResultSets).await else {
+        let cache_ttl = plan.as_ref().and_then(|d| self.cache_ttl(d));
+        if let (Some(_), Some(d)) = (cache_ttl, plan.as_ref()) {
+            if self.serve_cached(&original, d, started).await {
+                return Next::Continue;
+            }
+            self.capture = Some(Vec::new());
+        }
+        if let Some(hg) = plan.as_ref().and_then(|d| d.action.mirror_hostgroup) {
+            self.mirror(hg, std::str::from_utf8(sql_bytes).unwrap_or(&original));
+        }
+        let timeout = self.query_timeout(plan.as_ref());
+        let t = self.forward_timed(pk, rewritten.as_deref(), timeout).await;
+        let captured = self.capture.take();
+        if let Some(d) = &plan {
+            self.after_forward(&original, d, t.as_ref(), started, captured, cache_ttl);
+        }
+        let Some(t) = t else {
             return Next::Continue;
         };
+        let keep_multiplexing = plan.as_ref().and_then(|d| d.action.multiplex) == Some(2);
         // With multi-statements, the statements before an error ran; the rest did not.
         let ran = if t.error {
             (t.results as usize).min(effects.len())
@@ -94,7 +130,9 @@ impl Session {
         let mut read_back: Vec<String> = Vec::new();
         let mut state_changed = false;
         for e in &effects[..ran] {
-            self.pins.apply(e);
+            if !keep_multiplexing {
+                self.pins.apply(e);
+            }
             if let Some(db) = &e.use_schema {
                 self.state.schema = Some(db.clone());
                 state_changed = true;
@@ -127,6 +165,34 @@ impl Session {
         }
         self.note_insert_id(&t);
         Next::Continue
+    }
+
+    /// Forwards a COM_QUERY (or its rewritten form) under an optional timeout: a timer sends
+    /// `KILL QUERY` from another connection if the reply has not completed by then.
+    async fn forward_timed(
+        &mut self,
+        pk: &Packet,
+        rewritten: Option<&[u8]>,
+        timeout: Option<std::time::Duration>,
+    ) -> Option<sluice_mysql_proto::reply::ReplyTracker> {
+        let killer = match timeout {
+            Some(after) => {
+                if let Err(f) = self.ensure_backend().await {
+                    self.report(pk.seq.wrapping_add(1), f).await;
+                    return None;
+                }
+                self.arm_killer(after)
+            }
+            None => None,
+        };
+        let t = match rewritten {
+            Some(raw) => self.forward_bytes(raw, pk.seq, ReplyKind::ResultSets).await,
+            None => self.forward(pk, ReplyKind::ResultSets).await,
+        };
+        if let Some(k) = killer {
+            k.abort();
+        }
+        t
     }
 
     /// Remembers an auto-increment id a statement generated, and keeps the backend connection

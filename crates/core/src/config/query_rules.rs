@@ -1,0 +1,138 @@
+//! `mysql_query_rules` / `pgsql_query_rules` and their `_fast_routing` twins, with ProxySQL's
+//! column names. NULL columns are `None` (the rule does not look at / does not set them).
+
+use super::values::Flag;
+use serde::{Deserialize, Serialize};
+
+/// One query rule. `schemaname` is `database` in `pgsql_query_rules`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueryRule {
+    /// Evaluation order (ascending).
+    pub rule_id: u32,
+    /// Only active rules are evaluated (ProxySQL's default is 0).
+    #[serde(default)]
+    pub active: Flag,
+    /// Match only this user.
+    #[serde(default)]
+    pub username: Option<String>,
+    /// Match only this schema (MySQL) / database (PostgreSQL).
+    #[serde(default, alias = "database")]
+    pub schemaname: Option<String>,
+    /// The flag a query must carry for this rule to be evaluated.
+    #[serde(default, rename = "flagIN")]
+    pub flag_in: u32,
+    /// Match only clients from this address (a trailing `%` matches a prefix).
+    #[serde(default)]
+    pub client_addr: Option<String>,
+    /// Match only connections to this proxy address.
+    #[serde(default)]
+    pub proxy_addr: Option<String>,
+    /// Match only connections to this proxy port.
+    #[serde(default)]
+    pub proxy_port: Option<u16>,
+    /// Match this exact digest (`0x…` hex).
+    #[serde(default)]
+    pub digest: Option<String>,
+    /// Regex on the digest text.
+    #[serde(default)]
+    pub match_digest: Option<String>,
+    /// Regex on the query text.
+    #[serde(default)]
+    pub match_pattern: Option<String>,
+    /// Invert `match_pattern`.
+    #[serde(default)]
+    pub negate_match_pattern: Flag,
+    /// `CASELESS`, `GLOBAL` (comma separated).
+    #[serde(default = "caseless")]
+    pub re_modifiers: Option<String>,
+    /// Flag the query carries on after this rule (chains).
+    #[serde(default, rename = "flagOUT")]
+    pub flag_out: Option<u32>,
+    /// Rewrite: replacement for `match_pattern` (`\1` / `$1` capture groups).
+    #[serde(default)]
+    pub replace_pattern: Option<String>,
+    /// Route to this hostgroup.
+    #[serde(default)]
+    pub destination_hostgroup: Option<u32>,
+    /// Cache the result this many ms.
+    #[serde(default)]
+    pub cache_ttl: Option<u64>,
+    /// Cache empty results too (default: `query_cache_stores_empty_result`).
+    #[serde(default)]
+    pub cache_empty_result: Option<Flag>,
+    /// Accepted for compatibility.
+    #[serde(default)]
+    pub cache_timeout: Option<u64>,
+    /// Accepted for compatibility.
+    #[serde(default)]
+    pub reconnect: Option<Flag>,
+    /// Kill the query on the server after this many ms.
+    #[serde(default)]
+    pub timeout: Option<u64>,
+    /// Retries when the backend connection fails before the query ran.
+    #[serde(default)]
+    pub retries: Option<u32>,
+    /// Hold the query this many ms (added to the global delay).
+    #[serde(default)]
+    pub delay: Option<u64>,
+    /// The session's next query starts with this flag.
+    #[serde(default, rename = "next_query_flagIN")]
+    pub next_query_flag_in: Option<u32>,
+    /// Mirror copies start the rules at this flag.
+    #[serde(default, rename = "mirror_flagOUT")]
+    pub mirror_flag_out: Option<u32>,
+    /// Send a fire-and-forget copy to this hostgroup.
+    #[serde(default)]
+    pub mirror_hostgroup: Option<u32>,
+    /// Block the query with this error.
+    #[serde(default)]
+    pub error_msg: Option<String>,
+    /// Answer OK with this message without reaching a backend.
+    #[serde(default, rename = "OK_msg")]
+    pub ok_msg: Option<String>,
+    /// Keep the session on its backend connection.
+    #[serde(default)]
+    pub sticky_conn: Option<Flag>,
+    /// 0 = stop multiplexing the session, 1 = allow it again, 2 = this query never pins.
+    #[serde(default)]
+    pub multiplex: Option<u8>,
+    /// Accepted for compatibility (MySQL GTID causal reads).
+    #[serde(default)]
+    pub gtid_from_hostgroup: Option<u32>,
+    /// Log matching queries.
+    #[serde(default)]
+    pub log: Option<Flag>,
+    /// Stop evaluating rules after this one.
+    #[serde(default)]
+    pub apply: Flag,
+    /// JSON attributes (kept).
+    #[serde(default)]
+    pub attributes: String,
+    /// Free text.
+    #[serde(default)]
+    pub comment: Option<String>,
+}
+
+fn caseless() -> Option<String> {
+    Some("CASELESS".into())
+}
+
+/// One `*_query_rules_fast_routing` row: (user, schema, flagIN) → hostgroup.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FastRoute {
+    /// User.
+    pub username: String,
+    /// Schema (MySQL) / database (PostgreSQL).
+    #[serde(alias = "database")]
+    pub schemaname: String,
+    /// Flag.
+    #[serde(default, rename = "flagIN")]
+    pub flag_in: u32,
+    /// Target.
+    pub destination_hostgroup: u32,
+    /// Free text.
+    #[serde(default)]
+    pub comment: String,
+}

@@ -1,0 +1,782 @@
+//! Query digests: one pass over the SQL text that replaces literals with `?`, collapses value
+//! lists, drops comments (remembering where the first one is, for hints), folds whitespace and
+//! keyword case, and notes what routing and the cache need: the statement kind, whether it is a
+//! locking read, and the tables it names. The output is written into one buffer; nothing is
+//! allocated per token, and no input makes it fail.
+
+/// The SQL dialect: the two differ in quoting, comments and parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Dialect {
+    /// MySQL / MariaDB: backticks, `#` comments, `"` strings, `0x`/`X''`/`b''` literals.
+    Mysql,
+    /// PostgreSQL: `$1` parameters, `$tag$` quotes, `E''` strings, `"` identifiers.
+    Pgsql,
+}
+
+/// What a statement does, from its first word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StatementKind {
+    /// SELECT (or WITH … SELECT, or a parenthesised SELECT).
+    Select,
+    /// INSERT.
+    Insert,
+    /// UPDATE.
+    Update,
+    /// DELETE.
+    Delete,
+    /// REPLACE (MySQL).
+    Replace,
+    /// CREATE / ALTER / DROP / TRUNCATE / RENAME.
+    Ddl,
+    /// COPY (PostgreSQL) or LOAD DATA (MySQL).
+    Copy,
+    /// Anything else (SET, SHOW, BEGIN, CALL, ...).
+    #[default]
+    Other,
+}
+
+impl StatementKind {
+    /// True when the statement may change table contents (cache invalidation).
+    pub fn writes(self) -> bool {
+        matches!(
+            self,
+            StatementKind::Insert
+                | StatementKind::Update
+                | StatementKind::Delete
+                | StatementKind::Replace
+                | StatementKind::Ddl
+                | StatementKind::Copy
+        )
+    }
+}
+
+/// Most table names remembered per statement; beyond it [`Digest::tables_complete`] is false.
+pub const MAX_TABLES: usize = 8;
+
+/// The result of [`digest`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Digest {
+    /// The normalised text (`digest_text`), at most the requested length.
+    pub text: String,
+    /// A stable 64-bit hash of `text` (FNV-1a).
+    pub hash: u64,
+    /// Byte range of the first comment's body in the query, for hints.
+    pub first_comment: Option<(usize, usize)>,
+    /// What the (first) statement does.
+    pub kind: StatementKind,
+    /// `SELECT … FOR UPDATE / FOR SHARE / LOCK IN SHARE MODE`.
+    pub locking_read: bool,
+    /// Tables named after FROM / JOIN / UPDATE / INTO / TABLE, unqualified and lower-cased.
+    pub tables: Vec<String>,
+    /// False when more tables were named than [`MAX_TABLES`].
+    pub tables_complete: bool,
+}
+
+impl Digest {
+    /// `0x` + 16 upper-case hex digits, the way ProxySQL shows a digest.
+    pub fn hex(&self) -> String {
+        format!("0x{:016X}", self.hash)
+    }
+
+    /// The first comment's body within `sql` (the text this digest was made from).
+    pub fn first_comment<'a>(&self, sql: &'a str) -> Option<&'a str> {
+        self.first_comment.and_then(|(s, e)| sql.get(s..e))
+    }
+}
+
+/// FNV-1a over `bytes`: stable across processes and versions, unlike std's hasher.
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// Normalises `sql`. `max_len` bounds the digest text (ProxySQL's
+/// `query_digests_max_digest_length`); the whole query is still scanned for tables and kind.
+pub fn digest(sql: &str, dialect: Dialect, max_len: usize) -> Digest {
+    let mut t = Tokenizer::new(sql.as_bytes(), dialect, max_len);
+    t.run();
+    t.finish()
+}
+
+/// Keywords whose case is folded to upper case in the digest. Sorted (binary search).
+const KEYWORDS: &[&str] = &[
+    "ADD",
+    "ALL",
+    "ALTER",
+    "AND",
+    "ANY",
+    "AS",
+    "ASC",
+    "BEGIN",
+    "BETWEEN",
+    "BY",
+    "CALL",
+    "CASE",
+    "CAST",
+    "COMMIT",
+    "CREATE",
+    "CROSS",
+    "DATABASE",
+    "DEFAULT",
+    "DELETE",
+    "DESC",
+    "DISTINCT",
+    "DROP",
+    "DUPLICATE",
+    "ELSE",
+    "END",
+    "EXISTS",
+    "EXPLAIN",
+    "FALSE",
+    "FOR",
+    "FROM",
+    "FULL",
+    "GROUP",
+    "HAVING",
+    "IF",
+    "IGNORE",
+    "IN",
+    "INDEX",
+    "INNER",
+    "INSERT",
+    "INTERVAL",
+    "INTO",
+    "IS",
+    "JOIN",
+    "KEY",
+    "LEFT",
+    "LIKE",
+    "LIMIT",
+    "LOCK",
+    "MODE",
+    "NOT",
+    "NULL",
+    "OFFSET",
+    "ON",
+    "OR",
+    "ORDER",
+    "OUTER",
+    "REPLACE",
+    "RETURNING",
+    "RIGHT",
+    "ROLLBACK",
+    "SELECT",
+    "SET",
+    "SHARE",
+    "SHOW",
+    "START",
+    "TABLE",
+    "THEN",
+    "TRANSACTION",
+    "TRUE",
+    "TRUNCATE",
+    "UNION",
+    "UPDATE",
+    "USE",
+    "USING",
+    "VALUES",
+    "VIEW",
+    "WHEN",
+    "WHERE",
+    "WITH",
+];
+
+/// Nesting depth up to which value lists are collapsed; deeper groups are kept as they are.
+const MAX_DEPTH: usize = 32;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum TableState {
+    Idle,
+    /// A table name comes next (after FROM, JOIN, ...).
+    Expect,
+    /// A name was read; `.` qualifies it, `,` (in FROM) expects another, a word is an alias.
+    Got,
+    /// After `name.`: the next word replaces the name.
+    Qualified,
+    /// After an alias.
+    Alias,
+}
+
+struct Tokenizer<'a> {
+    src: &'a [u8],
+    i: usize,
+    dialect: Dialect,
+    max: usize,
+    out: Vec<u8>,
+    space: bool,
+    last_keyword: bool,
+    first_comment: Option<(usize, usize)>,
+    depth: usize,
+    opens: [usize; MAX_DEPTH],
+    last_group: [(usize, usize); MAX_DEPTH],
+    ellipsis_end: [usize; MAX_DEPTH],
+    kind: Option<StatementKind>,
+    after_with: bool,
+    prev_kw: &'static str,
+    locking: bool,
+    table_state: TableState,
+    in_from: bool,
+    tables: Vec<String>,
+    tables_complete: bool,
+}
+
+fn is_ident_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b >= 0x80
+}
+
+impl<'a> Tokenizer<'a> {
+    fn new(src: &'a [u8], dialect: Dialect, max: usize) -> Self {
+        Tokenizer {
+            src,
+            i: 0,
+            dialect,
+            max,
+            out: Vec::with_capacity(src.len().min(max) + 8),
+            space: false,
+            last_keyword: true,
+            first_comment: None,
+            depth: 0,
+            opens: [0; MAX_DEPTH],
+            last_group: [(0, 0); MAX_DEPTH],
+            ellipsis_end: [0; MAX_DEPTH],
+            kind: None,
+            after_with: false,
+            prev_kw: "",
+            locking: false,
+            table_state: TableState::Idle,
+            in_from: false,
+            tables: Vec::new(),
+            tables_complete: true,
+        }
+    }
+
+    fn peek(&self, off: usize) -> u8 {
+        self.src.get(self.i + off).copied().unwrap_or(0)
+    }
+
+    /// Writes the pending separator before a token that starts with `next`.
+    fn sep(&mut self, next: u8) {
+        if self.space
+            && let Some(&last) = self.out.last()
+            && !matches!(last, b'(' | b',')
+            && !matches!(next, b')' | b',')
+        {
+            self.push(b" ");
+        } else if next.is_ascii_digit() && self.out.last() == Some(&b'.') {
+            // `...` then `0x` must not read as `.0` when digested again.
+            self.push(b" ");
+        }
+        self.space = false;
+    }
+
+    fn push(&mut self, bytes: &[u8]) {
+        if self.out.len() < self.max {
+            self.out.extend_from_slice(bytes);
+        }
+    }
+
+    fn run(&mut self) {
+        while self.i < self.src.len() {
+            let b = self.src[self.i];
+            match b {
+                b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c => {
+                    self.space = true;
+                    self.i += 1;
+                }
+                b'/' if self.peek(1) == b'*' => self.block_comment(),
+                b'-' if self.peek(1) == b'-' && self.dash_comment_starts() => self.line_comment(),
+                b'#' if self.dialect == Dialect::Mysql => self.line_comment(),
+                b'\'' => {
+                    let escapes = self.dialect == Dialect::Mysql;
+                    self.skip_quoted(b'\'', escapes);
+                    self.literal();
+                }
+                b'"' if self.dialect == Dialect::Mysql => {
+                    self.skip_quoted(b'"', true);
+                    self.literal();
+                }
+                b'"' | b'`' => self.quoted_identifier(b),
+                b'0'..=b'9' => {
+                    if !self.number() {
+                        self.word();
+                    }
+                }
+                b'.' if self.peek(1).is_ascii_digit() => {
+                    self.number();
+                }
+                b'-' | b'+' if self.sign_starts_number() => {
+                    self.i += 1;
+                    if !self.number() {
+                        // Not a number after all (`-1abc`): the sign is an operator.
+                        self.i -= 1;
+                        self.punct(b);
+                    }
+                }
+                b'$' if self.dialect == Dialect::Pgsql => self.dollar(),
+                b'?' => {
+                    self.i += 1;
+                    self.literal();
+                }
+                b'(' => {
+                    self.sep(b'(');
+                    if self.depth < MAX_DEPTH {
+                        self.opens[self.depth] = self.out.len();
+                    }
+                    self.push(b"(");
+                    self.depth += 1;
+                    self.i += 1;
+                    self.last_keyword = true;
+                    if self.table_state == TableState::Expect {
+                        self.table_state = TableState::Idle;
+                    }
+                }
+                b')' => {
+                    self.sep(b')');
+                    self.push(b")");
+                    self.i += 1;
+                    self.close_group();
+                    self.last_keyword = false;
+                }
+                b',' => {
+                    self.sep(b',');
+                    self.push(b",");
+                    self.i += 1;
+                    self.last_keyword = true;
+                    if self.in_from
+                        && matches!(self.table_state, TableState::Got | TableState::Alias)
+                    {
+                        self.table_state = TableState::Expect;
+                    }
+                }
+                b';' => {
+                    self.sep(b';');
+                    self.push(b";");
+                    self.i += 1;
+                    self.last_keyword = true;
+                    self.table_state = TableState::Idle;
+                    self.in_from = false;
+                }
+                b'.' => {
+                    self.sep(b'.');
+                    self.push(b".");
+                    self.i += 1;
+                    if self.table_state == TableState::Got {
+                        self.table_state = TableState::Qualified;
+                    }
+                }
+                _ if is_ident_byte(b) => self.word(),
+                _ => self.punct(b),
+            }
+        }
+    }
+
+    /// Any other single byte (operators, `@`, ...).
+    fn punct(&mut self, b: u8) {
+        self.sep(b);
+        // `--` or `/*` formed by two separate tokens would read as a comment when the digest
+        // is digested again.
+        if (b == b'-' && self.out.last() == Some(&b'-'))
+            || (b == b'*' && self.out.last() == Some(&b'/'))
+        {
+            self.push(b" ");
+        }
+        self.push(&[b]);
+        self.i += 1;
+        self.last_keyword = true;
+        if self.table_state != TableState::Qualified {
+            self.table_state = TableState::Idle;
+        }
+    }
+
+    /// MySQL needs whitespace (or the end) after `--`; PostgreSQL does not.
+    fn dash_comment_starts(&self) -> bool {
+        match self.dialect {
+            Dialect::Pgsql => true,
+            Dialect::Mysql => matches!(self.peek(2), 0 | b' ' | b'\t' | b'\n' | b'\r'),
+        }
+    }
+
+    fn note_comment(&mut self, start: usize, end: usize) {
+        if self.first_comment.is_none() {
+            self.first_comment = Some((start, end.max(start)));
+        }
+    }
+
+    fn block_comment(&mut self) {
+        let body = self.i + 2;
+        let mut j = body;
+        while j + 1 < self.src.len() && !(self.src[j] == b'*' && self.src[j + 1] == b'/') {
+            j += 1;
+        }
+        let end = j.min(self.src.len());
+        self.note_comment(body, end);
+        self.i = (j + 2).min(self.src.len());
+        self.space = true;
+    }
+
+    fn line_comment(&mut self) {
+        let body = self.i + if self.src[self.i] == b'#' { 1 } else { 2 };
+        let mut j = body.min(self.src.len());
+        while j < self.src.len() && self.src[j] != b'\n' {
+            j += 1;
+        }
+        self.note_comment(body.min(j), j);
+        self.i = j;
+        self.space = true;
+    }
+
+    /// Skips a quoted run starting at `self.i` (the opening quote); doubled quotes and, when
+    /// `escapes`, backslash escapes stay inside. An unterminated run ends at the end of input.
+    fn skip_quoted(&mut self, q: u8, escapes: bool) {
+        let mut j = self.i + 1;
+        while j < self.src.len() {
+            let c = self.src[j];
+            if escapes && c == b'\\' {
+                j += 2;
+                continue;
+            }
+            if c == q {
+                if self.src.get(j + 1) == Some(&q) {
+                    j += 2;
+                    continue;
+                }
+                j += 1;
+                break;
+            }
+            j += 1;
+        }
+        self.i = j.min(self.src.len());
+    }
+
+    fn quoted_identifier(&mut self, q: u8) {
+        let start = self.i;
+        self.skip_quoted(q, false);
+        let end = self.i;
+        self.sep(q);
+        let bytes = &self.src[start..end];
+        if self.out.len() < self.max {
+            self.out.extend_from_slice(bytes);
+        }
+        let inner = bytes
+            .get(1..bytes.len().saturating_sub(1))
+            .unwrap_or_default();
+        self.identifier_for_tables(inner);
+        self.last_keyword = false;
+    }
+
+    /// A `-`/`+` directly before a number is part of the literal when it cannot be a binary
+    /// operator (after an operator, `(`, `,`, a keyword or at the start).
+    fn sign_starts_number(&self) -> bool {
+        let next = self.peek(1);
+        let digit = next.is_ascii_digit() || (next == b'.' && self.peek(2).is_ascii_digit());
+        digit && self.last_keyword
+    }
+
+    /// A numeric literal at `self.i`; false (nothing consumed) when the run is a word that
+    /// starts with digits (`1st_table`).
+    fn number(&mut self) -> bool {
+        let start = self.i;
+        let mut j = self.i;
+        let s = self.src;
+        if s[j] == b'0' && matches!(s.get(j + 1), Some(b'x' | b'X' | b'b' | b'B')) {
+            let mut k = j + 2;
+            while k < s.len() && s[k].is_ascii_hexdigit() {
+                k += 1;
+            }
+            if k > j + 2 && !s.get(k).is_some_and(|c| is_ident_byte(*c)) {
+                self.i = k;
+                self.literal();
+                return true;
+            }
+        }
+        while j < s.len() && s[j].is_ascii_digit() {
+            j += 1;
+        }
+        if j < s.len() && is_ident_byte(s[j]) && !matches!(s[j], b'e' | b'E') {
+            // MySQL identifiers may start with digits (`1st_table`).
+            self.i = start;
+            return false;
+        }
+        if s.get(j) == Some(&b'.') {
+            j += 1;
+            while j < s.len() && s[j].is_ascii_digit() {
+                j += 1;
+            }
+        }
+        if matches!(s.get(j), Some(b'e' | b'E')) {
+            let mut k = j + 1;
+            if matches!(s.get(k), Some(b'+' | b'-')) {
+                k += 1;
+            }
+            if s.get(k).is_some_and(u8::is_ascii_digit) {
+                while k < s.len() && s[k].is_ascii_digit() {
+                    k += 1;
+                }
+                j = k;
+            }
+        }
+        self.i = j.max(start + 1);
+        self.literal();
+        true
+    }
+
+    fn dollar(&mut self) {
+        let s = self.src;
+        let mut j = self.i + 1;
+        if s.get(j).is_some_and(u8::is_ascii_digit) {
+            while j < s.len() && s[j].is_ascii_digit() {
+                j += 1;
+            }
+            self.i = j;
+            self.literal();
+            return;
+        }
+        while j < s.len() && (s[j].is_ascii_alphanumeric() || s[j] == b'_' || s[j] >= 0x80) {
+            j += 1;
+        }
+        if s.get(j) == Some(&b'$') {
+            let tag = &s[self.i..=j];
+            let body = j + 1;
+            let close = s[body..]
+                .windows(tag.len())
+                .position(|w| w == tag)
+                .map_or(s.len(), |p| body + p + tag.len());
+            self.i = close;
+            self.literal();
+            return;
+        }
+        self.sep(b'$');
+        self.push(b"$");
+        self.i += 1;
+    }
+
+    /// Emits `?`, collapsing `?,?,?` into `?,...`.
+    fn literal(&mut self) {
+        self.sep(b'?');
+        if self.out.ends_with(b"?,...,") {
+            self.out.pop();
+        } else if self.out.ends_with(b"?,") {
+            self.push(b"...");
+        } else {
+            self.push(b"?");
+        }
+        self.last_keyword = false;
+        if self.table_state != TableState::Qualified {
+            self.table_state = TableState::Idle;
+        }
+    }
+
+    /// After `)`: a group equal to the one just before it (`(?,?),(?,?)`) becomes `...`.
+    fn close_group(&mut self) {
+        if self.depth == 0 {
+            return;
+        }
+        self.depth -= 1;
+        let d = self.depth;
+        if d >= MAX_DEPTH || self.out.len() >= self.max {
+            return;
+        }
+        let s = self.opens[d];
+        let e = self.out.len();
+        let (ps, pe) = self.last_group[d];
+        let same = |out: &[u8]| pe > ps && out.get(ps..pe) == out.get(s..e);
+        if pe + 1 == s && self.out.get(pe) == Some(&b',') && same(&self.out) {
+            self.out.truncate(s);
+            self.out.extend_from_slice(b"...");
+            self.ellipsis_end[d] = self.out.len();
+        } else if self.ellipsis_end[d] > 0
+            && self.ellipsis_end[d] + 1 == s
+            && self.out.get(self.ellipsis_end[d]) == Some(&b',')
+            && same(&self.out)
+        {
+            self.out.truncate(self.ellipsis_end[d]);
+        } else {
+            self.last_group[d] = (s, e);
+            self.ellipsis_end[d] = 0;
+        }
+    }
+
+    fn word(&mut self) {
+        let s = self.src;
+        let start = self.i;
+        let mut j = self.i;
+        while j < s.len() && is_ident_byte(s[j]) {
+            j += 1;
+        }
+        let w = &s[start..j];
+        // Prefixed strings: X'..', B'..', N'..', E'..' (PG), _charset'..' (MySQL).
+        if s.get(j) == Some(&b'\'') {
+            let prefixed = matches!(w, [b'x' | b'X' | b'b' | b'B' | b'n' | b'N'])
+                || (self.dialect == Dialect::Pgsql && matches!(w, [b'e' | b'E']))
+                || (self.dialect == Dialect::Mysql && w.first() == Some(&b'_'));
+            if prefixed {
+                self.i = j;
+                let escapes = self.dialect == Dialect::Mysql || matches!(w, [b'e' | b'E']);
+                self.skip_quoted(b'\'', escapes);
+                self.literal();
+                return;
+            }
+        }
+        if self.dialect == Dialect::Pgsql
+            && matches!(w, [b'u' | b'U'])
+            && s.get(j) == Some(&b'&')
+            && s.get(j + 1) == Some(&b'\'')
+        {
+            self.i = j + 1;
+            self.skip_quoted(b'\'', false);
+            self.literal();
+            return;
+        }
+        self.i = j;
+        self.sep(w[0]);
+        let mut upper = [0u8; 16];
+        let kw = if w.len() <= upper.len() {
+            for (u, c) in upper.iter_mut().zip(w) {
+                *u = c.to_ascii_uppercase();
+            }
+            let up = &upper[..w.len()];
+            KEYWORDS
+                .binary_search_by(|k| k.as_bytes().cmp(up))
+                .ok()
+                .map(|p| KEYWORDS[p])
+        } else {
+            None
+        };
+        match kw {
+            Some(k) => {
+                self.push(k.as_bytes());
+                self.keyword(k);
+                self.last_keyword = true;
+            }
+            None => {
+                if self.out.len() < self.max {
+                    self.out.extend_from_slice(w);
+                }
+                self.identifier_for_tables(w);
+                self.first_word(w);
+                self.last_keyword = false;
+            }
+        }
+    }
+
+    fn first_word(&mut self, w: &[u8]) {
+        if self.kind.is_some() && !self.after_with {
+            return;
+        }
+        let kind = if w.eq_ignore_ascii_case(b"copy") {
+            self.table_state = TableState::Expect;
+            StatementKind::Copy
+        } else if w.eq_ignore_ascii_case(b"load") {
+            StatementKind::Copy
+        } else if w.eq_ignore_ascii_case(b"rename") {
+            StatementKind::Ddl
+        } else if self.after_with {
+            return;
+        } else {
+            StatementKind::Other
+        };
+        self.kind = Some(kind);
+        self.after_with = false;
+    }
+
+    fn keyword(&mut self, k: &'static str) {
+        let verb = match k {
+            "SELECT" => Some(StatementKind::Select),
+            "INSERT" => Some(StatementKind::Insert),
+            "UPDATE" => Some(StatementKind::Update),
+            "DELETE" => Some(StatementKind::Delete),
+            "REPLACE" => Some(StatementKind::Replace),
+            "CREATE" | "ALTER" | "DROP" | "TRUNCATE" => Some(StatementKind::Ddl),
+            _ => None,
+        };
+        if self.kind.is_none() || (self.after_with && self.depth == 0) {
+            if k == "WITH" && self.kind.is_none() {
+                self.kind = Some(StatementKind::Select);
+                self.after_with = true;
+            } else if let Some(v) = verb {
+                self.kind = Some(v);
+                self.after_with = false;
+            } else if self.kind.is_none() {
+                self.kind = Some(StatementKind::Other);
+            }
+        }
+        if (self.prev_kw == "FOR" && (k == "UPDATE" || k == "SHARE"))
+            || (self.prev_kw == "LOCK" && k == "IN")
+        {
+            self.locking = true;
+        }
+        self.prev_kw = k;
+        match k {
+            "FROM" | "JOIN" | "UPDATE" | "INTO" | "TABLE" | "TRUNCATE" => {
+                self.table_state = TableState::Expect;
+                self.in_from = k == "FROM";
+            }
+            "AS" if matches!(self.table_state, TableState::Got) => {}
+            "WHERE" | "SET" | "VALUES" | "ON" | "USING" | "GROUP" | "ORDER" | "LIMIT"
+            | "SELECT" | "UNION" => {
+                self.table_state = TableState::Idle;
+                self.in_from = false;
+            }
+            _ if self.table_state == TableState::Expect => {}
+            _ => self.table_state = TableState::Idle,
+        }
+    }
+
+    fn identifier_for_tables(&mut self, name: &[u8]) {
+        match self.table_state {
+            TableState::Expect => {
+                if self.tables.len() < MAX_TABLES {
+                    self.tables.push(lower(name));
+                } else {
+                    self.tables_complete = false;
+                }
+                self.table_state = TableState::Got;
+            }
+            TableState::Qualified => {
+                if let Some(last) = self.tables.last_mut() {
+                    *last = lower(name);
+                }
+                self.table_state = TableState::Got;
+            }
+            TableState::Got => self.table_state = TableState::Alias,
+            TableState::Alias | TableState::Idle => self.table_state = TableState::Idle,
+        }
+    }
+
+    fn finish(mut self) -> Digest {
+        if self.out.len() > self.max {
+            let mut cut = self.max;
+            while cut > 0 && (self.out[cut] & 0xC0) == 0x80 {
+                cut -= 1;
+            }
+            self.out.truncate(cut);
+        }
+        while self.out.last() == Some(&b';') || self.out.last() == Some(&b' ') {
+            self.out.pop();
+        }
+        let text = match String::from_utf8(self.out) {
+            Ok(t) => t,
+            Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+        };
+        let hash = fnv1a(text.as_bytes());
+        let mut tables = self.tables;
+        tables.dedup();
+        Digest {
+            text,
+            hash,
+            first_comment: self.first_comment,
+            kind: self.kind.unwrap_or_default(),
+            locking_read: self.locking,
+            tables,
+            tables_complete: self.tables_complete,
+        }
+    }
+}
+
+fn lower(name: &[u8]) -> String {
+    String::from_utf8_lossy(name).to_lowercase()
+}

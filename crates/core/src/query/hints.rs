@@ -1,0 +1,60 @@
+//! Query annotations: `key=value` pairs in a query's first comment, as ProxySQL reads them
+//! (`/* hostgroup=2;query_timeout=500 */`). Unknown keys and bad values are ignored.
+
+/// What a first comment asks for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Hints {
+    /// `hostgroup=N`: route this query there.
+    pub hostgroup: Option<u32>,
+    /// `query_delay=ms`: hold the query this long first.
+    pub query_delay_ms: Option<u64>,
+    /// `query_timeout=ms`: kill it on the server after this long.
+    pub query_timeout_ms: Option<u64>,
+    /// `cache_ttl=ms`: cache its result for this long.
+    pub cache_ttl_ms: Option<u64>,
+    /// `query_retries=N`.
+    pub retries: Option<u32>,
+}
+
+impl Hints {
+    /// Reads the hints in a comment body; separators are `;`, `,` and whitespace.
+    pub fn parse(comment: &str) -> Hints {
+        let mut h = Hints::default();
+        for pair in comment.split([';', ',', ' ', '\t', '\n', '\r']) {
+            let Some((k, v)) = pair.split_once('=') else {
+                continue;
+            };
+            let v = v.trim();
+            match k.trim().to_ascii_lowercase().as_str() {
+                "hostgroup" => h.hostgroup = v.parse().ok(),
+                "query_delay" => h.query_delay_ms = v.parse().ok(),
+                "query_timeout" => h.query_timeout_ms = v.parse().ok(),
+                "cache_ttl" => h.cache_ttl_ms = v.parse().ok(),
+                "query_retries" => h.retries = v.parse().ok(),
+                _ => {}
+            }
+        }
+        h
+    }
+
+    /// True when no hint was given.
+    pub fn is_empty(&self) -> bool {
+        *self == Hints::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_proxysql_style_pairs() {
+        let h = Hints::parse(" ;hostgroup=2;query_delay=50 query_timeout=1000,cache_ttl=5000 ");
+        assert_eq!(h.hostgroup, Some(2));
+        assert_eq!(h.query_delay_ms, Some(50));
+        assert_eq!(h.query_timeout_ms, Some(1000));
+        assert_eq!(h.cache_ttl_ms, Some(5000));
+        assert!(Hints::parse("just a comment").is_empty());
+        assert_eq!(Hints::parse("hostgroup=abc").hostgroup, None);
+    }
+}

@@ -1,0 +1,80 @@
+//! The query processor, shared by both protocols: a digest per query ([`digest`]), the rules
+//! that decide where it goes and what happens to it ([`rules`]), first-comment hints
+//! ([`hints`]), the result cache ([`cache`]) and the statistics ([`stats`]).
+
+pub mod cache;
+pub mod digest;
+pub mod hints;
+pub mod rules;
+pub mod stats;
+
+#[cfg(test)]
+mod digest_tests;
+
+pub use cache::{CacheKey, QueryCache};
+pub use digest::{Dialect, Digest, StatementKind, digest};
+pub use hints::Hints;
+pub use rules::{QueryAction, QueryContext, RuleSet};
+pub use stats::{DigestRow, DigestSample, DigestStats, QueryProcessorStats};
+
+use crate::config::QueryVariables;
+
+/// Everything the processor decided about one query.
+#[derive(Debug, Clone, Default)]
+pub struct Decision {
+    /// The query's digest.
+    pub digest: Digest,
+    /// What the rules decided, with hints folded in.
+    pub action: QueryAction,
+}
+
+impl Decision {
+    /// The text to send: the rewritten query, or `original`.
+    pub fn text<'a>(&'a self, original: &'a str) -> &'a str {
+        self.action.rewritten.as_deref().unwrap_or(original)
+    }
+
+    /// Total delay before forwarding (ms): the global delay plus the rule's or hint's.
+    pub fn delay_ms(&self, vars: &QueryVariables) -> u64 {
+        vars.default_query_delay
+            .saturating_add(self.action.delay_ms.unwrap_or(0))
+    }
+}
+
+/// Digests `sql`, evaluates `rules` and applies first-comment hints (hints override rules,
+/// as in ProxySQL).
+pub fn process(
+    rules: &RuleSet,
+    vars: &QueryVariables,
+    ctx: &QueryContext,
+    sql: &str,
+    dialect: Dialect,
+) -> Decision {
+    let digest = digest::digest(sql, dialect, vars.query_digests_max_digest_length as usize);
+    let mut action = if rules.is_empty() {
+        QueryAction::default()
+    } else {
+        rules.evaluate(ctx, sql, &digest)
+    };
+    if vars.query_processor_first_comment_parsing > 0
+        && let Some(c) = digest.first_comment(sql)
+    {
+        let h = Hints::parse(c);
+        if h.hostgroup.is_some() {
+            action.destination_hostgroup = h.hostgroup;
+        }
+        if h.query_delay_ms.is_some() {
+            action.delay_ms = h.query_delay_ms;
+        }
+        if h.query_timeout_ms.is_some() {
+            action.timeout_ms = h.query_timeout_ms;
+        }
+        if h.cache_ttl_ms.is_some() {
+            action.cache_ttl_ms = h.cache_ttl_ms;
+        }
+        if h.retries.is_some() {
+            action.retries = h.retries;
+        }
+    }
+    Decision { digest, action }
+}

@@ -1,0 +1,330 @@
+//! Query rules compiled once per LOAD and evaluated per query, with ProxySQL's semantics:
+//! active rules in `rule_id` order whose `flagIN` equals the query's current flag; every match
+//! applies the actions it sets (a later match overrides an earlier one), `flagOUT` moves the
+//! query on to the rules of that flag, `apply=1` stops. `replace_pattern` rewrites the text the
+//! following rules see. When no rule chose a hostgroup, `*_query_rules_fast_routing` is asked.
+
+use super::digest::Digest;
+use crate::config::{FastRoute, QueryRule};
+use regex::{Regex, RegexBuilder};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Who sends a query, and where: what rules can match besides the text.
+#[derive(Debug, Clone, Copy)]
+pub struct QueryContext<'a> {
+    /// Logged-in user.
+    pub user: &'a str,
+    /// Current schema (MySQL) / database (PostgreSQL).
+    pub schema: &'a str,
+    /// Client IP address.
+    pub client_addr: &'a str,
+    /// The proxy address the client connected to.
+    pub proxy_addr: &'a str,
+    /// The proxy port the client connected to.
+    pub proxy_port: u16,
+    /// The flag the query starts with (0, or the previous query's `next_query_flagIN`).
+    pub flag_in: u32,
+}
+
+/// What the matching rules decided for one query. `None` = no rule set it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QueryAction {
+    /// Route here.
+    pub destination_hostgroup: Option<u32>,
+    /// The query after `replace_pattern` rewrites.
+    pub rewritten: Option<String>,
+    /// Cache the result this long (ms).
+    pub cache_ttl_ms: Option<u64>,
+    /// Cache empty results.
+    pub cache_empty_result: Option<bool>,
+    /// Kill the query on the server after this long (ms).
+    pub timeout_ms: Option<u64>,
+    /// Retries on a failed backend connection.
+    pub retries: Option<u32>,
+    /// Extra delay before forwarding (ms).
+    pub delay_ms: Option<u64>,
+    /// Block with this error.
+    pub error_msg: Option<String>,
+    /// Answer OK with this message.
+    pub ok_msg: Option<String>,
+    /// Mirror to this hostgroup.
+    pub mirror_hostgroup: Option<u32>,
+    /// Mirror copies start at this flag.
+    pub mirror_flag_out: Option<u32>,
+    /// The next query of the session starts with this flag.
+    pub next_query_flag_in: Option<u32>,
+    /// 0 / 1 / 2, see [`QueryRule::multiplex`].
+    pub multiplex: Option<u8>,
+    /// Keep the session on its connection.
+    pub sticky_conn: Option<bool>,
+    /// Log the query.
+    pub log: bool,
+    /// Ids of the rules that matched, in order (for `stats_*_query_rules`).
+    pub matched: Vec<u32>,
+}
+
+#[derive(Debug)]
+struct CompiledRule {
+    row: QueryRule,
+    digest: Option<u64>,
+    match_digest: Option<Regex>,
+    match_pattern: Option<Regex>,
+    /// `replace_pattern` in the regex crate's syntax (`\1` → `${1}`).
+    replacement: Option<String>,
+    global: bool,
+}
+
+/// The compiled rules of one protocol.
+#[derive(Debug, Default, Clone)]
+pub struct RuleSet {
+    rules: Arc<Vec<CompiledRule>>,
+    fast: Arc<FastRoutes>,
+    /// Extra passes from the top when a flagOUT points back (`query_processor_iterations`).
+    pub iterations: u32,
+}
+
+/// user → schema → flagIN → hostgroup, so a lookup needs no allocation.
+type FastRoutes = HashMap<String, HashMap<String, HashMap<u32, u32>>>;
+
+/// `\N` (PCRE/RE2 style, as ProxySQL users write it) → `${N}` for the regex crate; a literal
+/// `$` is escaped so it is not read as a group reference.
+fn replacement_syntax(p: &str) -> String {
+    let mut out = String::with_capacity(p.len() + 8);
+    let mut chars = p.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if chars.peek().is_some_and(char::is_ascii_digit) => {
+                out.push_str("${");
+                while let Some(d) = chars.peek().copied().filter(char::is_ascii_digit) {
+                    out.push(d);
+                    chars.next();
+                }
+                out.push('}');
+            }
+            '$' if chars
+                .peek()
+                .is_some_and(|n| n.is_ascii_digit() || *n == '{') =>
+            {
+                out.push('$');
+            }
+            '$' => out.push_str("$$"),
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+fn parse_digest(s: &str) -> Option<u64> {
+    let t = s.trim();
+    let hex = t
+        .strip_prefix("0x")
+        .or_else(|| t.strip_prefix("0X"))
+        .unwrap_or(t);
+    u64::from_str_radix(hex, 16).ok()
+}
+
+impl RuleSet {
+    /// Compiles `rows` (any order; inactive rows are dropped). Errors name the rule and column.
+    pub fn compile(rows: &[QueryRule], fast: &[FastRoute]) -> Result<RuleSet, String> {
+        let mut rules = Vec::new();
+        let mut sorted: Vec<&QueryRule> = rows.iter().filter(|r| r.active.0).collect();
+        sorted.sort_by_key(|r| r.rule_id);
+        for r in sorted {
+            let mods = r.re_modifiers.as_deref().unwrap_or("").to_ascii_uppercase();
+            let caseless = mods.contains("CASELESS");
+            let global = mods.contains("GLOBAL");
+            let build = |col: &str, p: &Option<String>| -> Result<Option<Regex>, String> {
+                p.as_deref()
+                    .map(|p| {
+                        RegexBuilder::new(p)
+                            .case_insensitive(caseless)
+                            .size_limit(1 << 20)
+                            .build()
+                            .map_err(|e| {
+                                // The regex error spans lines (a caret diagram); one line reads
+                                // better in an admin error and a log.
+                                let text = e.to_string();
+                                let why = text
+                                    .lines()
+                                    .rfind(|l| !l.trim().is_empty())
+                                    .unwrap_or(&text)
+                                    .trim()
+                                    .trim_start_matches("error: ");
+                                format!(
+                                    "rule_id={}: {col} {p:?} is not a valid regular expression: {why}",
+                                    r.rule_id
+                                )
+                            })
+                    })
+                    .transpose()
+            };
+            let digest = match &r.digest {
+                Some(d) => Some(parse_digest(d).ok_or_else(|| {
+                    format!("rule_id={}: digest {d:?} is not a 0x… hex value", r.rule_id)
+                })?),
+                None => None,
+            };
+            if r.replace_pattern.is_some() && r.match_pattern.is_none() {
+                return Err(format!(
+                    "rule_id={}: replace_pattern needs match_pattern",
+                    r.rule_id
+                ));
+            }
+            rules.push(CompiledRule {
+                digest,
+                match_digest: build("match_digest", &r.match_digest)?,
+                match_pattern: build("match_pattern", &r.match_pattern)?,
+                replacement: r.replace_pattern.as_deref().map(replacement_syntax),
+                global,
+                row: r.clone(),
+            });
+        }
+        let mut fast_routes = FastRoutes::new();
+        for f in fast {
+            fast_routes
+                .entry(f.username.clone())
+                .or_default()
+                .entry(f.schemaname.clone())
+                .or_default()
+                .insert(f.flag_in, f.destination_hostgroup);
+        }
+        Ok(RuleSet {
+            rules: Arc::new(rules),
+            fast: Arc::new(fast_routes),
+            iterations: 0,
+        })
+    }
+
+    /// True when there is nothing to evaluate.
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty() && self.fast.is_empty()
+    }
+
+    /// Number of active rules.
+    pub fn len(&self) -> usize {
+        self.rules.len()
+    }
+
+    fn matches(rule: &CompiledRule, ctx: &QueryContext, text: &str, digest: &Digest) -> bool {
+        let r = &rule.row;
+        if r.username.as_deref().is_some_and(|u| u != ctx.user)
+            || r.schemaname.as_deref().is_some_and(|s| s != ctx.schema)
+            || r.client_addr
+                .as_deref()
+                .is_some_and(|a| !addr_matches(a, ctx.client_addr))
+            || r.proxy_addr.as_deref().is_some_and(|a| a != ctx.proxy_addr)
+            || r.proxy_port.is_some_and(|p| p != ctx.proxy_port)
+            || rule.digest.is_some_and(|d| d != digest.hash)
+        {
+            return false;
+        }
+        if let Some(re) = &rule.match_digest
+            && !re.is_match(&digest.text)
+        {
+            return false;
+        }
+        if let Some(re) = &rule.match_pattern
+            && re.is_match(text) == r.negate_match_pattern.0
+        {
+            return false;
+        }
+        true
+    }
+
+    /// Evaluates the rules for one query. `text` is the query as sent; `digest` its digest.
+    pub fn evaluate(&self, ctx: &QueryContext, text: &str, digest: &Digest) -> QueryAction {
+        let mut a = QueryAction::default();
+        let mut flag = ctx.flag_in;
+        let mut rewritten: Option<String> = None;
+        let mut passes = 0u32;
+        let mut start = 0usize;
+        'passes: loop {
+            let mut restart = false;
+            for rule in self.rules.iter().skip(start) {
+                if rule.row.flag_in != flag {
+                    continue;
+                }
+                let current = rewritten.as_deref().unwrap_or(text);
+                if !Self::matches(rule, ctx, current, digest) {
+                    continue;
+                }
+                let r = &rule.row;
+                a.matched.push(r.rule_id);
+                set(&mut a.destination_hostgroup, r.destination_hostgroup);
+                set(&mut a.cache_ttl_ms, r.cache_ttl);
+                set(&mut a.cache_empty_result, r.cache_empty_result.map(|f| f.0));
+                set(&mut a.timeout_ms, r.timeout);
+                set(&mut a.retries, r.retries);
+                set(&mut a.delay_ms, r.delay);
+                set(&mut a.mirror_hostgroup, r.mirror_hostgroup);
+                set(&mut a.mirror_flag_out, r.mirror_flag_out);
+                set(&mut a.next_query_flag_in, r.next_query_flag_in);
+                set(&mut a.multiplex, r.multiplex);
+                set(&mut a.sticky_conn, r.sticky_conn.map(|f| f.0));
+                if r.error_msg.is_some() {
+                    a.error_msg = r.error_msg.clone();
+                }
+                if r.ok_msg.is_some() {
+                    a.ok_msg = r.ok_msg.clone();
+                }
+                if r.log.is_some_and(|f| f.0) {
+                    a.log = true;
+                }
+                if let (Some(re), Some(rep)) = (&rule.match_pattern, &rule.replacement) {
+                    let out = if rule.global {
+                        re.replace_all(current, rep.as_str())
+                    } else {
+                        re.replace(current, rep.as_str())
+                    };
+                    rewritten = Some(out.into_owned());
+                }
+                if r.apply.0 {
+                    break 'passes;
+                }
+                if let Some(out) = r.flag_out
+                    && out != flag
+                {
+                    flag = out;
+                    // A chain continues with the rules after this one; with
+                    // query_processor_iterations > 0 it may also start over from the top.
+                    if passes < self.iterations {
+                        passes += 1;
+                        restart = true;
+                        start = 0;
+                        break;
+                    }
+                }
+            }
+            if !restart {
+                break;
+            }
+        }
+        a.rewritten = rewritten;
+        if a.destination_hostgroup.is_none()
+            && !self.fast.is_empty()
+            && let Some(hg) = self
+                .fast
+                .get(ctx.user)
+                .and_then(|m| m.get(ctx.schema))
+                .and_then(|m| m.get(&flag))
+        {
+            a.destination_hostgroup = Some(*hg);
+        }
+        a
+    }
+}
+
+fn set<T>(slot: &mut Option<T>, v: Option<T>) {
+    if v.is_some() {
+        *slot = v;
+    }
+}
+
+/// `client_addr` matching: exact, or a prefix when the pattern ends with `%`.
+fn addr_matches(pattern: &str, addr: &str) -> bool {
+    match pattern.strip_suffix('%') {
+        Some(prefix) => addr.starts_with(prefix),
+        None => pattern == addr,
+    }
+}

@@ -1,0 +1,115 @@
+//! Forwarding client messages to the server connection in use: everything already buffered
+//! goes in one write, prepared statement names are mapped, and each Query/Parse/Bind passes
+//! through the query processor (rewrite, stats) on its way.
+
+use crate::frontend::{PgFrontend, note};
+use crate::processor::{SessionProcessor, query_text, with_query};
+use crate::session_sets::Change;
+use crate::statements::SessionStatements;
+use sluice_pgsql_backend::Error as PgError;
+use sluice_pgsql_backend::conn::PgConn;
+use sluice_pgsql_backend::frame::{Reader, complete_len};
+use tokio::io::AsyncWriteExt;
+
+/// The session's statement bookkeeping the pump passes around.
+pub(crate) struct SessionIo<'a> {
+    pub stmts: &'a mut SessionStatements,
+    pub qp: &'a mut SessionProcessor,
+}
+
+/// The session's bookkeeping that forwarding client messages updates.
+pub(crate) struct Flow<'a> {
+    pub batch_open: &'a mut bool,
+    pub pinned: &'a mut Option<&'static str>,
+    pub pending: &'a mut Vec<Change>,
+    pub outstanding: &'a mut u32,
+}
+
+/// Forwards `first` and every further complete client message already buffered (up to a
+/// Terminate, which the pump handles) in one write: a pipelined Parse/Bind/Describe/Execute/Sync
+/// costs one syscall, not five.
+pub(crate) async fn forward(
+    fe: &PgFrontend,
+    conn: &mut PgConn,
+    s: &mut SessionIo<'_>,
+    reader: &mut Reader,
+    first: &[u8],
+    first_digest: Option<(u64, String)>,
+    flow: Flow<'_>,
+) -> Result<(), PgError> {
+    let rt = fe.config.load();
+    let max = rt.pgsql.variables.max_prepared_statements as usize;
+    let mut out = Vec::with_capacity(first.len() + reader.buf.len() + 32);
+    let mut add = |m: &[u8], digest: Option<(u64, String)>, out: &mut Vec<u8>| {
+        // Rules run on every statement (rewrite, stats); routing only mattered at checkout.
+        let mut rewritten = None;
+        let digest = match digest {
+            Some(d) => Some(d),
+            None => {
+                let sql = match m[0] {
+                    b'B' => s.stmts.bound_query(m),
+                    _ => query_text(m),
+                };
+                sql.map(|q| {
+                    let q = String::from_utf8_lossy(q).into_owned();
+                    let d = s.qp.decide(&rt, &fe.query, &q);
+                    rewritten = d.action.rewritten.as_deref().and_then(|t| with_query(m, t));
+                    (d.digest.hash, d.digest.text)
+                })
+            }
+        };
+        let m = rewritten.as_deref().unwrap_or(m);
+        note(m, flow.pinned, flow.pending);
+        if matches!(m[0], b'Q' | b'S' | b'F') {
+            *flow.outstanding += 1;
+        }
+        s.qp.sent(m[0], digest);
+        stage(conn, s.stmts, m, max, flow.batch_open, out);
+    };
+    add(first, first_digest, &mut out);
+    while let Some(n) = complete_len(&reader.buf)? {
+        if reader.buf[0] == b'X' {
+            break;
+        }
+        let m = reader.buf.split_to(n);
+        add(&m, None, &mut out);
+    }
+    conn.stream.write_all(&out).await?;
+    Ok(())
+}
+
+/// Appends one client message for the server to `out`, mapping prepared statement names.
+fn stage(
+    conn: &mut PgConn,
+    stmts: &mut SessionStatements,
+    m: &[u8],
+    max: usize,
+    batch_open: &mut bool,
+    out: &mut Vec<u8>,
+) {
+    match m[0] {
+        b'P' | b'B' | b'D' | b'C' => {
+            *batch_open = true;
+            return stmts.outgoing(m, &mut conn.prepared, max, out);
+        }
+        b'E' | b'H' => *batch_open = true,
+        b'S' => {
+            *batch_open = false;
+            stmts.batch_sent();
+        }
+        // FunctionCall is answered with its own ReadyForQuery, like a Query.
+        b'F' => stmts.batch_sent(),
+        b'Q' => {
+            stmts.batch_sent();
+            // These drop every prepared statement on the connection, Sluice's included.
+            let q = &m[5..m.len().min(5 + 32)];
+            let q = String::from_utf8_lossy(q).to_ascii_lowercase();
+            let q = q.trim_start();
+            if q.starts_with("discard all") || q.starts_with("deallocate all") {
+                conn.prepared.clear();
+            }
+        }
+        _ => {}
+    }
+    out.extend_from_slice(m);
+}

@@ -1,0 +1,288 @@
+//! The query processor on the PostgreSQL side: rules and hints decide the hostgroup a
+//! transaction starts on, block (`error_msg`), delay and rewrite queries; every Query and every
+//! extended-protocol batch is timed from the message to its ReadyForQuery for the digest stats.
+
+use sluice_core::query::{
+    Decision, Dialect, DigestSample, QueryContext, QueryProcessorStats, process,
+};
+use sluice_core::runtime::RuntimeConfig;
+use sluice_pgsql_backend::frame::message;
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+/// One timed statement waiting for its ReadyForQuery.
+#[derive(Debug)]
+struct Timed {
+    hash: u64,
+    text: String,
+    started: Instant,
+    hostgroup: i64,
+}
+
+/// Who the session is, as rules see it.
+#[derive(Debug, Clone)]
+pub struct Identity {
+    /// User.
+    pub user: String,
+    /// Database.
+    pub database: String,
+    /// Client IP.
+    pub client_ip: String,
+    /// Sluice IP the client connected to.
+    pub local_ip: String,
+    /// Sluice port the client connected to.
+    pub local_port: u16,
+}
+
+/// Per-session query-processor state.
+#[derive(Debug)]
+pub struct SessionProcessor {
+    id: Identity,
+    next_flag_in: u32,
+    /// The statement of the extended-protocol batch being built (from its Parse or Bind).
+    batch: Option<(u64, String)>,
+    inflight: VecDeque<Timed>,
+    /// Rows of the statements answered since the last ReadyForQuery (affected, sent).
+    rows: (u64, u64),
+    /// Hostgroup of the connection in use (-1 = none).
+    pub hostgroup: i64,
+}
+
+/// The query text of a Query or Parse message.
+pub fn query_text(m: &[u8]) -> Option<&[u8]> {
+    match m.first()? {
+        b'Q' => m.get(5..).map(|q| q.strip_suffix(&[0]).unwrap_or(q)),
+        b'P' => {
+            let body = m.get(5..)?;
+            let name_end = body.iter().position(|b| *b == 0)?;
+            let rest = &body[name_end + 1..];
+            let q_end = rest.iter().position(|b| *b == 0)?;
+            Some(&rest[..q_end])
+        }
+        _ => None,
+    }
+}
+
+/// `m` (a Query or Parse) with its query text replaced by `sql`.
+pub fn with_query(m: &[u8], sql: &str) -> Option<Vec<u8>> {
+    match m.first()? {
+        b'Q' => {
+            let mut body = sql.as_bytes().to_vec();
+            body.push(0);
+            Some(message(b'Q', &body))
+        }
+        b'P' => {
+            let body = m.get(5..)?;
+            let name_end = body.iter().position(|b| *b == 0)?;
+            let rest = &body[name_end + 1..];
+            let q_end = rest.iter().position(|b| *b == 0)?;
+            let mut out = Vec::with_capacity(body.len() + sql.len());
+            out.extend_from_slice(&body[..=name_end]);
+            out.extend_from_slice(sql.as_bytes());
+            out.extend_from_slice(&rest[q_end..]);
+            Some(message(b'P', &out))
+        }
+        _ => None,
+    }
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Rows from a CommandComplete tag: (affected, sent).
+fn tag_rows(tag: &[u8]) -> (u64, u64) {
+    let tag = tag.strip_suffix(&[0]).unwrap_or(tag);
+    let text = String::from_utf8_lossy(tag);
+    let verb = text.split_whitespace().next().unwrap_or("");
+    let n = text
+        .rsplit(' ')
+        .next()
+        .and_then(|n| n.parse::<u64>().ok())
+        .unwrap_or(0);
+    match verb {
+        "SELECT" | "FETCH" | "MOVE" => (0, n),
+        "INSERT" | "UPDATE" | "DELETE" | "MERGE" | "COPY" => (n, 0),
+        _ => (0, 0),
+    }
+}
+
+impl SessionProcessor {
+    /// State for a new session.
+    pub fn new(id: Identity) -> Self {
+        SessionProcessor {
+            id,
+            next_flag_in: 0,
+            batch: None,
+            inflight: VecDeque::new(),
+            rows: (0, 0),
+            hostgroup: -1,
+        }
+    }
+
+    /// Digest, rules and hints for one statement.
+    pub fn decide(
+        &mut self,
+        rt: &RuntimeConfig,
+        stats: &QueryProcessorStats,
+        sql: &str,
+    ) -> Decision {
+        let vars = &rt.pgsql.variables.query;
+        let ctx = QueryContext {
+            user: &self.id.user,
+            schema: &self.id.database,
+            client_addr: &self.id.client_ip,
+            proxy_addr: &self.id.local_ip,
+            proxy_port: self.id.local_port,
+            flag_in: std::mem::take(&mut self.next_flag_in),
+        };
+        let d = process(&rt.pgsql.rules, vars, &ctx, sql, Dialect::Pgsql);
+        stats.hit(&d.action.matched);
+        if let Some(f) = d.action.next_query_flag_in {
+            self.next_flag_in = f;
+        }
+        if d.action.rewritten.is_some() {
+            stats.rewritten.fetch_add(1, Ordering::Relaxed);
+        }
+        d
+    }
+
+    /// A statement of this session was answered by Sluice itself (blocked or OK'd).
+    pub fn record_local(
+        &self,
+        rt: &RuntimeConfig,
+        stats: &QueryProcessorStats,
+        d: &Decision,
+        started: Instant,
+    ) {
+        self.record(
+            rt,
+            stats,
+            d.digest.hash,
+            &d.digest.text,
+            -1,
+            started,
+            (0, 0),
+        );
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn record(
+        &self,
+        rt: &RuntimeConfig,
+        stats: &QueryProcessorStats,
+        hash: u64,
+        text: &str,
+        hostgroup: i64,
+        started: Instant,
+        rows: (u64, u64),
+    ) {
+        let vars = &rt.pgsql.variables.query;
+        if !vars.query_digests {
+            return;
+        }
+        stats
+            .digests
+            .set_max_entries(vars.query_digests_max_entries as usize);
+        stats.digests.record(&DigestSample {
+            hostgroup,
+            schema: &self.id.database,
+            user: &self.id.user,
+            client: if vars.query_digests_track_hostname {
+                &self.id.client_ip
+            } else {
+                ""
+            },
+            digest: hash,
+            text,
+            duration_us: started.elapsed().as_micros() as u64,
+            rows_affected: rows.0,
+            rows_sent: rows.1,
+            now: unix_now(),
+        });
+    }
+
+    /// A client message went to the server: Query/Sync/FunctionCall start a timed entry.
+    /// `digest` is the statement's (hash, text) when the caller computed it.
+    pub fn sent(&mut self, kind: u8, digest: Option<(u64, String)>) {
+        match kind {
+            b'P' | b'B' if digest.is_some() => self.batch = digest,
+            b'Q' | b'S' | b'F' => {
+                let d = if kind == b'S' {
+                    self.batch.take()
+                } else {
+                    digest
+                };
+                let (hash, text) = d.unwrap_or_default();
+                self.inflight.push_back(Timed {
+                    hash,
+                    text,
+                    started: Instant::now(),
+                    hostgroup: self.hostgroup,
+                });
+            }
+            _ => {}
+        }
+    }
+
+    /// A server frame came back: CommandComplete counts rows; ReadyForQuery ends a timed entry.
+    pub fn received(
+        &mut self,
+        rt: &RuntimeConfig,
+        stats: &QueryProcessorStats,
+        kind: u8,
+        body: &[u8],
+    ) {
+        match kind {
+            b'C' => {
+                let (a, s) = tag_rows(body);
+                self.rows.0 += a;
+                self.rows.1 += s;
+            }
+            b'Z' => {
+                let rows = std::mem::take(&mut self.rows);
+                if let Some(t) = self.inflight.pop_front()
+                    && !t.text.is_empty()
+                {
+                    self.record(rt, stats, t.hash, &t.text, t.hostgroup, t.started, rows);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The server connection was lost: nothing outstanding will be answered.
+    pub fn reset(&mut self) {
+        self.inflight.clear();
+        self.batch = None;
+        self.rows = (0, 0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_text_and_rewrite_of_query_and_parse() {
+        let q = message(b'Q', b"SELECT 1\0");
+        assert_eq!(query_text(&q), Some(&b"SELECT 1"[..]));
+        let p = message(b'P', b"s1\0SELECT $1\0\x00\x01\x00\x00\x00\x17");
+        assert_eq!(query_text(&p), Some(&b"SELECT $1"[..]));
+        let p2 = with_query(&p, "SELECT $1 + 1").expect("parse");
+        assert_eq!(query_text(&p2), Some(&b"SELECT $1 + 1"[..]));
+        assert!(p2.ends_with(b"\0\x00\x01\x00\x00\x00\x17"));
+        assert_eq!(query_text(&message(b'P', b"noterm")), None);
+    }
+
+    #[test]
+    fn rows_from_tags() {
+        assert_eq!(tag_rows(b"SELECT 5\0"), (0, 5));
+        assert_eq!(tag_rows(b"INSERT 0 3\0"), (3, 0));
+        assert_eq!(tag_rows(b"UPDATE 2\0"), (2, 0));
+        assert_eq!(tag_rows(b"BEGIN\0"), (0, 0));
+    }
+}
