@@ -11,6 +11,12 @@ use xtask::proc::{self, run_capture, run_visible, step};
 const HAPROXY_PORT: u16 = 16033;
 const SLUICE_PORT: u16 = 16034;
 const SLUICE_MUX_PORT: u16 = 16035;
+const SLUICE_RULES_PORT: u16 = 16036;
+
+/// The classic read/write split, with hostgroup 1 on the same primary: the run measures what
+/// digesting and evaluating the rules costs, not a different server.
+const SPLIT_RULES: &str = "[[mysql_query_rules]]\nrule_id = 1\nactive = 1\nmatch_digest = '^SELECT.*FOR UPDATE'\ndestination_hostgroup = 0\napply = 1\n\
+     [[mysql_query_rules]]\nrule_id = 2\nactive = 1\nmatch_digest = '^SELECT'\ndestination_hostgroup = 1\napply = 1\n";
 const DB: &str = "sbbench";
 const TABLES: u32 = 4;
 const ROWS: u32 = 100_000;
@@ -206,18 +212,30 @@ fn start_sluice(
     state: &Path,
     port: u16,
     max_connections: u32,
+    rules: &str,
 ) -> xtask::Result<std::process::Child> {
     let config = format!(
         "[admin_variables]\nmysql_ifaces = \"127.0.0.1:0\"\npgsql_ifaces = \"127.0.0.1:0\"\n[pgsql_variables]\ninterfaces = \"127.0.0.1:0\"\n[mysql_variables]\ninterfaces = \"127.0.0.1:{port}\"\nthreads = 2\n\
-         [[mysql_servers]]\nhostname = \"127.0.0.1\"\nport = {}\nmax_connections = {max_connections}\n\
-         [[mysql_users]]\nusername = \"app\"\npassword = \"app\"\n",
-        xtask::ports::MY_PRIMARY
+         [[mysql_servers]]\nhostname = \"127.0.0.1\"\nport = {primary}\nmax_connections = {max_connections}\n\
+         [[mysql_servers]]\nhostgroup_id = 1\nhostname = \"127.0.0.1\"\nport = {primary}\nmax_connections = {max_connections}\n\
+         [[mysql_users]]\nusername = \"app\"\npassword = \"app\"\n{rules}",
+        primary = xtask::ports::MY_PRIMARY
     );
     spawn_sluice(
         &state.join("bench"),
         &format!("sluice-{port}"),
         &config,
         port,
+    )
+}
+
+/// The query processor's criterion benchmarks (digest, rules) in `sluice-core`.
+pub fn core() -> xtask::Result<()> {
+    step("criterion: digest and rule evaluation (crates/core/benches/query_processor.rs)");
+    run_visible(
+        Command::new("cargo")
+            .args(["bench", "-p", "sluice-core", "--bench", "query_processor"])
+            .current_dir(xtask::workspace_root()),
     )
 }
 
@@ -230,7 +248,16 @@ pub fn mysql() -> xtask::Result<()> {
     prepare_data(&state)?;
     build_release()?;
     let haproxy = start_haproxy(&state)?;
-    let mut sluice = start_sluice(&state, SLUICE_PORT, 1000)?;
+    let mut sluice = start_sluice(&state, SLUICE_PORT, 1000, "")?;
+    let mut sluice_rules = match start_sluice(&state, SLUICE_RULES_PORT, 1000, SPLIT_RULES) {
+        Ok(c) => c,
+        Err(e) => {
+            proc::stop_pid(haproxy, Duration::from_secs(5));
+            proc::signal(sluice.id(), "TERM");
+            let _ = sluice.wait();
+            return Err(e);
+        }
+    };
     let secs = env_num("BENCH_TIME", 20);
     let rounds = env_num("BENCH_ROUNDS", 1);
     let mut samples = Vec::new();
@@ -241,6 +268,7 @@ pub fn mysql() -> xtask::Result<()> {
                 ("direct", xtask::ports::MY_PRIMARY, None),
                 ("haproxy", HAPROXY_PORT, Some(haproxy)),
                 ("sluice", SLUICE_PORT, Some(sluice.id())),
+                ("sluice+rules", SLUICE_RULES_PORT, Some(sluice_rules.id())),
             ] {
                 match run_one(workload, target, port, pid, secs) {
                     Ok(s) => samples.push(s),
@@ -253,8 +281,10 @@ pub fn mysql() -> xtask::Result<()> {
         }
     }
     proc::stop_pid(haproxy, Duration::from_secs(5));
-    proc::signal(sluice.id(), "TERM");
-    let _ = sluice.wait();
+    for child in [&mut sluice, &mut sluice_rules] {
+        proc::signal(child.id(), "TERM");
+        let _ = child.wait();
+    }
     result?;
     let mux = multiplexing_runs(&state, secs)?;
     let table = format!("{}\n{mux}", render(&samples, secs, rounds));
@@ -289,7 +319,7 @@ fn render(samples: &[Sample], secs: u64, rounds: u64) -> String {
             ))
         };
         let direct = mean("direct").map(|m| m.0).unwrap_or(f64::NAN);
-        for target in ["direct", "haproxy", "sluice"] {
+        for target in ["direct", "haproxy", "sluice", "sluice+rules"] {
             if let Some((qps, p95, cpu)) = mean(target) {
                 let cpu = cpu.map(|c| format!("{c:.0}")).unwrap_or_else(|| "–".into());
                 t.push_str(&format!(
@@ -306,7 +336,7 @@ fn render(samples: &[Sample], secs: u64, rounds: u64) -> String {
 /// with the server's Threads_connected sampled during each run.
 fn multiplexing_runs(state: &Path, secs: u64) -> xtask::Result<String> {
     let primary = xtask::mariadb::primary(state);
-    let mut sluice = start_sluice(state, SLUICE_MUX_PORT, 32)?;
+    let mut sluice = start_sluice(state, SLUICE_MUX_PORT, 32, "")?;
     let mut rows = Vec::new();
     let mut result = Ok(());
     for (target, port, pid) in [

@@ -12,6 +12,7 @@ const USAGE: &str = "usage: cargo xtask <command>
   test [ARGS...]                  backends up, the whole test suite, backends down
   bench [mysql]                   sysbench direct vs HAProxy vs sluice, printed as a table
   bench pgsql                     pgbench -S direct vs PgBouncer vs sluice, printed as a table
+  bench core                      criterion: query digest and rule evaluation per query
   demo                            backends + sluice with docs/demo.toml until Ctrl-C";
 
 fn main() {
@@ -25,6 +26,7 @@ fn main() {
         ["test", rest @ ..] => test::run(rest),
         ["bench"] | ["bench", "mysql"] => bench::mysql(),
         ["bench", "pgsql"] => bench_pgsql::pgsql(),
+        ["bench", "core"] => bench::core(),
         ["demo"] => demo::run(),
         _ => Err(USAGE.to_string()),
     };
