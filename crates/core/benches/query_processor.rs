@@ -25,7 +25,11 @@ const PGBENCH: &[&str] = &[
 fn rules(n: usize) -> RuleSet {
     let mut rows = Vec::new();
     for i in 0..n.saturating_sub(2) {
-        rows.push(rule(i as u32 + 1, &format!("^SELECT .* FROM audit_{i} "), 2));
+        rows.push(rule(
+            i as u32 + 1,
+            &format!("^SELECT .* FROM audit_{i} "),
+            2,
+        ));
     }
     rows.push(rule(n as u32 - 1, "^SELECT.*FOR UPDATE", 0));
     rows.push(rule(n as u32, "^SELECT", 1));
@@ -69,10 +73,26 @@ fn bench(c: &mut Criterion) {
     for n in [10, 100] {
         let set = rules(n);
         c.bench_function(&format!("digest+rules/point select, {n} rules"), |b| {
-            b.iter(|| black_box(process(&set, &vars, &ctx(), black_box(SYSBENCH[0]), Dialect::Mysql)))
+            b.iter(|| {
+                black_box(process(
+                    &set,
+                    &vars,
+                    &ctx(),
+                    black_box(SYSBENCH[0]),
+                    Dialect::Mysql,
+                ))
+            })
         });
         c.bench_function(&format!("digest+rules/update (no match), {n} rules"), |b| {
-            b.iter(|| black_box(process(&set, &vars, &ctx(), black_box(SYSBENCH[3]), Dialect::Mysql)))
+            b.iter(|| {
+                black_box(process(
+                    &set,
+                    &vars,
+                    &ctx(),
+                    black_box(SYSBENCH[3]),
+                    Dialect::Mysql,
+                ))
+            })
         });
     }
 }

@@ -362,11 +362,21 @@ mod tests {
     #[test]
     fn classic_split() {
         let s = rules(SPLIT);
-        assert_eq!(eval(&s, "select * from t where id=1").destination_hostgroup, Some(1));
-        assert_eq!(eval(&s, "SELECT * FROM t WHERE id=1 FOR UPDATE").destination_hostgroup, Some(0));
+        assert_eq!(
+            eval(&s, "select * from t where id=1").destination_hostgroup,
+            Some(1)
+        );
+        assert_eq!(
+            eval(&s, "SELECT * FROM t WHERE id=1 FOR UPDATE").destination_hostgroup,
+            Some(0)
+        );
         assert_eq!(eval(&s, "UPDATE t SET a=1").destination_hostgroup, None);
         assert_eq!(eval(&s, "SELECT 1").matched, vec![2]);
-        assert_eq!(eval(&s, "SELECT 1 FOR UPDATE").matched, vec![1], "apply stops at rule 1");
+        assert_eq!(
+            eval(&s, "SELECT 1 FOR UPDATE").matched,
+            vec![1],
+            "apply stops at rule 1"
+        );
     }
 
     #[test]
@@ -377,7 +387,11 @@ mod tests {
              [[mysql_query_rules]]\nrule_id=30\nmatch_pattern='x'\ndestination_hostgroup=3\n",
         );
         let a = eval(&s, "SELECT 'x'");
-        assert_eq!(a.matched, vec![10, 20], "rule 30 is inactive (active defaults to 0)");
+        assert_eq!(
+            a.matched,
+            vec![10, 20],
+            "rule 30 is inactive (active defaults to 0)"
+        );
         assert_eq!(a.destination_hostgroup, Some(2), "a later match overrides");
     }
 
@@ -388,8 +402,14 @@ mod tests {
              [[mysql_query_rules]]\nrule_id=2\nactive=1\nflagIN=7\nmatch_pattern='orders'\ndestination_hostgroup=5\napply=1\n\
              [[mysql_query_rules]]\nrule_id=3\nactive=1\nflagIN=7\ndestination_hostgroup=1\napply=1\n",
         );
-        assert_eq!(eval(&s, "SELECT * FROM orders").destination_hostgroup, Some(5));
-        assert_eq!(eval(&s, "SELECT * FROM users").destination_hostgroup, Some(1));
+        assert_eq!(
+            eval(&s, "SELECT * FROM orders").destination_hostgroup,
+            Some(5)
+        );
+        assert_eq!(
+            eval(&s, "SELECT * FROM users").destination_hostgroup,
+            Some(1)
+        );
         assert_eq!(eval(&s, "SELECT * FROM users").matched, vec![1, 3]);
         assert_eq!(eval(&s, "DELETE FROM users").matched, Vec::<u32>::new());
         // A chain pointing back to an earlier rule needs query_processor_iterations.
@@ -421,7 +441,11 @@ mod tests {
             "[[mysql_query_rules]]\nrule_id=1\nactive=1\ndigest='{}'\ndestination_hostgroup=4\n",
             d.hex()
         ));
-        assert_eq!(eval(&exact, "select 2").destination_hostgroup, Some(4), "same digest");
+        assert_eq!(
+            eval(&exact, "select 2").destination_hostgroup,
+            Some(4),
+            "same digest"
+        );
         assert_eq!(eval(&exact, "select 2, 3").destination_hostgroup, None);
     }
 
@@ -434,9 +458,17 @@ mod tests {
         );
         let a = eval(&s, "SELECT x FROM t_old");
         assert_eq!(a.rewritten.as_deref(), Some("SELECT x FROM t_new"));
-        assert_eq!(a.destination_hostgroup, Some(3), "later rules see the rewritten text");
+        assert_eq!(
+            a.destination_hostgroup,
+            Some(3),
+            "later rules see the rewritten text"
+        );
         let a = eval(&s, "aAa");
-        assert_eq!(a.rewritten.as_deref(), Some("b$b$b$"), "GLOBAL replaces all; $ is literal");
+        assert_eq!(
+            a.rewritten.as_deref(),
+            Some("b$b$b$"),
+            "GLOBAL replaces all; $ is literal"
+        );
     }
 
     #[test]
@@ -447,26 +479,55 @@ mod tests {
         );
         let a = eval(&s, "SELECT 1");
         assert_eq!(
-            (a.cache_ttl_ms, a.cache_empty_result, a.timeout_ms, a.retries, a.delay_ms),
+            (
+                a.cache_ttl_ms,
+                a.cache_empty_result,
+                a.timeout_ms,
+                a.retries,
+                a.delay_ms
+            ),
             (Some(500), Some(false), Some(100), Some(2), Some(7))
         );
-        assert_eq!((a.next_query_flag_in, a.mirror_hostgroup, a.mirror_flag_out), (Some(4), Some(9), Some(2)));
-        assert_eq!((a.multiplex, a.sticky_conn, a.log), (Some(2), Some(true), true));
-        assert_eq!(a.destination_hostgroup, Some(8), "fast routing when no rule chose a hostgroup");
-        let other = QueryContext { schema: "else", ..ctx(0) };
+        assert_eq!(
+            (a.next_query_flag_in, a.mirror_hostgroup, a.mirror_flag_out),
+            (Some(4), Some(9), Some(2))
+        );
+        assert_eq!(
+            (a.multiplex, a.sticky_conn, a.log),
+            (Some(2), Some(true), true)
+        );
+        assert_eq!(
+            a.destination_hostgroup,
+            Some(8),
+            "fast routing when no rule chose a hostgroup"
+        );
+        let other = QueryContext {
+            schema: "else",
+            ..ctx(0)
+        };
         let d = digest("UPDATE t SET a=1", Dialect::Mysql, 2048);
-        assert_eq!(s.evaluate(&other, "UPDATE t SET a=1", &d).destination_hostgroup, None);
+        assert_eq!(
+            s.evaluate(&other, "UPDATE t SET a=1", &d)
+                .destination_hostgroup,
+            None
+        );
     }
 
     #[test]
     fn bad_rules_are_reported_with_their_id() {
         let cfg = Config::parse("[[mysql_query_rules]]\nrule_id=4\nmatch_digest='(('\n");
         let e = cfg.expect_err("bad regex").to_string();
-        assert!(e.contains("rule_id=4: match_digest \"((\" is not a valid regular expression"), "{e}");
+        assert!(
+            e.contains("rule_id=4: match_digest \"((\" is not a valid regular expression"),
+            "{e}"
+        );
         let e = Config::parse("[[mysql_query_rules]]\nrule_id=5\nreplace_pattern='x'\n")
             .expect_err("replace without match")
             .to_string();
-        assert!(e.contains("rule_id=5: replace_pattern needs match_pattern"), "{e}");
+        assert!(
+            e.contains("rule_id=5: replace_pattern needs match_pattern"),
+            "{e}"
+        );
         let e = Config::parse("[[mysql_query_rules]]\nrule_id=6\ndigest='zz'\n")
             .expect_err("bad digest")
             .to_string();
