@@ -125,6 +125,7 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
         tasks: tasks.clone(),
         cancels: Default::default(),
         query: Default::default(),
+        cache: Default::default(),
     });
     let stop_requested = CancellationToken::new();
     admin.attach(

@@ -199,16 +199,17 @@ impl LiveStats for Live {
                 q.digests.evicted().to_string(),
             ),
         ];
-        if p == Protocol::Mysql {
-            v.extend(self.mysql.counters.cache.global_rows());
-        }
+        v.extend(match p {
+            Protocol::Mysql => self.mysql.counters.cache.global_rows(),
+            Protocol::Pgsql => self.pgsql.cache.global_rows(),
+        });
         v
     }
 
     fn flush_query_cache(&self, p: Protocol) -> usize {
         match p {
             Protocol::Mysql => self.mysql.counters.cache.flush(),
-            Protocol::Pgsql => 0,
+            Protocol::Pgsql => self.pgsql.cache.flush(),
         }
     }
 

@@ -219,3 +219,93 @@ print(c.execute("SELECT inet_server_port()").fetchone()[0])
     );
     assert_eq!(d, "-1\tapp\t1\n");
 }
+
+#[test]
+fn ok_msg_timeout_log_and_cache_through_psql_and_psycopg() {
+    if !backends_ready() {
+        return;
+    }
+    ok_stdout(&psql(
+        ports::PG_PRIMARY,
+        "DROP TABLE IF EXISTS pg_cache_t; CREATE TABLE pg_cache_t (id int primary key, v text); INSERT INTO pg_cache_t VALUES (1, 'one');",
+    ));
+    let s = Sluice::start(&standard_config("", ""));
+    admin(
+        &s,
+        r#"INSERT INTO pgsql_query_rules (rule_id, active, match_pattern, OK_msg, log, apply) VALUES (20, 1, '^DELETE FROM nowhere_at_all', 'DELETE 0', 1, 1);
+INSERT INTO pgsql_query_rules (rule_id, active, match_pattern, timeout, apply) VALUES (21, 1, 'pg_sleep\(3\)', 500, 1);
+INSERT INTO pgsql_query_rules (rule_id, active, match_digest, cache_ttl, apply) VALUES (22, 1, '^SELECT v FROM pg_cache_t', 1500, 1);
+LOAD PGSQL QUERY RULES TO RUNTIME;"#,
+    );
+    // OK_msg answers without a server (the table exists nowhere); log=1 writes the query.
+    let py = python(
+        &format!(
+            r#"
+import psycopg, time
+c = psycopg.connect("host=127.0.0.1 port={port} user=app password=app dbname=app sslmode=disable", autocommit=True)
+cur = c.execute("DELETE FROM nowhere_at_all")
+print(cur.statusmessage)
+t = time.time()
+try:
+    c.execute("SELECT pg_sleep(3)")
+    print("not cancelled")
+except psycopg.errors.QueryCanceled as e:
+    print("cancelled", e.sqlstate, round(time.time() - t) < 2)
+print(c.execute("SELECT 7").fetchone()[0])
+"#,
+            port = s.pg_port
+        ),
+        &[],
+    );
+    assert_eq!(ok_stdout(&py), "DELETE 0\ncancelled 57014 True\n7\n");
+    assert!(
+        s.log().contains("query: DELETE FROM nowhere_at_all"),
+        "{}",
+        s.log()
+    );
+    assert!(
+        s.log().contains("sent a cancel request to the server"),
+        "{}",
+        s.log()
+    );
+
+    // The cache: psql sends simple-protocol queries.
+    let q = "SELECT v FROM pg_cache_t WHERE id = 1";
+    let hits = |s: &Sluice| -> u64 {
+        admin(s, "SELECT Variable_Value FROM stats_pgsql_global WHERE Variable_Name = 'Query_Cache_count_GET_OK'")
+            .trim()
+            .parse()
+            .unwrap_or(0)
+    };
+    let ask = |want: &str| {
+        assert_eq!(ok_stdout(&psql(s.pg_port, q)).trim(), want);
+    };
+    ask("one");
+    assert_eq!(hits(&s), 0);
+    ask("one");
+    ask("one");
+    assert_eq!(hits(&s), 2, "served from the cache");
+    ok_stdout(&psql(
+        s.pg_port,
+        "UPDATE pg_cache_t SET v = 'two' WHERE id = 1",
+    ));
+    ask("two");
+    assert_eq!(
+        hits(&s),
+        2,
+        "the UPDATE through Sluice invalidated the entry"
+    );
+    ask("two");
+    assert_eq!(hits(&s), 3);
+    std::thread::sleep(Duration::from_millis(1700));
+    ask("two");
+    assert_eq!(hits(&s), 3, "expired after cache_ttl");
+    admin(&s, "PROXYSQL FLUSH PGSQL QUERY CACHE");
+    ask("two");
+    assert_eq!(hits(&s), 3, "flushed");
+    let local = admin(
+        &s,
+        "SELECT count_star FROM stats_pgsql_query_digest WHERE hostgroup = -1 AND digest_text = 'SELECT v FROM pg_cache_t WHERE id = ?'",
+    );
+    assert_eq!(local.trim(), "3");
+}

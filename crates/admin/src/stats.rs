@@ -261,8 +261,16 @@ pub async fn refresh(store: &Store, live: &dyn LiveStats, cfg: &Config) -> Resul
         ],
         live.mysql_free_connections(),
     );
+    let pg_global = rows(
+        &["Variable_Name", "Variable_Value"],
+        live.query_globals(Protocol::Pgsql)
+            .into_iter()
+            .map(|(k, v)| vec![Some(k), Some(v)])
+            .collect(),
+    );
     let mut sql = Vec::new();
     for (t, r) in [
+        ("stats_pgsql_global", &pg_global),
         ("stats_mysql_connection_pool", &pool_rows),
         ("stats_mysql_connection_pool_reset", &pool_rows),
         ("stats_mysql_processlist", &proc_rows),

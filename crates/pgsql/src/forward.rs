@@ -2,7 +2,7 @@
 //! goes in one write, prepared statement names are mapped, and each Query/Parse/Bind passes
 //! through the query processor (rewrite, stats) on its way.
 
-use crate::frontend::{PgFrontend, note};
+use crate::frontend::{PgFrontend, RULE_PIN, note};
 use crate::processor::{SessionProcessor, query_text, with_query};
 use crate::session_sets::Change;
 use crate::statements::SessionStatements;
@@ -39,6 +39,7 @@ pub(crate) async fn forward(
 ) -> Result<(), PgError> {
     let rt = fe.config.load();
     let max = rt.pgsql.variables.max_prepared_statements as usize;
+    let invalidate = rt.pgsql.variables.query.query_cache_invalidate_on_write;
     let mut out = Vec::with_capacity(first.len() + reader.buf.len() + 32);
     let mut add = |m: &[u8], digest: Option<(u64, String)>, out: &mut Vec<u8>| {
         // Rules run on every statement (rewrite, stats); routing only mattered at checkout.
@@ -54,6 +55,14 @@ pub(crate) async fn forward(
                     let q = String::from_utf8_lossy(q).into_owned();
                     let d = s.qp.decide(&rt, &fe.query, &q);
                     rewritten = d.action.rewritten.as_deref().and_then(|t| with_query(m, t));
+                    match (d.action.multiplex, d.action.sticky_conn) {
+                        (Some(0), _) | (_, Some(true)) => *flow.pinned = Some(RULE_PIN),
+                        (Some(1), _) if *flow.pinned == Some(RULE_PIN) => *flow.pinned = None,
+                        _ => {}
+                    }
+                    if d.digest.kind.writes() && invalidate {
+                        s.qp.note_write(&d.digest.tables, d.digest.tables_complete);
+                    }
                     (d.digest.hash, d.digest.text)
                 })
             }

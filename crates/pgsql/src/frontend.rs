@@ -4,8 +4,9 @@
 //! server messages are forwarded as raw frames, pipelined in both directions.
 
 use crate::forward::{Flow, SessionIo, forward};
-use crate::processor::{Identity, SessionProcessor, query_text, with_query};
+use crate::processor::{Identity, SessionProcessor};
 use crate::session_sets::{Change, Effect, apply, classify, replay_sql};
+use crate::start::{CacheFill, Forward, Start};
 use crate::statements::{Reply, SessionStatements};
 use bytes::Bytes;
 use sluice_core::ConfigHandle;
@@ -19,7 +20,6 @@ use sluice_pgsql_backend::scram;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -46,7 +46,9 @@ pub struct PgFrontend {
     /// Client cancel keys → the server connection the session is using now.
     pub cancels: CancelMap,
     /// Digests, rule hits and query-processor counters.
-    pub query: sluice_core::query::QueryProcessorStats,
+    pub query: Arc<sluice_core::query::QueryProcessorStats>,
+    /// The query cache (simple-protocol SELECTs).
+    pub cache: sluice_core::query::QueryCache,
 }
 
 /// Where a cancel request for a session must go: (server address, server pid, server secret).
@@ -69,16 +71,23 @@ async fn cancel(fe: &PgFrontend, pid: u32, secret: u32) {
     let Some((server, bpid, bsecret)) = target else {
         return;
     };
+    if send_cancel(&server, bpid, bsecret).await {
+        info!(server = %server, "forwarded a client's cancel request");
+    }
+}
+
+/// Sends a CancelRequest for server process `pid` to `server`; false (logged) when it could not.
+pub(crate) async fn send_cancel(server: &str, pid: u32, secret: u32) -> bool {
     let mut pkt = 16u32.to_be_bytes().to_vec();
     pkt.extend_from_slice(&80_877_102u32.to_be_bytes());
-    pkt.extend_from_slice(&bpid.to_be_bytes());
-    pkt.extend_from_slice(&bsecret.to_be_bytes());
-    match TcpStream::connect(server.as_str()).await {
-        Ok(mut s) => {
-            let _ = s.write_all(&pkt).await;
-            info!(server = %server, "forwarded a client's cancel request");
+    pkt.extend_from_slice(&pid.to_be_bytes());
+    pkt.extend_from_slice(&secret.to_be_bytes());
+    match TcpStream::connect(server).await {
+        Ok(mut s) => s.write_all(&pkt).await.is_ok(),
+        Err(e) => {
+            warn!(server = %server, "cannot send a cancel request: {e}");
+            false
         }
-        Err(e) => warn!(server = %server, "cannot forward cancel request: {e}"),
     }
 }
 
@@ -495,6 +504,9 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
     let mut backend: Option<PgPooled> = None;
     // An extended batch whose statement a rule blocked: its messages are dropped until Sync.
     let mut skip_until_sync = false;
+    // The reply being copied into the query cache, and the statement timeout's timer.
+    let mut fill: Option<CacheFill> = None;
+    let mut timer: Option<tokio::task::JoinHandle<()>> = None;
     // An extended-protocol batch runs until its Sync: the connection stays with the session.
     let mut batch_open = false;
     // Session variables: confirmed, and changed in the current transaction (kept when it commits).
@@ -540,49 +552,30 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
                 b'H' => continue,
                 _ => {}
             }
-            let mut m = m;
-            let mut hostgroup = l.user.default_hostgroup.0;
-            let mut decided: Option<(u64, String)> = None;
-            let sql = match m[0] {
-                b'B' => s.stmts.bound_query(&m),
-                _ => query_text(&m),
-            };
-            if !l.user.fast_forward.0
-                && let Some(sql) = sql
-            {
-                let started = std::time::Instant::now();
-                let rt = fe.config.load();
-                let sql = String::from_utf8_lossy(sql).into_owned();
-                let d = s.qp.decide(&rt, &fe.query, &sql);
-                if let Some(msg) = &d.action.error_msg {
-                    fe.query.blocked.fetch_add(1, Ordering::Relaxed);
-                    s.qp.record_local(&rt, &fe.query, &d, started);
-                    let mut out = error_response("ERROR", BLOCKED_SQLSTATE, msg);
-                    if m[0] == b'Q' {
-                        out.extend(ready(b'I'));
-                    } else {
-                        skip_until_sync = true;
-                    }
-                    tcp.write_all(&out).await?;
+            let f = match crate::start::start(fe, &l.user, &l.database, s, &vars, m).await {
+                Start::Answered {
+                    reply,
+                    skip_until_sync: skip,
+                } => {
+                    skip_until_sync = skip;
+                    tcp.write_all(&reply).await?;
                     continue;
                 }
-                let delay = d.delay_ms(&rt.pgsql.variables.query);
-                if delay > 0 {
-                    fe.query.delayed.fetch_add(1, Ordering::Relaxed);
-                    tokio::time::sleep(Duration::from_millis(delay)).await;
-                }
-                if let Some(hg) = d.action.destination_hostgroup {
-                    hostgroup = hg;
-                }
-                if let Some(new) = d
-                    .action
-                    .rewritten
-                    .as_deref()
-                    .and_then(|t| with_query(&m, t))
-                {
-                    m = bytes::Bytes::from(new);
-                }
-                decided = Some((d.digest.hash, d.digest.text));
+                Start::Forward(f) => *f,
+            };
+            let Forward {
+                message: m,
+                hostgroup,
+                digest: decided,
+                timeout,
+                fill: new_fill,
+                pin,
+            } = f;
+            fill = new_fill;
+            match pin {
+                Some(true) => pinned = Some(RULE_PIN),
+                Some(false) if pinned == Some(RULE_PIN) => pinned = None,
+                _ => {}
             }
             s.qp.hostgroup = i64::from(hostgroup);
             match checkout(fe, l, hostgroup).await {
@@ -599,6 +592,14 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
                         continue;
                     }
                     set_target(target, Some((conn.server.clone(), conn.key.0, conn.key.1)));
+                    if let Some(after) = timeout {
+                        timer = Some(crate::start::arm_timeout(
+                            fe,
+                            conn.server.clone(),
+                            conn.key,
+                            after,
+                        ));
+                    }
                     let flow = Flow {
                         batch_open: &mut batch_open,
                         pinned: &mut pinned,
@@ -658,6 +659,10 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
                 set_target(target, None);
                 s.stmts.reset_inflight();
                 s.qp.reset();
+                fill = None;
+                if let Some(t) = timer.take() {
+                    t.abort();
+                }
                 batch_open = false;
                 pending.clear();
                 pending_outcome = PendingOutcome::default();
@@ -681,11 +686,18 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
                 let mut swallowed: Vec<std::ops::Range<usize>> = Vec::new();
                 let buf = &conn.reader.buf;
                 let rt = fe.config.load();
+                let mut saw_ready = false;
                 while let Some(n) = complete_len(&buf[pos..])? {
                     let kind = buf[pos];
                     if matches!(kind, b'C' | b'Z') {
                         s.qp.received(&rt, &fe.query, kind, &buf[pos + 5..pos + n]);
                     }
+                    if kind == b'E'
+                        && let Some(f) = fill.as_mut()
+                    {
+                        f.failed();
+                    }
+                    saw_ready |= kind == b'Z';
                     if kind == b'Z' {
                         outstanding = outstanding.saturating_sub(1);
                         last_status = buf.get(pos + 5).copied().unwrap_or(b'I');
@@ -725,6 +737,9 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
                 if pos > 0 {
                     let chunk = conn.reader.buf.split_to(pos);
                     if swallowed.is_empty() {
+                        if let Some(f) = fill.as_mut() {
+                            f.copy(&chunk);
+                        }
                         tcp.write_all(&chunk).await?;
                     } else {
                         let mut kept = Vec::with_capacity(chunk.len());
@@ -734,7 +749,23 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
                             from = r.end;
                         }
                         kept.extend_from_slice(&chunk[from..]);
+                        if let Some(f) = fill.as_mut() {
+                            f.copy(&kept);
+                        }
                         tcp.write_all(&kept).await?;
+                    }
+                }
+                if saw_ready && outstanding == 0 {
+                    if let Some(t) = timer.take() {
+                        t.abort();
+                    }
+                    if let Some(f) = fill.take() {
+                        let max =
+                            rt.pgsql.variables.query.query_cache_size_mb as usize * 1024 * 1024;
+                        f.store(&fe.cache, &l.user.username, &l.database, max);
+                    }
+                    if let Some((tables, complete)) = s.qp.take_writes() {
+                        fe.cache.invalidate(&tables, complete);
                     }
                 }
                 let drained = conn.reader.buf.is_empty();
@@ -754,8 +785,8 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
     }
 }
 
-/// SQLSTATE of a query blocked by a rule's `error_msg` (insufficient_privilege).
-const BLOCKED_SQLSTATE: &str = "42501";
+/// The pin reason a query rule with `multiplex=0` / `sticky_conn=1` gives a session.
+pub(crate) const RULE_PIN: &str = "query rule (multiplex=0)";
 
 /// How the transaction holding uncommitted `SET`s went.
 #[derive(Default)]

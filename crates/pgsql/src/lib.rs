@@ -8,6 +8,7 @@ pub mod limits;
 pub mod processor;
 mod session_sets;
 mod split;
+mod start;
 mod statements;
 
 use async_trait::async_trait;

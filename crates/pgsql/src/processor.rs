@@ -47,6 +47,9 @@ pub struct SessionProcessor {
     rows: (u64, u64),
     /// Hostgroup of the connection in use (-1 = none).
     pub hostgroup: i64,
+    /// Tables written since the last idle ReadyForQuery (cache invalidation), and whether the
+    /// list is complete.
+    writes: Option<(Vec<String>, bool)>,
 }
 
 /// The query text of a Query or Parse message.
@@ -120,6 +123,7 @@ impl SessionProcessor {
             inflight: VecDeque::new(),
             rows: (0, 0),
             hostgroup: -1,
+            writes: None,
         }
     }
 
@@ -252,6 +256,18 @@ impl SessionProcessor {
             }
             _ => {}
         }
+    }
+
+    /// A statement that writes `tables` went to the server.
+    pub fn note_write(&mut self, tables: &[String], complete: bool) {
+        let w = self.writes.get_or_insert_with(|| (Vec::new(), true));
+        w.0.extend(tables.iter().cloned());
+        w.1 &= complete;
+    }
+
+    /// The writes to invalidate cached results for, once the transaction is over.
+    pub fn take_writes(&mut self) -> Option<(Vec<String>, bool)> {
+        self.writes.take()
     }
 
     /// The server connection was lost: nothing outstanding will be answered.

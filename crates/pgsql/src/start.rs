@@ -1,0 +1,277 @@
+//! The query processor's say on the first message of a transaction (the session holds no server
+//! connection yet): blocked, answered by a rule or from the cache, or forwarded — to which
+//! hostgroup, rewritten or not, under which timeout, with its result to be cached or not.
+
+use crate::forward::SessionIo;
+use crate::frontend::{PgFrontend, send_cancel};
+use crate::processor::{query_text, with_query};
+use bytes::Bytes;
+use sluice_core::config::PgsqlUser;
+use sluice_core::query::{CacheKey, Decision, QueryCache, StatementKind, digest::fnv1a};
+use sluice_pgsql_backend::frame::{complete_len, error_response, message, ready};
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+use tracing::{info, warn};
+
+/// SQLSTATE of a query blocked by a rule's `error_msg` (insufficient_privilege).
+const BLOCKED_SQLSTATE: &str = "42501";
+/// ProxySQL's default `default_query_timeout` (10 h): below it, every statement gets a timer.
+const UNARMED_TIMEOUT_MS: u64 = 36_000_000;
+/// Largest result kept for the cache.
+const CAPTURE_LIMIT: usize = 4 << 20;
+
+/// What happens to the first message of a transaction.
+pub(crate) enum Start {
+    /// Sluice answered; for an extended batch the rest up to Sync is skipped.
+    Answered {
+        /// Bytes for the client.
+        reply: Vec<u8>,
+        /// Drop the batch's remaining messages until Sync (answered with ReadyForQuery).
+        skip_until_sync: bool,
+    },
+    /// Goes to a server.
+    Forward(Box<Forward>),
+}
+
+/// A message on its way to a server, with what the processor decided.
+pub(crate) struct Forward {
+    /// The message (rewritten if a rule said so).
+    pub message: Bytes,
+    /// Hostgroup to take the connection from.
+    pub hostgroup: u32,
+    /// Digest (hash, text) for the stats.
+    pub digest: Option<(u64, String)>,
+    /// Cancel the statement on the server after this long.
+    pub timeout: Option<Duration>,
+    /// Copy the reply into the cache.
+    pub fill: Option<CacheFill>,
+    /// `Some(true)`: a rule pins the session (multiplex=0 / sticky_conn); `Some(false)` unpins.
+    pub pin: Option<bool>,
+}
+
+/// A reply being copied for the query cache.
+pub(crate) struct CacheFill {
+    sql: String,
+    variant: u64,
+    tables: Vec<String>,
+    ttl: Duration,
+    empty_ok: bool,
+    bytes: Option<Vec<u8>>,
+    error: bool,
+}
+
+impl CacheFill {
+    /// Bytes sent to the client for this reply.
+    pub fn copy(&mut self, written: &[u8]) {
+        if let Some(b) = self.bytes.as_mut() {
+            if b.len() + written.len() > CAPTURE_LIMIT {
+                self.bytes = None;
+            } else {
+                b.extend_from_slice(written);
+            }
+        }
+    }
+
+    /// The reply carried an ErrorResponse: it is not cached.
+    pub fn failed(&mut self) {
+        self.error = true;
+    }
+
+    /// The reply is complete (its ReadyForQuery was the last bytes copied): store it.
+    pub fn store(self, cache: &QueryCache, user: &str, database: &str, max_bytes: usize) {
+        let Some(mut b) = self.bytes else { return };
+        if self.error || b.len() < 6 || b[b.len() - 6] != b'Z' {
+            return;
+        }
+        b.truncate(b.len() - 6);
+        let mut rows = 0usize;
+        let mut pos = 0usize;
+        while let Ok(Some(n)) = complete_len(&b[pos..]) {
+            if b[pos] == b'D' {
+                rows += 1;
+            }
+            pos += n;
+        }
+        if pos != b.len() || (rows == 0 && !self.empty_ok) {
+            return;
+        }
+        let key = CacheKey {
+            user,
+            schema: database,
+            query: &self.sql,
+            variant: self.variant,
+        };
+        cache.put(&key, &self.tables, &b, self.ttl, max_bytes, Instant::now());
+    }
+}
+
+/// The session's SET variables shape the text of results (DateStyle, TimeZone, ...).
+fn variant(vars: &BTreeMap<String, String>) -> u64 {
+    let mut h = 0u64;
+    for (k, v) in vars {
+        h = h.rotate_left(7) ^ fnv1a(k.as_bytes()) ^ fnv1a(v.as_bytes()).rotate_left(32);
+    }
+    h
+}
+
+/// Decides the first message of a transaction. `vars` are the session's SET variables.
+pub(crate) async fn start(
+    fe: &PgFrontend,
+    user: &PgsqlUser,
+    database: &str,
+    s: &mut SessionIo<'_>,
+    vars: &BTreeMap<String, String>,
+    m: Bytes,
+) -> Start {
+    let mut f = Forward {
+        hostgroup: user.default_hostgroup.0,
+        message: m,
+        digest: None,
+        timeout: None,
+        fill: None,
+        pin: None,
+    };
+    let sql = match f.message[0] {
+        b'B' => s.stmts.bound_query(&f.message),
+        _ => query_text(&f.message),
+    };
+    let Some(sql) = sql.filter(|_| !user.fast_forward.0) else {
+        return Start::Forward(Box::new(f));
+    };
+    let started = Instant::now();
+    let rt = fe.config.load();
+    let qvars = &rt.pgsql.variables.query;
+    let sql = String::from_utf8_lossy(sql).into_owned();
+    let d = s.qp.decide(&rt, &fe.query, &sql);
+    let simple = f.message[0] == b'Q';
+    if d.action.log {
+        info!(target: "sluice::query_log", user = %user.username, database, digest = %d.digest.hex(),
+            rules = ?d.action.matched, "query: {}", d.text(&sql));
+    }
+    if let Some(msg) = &d.action.error_msg {
+        fe.query.blocked.fetch_add(1, Ordering::Relaxed);
+        s.qp.record_local(&rt, &fe.query, &d, started);
+        let mut reply = error_response("ERROR", BLOCKED_SQLSTATE, msg);
+        if simple {
+            reply.extend(ready(b'I'));
+        }
+        return Start::Answered {
+            reply,
+            skip_until_sync: !simple,
+        };
+    }
+    if let (Some(msg), true) = (&d.action.ok_msg, simple) {
+        fe.query.ok_answered.fetch_add(1, Ordering::Relaxed);
+        s.qp.record_local(&rt, &fe.query, &d, started);
+        let mut tag = msg.as_bytes().to_vec();
+        tag.push(0);
+        let mut reply = message(b'C', &tag);
+        reply.extend(ready(b'I'));
+        return Start::Answered {
+            reply,
+            skip_until_sync: false,
+        };
+    }
+    let cacheable = simple
+        && d.digest.kind == StatementKind::Select
+        && !d.digest.locking_read
+        && d.action.cache_ttl_ms.is_some();
+    if let (true, Some(ttl)) = (cacheable, d.action.cache_ttl_ms) {
+        let key = CacheKey {
+            user: &user.username,
+            schema: database,
+            query: &sql,
+            variant: variant(vars),
+        };
+        if let Some(bytes) = fe.cache.get(&key, Instant::now()) {
+            s.qp.record_local(&rt, &fe.query, &d, started);
+            let mut reply = bytes.to_vec();
+            reply.extend(ready(b'I'));
+            return Start::Answered {
+                reply,
+                skip_until_sync: false,
+            };
+        }
+        f.fill = Some(CacheFill {
+            variant: variant(vars),
+            tables: d.digest.tables.clone(),
+            ttl: Duration::from_millis(ttl),
+            empty_ok: d
+                .action
+                .cache_empty_result
+                .unwrap_or(qvars.query_cache_stores_empty_result),
+            bytes: Some(Vec::new()),
+            error: false,
+            sql: sql.clone(),
+        });
+    }
+    let delay = d.delay_ms(qvars);
+    if delay > 0 {
+        fe.query.delayed.fetch_add(1, Ordering::Relaxed);
+        tokio::time::sleep(Duration::from_millis(delay)).await;
+    }
+    apply(fe, s, &mut f, &d, qvars.default_query_timeout);
+    Start::Forward(Box::new(f))
+}
+
+/// Applies the parts of a decision every forwarded statement shares.
+fn apply(
+    fe: &PgFrontend,
+    s: &mut SessionIo<'_>,
+    f: &mut Forward,
+    d: &Decision,
+    global_timeout: u64,
+) {
+    if let Some(hg) = d.action.destination_hostgroup {
+        f.hostgroup = hg;
+    }
+    if let Some(new) = d
+        .action
+        .rewritten
+        .as_deref()
+        .and_then(|t| with_query(&f.message, t))
+    {
+        f.message = Bytes::from(new);
+    }
+    f.timeout = d
+        .action
+        .timeout_ms
+        .or((global_timeout < UNARMED_TIMEOUT_MS).then_some(global_timeout))
+        .filter(|ms| *ms > 0)
+        .map(Duration::from_millis);
+    f.pin = match (d.action.multiplex, d.action.sticky_conn) {
+        (Some(0), _) | (_, Some(true)) => Some(true),
+        (Some(1), _) => Some(false),
+        _ => None,
+    };
+    if d.digest.kind.writes()
+        && fe
+            .config
+            .load()
+            .pgsql
+            .variables
+            .query
+            .query_cache_invalidate_on_write
+    {
+        s.qp.note_write(&d.digest.tables, d.digest.tables_complete);
+    }
+    f.digest = Some((d.digest.hash, d.digest.text.clone()));
+}
+
+/// A timer that cancels the statement running on server process `pid` after `after`.
+pub(crate) fn arm_timeout(
+    fe: &PgFrontend,
+    server: String,
+    (pid, secret): (u32, u32),
+    after: Duration,
+) -> tokio::task::JoinHandle<()> {
+    let stats = fe.query.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(after).await;
+        stats.killed_by_timeout.fetch_add(1, Ordering::Relaxed);
+        let ok = send_cancel(&server, pid, secret).await;
+        warn!(server = %server, pid, timeout_ms = after.as_millis() as u64, ok,
+            "statement exceeded its timeout; sent a cancel request to the server");
+    })
+}
