@@ -126,6 +126,7 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
         cancels: Default::default(),
         query: Default::default(),
         cache: Default::default(),
+        commands: Default::default(),
     });
     let stop_requested = CancellationToken::new();
     admin.attach(

@@ -101,21 +101,11 @@ impl LiveStats for Live {
     }
 
     fn mysql_commands_counters(&self) -> Vec<Vec<Option<String>>> {
-        self.mysql
-            .counters
-            .commands
-            .commands()
-            .into_iter()
-            .map(|c| {
-                let mut row = vec![
-                    Some(c.command.to_string()),
-                    Some(c.total_time_us.to_string()),
-                    Some(c.total_cnt.to_string()),
-                ];
-                row.extend(c.buckets.iter().map(|b| Some(b.to_string())));
-                row
-            })
-            .collect()
+        command_rows(&self.mysql.counters.commands)
+    }
+
+    fn pgsql_commands_counters(&self) -> Vec<Vec<Option<String>>> {
+        command_rows(&self.pgsql.commands)
     }
 
     fn mysql_errors(&self) -> Vec<Vec<Option<String>>> {
@@ -231,4 +221,20 @@ impl LiveStats for Live {
     fn set_paused(&self, paused: bool) {
         self.mysql.paused.store(paused, Ordering::Relaxed);
     }
+}
+
+/// `stats_*_commands_counters` rows.
+fn command_rows(c: &sluice_core::query::commands::CommandCounters) -> Vec<Vec<Option<String>>> {
+    c.commands()
+        .into_iter()
+        .map(|c| {
+            let mut row = vec![
+                Some(c.command.to_string()),
+                Some(c.total_time_us.to_string()),
+                Some(c.total_cnt.to_string()),
+            ];
+            row.extend(c.buckets.iter().map(|b| Some(b.to_string())));
+            row
+        })
+        .collect()
 }

@@ -113,6 +113,11 @@ fn pgbench_select_only_goes_to_the_replica_and_tpcb_stays_on_the_primary() {
         "SELECT rule_id, hits > 0 FROM stats_pgsql_query_rules ORDER BY rule_id",
     );
     assert!(hits.contains("2\t1"), "{hits}");
+    let counts = admin(
+        &s,
+        "SELECT Command, Total_cnt > 100, cnt_100us + cnt_500us + cnt_1ms + cnt_5ms + cnt_10ms + cnt_50ms + cnt_100ms + cnt_500ms + cnt_1s + cnt_5s + cnt_10s + cnt_INFs = Total_cnt FROM stats_pgsql_commands_counters WHERE Command IN ('SELECT', 'UPDATE', 'INSERT') ORDER BY Command",
+    );
+    assert_eq!(counts, "INSERT\t1\t1\nSELECT\t1\t1\nUPDATE\t1\t1\n");
 }
 
 #[test]

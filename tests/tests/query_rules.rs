@@ -323,7 +323,7 @@ fn query_cache_serves_expires_and_is_invalidated_by_writes() {
     let s = Sluice::start(&standard_config("", ""));
     admin(
         &s,
-        "INSERT INTO mysql_query_rules (rule_id, active, match_digest, cache_ttl, apply) VALUES (1, 1, '^SELECT v FROM qrcache', 1500, 1); LOAD MYSQL QUERY RULES TO RUNTIME;",
+        "INSERT INTO mysql_query_rules (rule_id, active, match_pattern, cache_ttl, cache_empty_result, apply) VALUES (1, 1, 'id = 99', 1500, 0, 1); INSERT INTO mysql_query_rules (rule_id, active, match_digest, cache_ttl, apply) VALUES (2, 1, '^SELECT v FROM qrcache', 1500, 1); LOAD MYSQL QUERY RULES TO RUNTIME;",
     );
     let q = "SELECT v FROM qrcache.t WHERE id = 1";
     let ask = |want: &str| -> u64 {
@@ -342,6 +342,16 @@ fn query_cache_serves_expires_and_is_invalidated_by_writes() {
     std::thread::sleep(Duration::from_millis(1700));
     assert_eq!(ask("two"), 1, "expired after cache_ttl");
     assert_eq!(ask("two"), 0);
+    // cache_empty_result=0: a result without rows is not kept.
+    for _ in 0..2 {
+        let before = pool_queries(&s, 0);
+        assert_eq!(sql(&s, "SELECT v FROM qrcache.t WHERE id = 99"), "");
+        assert_eq!(
+            pool_queries(&s, 0) - before,
+            1,
+            "empty results are not cached"
+        );
+    }
     let affected = s.admin("PROXYSQL FLUSH QUERY CACHE");
     ok_stdout(&affected);
     assert_eq!(ask("two"), 1, "flushed");

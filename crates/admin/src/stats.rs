@@ -207,26 +207,26 @@ pub async fn refresh(store: &Store, live: &dyn LiveStats, cfg: &Config) -> Resul
             })
             .collect(),
     );
-    let commands = rows(
-        &[
-            "Command",
-            "Total_Time_us",
-            "Total_cnt",
-            "cnt_100us",
-            "cnt_500us",
-            "cnt_1ms",
-            "cnt_5ms",
-            "cnt_10ms",
-            "cnt_50ms",
-            "cnt_100ms",
-            "cnt_500ms",
-            "cnt_1s",
-            "cnt_5s",
-            "cnt_10s",
-            "cnt_INFs",
-        ],
-        live.mysql_commands_counters(),
-    );
+    let command_columns = [
+        "Command",
+        "Total_Time_us",
+        "Total_cnt",
+        "cnt_100us",
+        "cnt_500us",
+        "cnt_1ms",
+        "cnt_5ms",
+        "cnt_10ms",
+        "cnt_50ms",
+        "cnt_100ms",
+        "cnt_500ms",
+        "cnt_1s",
+        "cnt_5s",
+        "cnt_10s",
+        "cnt_INFs",
+    ];
+    let commands = rows(&command_columns, live.mysql_commands_counters());
+    let pg_commands = rows(&command_columns, live.pgsql_commands_counters());
+
     let errors = rows(
         &[
             "hostgroup",
@@ -277,6 +277,7 @@ pub async fn refresh(store: &Store, live: &dyn LiveStats, cfg: &Config) -> Resul
         ("stats_mysql_global", &global),
         ("stats_mysql_users", &users),
         ("stats_mysql_commands_counters", &commands),
+        ("stats_pgsql_commands_counters", &pg_commands),
         ("stats_mysql_errors", &errors),
         ("stats_mysql_errors_reset", &errors),
         ("stats_mysql_free_connections", &free),

@@ -165,6 +165,10 @@ pub trait LiveStats: Send + Sync {
     fn query_globals(&self, _p: Protocol) -> Vec<(String, String)> {
         Vec::new()
     }
+    /// `stats_pgsql_commands_counters` rows, in that table's column order.
+    fn pgsql_commands_counters(&self) -> Vec<Vec<Option<String>>> {
+        Vec::new()
+    }
     /// `PROXYSQL FLUSH QUERY CACHE`: entries dropped.
     fn flush_query_cache(&self, _p: Protocol) -> usize {
         0

@@ -7,7 +7,8 @@
 pub mod admin;
 pub mod auth;
 pub mod capture;
-pub mod counters;
+/// Per-command counters and backend errors (shared with the PostgreSQL side).
+pub use sluice_core::query::commands as counters;
 pub mod error;
 pub mod handshake;
 pub mod listener;

@@ -49,6 +49,8 @@ pub struct PgFrontend {
     pub query: Arc<sluice_core::query::QueryProcessorStats>,
     /// The query cache (simple-protocol SELECTs).
     pub cache: sluice_core::query::QueryCache,
+    /// `stats_pgsql_commands_counters`.
+    pub commands: sluice_core::query::commands::CommandCounters,
 }
 
 /// Where a cancel request for a session must go: (server address, server pid, server secret).
@@ -690,7 +692,7 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
                 while let Some(n) = complete_len(&buf[pos..])? {
                     let kind = buf[pos];
                     if matches!(kind, b'C' | b'Z') {
-                        s.qp.received(&rt, &fe.query, kind, &buf[pos + 5..pos + n]);
+                        s.qp.received(&rt, (&fe.query, &fe.commands), kind, &buf[pos + 5..pos + n]);
                     }
                     if kind == b'E'
                         && let Some(f) = fill.as_mut()

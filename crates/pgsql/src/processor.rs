@@ -2,6 +2,7 @@
 //! transaction starts on, block (`error_msg`), delay and rewrite queries; every Query and every
 //! extended-protocol batch is timed from the message to its ReadyForQuery for the digest stats.
 
+use sluice_core::query::commands::{self, CommandCounters};
 use sluice_core::query::{
     Decision, Dialect, DigestSample, QueryContext, QueryProcessorStats, process,
 };
@@ -18,6 +19,8 @@ struct Timed {
     text: String,
     started: Instant,
     hostgroup: i64,
+    /// Index in `stats_pgsql_commands_counters`.
+    command: usize,
 }
 
 /// Who the session is, as rules see it.
@@ -222,6 +225,7 @@ impl SessionProcessor {
                 };
                 let (hash, text) = d.unwrap_or_default();
                 self.inflight.push_back(Timed {
+                    command: commands::query_command(text.as_bytes()),
                     hash,
                     text,
                     started: Instant::now(),
@@ -236,7 +240,7 @@ impl SessionProcessor {
     pub fn received(
         &mut self,
         rt: &RuntimeConfig,
-        stats: &QueryProcessorStats,
+        (stats, counters): (&QueryProcessorStats, &CommandCounters),
         kind: u8,
         body: &[u8],
     ) {
@@ -251,6 +255,7 @@ impl SessionProcessor {
                 if let Some(t) = self.inflight.pop_front()
                     && !t.text.is_empty()
                 {
+                    counters.record(t.command, t.started.elapsed());
                     self.record(rt, stats, t.hash, &t.text, t.hostgroup, t.started, rows);
                 }
             }

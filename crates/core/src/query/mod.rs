@@ -3,6 +3,7 @@
 //! ([`hints`]), the result cache ([`cache`]) and the statistics ([`stats`]).
 
 pub mod cache;
+pub mod commands;
 pub mod digest;
 pub mod hints;
 pub mod rules;

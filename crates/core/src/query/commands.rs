@@ -1,5 +1,5 @@
 //! Counters the admin's stats tables read: per-command counts and latency histograms
-//! (`stats_mysql_commands_counters`) and backend errors (`stats_mysql_errors`).
+//! (`stats_{mysql,pgsql}_commands_counters`) and backend errors (`stats_mysql_errors`).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -124,18 +124,21 @@ impl Default for CommandCounters {
 }
 
 fn first_words(sql: &[u8]) -> (String, String) {
+    // The digest skips comments and literals; its first two words name the command.
     let text = String::from_utf8_lossy(&sql[..sql.len().min(64)]);
-    let mut words = crate::sql::lexer::Lexer::new(&text).filter_map(|t| match t {
-        crate::sql::lexer::Tok::Word(w) => Some(w.to_ascii_uppercase()),
-        _ => None,
-    });
+    let d = super::digest::digest(&text, super::digest::Dialect::Mysql, 64);
+    let mut words = d
+        .text
+        .split(|c: char| !c.is_ascii_alphabetic() && c != '_')
+        .filter(|w| !w.is_empty())
+        .map(str::to_ascii_uppercase);
     (
         words.next().unwrap_or_default(),
         words.next().unwrap_or_default(),
     )
 }
 
-/// The command a COM_QUERY counts as.
+/// The command a query counts as.
 pub fn query_command(sql: &[u8]) -> usize {
     let (a, b) = first_words(sql);
     let name = match (a.as_str(), b.as_str()) {
