@@ -181,6 +181,8 @@ INSERT INTO mysql_query_rules (rule_id, active, match_pattern, next_query_flagIN
 INSERT INTO mysql_query_rules (rule_id, active, flagIN, match_pattern, destination_hostgroup, apply) VALUES (61, 1, 7, '.', 1, 1);
 INSERT INTO mysql_query_rules (rule_id, active, match_pattern, timeout, apply) VALUES (70, 1, 'SLEEP\(3\)', 500, 1);
 INSERT INTO mysql_query_rules (rule_id, active, match_pattern, mirror_hostgroup, apply) VALUES (80, 1, 'mirror_me', 0, 1);
+INSERT INTO mysql_query_rules (rule_id, active, match_pattern, mirror_hostgroup, mirror_flagOUT, apply) VALUES (81, 1, 'mirror_flag_me', 0, 8, 1);
+INSERT INTO mysql_query_rules (rule_id, active, flagIN, match_pattern, replace_pattern, apply) VALUES (82, 1, 8, 'mirror_flag_me', 'mirror_flag_copy', 1);
 INSERT INTO mysql_query_rules (rule_id, active, match_pattern, log, multiplex, apply) VALUES (90, 1, 'pin_me', 1, 0, 1);
 INSERT INTO mysql_query_rules (rule_id, active, match_pattern, negate_match_pattern, flagIN, destination_hostgroup, apply) VALUES (95, 1, 'primary_please', 1, 9, 1, 1);
 INSERT INTO mysql_query_rules (rule_id, active, match_pattern, flagOUT) VALUES (94, 1, 'negation_test', 9);
@@ -250,13 +252,26 @@ LOAD MYSQL QUERY RULES TO RUNTIME;"#,
     let logged = xtask::proc::wait_until(Duration::from_secs(5), || {
         s.log().contains("sent KILL QUERY to the server")
     });
-    assert!(logged, "{}", s.log());
+    assert!(logged, "{out:?}\n{}", s.log());
     // mirror: a fire-and-forget copy runs too (here on the same writer: two rows).
     sql(&s, "INSERT INTO qrtest.mirror (tag) VALUES ('mirror_me')");
     let mirrored = xtask::proc::wait_until(Duration::from_secs(10), || {
         primary_root("SELECT COUNT(*) FROM qrtest.mirror WHERE tag='mirror_me'").trim() == "2"
     });
     assert!(mirrored, "mirror copy did not run");
+    // mirror_flagOUT: the copy goes through the flag-8 rules, which rewrite it.
+    sql(
+        &s,
+        "INSERT INTO qrtest.mirror (tag) VALUES ('mirror_flag_me')",
+    );
+    let rewritten_copy = xtask::proc::wait_until(Duration::from_secs(10), || {
+        primary_root("SELECT GROUP_CONCAT(tag ORDER BY tag) FROM qrtest.mirror WHERE tag LIKE 'mirror_flag%'").trim()
+            == "mirror_flag_copy,mirror_flag_me"
+    });
+    assert!(
+        rewritten_copy,
+        "mirror copy was not rewritten by its flag's rules"
+    );
     // log=1 writes the query to the log; multiplex=0 pins the session.
     let py = python(
         &format!(
@@ -305,11 +320,38 @@ print(out.stdout.strip())
         admin(&s, "SELECT COUNT(*) FROM stats_mysql_query_digest").trim(),
         "0"
     );
-    let g = admin(
-        &s,
-        "SELECT Variable_Value FROM stats_mysql_global WHERE Variable_Name IN ('Queries_blocked_by_rules', 'Queries_rewritten', 'Queries_killed_by_timeout') ORDER BY Variable_Name",
+    // (The mirror task counts its copy after the server answered: poll.)
+    let counters = || {
+        admin(
+            &s,
+            "SELECT Variable_Value FROM stats_mysql_global WHERE Variable_Name IN ('Queries_blocked_by_rules', 'Queries_rewritten', 'Queries_killed_by_timeout', 'Queries_mirrored') ORDER BY Variable_Name",
+        )
+    };
+    xtask::proc::wait_until(Duration::from_secs(5), || counters() == "1\n1\n2\n2\n");
+    assert_eq!(
+        counters(),
+        "1\n1\n2\n2\n",
+        "blocked, killed, mirrored, rewritten"
     );
-    assert_eq!(g, "1\n1\n2\n", "blocked, killed, rewritten");
+
+    // mysql_query_rules_fast_routing: (user, schema, flagIN) → hostgroup when no rule chose one.
+    admin(
+        &s,
+        "INSERT INTO mysql_query_rules_fast_routing (username, schemaname, flagIN, destination_hostgroup, comment) VALUES ('app', 'qrtest', 0, 1, 'reads of qrtest'); LOAD MYSQL QUERY RULES TO RUNTIME;",
+    );
+    assert_eq!(sql(&s, "USE qrtest; SELECT @@port"), format!("{r}\n"));
+    assert_eq!(
+        sql(&s, "SELECT @@port"),
+        format!("{p}\n"),
+        "other schemas unaffected"
+    );
+    assert_eq!(
+        admin(
+            &s,
+            "SELECT username, schemaname, destination_hostgroup FROM runtime_mysql_query_rules_fast_routing"
+        ),
+        "app\tqrtest\t1\n"
+    );
 }
 
 #[test]

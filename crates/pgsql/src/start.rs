@@ -269,9 +269,13 @@ pub(crate) fn arm_timeout(
     let stats = fe.query.clone();
     tokio::spawn(async move {
         tokio::time::sleep(after).await;
-        stats.killed_by_timeout.fetch_add(1, Ordering::Relaxed);
-        let ok = send_cancel(&server, pid, secret).await;
-        warn!(server = %server, pid, timeout_ms = after.as_millis() as u64, ok,
-            "statement exceeded its timeout; sent a cancel request to the server");
+        // The cancel runs in its own task: the caller aborts this timer when the statement
+        // ends, which the cancel itself causes.
+        tokio::spawn(async move {
+            stats.killed_by_timeout.fetch_add(1, Ordering::Relaxed);
+            let ok = send_cancel(&server, pid, secret).await;
+            warn!(server = %server, pid, timeout_ms = after.as_millis() as u64, ok,
+                "statement exceeded its timeout; sent a cancel request to the server");
+        });
     })
 }

@@ -15,6 +15,9 @@ use tracing::warn;
 /// Largest reply copied for the query cache; a bigger one is relayed and not cached.
 const CAPTURE_LIMIT: usize = 4 << 20;
 
+/// Replacements of a dead pooled connection per command, unless a rule's `retries` says.
+pub(super) const DEFAULT_RETRIES: u32 = 1;
+
 /// Why a command could not be forwarded.
 pub(super) enum ForwardFailure {
     /// An error to report to the client (the session continues).
@@ -141,13 +144,16 @@ impl Session {
         kind: ReplyKind,
     ) -> Option<ReplyTracker> {
         let reply_seq = seq.wrapping_add(1);
-        for attempt in 0..2 {
+        // A pooled connection found dead before any reply byte is replaced, up to `retries`
+        // times (1, ProxySQL's query_retries_on_failure default, unless a rule says otherwise).
+        let retries = std::mem::replace(&mut self.query_retries, DEFAULT_RETRIES);
+        for attempt in 0..=retries {
             if let Err(f) = self.ensure_backend().await {
                 self.report(reply_seq, f).await;
                 return None;
             }
             let pooled = self.backend.as_mut()?;
-            let reused_fresh = attempt == 0 && self.backend_fresh && pooled.reused;
+            let reused_fresh = attempt < retries && self.backend_fresh && pooled.reused;
             let conn = pooled.conn();
             // Only a command that never left Sluice is retried elsewhere: once it reached a
             // server it may have run, and running it twice is worse than an error.

@@ -75,6 +75,8 @@ pub struct Session {
     client_ip: String,
     /// Sluice IP the client connected to.
     local_ip: String,
+    /// Dead pooled connections the current command may replace (`retries` of a rule).
+    query_retries: u32,
 }
 
 /// How a command ended for the session loop.
@@ -121,6 +123,7 @@ impl Session {
             capture: None,
             client_ip,
             local_ip,
+            query_retries: forward::DEFAULT_RETRIES,
             fe,
             slot,
         };

@@ -273,37 +273,75 @@ impl Session {
         let session = self.id;
         Some(tokio::spawn(async move {
             tokio::time::sleep(after).await;
-            let req = checkout_request(
-                &vars,
-                key.hostgroup,
-                std::slice::from_ref(&server),
-                (&user, &secret),
-                (charset, caps),
-            );
-            counters
-                .query
-                .killed_by_timeout
-                .fetch_add(1, Ordering::Relaxed);
-            match pool.checkout(&req).await {
-                Ok(mut c) => {
-                    let r = c.conn().run_sql(&format!("KILL QUERY {thread_id}")).await;
-                    warn!(session, server = %key.server, hostgroup = key.hostgroup, thread_id,
+            // From here on the kill runs in its own task: the caller aborts this timer when the
+            // query ends, which the KILL itself causes.
+            tokio::spawn(async move {
+                let req = checkout_request(
+                    &vars,
+                    key.hostgroup,
+                    std::slice::from_ref(&server),
+                    (&user, &secret),
+                    (charset, caps),
+                );
+                counters
+                    .query
+                    .killed_by_timeout
+                    .fetch_add(1, Ordering::Relaxed);
+                match pool.checkout(&req).await {
+                    Ok(mut c) => {
+                        let r = c.conn().run_sql(&format!("KILL QUERY {thread_id}")).await;
+                        warn!(session, server = %key.server, hostgroup = key.hostgroup, thread_id,
                         timeout_ms = after.as_millis() as u64, ok = matches!(r, Ok(Ok(()))),
                         "query exceeded its timeout; sent KILL QUERY to the server");
-                    if r.is_ok() {
-                        c.release();
+                        if r.is_ok() {
+                            c.release();
+                        }
                     }
-                }
-                Err(e) => warn!(session, server = %key.server, thread_id,
+                    Err(e) => warn!(session, server = %key.server, thread_id,
                     "query exceeded its timeout but KILL QUERY could not be sent: {e}"),
-            }
+                }
+            });
         }))
     }
 
     /// `mirror_hostgroup`: a fire-and-forget copy of the query on another connection. At most
     /// [`MIRROR_QUEUE`] copies run at once; more are dropped and counted, never queued without
     /// bound.
-    pub(super) fn mirror(&self, hostgroup: u32, sql: &str) {
+    pub(super) fn mirror(&self, d: &Decision, sql: &str) {
+        let Some(mut hostgroup) = d.action.mirror_hostgroup else {
+            return;
+        };
+        // mirror_flagOUT: the copy goes through the rules of that flag (e.g. a rewrite for the
+        // mirror, or another hostgroup) before it is sent.
+        let mut text = sql.to_string();
+        if let Some(flag) = d.action.mirror_flag_out {
+            let rt = self.fe.config.load();
+            let ctx = QueryContext {
+                user: &self.login.user.username,
+                schema: self.state.schema.as_deref().unwrap_or(""),
+                client_addr: &self.client_ip,
+                proxy_addr: &self.local_ip,
+                proxy_port: self.io.local.port(),
+                flag_in: flag,
+            };
+            let m = process(
+                &rt.mysql.rules,
+                &rt.mysql.variables.query,
+                &ctx,
+                sql,
+                Dialect::Mysql,
+            );
+            if let Some(hg) = m.action.destination_hostgroup {
+                hostgroup = hg;
+            }
+            if let Some(r) = m.action.rewritten {
+                text = r;
+            }
+        }
+        self.mirror_to(hostgroup, text);
+    }
+
+    fn mirror_to(&self, hostgroup: u32, sql: String) {
         let counters = self.fe.counters.clone();
         if counters.mirrors_in_flight.fetch_add(1, Ordering::AcqRel) >= MIRROR_QUEUE {
             counters.mirrors_in_flight.fetch_sub(1, Ordering::AcqRel);
@@ -322,7 +360,6 @@ impl Session {
         let user = self.login.user.username.clone();
         let (charset, caps) = (self.login.charset, self.login.capabilities);
         let state = self.state.clone();
-        let sql = sql.to_string();
         let session = self.id;
         tokio::spawn(async move {
             let vars = &rt.mysql.variables;
@@ -335,11 +372,30 @@ impl Session {
             let req = checkout_request(vars, hostgroup, servers, (&user, &secret), (charset, caps));
             match pool.checkout(&req).await {
                 Ok(mut c) => {
-                    let ok = matches!(c.conn().sync_state(&state).await, Ok(Ok(())))
-                        && c.conn().run_sql(&sql).await.is_ok();
-                    if ok {
-                        counters.query.mirrored.fetch_add(1, Ordering::Relaxed);
-                        c.release();
+                    let outcome = match c.conn().sync_state(&state).await {
+                        Ok(Ok(())) => c
+                            .conn()
+                            .run_sql(&sql)
+                            .await
+                            .map(|_| ())
+                            .map_err(|e| e.to_string()),
+                        Ok(Err(_)) => {
+                            Err("the session's state (schema, variables) was refused".into())
+                        }
+                        Err(e) => Err(e.to_string()),
+                    };
+                    match outcome {
+                        Ok(()) => {
+                            counters.query.mirrored.fetch_add(1, Ordering::Relaxed);
+                            c.release();
+                        }
+                        Err(e) => {
+                            warn!(session, hostgroup, "mirror copy failed: {e}");
+                            counters
+                                .query
+                                .mirror_dropped
+                                .fetch_add(1, Ordering::Relaxed);
+                        }
                     }
                 }
                 Err(e) => {

@@ -108,8 +108,11 @@ impl Session {
             }
             self.capture = Some(Vec::new());
         }
-        if let Some(hg) = plan.as_ref().and_then(|d| d.action.mirror_hostgroup) {
-            self.mirror(hg, std::str::from_utf8(sql_bytes).unwrap_or(&original));
+        if let Some(d) = plan.as_ref() {
+            self.mirror(d, std::str::from_utf8(sql_bytes).unwrap_or(&original));
+        }
+        if let Some(r) = plan.as_ref().and_then(|d| d.action.retries) {
+            self.query_retries = r;
         }
         let timeout = self.query_timeout(plan.as_ref());
         let t = self.forward_timed(pk, rewritten.as_deref(), timeout).await;
