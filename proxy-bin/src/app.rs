@@ -2,7 +2,9 @@
 
 use crate::live::Live;
 use sluice_admin::{Admin, AdminOptions, StartupSource};
+use sluice_core::admin::Protocol;
 use sluice_core::config::Config;
+use sluice_core::monitor::Monitor;
 use sluice_core::{ConfigHandle, RuntimeConfig};
 use sluice_mysql::admin::{MysqlAdmin, serve_admin};
 use sluice_mysql::registry::SessionRegistry;
@@ -128,12 +130,33 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
         cache: Default::default(),
         commands: Default::default(),
     });
+    // The monitors: health checks per protocol, publishing their verdicts through the config
+    // handle; a shunned server's idle connections are closed at once.
+    let my_monitor = Monitor::new(Protocol::Mysql);
+    let pg_monitor = Monitor::new(Protocol::Pgsql);
+    let my_pool = pool.clone();
+    let my_monitor_task = tokio::spawn(my_monitor.clone().run(
+        config.clone(),
+        Arc::new(sluice_mysql_backend::monitor::MysqlChecker::new()),
+        Arc::new(move |shunned: &sluice_core::runtime::ServerKey| {
+            my_pool.purge_idle(|_, s| s != shunned);
+        }),
+    ));
+    let pg_pool = pg_fe.pool.clone();
+    let pg_monitor_task = tokio::spawn(pg_monitor.clone().run(
+        config.clone(),
+        Arc::new(sluice_pgsql_backend::monitor::PgChecker::new()),
+        Arc::new(move |shunned: &sluice_core::runtime::ServerKey| {
+            pg_pool.purge_idle(shunned);
+        }),
+    ));
     let stop_requested = CancellationToken::new();
     admin.attach(
         config.clone(),
         Arc::new(Live {
             mysql: fe.clone(),
             pgsql: pg_fe.clone(),
+            monitors: [my_monitor.clone(), pg_monitor.clone()],
             config: config.clone(),
             stop: stop_requested.clone(),
         }),
@@ -174,6 +197,8 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
         fe.registry.total()
     );
     shutdown.cancel();
+    my_monitor_task.abort();
+    pg_monitor_task.abort();
     let _ = server.await;
     let _ = admin_server.await;
     let _ = pg_admin_server.await;

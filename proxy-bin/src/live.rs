@@ -2,8 +2,11 @@
 
 use sluice_core::ConfigHandle;
 use sluice_core::admin::{LiveStats, PoolRow, ProcessRow, Protocol};
+use sluice_core::monitor::{CheckKind, CheckRow, Monitor};
 use sluice_core::query::{DigestRow, QueryProcessorStats};
+use sluice_core::runtime::HostgroupServer;
 use sluice_mysql::MysqlFrontend;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use tokio_util::sync::CancellationToken;
@@ -12,12 +15,21 @@ use tokio_util::sync::CancellationToken;
 pub struct Live {
     pub mysql: Arc<MysqlFrontend>,
     pub pgsql: Arc<sluice_pgsql::frontend::PgFrontend>,
+    /// The MySQL and PostgreSQL monitors.
+    pub monitors: [Arc<Monitor>; 2],
     pub config: ConfigHandle,
     /// Cancelled by `PROXYSQL SHUTDOWN`.
     pub stop: CancellationToken,
 }
 
 impl Live {
+    fn monitor(&self, p: Protocol) -> &Monitor {
+        match p {
+            Protocol::Mysql => &self.monitors[0],
+            Protocol::Pgsql => &self.monitors[1],
+        }
+    }
+
     fn query_stats(&self, p: Protocol) -> &QueryProcessorStats {
         match p {
             Protocol::Mysql => &self.mysql.counters.query,
@@ -42,6 +54,7 @@ impl LiveStats for Live {
                     .map_or("OFFLINE_HARD", |h| h.status.as_str())
                     .to_string();
                 PoolRow {
+                    latency_us: self.monitors[0].latency_us(&s.server),
                     queries: self.mysql.counters.server_queries(s.hostgroup, &s.server),
                     hostgroup: s.hostgroup,
                     srv_host: s.server.hostname.clone(),
@@ -193,7 +206,39 @@ impl LiveStats for Live {
             Protocol::Mysql => self.mysql.counters.cache.global_rows(),
             Protocol::Pgsql => self.pgsql.cache.global_rows(),
         });
+        v.extend(self.monitor(p).counters());
         v
+    }
+
+    fn monitor_log(&self, p: Protocol, kind: CheckKind) -> Vec<CheckRow> {
+        self.monitor(p).log.rows(kind)
+    }
+
+    fn live_hostgroups(&self, p: Protocol) -> Option<BTreeMap<u32, Vec<HostgroupServer>>> {
+        let rt = self.config.load();
+        Some(match p {
+            Protocol::Mysql => rt.mysql.hostgroups.clone(),
+            Protocol::Pgsql => rt.pgsql.hostgroups.clone(),
+        })
+    }
+
+    fn pgsql_connection_pool(&self) -> Vec<PoolRow> {
+        let rt = self.config.load();
+        rt.pgsql
+            .hostgroups
+            .iter()
+            .flat_map(|(hg, servers)| servers.iter().map(move |s| (*hg, s)))
+            .map(|(hg, s)| PoolRow {
+                hostgroup: hg,
+                srv_host: s.key.hostname.clone(),
+                srv_port: s.key.port,
+                status: s.status.as_str().to_string(),
+                conn_used: 0,
+                conn_free: 0,
+                queries: 0,
+                latency_us: self.monitors[1].latency_us(&s.key),
+            })
+            .collect()
     }
 
     fn flush_query_cache(&self, p: Protocol) -> usize {

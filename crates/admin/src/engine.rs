@@ -457,11 +457,20 @@ impl Admin {
                 message: "the stats user may only read the stats tables".into(),
             });
         }
-        if lower.contains("stats_")
-            && let Some(live) = self.live.get()
-        {
-            stats::refresh(&self.store, live.as_ref(), &self.running_config()).await?;
-            stats::refresh_query_tables(&self.store, live.as_ref(), &lower).await?;
+        if let Some(live) = self.live.get() {
+            if lower.contains("stats_") {
+                stats::refresh(&self.store, live.as_ref(), &self.running_config()).await?;
+                stats::refresh_query_tables(&self.store, live.as_ref(), &lower).await?;
+            }
+            if lower.contains("_log") || lower.contains("runtime_") {
+                stats::refresh_monitor_tables(
+                    &self.store,
+                    live.as_ref(),
+                    &self.running_config(),
+                    &lower,
+                )
+                .await?;
+            }
         }
         if is_read {
             Ok(AdminReply::Rows(self.store.query(sql).await?))

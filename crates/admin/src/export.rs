@@ -37,6 +37,14 @@ pub fn config_to_toml(cfg: &Config) -> Result<String, String> {
     t.insert("pgsql_variables".into(), vars(cfg.pgsql_variables.pairs()));
     t.insert("pgsql_servers".into(), rows(&cfg.pgsql_servers)?);
     t.insert("pgsql_users".into(), rows(&cfg.pgsql_users)?);
+    t.insert(
+        "mysql_replication_hostgroups".into(),
+        rows(&cfg.mysql_replication_hostgroups)?,
+    );
+    t.insert(
+        "pgsql_replication_hostgroups".into(),
+        rows(&cfg.pgsql_replication_hostgroups)?,
+    );
     t.insert("mysql_query_rules".into(), rows(&cfg.mysql_query_rules)?);
     t.insert(
         "mysql_query_rules_fast_routing".into(),

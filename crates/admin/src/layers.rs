@@ -150,7 +150,7 @@ pub async fn memory_to_config(
         let m = match t {
             "mysql_users" => Module::MysqlUsers,
             "pgsql_users" => Module::PgsqlUsers,
-            "pgsql_servers" => Module::PgsqlServers,
+            "pgsql_servers" | "pgsql_replication_hostgroups" => Module::PgsqlServers,
             "mysql_query_rules" | "mysql_query_rules_fast_routing" => Module::MysqlQueryRules,
             "pgsql_query_rules" | "pgsql_query_rules_fast_routing" => Module::PgsqlQueryRules,
             _ => Module::MysqlServers,
@@ -189,8 +189,10 @@ pub async fn memory_to_config(
 }
 
 /// The tables the runtime is built from.
-pub const RUNTIME_TABLES: [&str; 9] = [
+pub const RUNTIME_TABLES: [&str; 11] = [
     "mysql_servers",
+    "mysql_replication_hostgroups",
+    "pgsql_replication_hostgroups",
     "mysql_hostgroup_attributes",
     "mysql_users",
     "pgsql_servers",
@@ -250,13 +252,76 @@ pub fn config_rows(cfg: &Config, table: &str) -> AdminRows {
     AdminRows { columns, rows }
 }
 
+/// `runtime_*_servers` rows as the data path sees them: each server's configured row, in the
+/// hostgroup and with the status the monitor gave it.
+pub fn live_server_rows(
+    cfg: &Config,
+    p: sluice_core::admin::Protocol,
+    hostgroups: &std::collections::BTreeMap<u32, Vec<sluice_core::runtime::HostgroupServer>>,
+) -> AdminRows {
+    let mut view = cfg.clone();
+    match p {
+        sluice_core::admin::Protocol::Mysql => {
+            view.mysql_servers = placed(&cfg.mysql_servers, hostgroups, |r| {
+                (&mut r.hostgroup_id.0, &r.hostname, r.port.0, &mut r.status)
+            });
+            config_rows(&view, "mysql_servers")
+        }
+        sluice_core::admin::Protocol::Pgsql => {
+            view.pgsql_servers = placed(&cfg.pgsql_servers, hostgroups, |r| {
+                (&mut r.hostgroup_id.0, &r.hostname, r.port.0, &mut r.status)
+            });
+            config_rows(&view, "pgsql_servers")
+        }
+    }
+}
+
+/// The configured server rows moved to where `hostgroups` has them, with their live status.
+/// `fields` exposes a row's (hostgroup, hostname, port, status).
+fn placed<R: Clone>(
+    rows: &[R],
+    hostgroups: &std::collections::BTreeMap<u32, Vec<sluice_core::runtime::HostgroupServer>>,
+    fields: impl Fn(
+        &mut R,
+    ) -> (
+        &mut u32,
+        &String,
+        u16,
+        &mut sluice_core::config::ServerStatus,
+    ),
+) -> Vec<R> {
+    let mut out = Vec::new();
+    for (hg, servers) in hostgroups {
+        for s in servers {
+            let matches = |r: &R, same_hg: bool| {
+                let mut r = r.clone();
+                let (h, name, port, _) = fields(&mut r);
+                *name == s.key.hostname && port == s.key.port && (!same_hg || *h == *hg)
+            };
+            let Some(row) = rows
+                .iter()
+                .find(|r| matches(r, true))
+                .or_else(|| rows.iter().find(|r| matches(r, false)))
+            else {
+                continue;
+            };
+            let mut r = row.clone();
+            let (h, _, _, status) = fields(&mut r);
+            *h = *hg;
+            *status = s.status;
+            out.push(r);
+        }
+    }
+    out
+}
+
 /// Serialises the table parts of a config like the export does.
 struct ExportView<'a>(&'a Config);
 
 impl serde::Serialize for ExportView<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
-        let mut m = s.serialize_map(Some(9))?;
+        let mut m = s.serialize_map(Some(11))?;
         m.serialize_entry("mysql_servers", &self.0.mysql_servers)?;
         m.serialize_entry("mysql_users", &self.0.mysql_users)?;
         m.serialize_entry(
@@ -271,6 +336,14 @@ impl serde::Serialize for ExportView<'_> {
             &self.0.mysql_query_rules_fast_routing,
         )?;
         m.serialize_entry("pgsql_query_rules", &self.0.pgsql_query_rules)?;
+        m.serialize_entry(
+            "mysql_replication_hostgroups",
+            &self.0.mysql_replication_hostgroups,
+        )?;
+        m.serialize_entry(
+            "pgsql_replication_hostgroups",
+            &self.0.pgsql_replication_hostgroups,
+        )?;
         m.serialize_entry(
             "pgsql_query_rules_fast_routing",
             &self.0.pgsql_query_rules_fast_routing,

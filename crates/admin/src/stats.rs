@@ -102,10 +102,9 @@ pub async fn refresh_query_tables(
     store.exec_all(&sql).await
 }
 
-/// Refreshes every stats table (cheap: a few hundred rows at most).
-pub async fn refresh(store: &Store, live: &dyn LiveStats, cfg: &Config) -> Result<(), AdminError> {
-    let pool = live.mysql_connection_pool();
-    let pool_rows = rows(
+/// `stats_*_connection_pool` rows.
+fn pool_table(pool: &[sluice_core::admin::PoolRow]) -> AdminRows {
+    rows(
         &[
             "hostgroup",
             "srv_host",
@@ -138,11 +137,78 @@ pub async fn refresh(store: &Store, live: &dyn LiveStats, cfg: &Config) -> Resul
                     s(0),
                     s(0),
                     s(0),
-                    s(0),
+                    s(p.latency_us),
                 ]
             })
             .collect(),
-    );
+    )
+}
+
+/// Refreshes the monitor's log tables and the live view of `runtime_*_servers` when a statement
+/// reads them.
+pub async fn refresh_monitor_tables(
+    store: &Store,
+    live: &dyn LiveStats,
+    cfg: &Config,
+    sql_lower: &str,
+) -> Result<(), AdminError> {
+    use sluice_core::monitor::CheckKind;
+    let mut sql = Vec::new();
+    for (p, proto) in [(Protocol::Mysql, "mysql"), (Protocol::Pgsql, "pgsql")] {
+        for kind in CheckKind::ALL {
+            let table = format!("{proto}_server_{}_log", kind.name());
+            if !sql_lower.contains(&table) {
+                continue;
+            }
+            let (ok_col, err_col) = match kind {
+                CheckKind::Connect => ("connect_success_time_us", "connect_error"),
+                CheckKind::Ping => ("ping_success_time_us", "ping_error"),
+                CheckKind::ReadOnly => ("success_time_us", "error"),
+            };
+            let mut cols = vec!["hostname", "port", "time_start_us", ok_col];
+            if kind == CheckKind::ReadOnly {
+                cols.push("read_only");
+            }
+            cols.push(err_col);
+            let list = live.monitor_log(p, kind);
+            let r = rows(
+                &cols,
+                list.into_iter()
+                    .map(|c| {
+                        let mut v = vec![
+                            Some(c.server.hostname.clone()),
+                            s(c.server.port),
+                            s(c.time_start_us),
+                            s(c.success_time_us),
+                        ];
+                        if kind == CheckKind::ReadOnly {
+                            v.push(c.value.map(|b| u8::from(b).to_string()));
+                        }
+                        v.push(c.error);
+                        v
+                    })
+                    .collect(),
+            );
+            sql.extend(replace_rows_sql("monitor", &table, &r));
+        }
+        let runtime = format!("runtime_{proto}_servers");
+        if sql_lower.contains(&runtime)
+            && let Some(hostgroups) = live.live_hostgroups(p)
+        {
+            let r = crate::layers::live_server_rows(cfg, p, &hostgroups);
+            sql.extend(replace_rows_sql("main", &runtime, &r));
+        }
+    }
+    if sql.is_empty() {
+        return Ok(());
+    }
+    store.exec_all(&sql).await
+}
+
+/// Refreshes every stats table (cheap: a few hundred rows at most).
+pub async fn refresh(store: &Store, live: &dyn LiveStats, cfg: &Config) -> Result<(), AdminError> {
+    let pool_rows = pool_table(&live.mysql_connection_pool());
+    let pg_pool_rows = pool_table(&live.pgsql_connection_pool());
     let procs = live.mysql_processlist();
     let proc_rows = rows(
         &[
@@ -272,6 +338,7 @@ pub async fn refresh(store: &Store, live: &dyn LiveStats, cfg: &Config) -> Resul
     for (t, r) in [
         ("stats_pgsql_global", &pg_global),
         ("stats_mysql_connection_pool", &pool_rows),
+        ("stats_pgsql_connection_pool", &pg_pool_rows),
         ("stats_mysql_connection_pool_reset", &pool_rows),
         ("stats_mysql_processlist", &proc_rows),
         ("stats_mysql_global", &global),

@@ -106,6 +106,8 @@ pub struct PoolRow {
     pub conn_free: u32,
     /// Commands forwarded to this server in this hostgroup.
     pub queries: u64,
+    /// The monitor's last ping time (µs); 0 before the first answer.
+    pub latency_us: u64,
 }
 
 /// Which side of Sluice a stats view is about.
@@ -167,6 +169,25 @@ pub trait LiveStats: Send + Sync {
     }
     /// `stats_pgsql_commands_counters` rows, in that table's column order.
     fn pgsql_commands_counters(&self) -> Vec<Vec<Option<String>>> {
+        Vec::new()
+    }
+    /// The monitor's log rows of one check kind.
+    fn monitor_log(
+        &self,
+        _p: Protocol,
+        _kind: crate::monitor::CheckKind,
+    ) -> Vec<crate::monitor::CheckRow> {
+        Vec::new()
+    }
+    /// The hostgroups as the data path uses them now (configuration + monitor verdicts).
+    fn live_hostgroups(
+        &self,
+        _p: Protocol,
+    ) -> Option<std::collections::BTreeMap<u32, Vec<crate::runtime::HostgroupServer>>> {
+        None
+    }
+    /// `stats_pgsql_connection_pool` rows.
+    fn pgsql_connection_pool(&self) -> Vec<PoolRow> {
         Vec::new()
     }
     /// `PROXYSQL FLUSH QUERY CACHE`: entries dropped.

@@ -1,6 +1,8 @@
 //! The runtime snapshot the data path reads, and the handle that publishes a new one atomically.
 
+use crate::admin::Protocol;
 use crate::config::{Config, MysqlServer, MysqlUser, MysqlVariables, ServerStatus};
+use crate::monitor::topology::{Topology, apply};
 use arc_swap::ArcSwap;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -71,6 +73,8 @@ pub struct MysqlRuntime {
     pub no_multiplex_users: std::collections::HashSet<String>,
     /// `mysql_query_rules` + fast routing, compiled.
     pub rules: crate::query::RuleSet,
+    /// `mysql_replication_hostgroups`.
+    pub replication: Vec<crate::config::ReplicationHostgroup>,
 }
 
 impl MysqlRuntime {
@@ -103,6 +107,8 @@ pub struct PgsqlRuntime {
     pub hostgroups: BTreeMap<u32, Vec<HostgroupServer>>,
     /// `pgsql_query_rules` + fast routing, compiled.
     pub rules: crate::query::RuleSet,
+    /// `pgsql_replication_hostgroups`.
+    pub replication: Vec<crate::config::ReplicationHostgroup>,
 }
 
 /// An immutable snapshot of everything the data path reads. Sessions `load()` it once per command.
@@ -168,6 +174,7 @@ impl RuntimeConfig {
                 &cfg.pgsql_query_rules_fast_routing,
                 cfg.pgsql_variables.query.query_processor_iterations,
             ),
+            replication: cfg.pgsql_replication_hostgroups.clone(),
         };
         RuntimeConfig {
             datadir: cfg.datadir.clone(),
@@ -194,6 +201,7 @@ impl RuntimeConfig {
                     &cfg.mysql_query_rules_fast_routing,
                     cfg.mysql_variables.query.query_processor_iterations,
                 ),
+                replication: cfg.mysql_replication_hostgroups.clone(),
             },
         }
     }
@@ -214,26 +222,69 @@ fn compile_rules(
 }
 
 /// Shared handle to the current [`RuntimeConfig`]; cheap to clone and passed down explicitly.
+///
+/// What the data path reads is the configuration (`store`) with the monitor's verdicts
+/// (`set_topology`) laid over it: a LOAD never undoes a failover the monitor made, and the
+/// monitor never edits the configuration.
 #[derive(Debug, Clone)]
 pub struct ConfigHandle {
     current: Arc<ArcSwap<RuntimeConfig>>,
+    base: Arc<ArcSwap<RuntimeConfig>>,
+    topology: Arc<std::sync::Mutex<(Topology, Topology)>>,
 }
 
 impl ConfigHandle {
     /// Wraps a first snapshot.
     pub fn new(rt: RuntimeConfig) -> Self {
         ConfigHandle {
-            current: Arc::new(ArcSwap::from_pointee(rt)),
+            current: Arc::new(ArcSwap::from_pointee(rt.clone())),
+            base: Arc::new(ArcSwap::from_pointee(rt)),
+            topology: Arc::default(),
         }
     }
 
-    /// The current snapshot.
+    /// The current snapshot (configuration + monitor verdicts).
     pub fn load(&self) -> Arc<RuntimeConfig> {
         self.current.load_full()
     }
 
-    /// Publishes a new snapshot with one atomic store; readers see it at their next `load`.
+    /// The configuration as loaded, without the monitor's verdicts.
+    pub fn load_base(&self) -> Arc<RuntimeConfig> {
+        self.base.load_full()
+    }
+
+    /// Publishes a new configuration with one atomic store; readers see it at their next `load`.
     pub fn store(&self, rt: RuntimeConfig) {
+        let t = self.topology.lock().unwrap_or_else(|p| p.into_inner());
+        self.base.store(Arc::new(rt));
+        self.publish(&t);
+    }
+
+    /// Replaces the monitor's verdicts for one protocol and publishes the result.
+    pub fn set_topology(&self, p: Protocol, topology: Topology) {
+        let mut t = self.topology.lock().unwrap_or_else(|p| p.into_inner());
+        match p {
+            Protocol::Mysql => t.0 = topology,
+            Protocol::Pgsql => t.1 = topology,
+        }
+        self.publish(&t);
+    }
+
+    fn publish(&self, (my, pg): &(Topology, Topology)) {
+        let base = self.base.load_full();
+        let mut rt = (*base).clone();
+        rt.mysql.hostgroups = apply(
+            &base.mysql.hostgroups,
+            &base.mysql.replication,
+            base.mysql.variables.monitor.writer_is_also_reader,
+            my,
+        );
+        rt.pgsql.hostgroups = apply(
+            &base.pgsql.hostgroups,
+            &base.pgsql.replication,
+            base.pgsql.variables.monitor.writer_is_also_reader,
+            pg,
+        );
         self.current.store(Arc::new(rt));
     }
 }

@@ -7,6 +7,7 @@
 
 pub mod conn;
 pub mod error;
+pub mod monitor;
 mod ops;
 pub mod pool;
 mod relay;

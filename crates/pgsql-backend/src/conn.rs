@@ -212,6 +212,28 @@ impl PgConn {
         }
     }
 
+    /// Runs `sql` and returns the first column of its first row as text (`None` for NULL or no
+    /// row); the first error is returned.
+    pub async fn query_value(&mut self, sql: &str) -> Result<Option<String>, Error> {
+        let mut body = sql.as_bytes().to_vec();
+        body.push(0);
+        self.stream.write_all(&message(b'Q', &body)).await?;
+        let mut failure = None;
+        let mut value: Option<Option<String>> = None;
+        loop {
+            let m = self.reader.message(&mut self.stream).await?;
+            match m[0] {
+                b'Z' => return failure.map_or(Ok(value.flatten()), Err),
+                b'E' if failure.is_none() => {
+                    let (code, message) = parse_error(&m[5..]);
+                    failure = Some(Error::Server { code, message });
+                }
+                b'D' if value.is_none() => value = Some(first_column(&m[5..])),
+                _ => {}
+            }
+        }
+    }
+
     /// Runs `DISCARD ALL` so the connection can serve another client; false on failure.
     pub async fn discard_all(&mut self) -> bool {
         self.prepared.clear();
@@ -234,4 +256,16 @@ impl PgConn {
             }
         }
     }
+}
+
+/// The first column of a DataRow body as text; `None` for NULL or a malformed row.
+fn first_column(body: &[u8]) -> Option<String> {
+    let n = u16::from_be_bytes([*body.first()?, *body.get(1)?]);
+    if n == 0 {
+        return None;
+    }
+    let len = i32::from_be_bytes(body.get(2..6)?.try_into().ok()?);
+    let len = usize::try_from(len).ok()?;
+    let v = body.get(6..6 + len)?;
+    Some(String::from_utf8_lossy(v).into_owned())
 }

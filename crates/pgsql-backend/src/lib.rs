@@ -5,6 +5,7 @@
 pub mod conn;
 pub mod frame;
 pub mod md5auth;
+pub mod monitor;
 pub mod pool;
 pub mod prepared;
 pub mod scram;

@@ -56,6 +56,9 @@ pub struct PgCheckout<'a> {
     pub connect_timeout: Duration,
     /// Whole budget.
     pub connect_timeout_max: Duration,
+    /// Where to re-read the hostgroup's servers while waiting for one to answer: the monitor
+    /// may move a new writer in (failover). `None` keeps `servers`.
+    pub config: Option<&'a sluice_core::runtime::ConfigHandle>,
 }
 
 /// A checked-out connection; dropping it closes the connection.
@@ -95,11 +98,33 @@ impl PgPool {
         e.1.clone()
     }
 
+    /// Closes the idle connections to `server` (it was shunned: they are likely dead).
+    pub fn purge_idle(&self, server: &ServerKey) {
+        let doomed: Vec<PgConn> = {
+            let mut g = lock(&self.idle);
+            let keys: Vec<PgKey> = g.keys().filter(|k| &k.server == server).cloned().collect();
+            keys.into_iter()
+                .filter_map(|k| g.remove(&k))
+                .flatten()
+                .collect()
+        };
+        if !doomed.is_empty() {
+            info!(server = %server, closed = doomed.len(), "closed idle PostgreSQL connections to a shunned server");
+        }
+    }
+
     /// Gets a connection for the request, waiting for a free slot up to the budget.
     pub async fn checkout(self: &Arc<Self>, req: &PgCheckout<'_>) -> Result<PgPooled, Error> {
         let start = Instant::now();
         let deadline = start + req.connect_timeout_max;
+        let outer = req;
+        let mut fresh: Option<Vec<HostgroupServer>> = None;
         loop {
+            let current = PgCheckout {
+                servers: fresh.as_deref().unwrap_or(outer.servers),
+                ..outer.clone()
+            };
+            let req = &current;
             let in_use = |s: &HostgroupServer| {
                 let sem = self.semaphore(req.hostgroup, s);
                 s.max_connections
@@ -122,6 +147,7 @@ impl PgPool {
                         .min(deadline.saturating_duration_since(Instant::now())),
                 )
                 .await;
+                fresh = reread(outer);
                 continue;
             };
             let key = PgKey {
@@ -194,10 +220,24 @@ impl PgPool {
                         });
                     }
                     tokio::time::sleep(Duration::from_millis(10)).await;
+                    fresh = reread(outer);
                 }
             }
         }
     }
+}
+
+/// The hostgroup's servers as the runtime has them now, when the request says where to look.
+fn reread(req: &PgCheckout<'_>) -> Option<Vec<HostgroupServer>> {
+    let cfg = req.config?;
+    Some(
+        cfg.load()
+            .pgsql
+            .hostgroups
+            .get(&req.hostgroup)
+            .cloned()
+            .unwrap_or_default(),
+    )
 }
 
 /// Idle time after which a pooled connection is checked for a server-side close before reuse.

@@ -367,6 +367,7 @@ async fn checkout(fe: &PgFrontend, l: &Login, hg: u32) -> Result<PgPooled, PgErr
         options: &l.options,
         connect_timeout: Duration::from_millis(v.connect_timeout_server),
         connect_timeout_max: Duration::from_millis(v.connect_timeout_server_max),
+        config: Some(&fe.config),
     };
     fe.pool.checkout(&req).await
 }

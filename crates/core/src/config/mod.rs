@@ -2,6 +2,7 @@
 //! the admin tables' names (`[mysql_variables]`, `[[mysql_servers]]`, `[[mysql_users]]`).
 
 mod admin_variables;
+mod monitor_variables;
 mod mysql_tables;
 mod mysql_variables;
 mod pgsql;
@@ -11,11 +12,12 @@ mod query_variables;
 mod values;
 
 pub use admin_variables::AdminVariables;
+pub use monitor_variables::MonitorVariables;
 pub use mysql_tables::{MysqlHostgroupAttributes, MysqlServer, MysqlUser};
 pub use mysql_variables::{MysqlVariables, SetOutcome};
 pub use pgsql::{PgsqlServer, PgsqlUser, PgsqlVariables};
 pub use proxysql_names::PROXYSQL_MYSQL_VARIABLES;
-pub use query_rules::{FastRoute, QueryRule};
+pub use query_rules::{FastRoute, QueryRule, ReplicationHostgroup};
 pub use query_variables::QueryVariables;
 pub use values::*;
 
@@ -48,6 +50,10 @@ pub struct Config {
     pub pgsql_query_rules: Vec<QueryRule>,
     /// `pgsql_query_rules_fast_routing` rows.
     pub pgsql_query_rules_fast_routing: Vec<FastRoute>,
+    /// `mysql_replication_hostgroups` rows.
+    pub mysql_replication_hostgroups: Vec<ReplicationHostgroup>,
+    /// `pgsql_replication_hostgroups` rows.
+    pub pgsql_replication_hostgroups: Vec<ReplicationHostgroup>,
     /// `pgsql-*` variables.
     pub pgsql_variables: PgsqlVariables,
     /// `pgsql_servers` rows.
@@ -86,6 +92,10 @@ struct RawFile {
     pgsql_query_rules: Vec<Spanned<QueryRule>>,
     #[serde(default)]
     pgsql_query_rules_fast_routing: Vec<FastRoute>,
+    #[serde(default)]
+    mysql_replication_hostgroups: Vec<Spanned<ReplicationHostgroup>>,
+    #[serde(default)]
+    pgsql_replication_hostgroups: Vec<Spanned<ReplicationHostgroup>>,
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
@@ -328,6 +338,53 @@ impl Config {
                 out_rules.push(r);
             }
             *out_fast = fast;
+        }
+        for (table, rows, out) in [
+            (
+                "mysql_replication_hostgroups",
+                raw.mysql_replication_hostgroups,
+                &mut cfg.mysql_replication_hostgroups,
+            ),
+            (
+                "pgsql_replication_hostgroups",
+                raw.pgsql_replication_hostgroups,
+                &mut cfg.pgsql_replication_hostgroups,
+            ),
+        ] {
+            let mut used = HashSet::new();
+            for row in rows {
+                let offset = row.span().start;
+                let r = row.into_inner();
+                if r.writer_hostgroup == r.reader_hostgroup
+                    || !used.insert(r.writer_hostgroup)
+                    || !used.insert(r.reader_hostgroup)
+                {
+                    return Err(invalid(
+                        offset,
+                        format!(
+                            "{table}: ({}, {}): each hostgroup may appear in one pair only, and writer and reader must differ",
+                            r.writer_hostgroup, r.reader_hostgroup
+                        ),
+                    ));
+                }
+                const CHECKS: [&str; 5] = [
+                    "read_only",
+                    "innodb_read_only",
+                    "super_read_only",
+                    "read_only|innodb_read_only",
+                    "read_only&innodb_read_only",
+                ];
+                if !CHECKS.contains(&r.check_type.to_ascii_lowercase().as_str()) {
+                    return Err(invalid(
+                        offset,
+                        format!(
+                            "{table}: check_type {:?} is not one of {CHECKS:?}",
+                            r.check_type
+                        ),
+                    ));
+                }
+                out.push(r);
+            }
         }
         for u in cfg.mysql_users.iter().filter(|u| u.frontend.0) {
             let hg = u.default_hostgroup.0;

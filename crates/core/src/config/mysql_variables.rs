@@ -57,10 +57,8 @@ pub struct MysqlVariables {
     pub wait_timeout: u64,
     /// Forward `SELECT @@version` / `VERSION()` to the backend instead of answering them.
     pub select_version_forwarding: bool,
-    /// Monitor account (used by the monitor).
-    pub monitor_username: String,
-    /// Monitor password.
-    pub monitor_password: String,
+    /// The monitor: account, intervals, thresholds.
+    pub monitor: super::MonitorVariables,
     /// Query processor: digests, cache, hints, delay, timeout.
     pub query: super::QueryVariables,
     /// ProxySQL variables accepted for compatibility that have no effect in this version.
@@ -94,8 +92,7 @@ impl Default for MysqlVariables {
             auto_increment_delay_multiplex_timeout_ms: 10_000,
             wait_timeout: 28_800_000,
             select_version_forwarding: false,
-            monitor_username: "monitor".into(),
-            monitor_password: "monitor".into(),
+            monitor: super::MonitorVariables::defaults("mysql"),
             query: super::QueryVariables::default(),
             accepted_unimplemented: BTreeMap::new(),
         }
@@ -135,6 +132,9 @@ impl MysqlVariables {
     pub fn set(&mut self, name: &str, value: &str) -> Result<SetOutcome, String> {
         let v = value;
         if let Some(r) = self.query.set("mysql", name, v) {
+            return r.map(|()| SetOutcome::Applied);
+        }
+        if let Some(r) = self.monitor.set("mysql", name, v) {
             return r.map(|()| SetOutcome::Applied);
         }
         match name {
@@ -193,8 +193,6 @@ impl MysqlVariables {
             }
             "wait_timeout" => self.wait_timeout = int(name, v, 0, 31_536_000_000)?,
             "select_version_forwarding" => self.select_version_forwarding = int(name, v, 0, 3)? > 0,
-            "monitor_username" => self.monitor_username = v.to_string(),
-            "monitor_password" => self.monitor_password = v.to_string(),
             _ if PROXYSQL_MYSQL_VARIABLES.contains(&name) => {
                 self.accepted_unimplemented
                     .insert(name.to_string(), v.to_string());
@@ -263,10 +261,9 @@ impl MysqlVariables {
                 "select_version_forwarding".into(),
                 u8::from(self.select_version_forwarding).to_string(),
             ),
-            ("monitor_username".into(), self.monitor_username.clone()),
-            ("monitor_password".into(), self.monitor_password.clone()),
         ];
         v.extend(self.query.pairs());
+        v.extend(self.monitor.pairs("mysql"));
         v.extend(
             self.accepted_unimplemented
                 .iter()
@@ -315,7 +312,7 @@ mod tests {
                 .contains("unknown variable mysql-no_such_thing")
         );
         assert_eq!(
-            v.set("monitor_ping_interval", "1000"),
+            v.set("monitor_replication_lag_interval", "1000"),
             Ok(SetOutcome::AcceptedWithoutEffect)
         );
         assert!(v.set("interfaces", "127.0.0.1").is_err());

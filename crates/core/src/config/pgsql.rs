@@ -118,6 +118,8 @@ pub struct PgsqlVariables {
     pub ssl_key: String,
     /// Query processor: digests, cache, hints, delay, timeout.
     pub query: super::QueryVariables,
+    /// The monitor: account, intervals, thresholds.
+    pub monitor: super::MonitorVariables,
 }
 
 impl Default for PgsqlVariables {
@@ -134,6 +136,7 @@ impl Default for PgsqlVariables {
             ssl_cert: String::new(),
             ssl_key: String::new(),
             query: super::QueryVariables::default(),
+            monitor: super::MonitorVariables::defaults("pgsql"),
         }
     }
 }
@@ -152,6 +155,9 @@ impl PgsqlVariables {
             Ok(n)
         };
         if let Some(r) = self.query.set("pgsql", name, v) {
+            return r.map(|()| SetOutcome::Applied);
+        }
+        if let Some(r) = self.monitor.set("pgsql", name, v) {
             return r.map(|()| SetOutcome::Applied);
         }
         match name {
@@ -206,6 +212,7 @@ impl PgsqlVariables {
             ("ssl_key".into(), self.ssl_key.clone()),
         ];
         v.extend(self.query.pairs());
+        v.extend(self.monitor.pairs("pgsql"));
         v
     }
 }

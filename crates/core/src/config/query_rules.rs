@@ -1,5 +1,5 @@
-//! `mysql_query_rules` / `pgsql_query_rules` and their `_fast_routing` twins, with ProxySQL's
-//! column names. NULL columns are `None` (the rule does not look at / does not set them).
+//! `mysql_query_rules` / `pgsql_query_rules` and their `_fast_routing` twins, and the
+//! `*_replication_hostgroups` rows, with ProxySQL's column names. NULL columns are `None` (the rule does not look at / does not set them).
 
 use super::values::Flag;
 use serde::{Deserialize, Serialize};
@@ -135,4 +135,24 @@ pub struct FastRoute {
     /// Free text.
     #[serde(default)]
     pub comment: String,
+}
+
+/// One `*_replication_hostgroups` row: the monitor places servers of the pair by `read_only`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplicationHostgroup {
+    /// Hostgroup of the server(s) with read_only=0.
+    pub writer_hostgroup: u32,
+    /// Hostgroup of the servers with read_only=1.
+    pub reader_hostgroup: u32,
+    /// Which variable says read-only (MySQL); PostgreSQL uses `pg_is_in_recovery()`.
+    #[serde(default = "read_only")]
+    pub check_type: String,
+    /// Free text.
+    #[serde(default)]
+    pub comment: String,
+}
+
+fn read_only() -> String {
+    "read_only".into()
 }

@@ -49,23 +49,8 @@ impl Default for QueryVariables {
 impl QueryVariables {
     /// Sets `name` if it is one of these; `None` when it is not.
     pub fn set(&mut self, prefix: &str, name: &str, v: &str) -> Option<Result<(), String>> {
-        let int = |min: u64, max: u64| -> Result<u64, String> {
-            let n: u64 = v
-                .trim()
-                .parse()
-                .map_err(|_| format!("{prefix}-{name}: {v:?} is not a whole number"))?;
-            if n < min || n > max {
-                return Err(format!("{prefix}-{name}: {n} is out of range {min}..{max}"));
-            }
-            Ok(n)
-        };
-        let boolean = || -> Result<bool, String> {
-            match v.trim().to_ascii_lowercase().as_str() {
-                "true" | "1" => Ok(true),
-                "false" | "0" => Ok(false),
-                _ => Err(format!("{prefix}-{name}: {v:?} is not true/false")),
-            }
-        };
+        let int = |min: u64, max: u64| super::values::parse_var_int(prefix, name, v, min, max);
+        let boolean = || super::values::parse_var_bool(prefix, name, v);
         let r = (|| {
             match name {
                 "query_digests" => self.query_digests = boolean()?,

@@ -158,3 +158,30 @@ impl<'de> Deserialize<'de> for ServerStatus {
         })
     }
 }
+
+/// A whole number for variable `{prefix}-{name}` within `min..=max`, with an error naming it.
+pub(crate) fn parse_var_int(
+    prefix: &str,
+    name: &str,
+    v: &str,
+    min: u64,
+    max: u64,
+) -> Result<u64, String> {
+    let n: u64 = v
+        .trim()
+        .parse()
+        .map_err(|_| format!("{prefix}-{name}: {v:?} is not a whole number"))?;
+    if n < min || n > max {
+        return Err(format!("{prefix}-{name}: {n} is out of range {min}..{max}"));
+    }
+    Ok(n)
+}
+
+/// `true`/`false`/`1`/`0` for variable `{prefix}-{name}`, with an error naming it.
+pub(crate) fn parse_var_bool(prefix: &str, name: &str, v: &str) -> Result<bool, String> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "true" | "1" => Ok(true),
+        "false" | "0" => Ok(false),
+        _ => Err(format!("{prefix}-{name}: {v:?} is not true/false")),
+    }
+}

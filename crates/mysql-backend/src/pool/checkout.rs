@@ -148,7 +148,15 @@ impl MysqlPool {
         let deadline = start + req.connect_timeout_max;
         let mut failed: HashSet<ServerKey> = HashSet::new();
         let mut last_error: Option<String> = None;
+        let outer = req;
+        let mut fresh: Option<Vec<HostgroupServer>> = None;
         loop {
+            let current = CheckoutRequest {
+                servers: fresh.as_deref().unwrap_or(outer.servers),
+                ..outer.clone()
+            };
+            let req = &current;
+            let mut reread = false;
             let connect_to = match self.decide(req, &failed) {
                 Decision::Reuse(server, conn) => {
                     if conn.looks_dead() {
@@ -182,8 +190,10 @@ impl MysqlPool {
                     }
                 }
                 Decision::Retry => {
-                    // Every usable server failed once in this round: all get another chance.
+                    // Every usable server failed once in this round: all get another chance,
+                    // and the hostgroup is read again (a failover may have changed it).
                     failed.clear();
+                    reread = true;
                     let remaining = deadline.saturating_duration_since(Instant::now());
                     tokio::time::sleep(
                         req.retry_delay
@@ -210,6 +220,16 @@ impl MysqlPool {
                     elapsed_ms: start.elapsed().as_millis() as u64,
                     last_error,
                 });
+            }
+            if reread && let Some(cfg) = outer.config {
+                fresh = Some(
+                    cfg.load()
+                        .mysql
+                        .hostgroups
+                        .get(&outer.hostgroup)
+                        .cloned()
+                        .unwrap_or_default(),
+                );
             }
         }
     }

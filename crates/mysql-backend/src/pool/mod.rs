@@ -68,6 +68,9 @@ pub struct CheckoutRequest<'a> {
     pub retry_delay: Duration,
     /// Largest packet accepted from the server.
     pub max_packet: usize,
+    /// Where to re-read the hostgroup's servers after a round in which all failed: the monitor
+    /// may have moved a new writer in meanwhile (failover). `None` keeps `servers`.
+    pub config: Option<&'a sluice_core::runtime::ConfigHandle>,
 }
 
 impl CheckoutRequest<'_> {

@@ -76,13 +76,16 @@ impl Session {
             .map(Vec::as_slice)
             .unwrap_or(&[]);
         let secret = self.backend_secret(&rt).map_err(ForwardFailure::Report)?;
-        let req = checkout_request(
-            vars,
-            hostgroup,
-            servers,
-            (&self.login.user.username, &secret),
-            (self.login.charset, self.login.capabilities),
-        );
+        let req = CheckoutRequest {
+            config: Some(&self.fe.config),
+            ..checkout_request(
+                vars,
+                hostgroup,
+                servers,
+                (&self.login.user.username, &secret),
+                (self.login.charset, self.login.capabilities),
+            )
+        };
         let mut pooled = match self.fe.pool.checkout(&req).await {
             Ok(p) => p,
             Err(e) => {
@@ -280,6 +283,7 @@ pub(super) fn checkout_request<'a>(
         connect_timeout_max: Duration::from_millis(vars.connect_timeout_server_max),
         retry_delay: Duration::from_millis(vars.connect_retries_delay),
         max_packet: (vars.max_allowed_packet as usize).max(64 << 20),
+        config: None,
     }
 }
 

@@ -1,0 +1,139 @@
+//! Monitor variables shared by the `mysql-` and `pgsql-` sides (each side has its own copy under
+//! its own prefix, as in ProxySQL). Intervals and timeouts are in ms.
+
+/// What the monitor checks, how often, and when it acts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MonitorVariables {
+    /// Run the monitor at all.
+    pub enabled: bool,
+    /// Monitor account.
+    pub username: String,
+    /// Its password.
+    pub password: String,
+    /// Database the PostgreSQL monitor connects to.
+    pub dbname: String,
+    /// How long check results are kept in the `monitor.*` logs.
+    pub history: u64,
+    /// Connect check interval.
+    pub connect_interval: u64,
+    /// Connect check timeout.
+    pub connect_timeout: u64,
+    /// Heartbeat interval.
+    pub ping_interval: u64,
+    /// Heartbeat timeout.
+    pub ping_timeout: u64,
+    /// Missed heartbeats in a row that shun a server.
+    pub ping_max_failures: u32,
+    /// read_only check interval.
+    pub read_only_interval: u64,
+    /// read_only check timeout.
+    pub read_only_timeout: u64,
+    /// Failed read_only checks in a row after which the server is assumed read-only.
+    pub read_only_max_timeout_count: u32,
+    /// The writer of a replication hostgroup pair also serves its reader hostgroup.
+    pub writer_is_also_reader: bool,
+}
+
+impl MonitorVariables {
+    /// ProxySQL's defaults for `prefix` (`mysql` or `pgsql`; they differ in a few intervals).
+    pub fn defaults(prefix: &str) -> Self {
+        let pg = prefix == "pgsql";
+        MonitorVariables {
+            enabled: true,
+            username: "monitor".into(),
+            password: "monitor".into(),
+            dbname: "postgres".into(),
+            history: 600_000,
+            connect_interval: 60_000,
+            connect_timeout: 600,
+            ping_interval: if pg { 8_000 } else { 10_000 },
+            ping_timeout: 1_000,
+            ping_max_failures: 3,
+            read_only_interval: if pg { 1_000 } else { 1_500 },
+            read_only_timeout: if pg { 800 } else { 500 },
+            read_only_max_timeout_count: 3,
+            writer_is_also_reader: true,
+        }
+    }
+
+    /// Sets `monitor_<name>` if it is one of these; `None` when it is not.
+    pub fn set(&mut self, prefix: &str, name: &str, v: &str) -> Option<Result<(), String>> {
+        let key = name.strip_prefix("monitor_")?;
+        let int = |min: u64, max: u64| super::values::parse_var_int(prefix, name, v, min, max);
+        let boolean = || super::values::parse_var_bool(prefix, name, v);
+        let r = (|| {
+            match key {
+                "enabled" => self.enabled = boolean()?,
+                "username" => self.username = v.to_string(),
+                "password" => self.password = v.to_string(),
+                "dbname" => self.dbname = v.to_string(),
+                "history" => self.history = int(1_000, 604_800_000)?,
+                "connect_interval" => self.connect_interval = int(100, 604_800_000)?,
+                "connect_timeout" => self.connect_timeout = int(100, 600_000)?,
+                "ping_interval" => self.ping_interval = int(100, 604_800_000)?,
+                "ping_timeout" => self.ping_timeout = int(100, 600_000)?,
+                "ping_max_failures" => self.ping_max_failures = int(1, 1_000_000)? as u32,
+                "read_only_interval" => self.read_only_interval = int(100, 604_800_000)?,
+                "read_only_timeout" => self.read_only_timeout = int(100, 600_000)?,
+                "read_only_max_timeout_count" => {
+                    self.read_only_max_timeout_count = int(1, 1_000_000)? as u32
+                }
+                "writer_is_also_reader" => self.writer_is_also_reader = boolean()?,
+                _ => return Ok(false),
+            }
+            Ok(true)
+        })();
+        match r {
+            Ok(true) => Some(Ok(())),
+            Ok(false) => None,
+            Err(e) => Some(Err(e)),
+        }
+    }
+
+    /// Every variable as (name, value).
+    pub fn pairs(&self, prefix: &str) -> Vec<(String, String)> {
+        let mut v = vec![
+            ("monitor_enabled".to_string(), self.enabled.to_string()),
+            ("monitor_username".into(), self.username.clone()),
+            ("monitor_password".into(), self.password.clone()),
+            ("monitor_history".into(), self.history.to_string()),
+            (
+                "monitor_connect_interval".into(),
+                self.connect_interval.to_string(),
+            ),
+            (
+                "monitor_connect_timeout".into(),
+                self.connect_timeout.to_string(),
+            ),
+            (
+                "monitor_ping_interval".into(),
+                self.ping_interval.to_string(),
+            ),
+            ("monitor_ping_timeout".into(), self.ping_timeout.to_string()),
+            (
+                "monitor_ping_max_failures".into(),
+                self.ping_max_failures.to_string(),
+            ),
+            (
+                "monitor_read_only_interval".into(),
+                self.read_only_interval.to_string(),
+            ),
+            (
+                "monitor_read_only_timeout".into(),
+                self.read_only_timeout.to_string(),
+            ),
+            (
+                "monitor_read_only_max_timeout_count".into(),
+                self.read_only_max_timeout_count.to_string(),
+            ),
+            (
+                "monitor_writer_is_also_reader".into(),
+                self.writer_is_also_reader.to_string(),
+            ),
+        ];
+        if prefix == "pgsql" {
+            v.push(("monitor_dbname".into(), self.dbname.clone()));
+        }
+        v
+    }
+}

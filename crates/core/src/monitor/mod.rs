@@ -1,0 +1,12 @@
+//! The monitor, protocol-agnostic half: the check traits the backend crates implement, the
+//! scheduler, the bounded check logs, and the pure decisions — heartbeat shunning, read_only
+//! placement in replication hostgroups — laid over the configuration as a [`topology::Topology`].
+
+pub mod health;
+pub mod log;
+pub mod scheduler;
+pub mod topology;
+
+pub use log::{CheckKind, CheckRow};
+pub use scheduler::{CheckFuture, CheckTarget, Checker, ConnCache, Monitor, OnShun};
+pub use topology::Topology;

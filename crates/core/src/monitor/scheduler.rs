@@ -1,0 +1,414 @@
+//! The monitor loop of one protocol: schedules connect, ping and read_only checks per server at
+//! their intervals (each bounded by its timeout, one in flight per server and kind), records
+//! them, turns outcomes into decisions ([`super::health`]) and publishes the resulting topology
+//! through the [`ConfigHandle`]. The checks themselves are implemented by the backend crates.
+
+use super::health::{ServerHealth, Verdict};
+use super::log::{CheckKind, CheckRow, MonitorLog};
+use super::topology::{Topology, differences};
+use crate::admin::Protocol;
+use crate::config::{MonitorVariables, ReplicationHostgroup};
+use crate::runtime::{ConfigHandle, HostgroupServer, RuntimeConfig, ServerKey};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tracing::{error, info, warn};
+
+/// A check's result: `Ok` with its value, or why it failed.
+pub type CheckFuture<T> = Pin<Box<dyn Future<Output = Result<T, String>> + Send + 'static>>;
+
+/// Where and as whom a check runs.
+#[derive(Debug, Clone)]
+pub struct CheckTarget {
+    /// The server.
+    pub server: ServerKey,
+    /// Monitor account.
+    pub username: String,
+    /// Its password.
+    pub password: String,
+    /// Database (PostgreSQL).
+    pub dbname: String,
+    /// `check_type` of the server's replication pair (MySQL).
+    pub check_type: String,
+    /// Time budget for connecting, when a check has to.
+    pub timeout: Duration,
+}
+
+/// The checks a backend crate implements.
+pub trait Checker: Send + Sync + 'static {
+    /// Opens a new monitor connection; its time in µs.
+    fn connect(&self, t: CheckTarget) -> CheckFuture<u64>;
+    /// A heartbeat on the server's monitor connection (opened when needed); its time in µs.
+    fn ping(&self, t: CheckTarget) -> CheckFuture<u64>;
+    /// Whether the server is read-only (MySQL `check_type`; PostgreSQL `pg_is_in_recovery()`).
+    fn read_only(&self, t: CheckTarget) -> CheckFuture<bool>;
+    /// Forgets the monitor connection to `server` (after a failure or a shun).
+    fn drop_connection(&self, server: &ServerKey);
+}
+
+/// Monitor connections kept per server between checks, shared by a checker's futures.
+#[derive(Debug)]
+pub struct ConnCache<C> {
+    inner: Arc<Mutex<HashMap<ServerKey, C>>>,
+}
+
+impl<C> Clone for ConnCache<C> {
+    fn clone(&self) -> Self {
+        ConnCache {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<C> Default for ConnCache<C> {
+    fn default() -> Self {
+        ConnCache {
+            inner: Arc::default(),
+        }
+    }
+}
+
+impl<C> ConnCache<C> {
+    /// Takes the server's connection out (a failed check then simply does not put it back).
+    pub fn take(&self, server: &ServerKey) -> Option<C> {
+        self.inner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(server)
+    }
+
+    /// Keeps a connection that just worked.
+    pub fn put(&self, server: ServerKey, conn: C) {
+        self.inner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(server, conn);
+    }
+}
+
+/// Called when a server is shunned, to close the data path's connections to it.
+pub type OnShun = Arc<dyn Fn(&ServerKey) + Send + Sync>;
+
+/// The monitor of one protocol: its logs, counters and per-server health.
+#[derive(Debug)]
+pub struct Monitor {
+    /// Which side it watches.
+    pub protocol: Protocol,
+    /// The `monitor.*` logs and counters.
+    pub log: MonitorLog,
+    health: Mutex<HashMap<ServerKey, ServerHealth>>,
+}
+
+fn now_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
+/// One finished check.
+struct Done {
+    server: ServerKey,
+    kind: CheckKind,
+    started_us: u64,
+    outcome: Result<(u64, Option<bool>), String>,
+}
+
+impl Monitor {
+    /// A monitor for `protocol`.
+    pub fn new(protocol: Protocol) -> Arc<Self> {
+        Arc::new(Monitor {
+            protocol,
+            log: MonitorLog::default(),
+            health: Mutex::default(),
+        })
+    }
+
+    fn prefix(&self) -> &'static str {
+        match self.protocol {
+            Protocol::Mysql => "MySQL_Monitor",
+            Protocol::Pgsql => "PgSQL_Monitor",
+        }
+    }
+
+    /// `stats_*_global` counters.
+    pub fn counters(&self) -> Vec<(String, String)> {
+        self.log.counters(self.prefix())
+    }
+
+    /// The last ping latency of `server` (µs), for `stats_*_connection_pool.Latency_us`.
+    pub fn latency_us(&self, server: &ServerKey) -> u64 {
+        self.health
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(server)
+            .and_then(|h| h.latency_us)
+            .unwrap_or(0)
+    }
+
+    fn side(rt: &RuntimeConfig, p: Protocol) -> Side<'_> {
+        match p {
+            Protocol::Mysql => Side {
+                hostgroups: &rt.mysql.hostgroups,
+                pairs: &rt.mysql.replication,
+                vars: &rt.mysql.variables.monitor,
+            },
+            Protocol::Pgsql => Side {
+                hostgroups: &rt.pgsql.hostgroups,
+                pairs: &rt.pgsql.replication,
+                vars: &rt.pgsql.variables.monitor,
+            },
+        }
+    }
+
+    /// Runs until the task is aborted.
+    pub async fn run(
+        self: Arc<Self>,
+        config: ConfigHandle,
+        checker: Arc<dyn Checker>,
+        on_shun: OnShun,
+    ) {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Done>();
+        let mut next: HashMap<(ServerKey, CheckKind), Instant> = HashMap::new();
+        let mut inflight: HashSet<(ServerKey, CheckKind)> = HashSet::new();
+        loop {
+            tokio::select! {
+                Some(done) = rx.recv() => {
+                    inflight.remove(&(done.server.clone(), done.kind));
+                    self.handle(done, &config, &checker, &on_shun);
+                    continue;
+                }
+                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+            }
+            let base = config.load_base();
+            let side = Self::side(&base, self.protocol);
+            if !side.vars.enabled {
+                continue;
+            }
+            let now = Instant::now();
+            let in_pair = pair_members(side.hostgroups, side.pairs);
+            let shunned: HashSet<ServerKey> = self
+                .health
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .filter(|(_, h)| h.shunned)
+                .map(|(k, _)| k.clone())
+                .collect();
+            for server in servers(side.hostgroups) {
+                for kind in CheckKind::ALL {
+                    let check_type = in_pair.get(&server);
+                    // A shunned server only gets heartbeats until it answers again.
+                    if (kind == CheckKind::ReadOnly && check_type.is_none())
+                        || (kind != CheckKind::Ping && shunned.contains(&server))
+                    {
+                        continue;
+                    }
+                    let key = (server.clone(), kind);
+                    if inflight.contains(&key) || next.get(&key).is_some_and(|t| *t > now) {
+                        continue;
+                    }
+                    let v = side.vars;
+                    let (interval, timeout) = match kind {
+                        CheckKind::Connect => (v.connect_interval, v.connect_timeout),
+                        CheckKind::Ping => (v.ping_interval, v.ping_timeout),
+                        CheckKind::ReadOnly => (v.read_only_interval, v.read_only_timeout),
+                    };
+                    next.insert(key.clone(), now + Duration::from_millis(interval));
+                    inflight.insert(key);
+                    let target = CheckTarget {
+                        server: server.clone(),
+                        username: v.username.clone(),
+                        password: v.password.clone(),
+                        dbname: v.dbname.clone(),
+                        check_type: check_type.cloned().unwrap_or_default(),
+                        timeout: Duration::from_millis(timeout),
+                    };
+                    spawn_check(kind, target, checker.clone(), tx.clone());
+                }
+            }
+        }
+    }
+
+    fn handle(
+        &self,
+        done: Done,
+        config: &ConfigHandle,
+        checker: &Arc<dyn Checker>,
+        on_shun: &OnShun,
+    ) {
+        let base = config.load_base();
+        let side = Self::side(&base, self.protocol);
+        let vars = side.vars;
+        let (took, value) = match &done.outcome {
+            Ok((us, v)) => (*us, *v),
+            Err(_) => (0, None),
+        };
+        self.log.record(
+            done.kind,
+            CheckRow {
+                server: done.server.clone(),
+                time_start_us: done.started_us,
+                success_time_us: took,
+                value,
+                error: done.outcome.as_ref().err().cloned(),
+            },
+            vars.history,
+        );
+        let s = &done.server;
+        let proto = match self.protocol {
+            Protocol::Mysql => "MySQL",
+            Protocol::Pgsql => "PgSQL",
+        };
+        if let Err(e) = &done.outcome {
+            checker.drop_connection(s);
+            if done.kind == CheckKind::Connect {
+                error!("{proto} monitor connect failed addr='{s}' error='{e}'");
+            }
+        }
+        let verdict = {
+            let mut g = self.health.lock().unwrap_or_else(|p| p.into_inner());
+            let h = g.entry(s.clone()).or_default();
+            match done.kind {
+                CheckKind::Connect => None,
+                CheckKind::Ping => h.ping(
+                    done.outcome.as_ref().map(|o| o.0).map_err(|_| ()),
+                    vars.ping_max_failures,
+                ),
+                CheckKind::ReadOnly => h.read_only(
+                    done.outcome
+                        .as_ref()
+                        .map(|o| o.1.unwrap_or(true))
+                        .map_err(|_| ()),
+                    vars.read_only_max_timeout_count,
+                ),
+            }
+        };
+        let Some(verdict) = verdict else { return };
+        match &verdict {
+            Verdict::Shun { missed } => {
+                error!(
+                    "Server {s} missed {missed} heartbeats, shunning it and killing all the connections. Disabling other checks until the node comes back online."
+                );
+                on_shun(s);
+            }
+            Verdict::Unshun => {
+                info!("Server {s} answered the heartbeat again; back ONLINE, other checks resumed")
+            }
+            Verdict::ReadOnly {
+                value,
+                assumed: true,
+                ..
+            } => error!(
+                "Server {s} missed {} read_only checks. Assuming read_only={}",
+                vars.read_only_max_timeout_count,
+                u8::from(*value)
+            ),
+            Verdict::ReadOnly {
+                value, previous, ..
+            } => info!(
+                "{proto} monitor: server {s} reports read_only={} (was {})",
+                u8::from(*value),
+                previous.map_or("unknown".to_string(), |p| u8::from(p).to_string())
+            ),
+        }
+        self.publish(config);
+    }
+
+    /// Lays the current health over the configuration and logs what moved.
+    fn publish(&self, config: &ConfigHandle) {
+        let t = {
+            let g = self.health.lock().unwrap_or_else(|p| p.into_inner());
+            Topology {
+                shunned: g
+                    .iter()
+                    .filter(|(_, h)| h.shunned)
+                    .map(|(k, _)| k.clone())
+                    .collect(),
+                read_only: g
+                    .iter()
+                    .filter_map(|(k, h)| h.read_only.map(|v| (k.clone(), v)))
+                    .collect(),
+            }
+        };
+        let before = config.load();
+        config.set_topology(self.protocol, t);
+        let after = config.load();
+        let (b, a) = match self.protocol {
+            Protocol::Mysql => (&before.mysql.hostgroups, &after.mysql.hostgroups),
+            Protocol::Pgsql => (&before.pgsql.hostgroups, &after.pgsql.hostgroups),
+        };
+        for line in differences(b, a) {
+            warn!("hostgroup manager: {line}");
+        }
+    }
+}
+
+struct Side<'a> {
+    hostgroups: &'a BTreeMap<u32, Vec<HostgroupServer>>,
+    pairs: &'a [ReplicationHostgroup],
+    vars: &'a MonitorVariables,
+}
+
+/// Every configured server once.
+fn servers(hostgroups: &BTreeMap<u32, Vec<HostgroupServer>>) -> Vec<ServerKey> {
+    let mut v: Vec<ServerKey> = hostgroups
+        .values()
+        .flatten()
+        .map(|s| s.key.clone())
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// Servers of replication pairs, with their pair's check_type.
+fn pair_members(
+    hostgroups: &BTreeMap<u32, Vec<HostgroupServer>>,
+    pairs: &[ReplicationHostgroup],
+) -> HashMap<ServerKey, String> {
+    let mut m = HashMap::new();
+    for p in pairs {
+        for hg in [p.writer_hostgroup, p.reader_hostgroup] {
+            for s in hostgroups.get(&hg).into_iter().flatten() {
+                m.insert(s.key.clone(), p.check_type.clone());
+            }
+        }
+    }
+    m
+}
+
+fn spawn_check(
+    kind: CheckKind,
+    target: CheckTarget,
+    checker: Arc<dyn Checker>,
+    tx: tokio::sync::mpsc::UnboundedSender<Done>,
+) {
+    let server = target.server.clone();
+    let budget = target.timeout;
+    let started_us = now_us();
+    tokio::spawn(async move {
+        let t0 = Instant::now();
+        let run = async {
+            match kind {
+                CheckKind::Connect => checker.connect(target).await.map(|us| (us, None)),
+                CheckKind::Ping => checker.ping(target).await.map(|us| (us, None)),
+                CheckKind::ReadOnly => checker
+                    .read_only(target)
+                    .await
+                    .map(|v| (t0.elapsed().as_micros() as u64, Some(v))),
+            }
+        };
+        let outcome = match tokio::time::timeout(budget, run).await {
+            Ok(r) => r,
+            Err(_) => Err("Operation timed out".to_string()),
+        };
+        let _ = tx.send(Done {
+            server,
+            kind,
+            started_us,
+            outcome,
+        });
+    });
+}

@@ -1,0 +1,263 @@
+//! What the monitor believes about the servers of one protocol, and the pure function that lays
+//! it over the configured hostgroups: servers of a replication hostgroup pair go to the writer
+//! or reader hostgroup by their `read_only` verdict, and servers that missed their heartbeats are
+//! SHUNNED. The configuration itself is never changed; a LOAD keeps the monitor's view.
+
+use crate::config::{ReplicationHostgroup, ServerStatus};
+use crate::runtime::{HostgroupServer, ServerKey};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The monitor's verdicts for one protocol.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Topology {
+    /// Servers shunned for missing heartbeats.
+    pub shunned: BTreeSet<ServerKey>,
+    /// The last read_only verdict per server (true = read-only / in recovery).
+    pub read_only: BTreeMap<ServerKey, bool>,
+}
+
+/// Hostgroups as configured, laid over with the monitor's verdicts.
+pub fn apply(
+    configured: &BTreeMap<u32, Vec<HostgroupServer>>,
+    pairs: &[ReplicationHostgroup],
+    writer_is_also_reader: bool,
+    t: &Topology,
+) -> BTreeMap<u32, Vec<HostgroupServer>> {
+    let mut out = configured.clone();
+    for p in pairs {
+        let (w, r) = (p.writer_hostgroup, p.reader_hostgroup);
+        // Every server of the pair, with the row it was configured with (writer's first).
+        let mut members: Vec<HostgroupServer> = Vec::new();
+        for hg in [w, r] {
+            for s in configured.get(&hg).into_iter().flatten() {
+                if !members.iter().any(|m| m.key == s.key) {
+                    members.push(s.clone());
+                }
+            }
+        }
+        for m in members {
+            let Some(&ro) = t.read_only.get(&m.key) else {
+                continue;
+            };
+            let in_writer = !ro;
+            let in_reader = ro || writer_is_also_reader;
+            place(&mut out, w, &m, in_writer, configured);
+            place(&mut out, r, &m, in_reader, configured);
+        }
+    }
+    for servers in out.values_mut() {
+        for s in servers.iter_mut() {
+            if s.status == ServerStatus::Online && t.shunned.contains(&s.key) {
+                s.status = ServerStatus::Shunned;
+            }
+        }
+    }
+    out.retain(|_, v| !v.is_empty());
+    out
+}
+
+/// Makes `m` a member of `hg` or not; a member keeps its configured row in that hostgroup when
+/// it has one.
+fn place(
+    out: &mut BTreeMap<u32, Vec<HostgroupServer>>,
+    hg: u32,
+    m: &HostgroupServer,
+    member: bool,
+    configured: &BTreeMap<u32, Vec<HostgroupServer>>,
+) {
+    let list = out.entry(hg).or_default();
+    let present = list.iter().any(|s| s.key == m.key);
+    if member && !present {
+        let row = configured
+            .get(&hg)
+            .and_then(|v| v.iter().find(|s| s.key == m.key))
+            .cloned()
+            .unwrap_or_else(|| HostgroupServer {
+                hostgroup: hg,
+                ..m.clone()
+            });
+        list.push(row);
+    } else if !member && present {
+        list.retain(|s| s.key != m.key);
+    }
+}
+
+/// One line per membership or status difference between two layouts, for the log.
+pub fn differences(
+    before: &BTreeMap<u32, Vec<HostgroupServer>>,
+    after: &BTreeMap<u32, Vec<HostgroupServer>>,
+) -> Vec<String> {
+    let mut lines = Vec::new();
+    let hostgroups: BTreeSet<u32> = before.keys().chain(after.keys()).copied().collect();
+    for hg in hostgroups {
+        let b = before.get(&hg).map(Vec::as_slice).unwrap_or(&[]);
+        let a = after.get(&hg).map(Vec::as_slice).unwrap_or(&[]);
+        for s in a {
+            match b.iter().find(|x| x.key == s.key) {
+                None => lines.push(format!(
+                    "server {} added to hostgroup {hg} ({})",
+                    s.key,
+                    s.status.as_str()
+                )),
+                Some(old) if old.status != s.status => lines.push(format!(
+                    "server {} in hostgroup {hg}: {} -> {}",
+                    s.key,
+                    old.status.as_str(),
+                    s.status.as_str()
+                )),
+                Some(_) => {}
+            }
+        }
+        for s in b {
+            if !a.iter().any(|x| x.key == s.key) {
+                lines.push(format!("server {} removed from hostgroup {hg}", s.key));
+            }
+        }
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn srv(hg: u32, port: u16) -> HostgroupServer {
+        HostgroupServer {
+            key: ServerKey {
+                hostname: "h".into(),
+                port,
+            },
+            hostgroup: hg,
+            status: ServerStatus::Online,
+            weight: 1,
+            max_connections: 10,
+            use_ssl: false,
+        }
+    }
+
+    fn key(port: u16) -> ServerKey {
+        ServerKey {
+            hostname: "h".into(),
+            port,
+        }
+    }
+
+    fn pair() -> Vec<ReplicationHostgroup> {
+        vec![ReplicationHostgroup {
+            writer_hostgroup: 0,
+            reader_hostgroup: 1,
+            check_type: "read_only".into(),
+            comment: String::new(),
+        }]
+    }
+
+    fn ports(m: &BTreeMap<u32, Vec<HostgroupServer>>, hg: u32) -> Vec<u16> {
+        let mut v: Vec<u16> = m
+            .get(&hg)
+            .into_iter()
+            .flatten()
+            .map(|s| s.key.port)
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
+    fn configured() -> BTreeMap<u32, Vec<HostgroupServer>> {
+        BTreeMap::from([(0, vec![srv(0, 1)]), (1, vec![srv(1, 2)])])
+    }
+
+    #[test]
+    fn no_verdict_keeps_the_configuration() {
+        let out = apply(&configured(), &pair(), true, &Topology::default());
+        assert_eq!(out, configured());
+    }
+
+    #[test]
+    fn placement_by_read_only_with_and_without_writer_as_reader() {
+        let mut t = Topology::default();
+        t.read_only.insert(key(1), false);
+        t.read_only.insert(key(2), true);
+        let out = apply(&configured(), &pair(), true, &t);
+        assert_eq!((ports(&out, 0), ports(&out, 1)), (vec![1], vec![1, 2]));
+        let out = apply(&configured(), &pair(), false, &t);
+        assert_eq!((ports(&out, 0), ports(&out, 1)), (vec![1], vec![2]));
+        assert_eq!(
+            out[&1]
+                .iter()
+                .find(|s| s.key.port == 2)
+                .map(|s| s.hostgroup),
+            Some(1)
+        );
+    }
+
+    #[test]
+    fn failover_moves_the_promoted_replica_to_the_writer() {
+        // The old primary is read-only now (or assumed so after missed checks), the replica not.
+        let mut t = Topology::default();
+        t.read_only.insert(key(1), true);
+        t.read_only.insert(key(2), false);
+        let out = apply(&configured(), &pair(), false, &t);
+        assert_eq!((ports(&out, 0), ports(&out, 1)), (vec![2], vec![1]));
+        let added = out[&0]
+            .iter()
+            .find(|s| s.key.port == 2)
+            .map(|s| s.hostgroup);
+        assert_eq!(added, Some(0), "the copied row carries its new hostgroup");
+        let lines = differences(&configured(), &out);
+        assert_eq!(
+            lines,
+            vec![
+                "server h:2 added to hostgroup 0 (ONLINE)",
+                "server h:1 removed from hostgroup 0",
+                "server h:1 added to hostgroup 1 (ONLINE)",
+                "server h:2 removed from hostgroup 1",
+            ]
+        );
+    }
+
+    #[test]
+    fn two_writers_when_both_say_read_only_0() {
+        let mut t = Topology::default();
+        t.read_only.insert(key(1), false);
+        t.read_only.insert(key(2), false);
+        let out = apply(&configured(), &pair(), false, &t);
+        assert_eq!((ports(&out, 0), ports(&out, 1)), (vec![1, 2], vec![]));
+    }
+
+    #[test]
+    fn shunning_marks_every_membership_but_keeps_operator_states() {
+        let mut cfg = configured();
+        cfg.get_mut(&1).expect("hg1").push(srv(1, 1));
+        let mut soft = srv(2, 1);
+        soft.status = ServerStatus::OfflineSoft;
+        cfg.insert(2, vec![soft]);
+        let mut t = Topology::default();
+        t.shunned.insert(key(1));
+        let out = apply(&cfg, &[], true, &t);
+        assert_eq!(out[&0][0].status, ServerStatus::Shunned);
+        assert_eq!(out[&1][1].status, ServerStatus::Shunned);
+        assert_eq!(
+            out[&2][0].status,
+            ServerStatus::OfflineSoft,
+            "an operator's OFFLINE_SOFT stays"
+        );
+        assert_eq!(
+            differences(&cfg, &out),
+            vec![
+                "server h:1 in hostgroup 0: ONLINE -> SHUNNED",
+                "server h:1 in hostgroup 1: ONLINE -> SHUNNED"
+            ]
+        );
+    }
+
+    #[test]
+    fn servers_outside_pairs_are_not_moved() {
+        let mut cfg = configured();
+        cfg.insert(5, vec![srv(5, 9)]);
+        let mut t = Topology::default();
+        t.read_only.insert(key(9), false);
+        let out = apply(&cfg, &pair(), true, &t);
+        assert_eq!(ports(&out, 5), vec![9]);
+        assert_eq!(ports(&out, 0), vec![1]);
+    }
+}

@@ -1,0 +1,120 @@
+//! The MySQL monitor checks (`sluice_core::monitor::Checker`): connect, a heartbeat
+//! (COM_PING) on a kept monitor connection per server, and the `read_only` variables the
+//! replication pair's `check_type` names.
+
+use crate::conn::{BackendConn, BackendSecret, ConnectParams};
+use sluice_core::monitor::{CheckFuture, CheckTarget, Checker, ConnCache};
+use sluice_core::runtime::ServerKey;
+use sluice_mysql_proto::consts::com;
+use sluice_mysql_proto::reply::ReplyKind;
+use std::time::Instant;
+
+/// utf8mb4_general_ci: the monitor's queries are ASCII either way.
+const MONITOR_COLLATION: u8 = 45;
+
+/// Monitor connections, one per server, reused between checks.
+#[derive(Debug, Default, Clone)]
+pub struct MysqlChecker {
+    conns: ConnCache<BackendConn>,
+}
+
+fn params(t: &CheckTarget) -> ConnectParams {
+    ConnectParams {
+        host: t.server.hostname.clone(),
+        port: t.server.port,
+        user: t.username.clone(),
+        secret: BackendSecret::Clear(t.password.clone()),
+        schema: None,
+        charset: MONITOR_COLLATION,
+        client_caps: 0,
+        tls: None,
+        timeout: t.timeout,
+        max_packet: 1 << 20,
+    }
+}
+
+/// The SQL that answers "is it read-only?" for a `check_type`.
+pub fn read_only_sql(check_type: &str) -> &'static str {
+    match check_type.to_ascii_lowercase().as_str() {
+        "innodb_read_only" => "SELECT @@global.innodb_read_only",
+        "super_read_only" => "SELECT @@global.super_read_only",
+        "read_only|innodb_read_only" => "SELECT @@global.read_only OR @@global.innodb_read_only",
+        "read_only&innodb_read_only" => "SELECT @@global.read_only AND @@global.innodb_read_only",
+        _ => "SELECT @@global.read_only",
+    }
+}
+
+impl MysqlChecker {
+    /// A checker with no connections yet.
+    pub fn new() -> Self {
+        MysqlChecker::default()
+    }
+}
+
+/// The server's kept monitor connection, or a new one.
+async fn connection(held: Option<BackendConn>, t: &CheckTarget) -> Result<BackendConn, String> {
+    match held {
+        Some(c) => Ok(c),
+        None => BackendConn::connect(&params(t))
+            .await
+            .map_err(|e| e.to_string()),
+    }
+}
+
+impl Checker for MysqlChecker {
+    fn connect(&self, t: CheckTarget) -> CheckFuture<u64> {
+        Box::pin(async move {
+            let t0 = Instant::now();
+            BackendConn::connect(&params(&t))
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(t0.elapsed().as_micros() as u64)
+        })
+    }
+
+    fn ping(&self, t: CheckTarget) -> CheckFuture<u64> {
+        let held = self.conns.take(&t.server);
+        let conns = self.conns.clone();
+        Box::pin(async move {
+            let mut c = connection(held, &t).await?;
+            let t0 = Instant::now();
+            let (tracker, _) = c
+                .command_collect(&[com::PING], ReplyKind::Single)
+                .await
+                .map_err(|e| e.to_string())?;
+            if tracker.error {
+                return Err(tracker
+                    .error_message
+                    .unwrap_or_else(|| "COM_PING failed".into()));
+            }
+            let us = t0.elapsed().as_micros() as u64;
+            conns.put(t.server, c);
+            Ok(us.max(1))
+        })
+    }
+
+    fn read_only(&self, t: CheckTarget) -> CheckFuture<bool> {
+        let held = self.conns.take(&t.server);
+        let conns = self.conns.clone();
+        Box::pin(async move {
+            let mut c = connection(held, &t).await?;
+            let row = c
+                .query_row(read_only_sql(&t.check_type))
+                .await
+                .map_err(|e| e.to_string())?
+                .map_err(|err| {
+                    String::from_utf8_lossy(err.get(9..).unwrap_or_default()).into_owned()
+                })?;
+            conns.put(t.server, c);
+            match row.first().cloned().flatten().as_deref() {
+                Some("1") => Ok(true),
+                Some("0") => Ok(false),
+                other => Err(format!("unexpected read_only value {other:?}")),
+            }
+        })
+    }
+
+    fn drop_connection(&self, server: &ServerKey) {
+        self.conns.take(server);
+    }
+}
