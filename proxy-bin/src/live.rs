@@ -40,31 +40,47 @@ impl Live {
 
 impl LiveStats for Live {
     fn mysql_connection_pool(&self) -> Vec<PoolRow> {
+        // Every server of the live hostgroups (like ProxySQL), plus pools of servers that left
+        // the configuration but still hold connections (shown as OFFLINE_HARD).
         let rt = self.config.load();
-        self.mysql
-            .pool
-            .stats()
-            .into_iter()
-            .map(|s| {
-                let status = rt
-                    .mysql
-                    .hostgroups
-                    .get(&s.hostgroup)
-                    .and_then(|v| v.iter().find(|h| h.key == s.server))
-                    .map_or("OFFLINE_HARD", |h| h.status.as_str())
-                    .to_string();
-                PoolRow {
-                    latency_us: self.monitors[0].latency_us(&s.server),
-                    queries: self.mysql.counters.server_queries(s.hostgroup, &s.server),
-                    hostgroup: s.hostgroup,
-                    srv_host: s.server.hostname.clone(),
-                    srv_port: s.server.port,
-                    status,
-                    conn_used: s.open.saturating_sub(s.idle),
-                    conn_free: s.idle,
-                }
-            })
-            .collect()
+        let stats = self.mysql.pool.stats();
+        let counts = |hg: u32, key: &sluice_core::runtime::ServerKey| {
+            stats
+                .iter()
+                .find(|s| s.hostgroup == hg && &s.server == key)
+                .map_or((0, 0), |s| (s.open.saturating_sub(s.idle), s.idle))
+        };
+        let row = |hg: u32, key: &sluice_core::runtime::ServerKey, status: &str| {
+            let (used, free) = counts(hg, key);
+            PoolRow {
+                latency_us: self.monitors[0].latency_us(key),
+                queries: self.mysql.counters.server_queries(hg, key),
+                hostgroup: hg,
+                srv_host: key.hostname.clone(),
+                srv_port: key.port,
+                status: status.to_string(),
+                conn_used: used,
+                conn_free: free,
+            }
+        };
+        let mut rows: Vec<PoolRow> = rt
+            .mysql
+            .hostgroups
+            .iter()
+            .flat_map(|(hg, v)| v.iter().map(move |h| (*hg, h)))
+            .map(|(hg, h)| row(hg, &h.key, h.status.as_str()))
+            .collect();
+        for s in &stats {
+            let known = rt
+                .mysql
+                .hostgroups
+                .get(&s.hostgroup)
+                .is_some_and(|v| v.iter().any(|h| h.key == s.server));
+            if !known {
+                rows.push(row(s.hostgroup, &s.server, "OFFLINE_HARD"));
+            }
+        }
+        rows
     }
 
     fn mysql_processlist(&self) -> Vec<ProcessRow> {

@@ -308,7 +308,14 @@ fn placed<R: Clone>(
             let mut r = row.clone();
             let (h, _, _, status) = fields(&mut r);
             *h = *hg;
-            *status = s.status;
+            // The runtime tables keep ProxySQL's four states (their CHECK constraint): a server
+            // shunned for lag is SHUNNED here and SHUNNED_REPLICATION_LAG in the pool stats.
+            *status = match s.status {
+                sluice_core::config::ServerStatus::ShunnedReplicationLag => {
+                    sluice_core::config::ServerStatus::Shunned
+                }
+                other => other,
+            };
             out.push(r);
         }
     }

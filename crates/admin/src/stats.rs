@@ -163,11 +163,13 @@ pub async fn refresh_monitor_tables(
             let (ok_col, err_col) = match kind {
                 CheckKind::Connect => ("connect_success_time_us", "connect_error"),
                 CheckKind::Ping => ("ping_success_time_us", "ping_error"),
-                CheckKind::ReadOnly => ("success_time_us", "error"),
+                CheckKind::ReadOnly | CheckKind::ReplicationLag => ("success_time_us", "error"),
             };
             let mut cols = vec!["hostname", "port", "time_start_us", ok_col];
-            if kind == CheckKind::ReadOnly {
-                cols.push("read_only");
+            match kind {
+                CheckKind::ReadOnly => cols.push("read_only"),
+                CheckKind::ReplicationLag => cols.push("repl_lag"),
+                _ => {}
             }
             cols.push(err_col);
             let list = live.monitor_log(p, kind);
@@ -181,8 +183,8 @@ pub async fn refresh_monitor_tables(
                             s(c.time_start_us),
                             s(c.success_time_us),
                         ];
-                        if kind == CheckKind::ReadOnly {
-                            v.push(c.value.map(|b| u8::from(b).to_string()));
+                        if matches!(kind, CheckKind::ReadOnly | CheckKind::ReplicationLag) {
+                            v.push(c.value.map(|x| x.to_string()));
                         }
                         v.push(c.error);
                         v

@@ -82,6 +82,7 @@ mod tests {
             weight,
             max_connections: max,
             use_ssl: false,
+            max_replication_lag: 0,
         }
     }
 

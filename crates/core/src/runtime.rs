@@ -38,6 +38,8 @@ pub struct HostgroupServer {
     pub max_connections: u32,
     /// Backend TLS.
     pub use_ssl: bool,
+    /// Lag (s) above which the monitor shuns it here; 0 = never.
+    pub max_replication_lag: u32,
 }
 
 impl HostgroupServer {
@@ -52,6 +54,7 @@ impl HostgroupServer {
             weight: s.weight.0,
             max_connections: s.max_connections.0,
             use_ssl: s.use_ssl.0,
+            max_replication_lag: s.max_replication_lag.0,
         }
     }
 }
@@ -158,6 +161,7 @@ impl RuntimeConfig {
                     weight: s.weight.0,
                     max_connections: s.max_connections.0,
                     use_ssl: s.use_ssl.0,
+                    max_replication_lag: s.max_replication_lag.0,
                 });
         }
         let pgsql = PgsqlRuntime {

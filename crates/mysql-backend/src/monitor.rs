@@ -44,6 +44,30 @@ pub fn read_only_sql(check_type: &str) -> &'static str {
     }
 }
 
+/// The lag of the worst channel: `Seconds_Behind_Master` (or `Seconds_Behind_Source`) of every
+/// row; any NULL makes the result NULL (that channel is not replicating). No rows: not a
+/// replica, lag 0.
+pub fn worst_lag(names: &[String], rows: &[Vec<Option<String>>]) -> Result<Option<u64>, String> {
+    let col = names
+        .iter()
+        .position(|n| n == "Seconds_Behind_Master" || n == "Seconds_Behind_Source")
+        .ok_or("no Seconds_Behind_Master column in the replication status")?;
+    let mut worst = Some(0u64);
+    for r in rows {
+        match r.get(col).cloned().flatten() {
+            None => return Ok(None),
+            Some(v) => {
+                let n: u64 = v
+                    .trim()
+                    .parse()
+                    .map_err(|_| format!("lag {v:?} is not a number"))?;
+                worst = worst.map(|w| w.max(n));
+            }
+        }
+    }
+    Ok(worst)
+}
+
 impl MysqlChecker {
     /// A checker with no connections yet.
     pub fn new() -> Self {
@@ -114,7 +138,53 @@ impl Checker for MysqlChecker {
         })
     }
 
+    fn replication_lag(&self, t: CheckTarget) -> CheckFuture<Option<u64>> {
+        let held = self.conns.take(&t.server);
+        let conns = self.conns.clone();
+        Box::pin(async move {
+            let mut c = connection(held, &t).await?;
+            // MariaDB lists every replication channel with SHOW ALL SLAVES STATUS; MySQL has
+            // SHOW REPLICA STATUS (one row per channel).
+            let mut table = None;
+            for sql in ["SHOW ALL SLAVES STATUS", "SHOW REPLICA STATUS"] {
+                if let Ok(r) = c.query_table(sql).await.map_err(|e| e.to_string())? {
+                    table = Some(r);
+                    break;
+                }
+            }
+            conns.put(t.server, c);
+            let (names, rows) =
+                table.ok_or("the server refused SHOW ALL SLAVES STATUS and SHOW REPLICA STATUS")?;
+            worst_lag(&names, &rows)
+        })
+    }
+
     fn drop_connection(&self, server: &ServerKey) {
         self.conns.take(server);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn multi_source_lag_is_the_worst_channel() {
+        let names = vec![
+            "Connection_name".to_string(),
+            "Seconds_Behind_Master".to_string(),
+        ];
+        let row = |n: Option<&str>| vec![Some("c".to_string()), n.map(str::to_string)];
+        assert_eq!(worst_lag(&names, &[]), Ok(Some(0)), "not a replica");
+        assert_eq!(
+            worst_lag(&names, &[row(Some("3")), row(Some("40")), row(Some("7"))]),
+            Ok(Some(40))
+        );
+        assert_eq!(
+            worst_lag(&names, &[row(Some("3")), row(None)]),
+            Ok(None),
+            "a stopped channel"
+        );
+        assert!(worst_lag(&["x".to_string()], &[]).is_err());
     }
 }

@@ -115,6 +115,63 @@ impl BackendConn {
         Ok(Ok(()))
     }
 
+    /// Runs a query and returns its column names and rows as text (`None` for SQL NULL).
+    #[allow(clippy::type_complexity)]
+    pub async fn query_table(
+        &mut self,
+        sql: &str,
+    ) -> Result<Result<(Vec<String>, Vec<Vec<Option<String>>>), ServerErr>, Error> {
+        let mut p = Vec::with_capacity(sql.len() + 1);
+        p.push(com::QUERY);
+        p.extend_from_slice(sql.as_bytes());
+        let (t, packets) = self.command_collect(&p, ReplyKind::ResultSets).await?;
+        if t.error {
+            return Ok(Err(packets.last().cloned().unwrap_or_default()));
+        }
+        let bad = || Error::UnexpectedReply {
+            server: self.server.clone(),
+            why: "malformed internal result set",
+        };
+        let Some(first) = packets.first() else {
+            return Err(bad());
+        };
+        if first.first() == Some(&0x00) {
+            return Ok(Ok((Vec::new(), Vec::new())));
+        }
+        let ncols = Reader::new(first, "column count")
+            .lenenc_int()
+            .map_err(|_| bad())?;
+        let ncols = usize::try_from(ncols).map_err(|_| bad())?;
+        let mut names = Vec::with_capacity(ncols);
+        for def in packets.get(1..1 + ncols).ok_or_else(bad)? {
+            let mut r = Reader::new(def, "column definition");
+            for _ in 0..4 {
+                r.lenenc_bytes().map_err(|_| bad())?;
+            }
+            names.push(String::from_utf8_lossy(r.lenenc_bytes().map_err(|_| bad())?).into_owned());
+        }
+        let skip = 1 + ncols + usize::from(!self.deprecate_eof());
+        let mut rows = Vec::new();
+        for row in packets
+            .get(skip..packets.len().saturating_sub(1))
+            .unwrap_or_default()
+        {
+            let mut r = Reader::new(row, "row");
+            let mut values = Vec::with_capacity(ncols);
+            for _ in 0..ncols {
+                if r.remaining().first() == Some(&0xfb) {
+                    r.u8().map_err(|_| bad())?;
+                    values.push(None);
+                } else {
+                    let v = r.lenenc_bytes().map_err(|_| bad())?;
+                    values.push(Some(String::from_utf8_lossy(v).into_owned()));
+                }
+            }
+            rows.push(values);
+        }
+        Ok(Ok((names, rows)))
+    }
+
     /// Runs a query and returns its first row as text (`None` for SQL NULL).
     pub async fn query_row(
         &mut self,

@@ -88,6 +88,33 @@ impl Checker for PgChecker {
         })
     }
 
+    fn replication_lag(&self, t: CheckTarget) -> CheckFuture<Option<u64>> {
+        let held = self.conns.take(&t.server);
+        let conns = self.conns.clone();
+        Box::pin(async move {
+            let mut c = connection(held, &t).await?;
+            // A replica that has replayed everything it received is not behind, however old
+            // its last replayed transaction is (an idle primary writes nothing).
+            let v = c
+                .query_value(
+                    "SELECT CASE WHEN NOT pg_is_in_recovery() THEN 0 \
+                     WHEN pg_last_wal_receive_lsn() IS NOT NULL AND pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN 0 \
+                     ELSE EXTRACT(EPOCH FROM now() - pg_last_xact_replay_timestamp())::bigint END",
+                )
+                .await
+                .map_err(text)?;
+            conns.put(t.server, c);
+            match v {
+                None => Ok(None),
+                Some(s) => s
+                    .trim()
+                    .parse::<i64>()
+                    .map(|n| Some(n.max(0) as u64))
+                    .map_err(|_| format!("replication lag {s:?} is not a number")),
+            }
+        })
+    }
+
     fn drop_connection(&self, server: &ServerKey) {
         self.conns.take(server);
     }

@@ -32,6 +32,14 @@ pub struct MonitorVariables {
     pub read_only_max_timeout_count: u32,
     /// The writer of a replication hostgroup pair also serves its reader hostgroup.
     pub writer_is_also_reader: bool,
+    /// Replication lag check interval.
+    pub replication_lag_interval: u64,
+    /// Replication lag check timeout.
+    pub replication_lag_timeout: u64,
+    /// Checks over the threshold in a row before a server is shunned.
+    pub replication_lag_count: u32,
+    /// Lag (s) assumed when the server reports NULL (replication stopped or broken).
+    pub slave_lag_when_null: u64,
 }
 
 impl MonitorVariables {
@@ -53,6 +61,10 @@ impl MonitorVariables {
             read_only_timeout: if pg { 800 } else { 500 },
             read_only_max_timeout_count: 3,
             writer_is_also_reader: true,
+            replication_lag_interval: 10_000,
+            replication_lag_timeout: 1_000,
+            replication_lag_count: 1,
+            slave_lag_when_null: 60,
         }
     }
 
@@ -79,6 +91,12 @@ impl MonitorVariables {
                     self.read_only_max_timeout_count = int(1, 1_000_000)? as u32
                 }
                 "writer_is_also_reader" => self.writer_is_also_reader = boolean()?,
+                "replication_lag_interval" => {
+                    self.replication_lag_interval = int(100, 604_800_000)?
+                }
+                "replication_lag_timeout" => self.replication_lag_timeout = int(100, 600_000)?,
+                "replication_lag_count" => self.replication_lag_count = int(1, 10)? as u32,
+                "slave_lag_when_null" => self.slave_lag_when_null = int(0, 604_800)?,
                 _ => return Ok(false),
             }
             Ok(true)
@@ -129,6 +147,22 @@ impl MonitorVariables {
             (
                 "monitor_writer_is_also_reader".into(),
                 self.writer_is_also_reader.to_string(),
+            ),
+            (
+                "monitor_replication_lag_interval".into(),
+                self.replication_lag_interval.to_string(),
+            ),
+            (
+                "monitor_replication_lag_timeout".into(),
+                self.replication_lag_timeout.to_string(),
+            ),
+            (
+                "monitor_replication_lag_count".into(),
+                self.replication_lag_count.to_string(),
+            ),
+            (
+                "monitor_slave_lag_when_null".into(),
+                self.slave_lag_when_null.to_string(),
             ),
         ];
         if prefix == "pgsql" {

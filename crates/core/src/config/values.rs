@@ -111,6 +111,8 @@ pub enum ServerStatus {
     OfflineSoft,
     /// Unusable: existing connections are dropped.
     OfflineHard,
+    /// Set by the monitor (never configured): replication lag above `max_replication_lag`.
+    ShunnedReplicationLag,
 }
 
 impl ServerStatus {
@@ -121,6 +123,7 @@ impl ServerStatus {
             ServerStatus::Shunned => "SHUNNED",
             ServerStatus::OfflineSoft => "OFFLINE_SOFT",
             ServerStatus::OfflineHard => "OFFLINE_HARD",
+            ServerStatus::ShunnedReplicationLag => "SHUNNED_REPLICATION_LAG",
         }
     }
 

@@ -15,6 +15,12 @@ pub struct ServerHealth {
     pub read_only: Option<bool>,
     /// read_only checks failed in a row.
     pub read_only_failures: u32,
+    /// Last replication lag (s) read or assumed.
+    pub lag: Option<u64>,
+    /// Lag checks over the threshold in a row.
+    pub lag_over: u32,
+    /// Shunned for replication lag.
+    pub lag_shunned: bool,
 }
 
 /// A change worth acting on (and logging).
@@ -27,6 +33,16 @@ pub enum Verdict {
     },
     /// Answered a heartbeat while shunned: back in service.
     Unshun,
+    /// Lag over the threshold for `replication_lag_count` checks: out of rotation.
+    ShunLag {
+        /// Lag (s).
+        lag: u64,
+    },
+    /// Lag back under the threshold.
+    UnshunLag {
+        /// Lag (s).
+        lag: u64,
+    },
     /// The read_only value changed.
     ReadOnly {
         /// The new value.
@@ -93,6 +109,48 @@ impl ServerHealth {
     }
 }
 
+/// Lag thresholds and how to read a NULL.
+#[derive(Debug, Clone, Copy)]
+pub struct LagPolicy {
+    /// `max_replication_lag` (s); 0 never shuns.
+    pub max: u64,
+    /// `monitor_replication_lag_count`.
+    pub count: u32,
+    /// `monitor_slave_lag_when_null` (s).
+    pub when_null: u64,
+}
+
+impl ServerHealth {
+    /// A replication lag check's outcome: `Ok(Some(s))`, `Ok(None)` for NULL (replication not
+    /// running), or a failure. A failed check changes nothing: unlike ProxySQL (which reads a
+    /// timeout as "-2" and unshuns), a server that stopped answering stays out while lagging.
+    pub fn replication_lag(
+        &mut self,
+        outcome: Result<Option<u64>, ()>,
+        p: LagPolicy,
+    ) -> Option<Verdict> {
+        let Ok(value) = outcome else {
+            return None;
+        };
+        let lag = value.unwrap_or(p.when_null);
+        self.lag = Some(lag);
+        if p.max == 0 || lag <= p.max {
+            self.lag_over = 0;
+            if self.lag_shunned {
+                self.lag_shunned = false;
+                return Some(Verdict::UnshunLag { lag });
+            }
+            return None;
+        }
+        self.lag_over = self.lag_over.saturating_add(1);
+        if !self.lag_shunned && self.lag_over >= p.count.max(1) {
+            self.lag_shunned = true;
+            return Some(Verdict::ShunLag { lag });
+        }
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,6 +174,60 @@ mod tests {
         h.ping(Err(()), 3);
         h.ping(Ok(1), 3);
         assert_eq!(h.ping(Err(()), 3), None);
+    }
+
+    #[test]
+    fn replication_lag_decisions() {
+        let p = LagPolicy {
+            max: 10,
+            count: 2,
+            when_null: 60,
+        };
+        let mut h = ServerHealth::default();
+        assert_eq!(h.replication_lag(Ok(Some(3)), p), None);
+        assert_eq!(
+            h.replication_lag(Ok(Some(11)), p),
+            None,
+            "debounced: 1 of 2"
+        );
+        assert_eq!(
+            h.replication_lag(Ok(Some(12)), p),
+            Some(Verdict::ShunLag { lag: 12 })
+        );
+        assert_eq!(h.replication_lag(Ok(Some(30)), p), None, "already shunned");
+        assert_eq!(
+            h.replication_lag(Err(()), p),
+            None,
+            "a timeout never re-enables"
+        );
+        assert!(h.lag_shunned);
+        assert_eq!(
+            h.replication_lag(Ok(Some(10)), p),
+            Some(Verdict::UnshunLag { lag: 10 }),
+            "at the threshold is fine"
+        );
+        // NULL reads as slave_lag_when_null.
+        h.replication_lag(Ok(None), p);
+        assert_eq!(
+            h.replication_lag(Ok(None), p),
+            Some(Verdict::ShunLag { lag: 60 })
+        );
+        let lenient = LagPolicy { when_null: 0, ..p };
+        assert_eq!(
+            h.replication_lag(Ok(None), lenient),
+            Some(Verdict::UnshunLag { lag: 0 })
+        );
+        // max_replication_lag = 0 never shuns, and lifts an earlier shun.
+        let off = LagPolicy { max: 0, ..p };
+        let mut h = ServerHealth::default();
+        for _ in 0..5 {
+            assert_eq!(h.replication_lag(Ok(Some(10_000)), off), None);
+        }
+        h.lag_shunned = true;
+        assert_eq!(
+            h.replication_lag(Ok(Some(10_000)), off),
+            Some(Verdict::UnshunLag { lag: 10_000 })
+        );
     }
 
     #[test]

@@ -15,11 +15,18 @@ pub enum CheckKind {
     Ping,
     /// read_only / pg_is_in_recovery().
     ReadOnly,
+    /// Replication lag (Seconds_Behind_Master / replay lag).
+    ReplicationLag,
 }
 
 impl CheckKind {
     /// All kinds, in counter order.
-    pub const ALL: [CheckKind; 3] = [CheckKind::Connect, CheckKind::Ping, CheckKind::ReadOnly];
+    pub const ALL: [CheckKind; 4] = [
+        CheckKind::Connect,
+        CheckKind::Ping,
+        CheckKind::ReadOnly,
+        CheckKind::ReplicationLag,
+    ];
 
     /// The name in counters and table names.
     pub fn name(self) -> &'static str {
@@ -27,6 +34,7 @@ impl CheckKind {
             CheckKind::Connect => "connect",
             CheckKind::Ping => "ping",
             CheckKind::ReadOnly => "read_only",
+            CheckKind::ReplicationLag => "replication_lag",
         }
     }
 
@@ -44,8 +52,8 @@ pub struct CheckRow {
     pub time_start_us: u64,
     /// Duration when it succeeded (µs), else 0.
     pub success_time_us: u64,
-    /// The read_only value (read_only checks).
-    pub value: Option<bool>,
+    /// The value read: read_only 0/1, or the lag in seconds (`None`: NULL or not applicable).
+    pub value: Option<i64>,
     /// What went wrong.
     pub error: Option<String>,
 }
@@ -56,9 +64,9 @@ const MAX_ROWS: usize = 20_000;
 /// Bounded logs and counters of one protocol's monitor.
 #[derive(Debug, Default)]
 pub struct MonitorLog {
-    rows: [Mutex<VecDeque<CheckRow>>; 3],
-    ok: [AtomicU64; 3],
-    err: [AtomicU64; 3],
+    rows: [Mutex<VecDeque<CheckRow>>; 4],
+    ok: [AtomicU64; 4],
+    err: [AtomicU64; 4],
 }
 
 impl MonitorLog {

@@ -3,7 +3,7 @@
 //! them, turns outcomes into decisions ([`super::health`]) and publishes the resulting topology
 //! through the [`ConfigHandle`]. The checks themselves are implemented by the backend crates.
 
-use super::health::{ServerHealth, Verdict};
+use super::health::{LagPolicy, ServerHealth, Verdict};
 use super::log::{CheckKind, CheckRow, MonitorLog};
 use super::topology::{Topology, differences};
 use crate::admin::Protocol;
@@ -44,6 +44,9 @@ pub trait Checker: Send + Sync + 'static {
     fn ping(&self, t: CheckTarget) -> CheckFuture<u64>;
     /// Whether the server is read-only (MySQL `check_type`; PostgreSQL `pg_is_in_recovery()`).
     fn read_only(&self, t: CheckTarget) -> CheckFuture<bool>;
+    /// Replication lag in seconds (`None` when the server reports NULL); on multi-source
+    /// replicas the worst channel.
+    fn replication_lag(&self, t: CheckTarget) -> CheckFuture<Option<u64>>;
     /// Forgets the monitor connection to `server` (after a failure or a shun).
     fn drop_connection(&self, server: &ServerKey);
 }
@@ -112,7 +115,7 @@ struct Done {
     server: ServerKey,
     kind: CheckKind,
     started_us: u64,
-    outcome: Result<(u64, Option<bool>), String>,
+    outcome: Result<(u64, Option<i64>), String>,
 }
 
 impl Monitor {
@@ -188,6 +191,7 @@ impl Monitor {
             }
             let now = Instant::now();
             let in_pair = pair_members(side.hostgroups, side.pairs);
+            let lag_checked = lag_thresholds(side.hostgroups);
             let shunned: HashSet<ServerKey> = self
                 .health
                 .lock()
@@ -201,6 +205,7 @@ impl Monitor {
                     let check_type = in_pair.get(&server);
                     // A shunned server only gets heartbeats until it answers again.
                     if (kind == CheckKind::ReadOnly && check_type.is_none())
+                        || (kind == CheckKind::ReplicationLag && !lag_checked.contains_key(&server))
                         || (kind != CheckKind::Ping && shunned.contains(&server))
                     {
                         continue;
@@ -214,6 +219,9 @@ impl Monitor {
                         CheckKind::Connect => (v.connect_interval, v.connect_timeout),
                         CheckKind::Ping => (v.ping_interval, v.ping_timeout),
                         CheckKind::ReadOnly => (v.read_only_interval, v.read_only_timeout),
+                        CheckKind::ReplicationLag => {
+                            (v.replication_lag_interval, v.replication_lag_timeout)
+                        }
                     };
                     next.insert(key.clone(), now + Duration::from_millis(interval));
                     inflight.insert(key);
@@ -279,9 +287,22 @@ impl Monitor {
                 CheckKind::ReadOnly => h.read_only(
                     done.outcome
                         .as_ref()
-                        .map(|o| o.1.unwrap_or(true))
+                        .map(|o| o.1 != Some(0))
                         .map_err(|_| ()),
                     vars.read_only_max_timeout_count,
+                ),
+                CheckKind::ReplicationLag => h.replication_lag(
+                    done.outcome
+                        .as_ref()
+                        .map(|o| o.1.map(|v| v.max(0) as u64))
+                        .map_err(|_| ()),
+                    LagPolicy {
+                        max: u64::from(
+                            lag_thresholds(side.hostgroups).get(s).copied().unwrap_or(0),
+                        ),
+                        count: vars.replication_lag_count,
+                        when_null: vars.slave_lag_when_null,
+                    },
                 ),
             }
         };
@@ -296,6 +317,14 @@ impl Monitor {
             Verdict::Unshun => {
                 info!("Server {s} answered the heartbeat again; back ONLINE, other checks resumed")
             }
+            Verdict::ShunLag { lag } => warn!(
+                "Shunning server {s} with replication lag of {lag} seconds (max_replication_lag {}, {} check(s) in a row)",
+                lag_thresholds(side.hostgroups).get(s).copied().unwrap_or(0),
+                vars.replication_lag_count
+            ),
+            Verdict::UnshunLag { lag } => info!(
+                "Re-enabling server {s}: replication lag {lag} seconds is within max_replication_lag"
+            ),
             Verdict::ReadOnly {
                 value,
                 assumed: true,
@@ -330,6 +359,11 @@ impl Monitor {
                     .iter()
                     .filter_map(|(k, h)| h.read_only.map(|v| (k.clone(), v)))
                     .collect(),
+                lag_shunned: g
+                    .iter()
+                    .filter(|(_, h)| h.lag_shunned)
+                    .map(|(k, _)| k.clone())
+                    .collect(),
             }
         };
         let before = config.load();
@@ -361,6 +395,21 @@ fn servers(hostgroups: &BTreeMap<u32, Vec<HostgroupServer>>) -> Vec<ServerKey> {
     v.sort();
     v.dedup();
     v
+}
+
+/// Servers with a `max_replication_lag`: the smallest positive one across their rows (the
+/// strictest hostgroup decides when the lag check shuns).
+fn lag_thresholds(hostgroups: &BTreeMap<u32, Vec<HostgroupServer>>) -> HashMap<ServerKey, u32> {
+    let mut m: HashMap<ServerKey, u32> = HashMap::new();
+    for s in hostgroups
+        .values()
+        .flatten()
+        .filter(|s| s.max_replication_lag > 0)
+    {
+        let e = m.entry(s.key.clone()).or_insert(s.max_replication_lag);
+        *e = (*e).min(s.max_replication_lag);
+    }
+    m
 }
 
 /// Servers of replication pairs, with their pair's check_type.
@@ -397,7 +446,13 @@ fn spawn_check(
                 CheckKind::ReadOnly => checker
                     .read_only(target)
                     .await
-                    .map(|v| (t0.elapsed().as_micros() as u64, Some(v))),
+                    .map(|v| (t0.elapsed().as_micros() as u64, Some(i64::from(v)))),
+                CheckKind::ReplicationLag => checker.replication_lag(target).await.map(|v| {
+                    (
+                        (t0.elapsed().as_micros() as u64).max(1),
+                        v.map(|s| i64::try_from(s).unwrap_or(i64::MAX)),
+                    )
+                }),
             }
         };
         let outcome = match tokio::time::timeout(budget, run).await {

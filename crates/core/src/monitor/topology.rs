@@ -14,6 +14,8 @@ pub struct Topology {
     pub shunned: BTreeSet<ServerKey>,
     /// The last read_only verdict per server (true = read-only / in recovery).
     pub read_only: BTreeMap<ServerKey, bool>,
+    /// Servers over their `max_replication_lag`.
+    pub lag_shunned: BTreeSet<ServerKey>,
 }
 
 /// Hostgroups as configured, laid over with the monitor's verdicts.
@@ -47,8 +49,13 @@ pub fn apply(
     }
     for servers in out.values_mut() {
         for s in servers.iter_mut() {
-            if s.status == ServerStatus::Online && t.shunned.contains(&s.key) {
+            if s.status != ServerStatus::Online {
+                continue;
+            }
+            if t.shunned.contains(&s.key) {
                 s.status = ServerStatus::Shunned;
+            } else if s.max_replication_lag > 0 && t.lag_shunned.contains(&s.key) {
+                s.status = ServerStatus::ShunnedReplicationLag;
             }
         }
     }
@@ -132,6 +139,7 @@ mod tests {
             weight: 1,
             max_connections: 10,
             use_ssl: false,
+            max_replication_lag: 0,
         }
     }
 
@@ -247,6 +255,29 @@ mod tests {
                 "server h:1 in hostgroup 0: ONLINE -> SHUNNED",
                 "server h:1 in hostgroup 1: ONLINE -> SHUNNED"
             ]
+        );
+    }
+
+    #[test]
+    fn lag_shuns_only_rows_with_a_threshold() {
+        let mut cfg = configured();
+        cfg.get_mut(&1).expect("hg1")[0].max_replication_lag = 5;
+        cfg.insert(2, vec![srv(2, 2)]);
+        let mut t = Topology::default();
+        t.lag_shunned.insert(key(2));
+        let out = apply(&cfg, &[], true, &t);
+        assert_eq!(out[&1][0].status, ServerStatus::ShunnedReplicationLag);
+        assert_eq!(
+            out[&2][0].status,
+            ServerStatus::Online,
+            "no threshold in hostgroup 2"
+        );
+        t.shunned.insert(key(2));
+        let out = apply(&cfg, &[], true, &t);
+        assert_eq!(
+            out[&1][0].status,
+            ServerStatus::Shunned,
+            "a missed heartbeat wins"
         );
     }
 
