@@ -177,36 +177,17 @@ impl BackendConn {
         &mut self,
         sql: &str,
     ) -> Result<Result<Vec<Option<String>>, ServerErr>, Error> {
-        let mut p = Vec::with_capacity(sql.len() + 1);
-        p.push(com::QUERY);
-        p.extend_from_slice(sql.as_bytes());
-        let (t, packets) = self.command_collect(&p, ReplyKind::ResultSets).await?;
-        if t.error {
-            return Ok(Err(packets.last().cloned().unwrap_or_default()));
-        }
-        let bad = || Error::UnexpectedReply {
-            server: self.server.clone(),
-            why: "malformed internal result set",
+        let (_, rows) = match self.query_table(sql).await? {
+            Ok(t) => t,
+            Err(e) => return Ok(Err(e)),
         };
-        let ncols = Reader::new(packets.first().ok_or_else(bad)?, "column count")
-            .lenenc_int()
-            .map_err(|_| bad())?;
-        let ncols = usize::try_from(ncols).map_err(|_| bad())?;
-        let skip = 1 + ncols + usize::from(!self.deprecate_eof());
-        let row = packets.get(skip).ok_or_else(bad)?;
-        let mut r = Reader::new(row, "row");
-        let mut out = Vec::with_capacity(ncols);
-        for _ in 0..ncols {
-            if r.remaining().first() == Some(&0xfb) {
-                r.u8().map_err(|_| bad())?;
-                out.push(None);
-            } else {
-                out.push(Some(
-                    String::from_utf8_lossy(r.lenenc_bytes().map_err(|_| bad())?).into_owned(),
-                ));
-            }
-        }
-        Ok(Ok(out))
+        rows.into_iter()
+            .next()
+            .map(Ok)
+            .ok_or(Error::UnexpectedReply {
+                server: self.server.clone(),
+                why: "malformed internal result set",
+            })
     }
 
     /// Brings the connection to `want`, sending only the differences.
