@@ -445,6 +445,7 @@ impl Admin {
     }
 
     async fn run_sql(&self, role: AdminRole, sql: &str) -> Result<AdminReply, AdminError> {
+        let sql = &*crate::functions::rewrite_mysql_functions(sql);
         let lower = sql.trim_start().to_ascii_lowercase();
         let is_read = lower.starts_with("select")
             || lower.starts_with("with")

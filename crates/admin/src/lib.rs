@@ -8,6 +8,7 @@
 mod command;
 mod engine;
 mod export;
+mod functions;
 mod layers;
 mod schema;
 mod schema_defs;

@@ -274,6 +274,9 @@ impl Config {
             cfg.pgsql_servers.push(s);
         }
         let mut seen_pg_users = HashSet::new();
+        // Checked once the replication hostgroups are read: a pair's hostgroup is valid even
+        // when the monitor, not the config, puts servers in it.
+        let mut pg_user_hostgroups: Vec<(usize, String, u32)> = Vec::new();
         for row in raw.pgsql_users {
             let offset = row.span().start;
             let u = row.into_inner();
@@ -289,15 +292,8 @@ impl Config {
                     format!("pgsql_users: duplicate frontend user {:?}", u.username),
                 ));
             }
-            let hg = u.default_hostgroup.0;
-            if u.frontend.0 && !cfg.pgsql_servers.iter().any(|s| s.hostgroup_id.0 == hg) {
-                return Err(invalid(
-                    offset,
-                    format!(
-                        "pgsql_users {:?}: default_hostgroup {hg} is not a hostgroup of any pgsql_servers row",
-                        u.username
-                    ),
-                ));
+            if u.frontend.0 {
+                pg_user_hostgroups.push((offset, u.username.clone(), u.default_hostgroup.0));
             }
             cfg.pgsql_users.push(u);
         }
@@ -386,9 +382,28 @@ impl Config {
                 out.push(r);
             }
         }
+        let in_pair = |pairs: &[ReplicationHostgroup], hg: u32| {
+            pairs
+                .iter()
+                .any(|p| p.writer_hostgroup == hg || p.reader_hostgroup == hg)
+        };
+        for (offset, name, hg) in pg_user_hostgroups {
+            if !cfg.pgsql_servers.iter().any(|s| s.hostgroup_id.0 == hg)
+                && !in_pair(&cfg.pgsql_replication_hostgroups, hg)
+            {
+                return Err(invalid(
+                    offset,
+                    format!(
+                        "pgsql_users {name:?}: default_hostgroup {hg} is not a hostgroup of any pgsql_servers row"
+                    ),
+                ));
+            }
+        }
         for u in cfg.mysql_users.iter().filter(|u| u.frontend.0) {
             let hg = u.default_hostgroup.0;
-            if !cfg.mysql_servers.iter().any(|s| s.hostgroup_id.0 == hg) {
+            if !cfg.mysql_servers.iter().any(|s| s.hostgroup_id.0 == hg)
+                && !in_pair(&cfg.mysql_replication_hostgroups, hg)
+            {
                 return Err(Error::ConfigInvalid(format!(
                     "mysql_users {:?}: default_hostgroup {hg} is not a hostgroup of any mysql_servers row",
                     u.username

@@ -173,7 +173,9 @@ impl Monitor {
         on_shun: OnShun,
     ) {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Done>();
-        let mut next: HashMap<(ServerKey, CheckKind), Instant> = HashMap::new();
+        // When each check last started: the interval is applied at every tick, so a changed
+        // interval (SET … LOAD) takes effect at once.
+        let mut last: HashMap<(ServerKey, CheckKind), Instant> = HashMap::new();
         let mut inflight: HashSet<(ServerKey, CheckKind)> = HashSet::new();
         loop {
             tokio::select! {
@@ -211,9 +213,6 @@ impl Monitor {
                         continue;
                     }
                     let key = (server.clone(), kind);
-                    if inflight.contains(&key) || next.get(&key).is_some_and(|t| *t > now) {
-                        continue;
-                    }
                     let v = side.vars;
                     let (interval, timeout) = match kind {
                         CheckKind::Connect => (v.connect_interval, v.connect_timeout),
@@ -223,7 +222,13 @@ impl Monitor {
                             (v.replication_lag_interval, v.replication_lag_timeout)
                         }
                     };
-                    next.insert(key.clone(), now + Duration::from_millis(interval));
+                    let due = last
+                        .get(&key)
+                        .is_none_or(|t| now.duration_since(*t) >= Duration::from_millis(interval));
+                    if inflight.contains(&key) || !due {
+                        continue;
+                    }
+                    last.insert(key.clone(), now);
                     inflight.insert(key);
                     let target = CheckTarget {
                         server: server.clone(),
