@@ -238,6 +238,22 @@ impl LiveStats for Live {
         })
     }
 
+    fn pgsql_processlist(&self) -> Vec<ProcessRow> {
+        self.pgsql
+            .sessions
+            .list()
+            .into_iter()
+            .map(|p| ProcessRow {
+                session_id: p.id,
+                user: p.user,
+                db: p.database,
+                client: p.client,
+                hostgroup: p.hostgroup,
+                pin_reason: p.pin_reason.map(str::to_string),
+            })
+            .collect()
+    }
+
     fn pgsql_connection_pool(&self) -> Vec<PoolRow> {
         let rt = self.config.load();
         rt.pgsql

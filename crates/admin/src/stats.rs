@@ -102,6 +102,42 @@ pub async fn refresh_query_tables(
     store.exec_all(&sql).await
 }
 
+/// `stats_*_processlist` rows.
+fn process_table(procs: &[sluice_core::admin::ProcessRow]) -> AdminRows {
+    rows(
+        &[
+            "ThreadID",
+            "SessionID",
+            "user",
+            "db",
+            "cli_host",
+            "cli_port",
+            "hostgroup",
+            "command",
+            "multiplexed",
+            "pin_reason",
+        ],
+        procs
+            .iter()
+            .map(|p| {
+                let (host, port) = p.client.rsplit_once(':').unwrap_or((&p.client, "0"));
+                vec![
+                    s(0),
+                    s(p.session_id),
+                    s(&p.user),
+                    s(&p.db),
+                    s(host),
+                    s(port),
+                    s(p.hostgroup),
+                    s("Sleep"),
+                    s(u8::from(p.pin_reason.is_none())),
+                    p.pin_reason.clone(),
+                ]
+            })
+            .collect(),
+    )
+}
+
 /// `stats_*_connection_pool` rows.
 fn pool_table(pool: &[sluice_core::admin::PoolRow]) -> AdminRows {
     rows(
@@ -212,38 +248,8 @@ pub async fn refresh(store: &Store, live: &dyn LiveStats, cfg: &Config) -> Resul
     let pool_rows = pool_table(&live.mysql_connection_pool());
     let pg_pool_rows = pool_table(&live.pgsql_connection_pool());
     let procs = live.mysql_processlist();
-    let proc_rows = rows(
-        &[
-            "ThreadID",
-            "SessionID",
-            "user",
-            "db",
-            "cli_host",
-            "cli_port",
-            "hostgroup",
-            "command",
-            "multiplexed",
-            "pin_reason",
-        ],
-        procs
-            .iter()
-            .map(|p| {
-                let (host, port) = p.client.rsplit_once(':').unwrap_or((&p.client, "0"));
-                vec![
-                    s(0),
-                    s(p.session_id),
-                    s(&p.user),
-                    s(&p.db),
-                    s(host),
-                    s(port),
-                    s(p.hostgroup),
-                    s("Sleep"),
-                    s(u8::from(p.pin_reason.is_none())),
-                    p.pin_reason.clone(),
-                ]
-            })
-            .collect(),
-    );
+    let proc_rows = process_table(&procs);
+    let pg_proc_rows = process_table(&live.pgsql_processlist());
     let mut globals = live.mysql_global();
     globals.extend(live.query_globals(Protocol::Mysql));
     let global = rows(
@@ -343,6 +349,7 @@ pub async fn refresh(store: &Store, live: &dyn LiveStats, cfg: &Config) -> Resul
         ("stats_pgsql_connection_pool", &pg_pool_rows),
         ("stats_mysql_connection_pool_reset", &pool_rows),
         ("stats_mysql_processlist", &proc_rows),
+        ("stats_pgsql_processlist", &pg_proc_rows),
         ("stats_mysql_global", &global),
         ("stats_mysql_users", &users),
         ("stats_mysql_commands_counters", &commands),

@@ -186,6 +186,10 @@ pub trait LiveStats: Send + Sync {
     ) -> Option<std::collections::BTreeMap<u32, Vec<crate::runtime::HostgroupServer>>> {
         None
     }
+    /// Connected PostgreSQL clients.
+    fn pgsql_processlist(&self) -> Vec<ProcessRow> {
+        Vec::new()
+    }
     /// `stats_pgsql_connection_pool` rows.
     fn pgsql_connection_pool(&self) -> Vec<PoolRow> {
         Vec::new()

@@ -15,12 +15,14 @@ use tokio::io::AsyncWriteExt;
 pub(crate) struct SessionIo<'a> {
     pub stmts: &'a mut SessionStatements,
     pub qp: &'a mut SessionProcessor,
+    /// The processlist entry (pin reason).
+    pub entry: &'a crate::sessions::PgSessionEntry,
 }
 
 /// The session's bookkeeping that forwarding client messages updates.
 pub(crate) struct Flow<'a> {
     pub batch_open: &'a mut bool,
-    pub pinned: &'a mut Option<&'static str>,
+    pub pinned: &'a mut crate::pins::PinSet,
     pub pending: &'a mut Vec<Change>,
     pub outstanding: &'a mut u32,
 }
@@ -56,8 +58,10 @@ pub(crate) async fn forward(
                     let d = s.qp.decide(&rt, &fe.query, &q);
                     rewritten = d.action.rewritten.as_deref().and_then(|t| with_query(m, t));
                     match (d.action.multiplex, d.action.sticky_conn) {
-                        (Some(0), _) | (_, Some(true)) => *flow.pinned = Some(RULE_PIN),
-                        (Some(1), _) if *flow.pinned == Some(RULE_PIN) => *flow.pinned = None,
+                        (Some(0), _) | (_, Some(true)) => flow.pinned.sticky = Some(RULE_PIN),
+                        (Some(1), _) if flow.pinned.sticky == Some(RULE_PIN) => {
+                            flow.pinned.sticky = None
+                        }
                         _ => {}
                     }
                     if d.digest.kind.writes() && invalidate {

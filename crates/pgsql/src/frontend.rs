@@ -4,6 +4,7 @@
 //! server messages are forwarded as raw frames, pipelined in both directions.
 
 use crate::forward::{Flow, SessionIo, forward};
+use crate::pins::PinSet;
 use crate::processor::{Identity, SessionProcessor};
 use crate::session_sets::{Change, Effect, apply, classify, replay_sql};
 use crate::start::{CacheFill, Forward, Start};
@@ -51,6 +52,8 @@ pub struct PgFrontend {
     pub cache: sluice_core::query::QueryCache,
     /// `stats_pgsql_commands_counters`.
     pub commands: sluice_core::query::commands::CommandCounters,
+    /// Logged-in sessions (`stats_pgsql_processlist`).
+    pub sessions: Arc<crate::sessions::PgSessions>,
 }
 
 /// Where a cancel request for a session must go: (server address, server pid, server secret).
@@ -453,9 +456,18 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
             local_ip: local.ip().to_string(),
             local_port: local.port(),
         });
+        let entry = fe.sessions.enter(crate::sessions::PgSessionInfo {
+            id: 0,
+            user: l.user.username.clone(),
+            database: l.database.clone(),
+            client: peer.to_string(),
+            hostgroup: l.user.default_hostgroup.0,
+            pin_reason: None,
+        });
         let mut s = SessionIo {
             stmts: &mut stmts,
             qp: &mut qp,
+            entry: &entry,
         };
         if let Err(e) = pump(&fe, &l, &mut io, &mut reader, &target, &mut s).await {
             debug!(client = %peer, "pgsql session ended: {e}");
@@ -469,7 +481,7 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
 
 /// Notes what a client message does to session state: a pin (the reason kept for admins) or a
 /// `SET`/`RESET` to confirm at the end of its transaction.
-pub(crate) fn note(msg: &[u8], pinned: &mut Option<&'static str>, pending: &mut Vec<Change>) {
+pub(crate) fn note(msg: &[u8], pins: &mut PinSet, pending: &mut Vec<Change>) {
     let sql = match msg[0] {
         b'Q' => &msg[5..],
         // Parse: the statement name, then the query.
@@ -479,9 +491,11 @@ pub(crate) fn note(msg: &[u8], pinned: &mut Option<&'static str>, pending: &mut 
         },
         _ => return,
     };
+    let text = String::from_utf8_lossy(sql.strip_suffix(&[0]).unwrap_or(sql));
+    pins.apply(&text);
     match classify(sql, msg[0] == b'Q') {
         Effect::None => {}
-        Effect::Pin(why) => *pinned = Some(why),
+        Effect::Pin(why) => pins.sticky = Some(why),
         Effect::Track(change) => pending.push(change),
     }
 }
@@ -517,13 +531,17 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
     let mut pending: Vec<Change> = Vec::new();
     let mut pending_outcome = PendingOutcome::default();
     let mut outstanding: u32 = 0; // Query/Sync/FunctionCall messages whose ReadyForQuery has not come back
-    let mut pinned: Option<&'static str> = if l.user.fast_forward.0 {
-        Some("session pooling")
-    } else {
-        None
-    };
+    let mut pinned = PinSet::with_sticky(l.user.fast_forward.0.then_some("session pooling"));
     let mut last_status = b'I';
+    let mut published: Option<&'static str> = None;
     loop {
+        let reason = pinned
+            .reason()
+            .or((last_status != b'I').then_some("transaction"));
+        if reason != published {
+            s.entry.set_pin(reason);
+            published = reason;
+        }
         let Some(b) = backend.as_mut() else {
             // Idle between transactions: wait for the client only.
             let m = tokio::select! {
@@ -576,8 +594,8 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
             } = f;
             fill = new_fill;
             match pin {
-                Some(true) => pinned = Some(RULE_PIN),
-                Some(false) if pinned == Some(RULE_PIN) => pinned = None,
+                Some(true) => pinned.sticky = Some(RULE_PIN),
+                Some(false) if pinned.sticky == Some(RULE_PIN) => pinned.sticky = None,
                 _ => {}
             }
             s.qp.hostgroup = i64::from(hostgroup);
@@ -639,7 +657,7 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
             Ev::Client(Ok(m)) => {
                 if m[0] == b'X' {
                     if let Some(b) = backend.take() {
-                        if pinned.is_some() || last_status != b'I' || outstanding > 0 {
+                        if pinned.reason().is_some() || last_status != b'I' || outstanding > 0 {
                             b.release_discard();
                         } else {
                             b.release_clean();
@@ -718,7 +736,7 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
                                 if o.error && o.in_transaction && !o.rolled_back {
                                     // Committed after an error (savepoints): which SETs
                                     // survived is unclear, so the session keeps this connection.
-                                    pinned = Some("session state");
+                                    pinned.sticky = Some("session state");
                                 } else if !o.error && !o.rolled_back {
                                     for c in &pending {
                                         apply(&mut vars, c);
@@ -774,7 +792,7 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
                 let drained = conn.reader.buf.is_empty();
                 if outstanding == 0
                     && last_status == b'I'
-                    && pinned.is_none()
+                    && pinned.reason().is_none()
                     && !batch_open
                     && s.stmts.settled()
                     && drained

@@ -5,8 +5,10 @@
 mod forward;
 pub mod frontend;
 pub mod limits;
+mod pins;
 pub mod processor;
 mod session_sets;
+pub mod sessions;
 mod split;
 mod start;
 mod statements;

@@ -41,26 +41,12 @@ pub fn classify(sql: &[u8], trackable: bool) -> Effect {
     let trimmed = text.trim_start();
     let lower = trimmed.to_ascii_lowercase();
     let starts = |w: &str| lower.starts_with(w);
-    if starts("listen") {
-        return Effect::Pin("LISTEN");
-    }
-    if starts("prepare") {
-        return Effect::Pin("SQL PREPARE");
-    }
     if starts("set local") || starts("set transaction") || starts("set constraints") {
         return Effect::None;
     }
     if trackable && single_statement(trimmed).is_some_and(|s| s.eq_ignore_ascii_case("discard all"))
     {
         return Effect::Track(Change::ResetAll);
-    }
-    let full = String::from_utf8_lossy(sql).to_ascii_lowercase();
-    if full.contains("temp table")
-        || full.contains("temporary table")
-        || full.contains("pg_advisory_lock")
-        || full.contains("with hold")
-    {
-        return Effect::Pin("session state");
     }
     let session_sql = starts("set ") || starts("set\t") || starts("reset");
     if !session_sql {
@@ -220,17 +206,15 @@ mod tests {
             classify(b"SET work_mem = 1", false),
             Effect::Pin("session state")
         );
-        assert_eq!(classify(b"LISTEN ch", true), Effect::Pin("LISTEN"));
+        // LISTEN, temporary tables, advisory locks, cursors: `PinSet` follows those.
+        assert_eq!(classify(b"LISTEN ch", true), Effect::None);
         // Multi-byte text right after the name must not split a character.
         assert_eq!(
             classify("SET x éé".as_bytes(), true),
             Effect::Pin("session state")
         );
         assert_eq!(classify("SET x = 'é'".as_bytes(), true), set("x", "'é'"));
-        assert_eq!(
-            classify(b"CREATE TEMP TABLE t (a int)", true),
-            Effect::Pin("session state")
-        );
+        assert_eq!(classify(b"CREATE TEMP TABLE t (a int)", true), Effect::None);
     }
 
     #[test]

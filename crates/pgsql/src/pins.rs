@@ -1,0 +1,263 @@
+//! What keeps a PostgreSQL session on its server connection, cause by cause, so the pin ends
+//! when its last cause does: `UNLISTEN`, dropping the temporary table, releasing the advisory
+//! lock, closing the `WITH HOLD` cursor, `DEALLOCATE`, or `DISCARD ALL`. Causes Sluice cannot
+//! follow (an unparsable `SET`, a rule's `multiplex=0`) stay for the session.
+
+use std::collections::BTreeSet;
+
+/// The session-scoped things a server connection holds for one client.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PinSet {
+    listens: BTreeSet<String>,
+    temp_tables: BTreeSet<String>,
+    advisory_locks: u32,
+    hold_cursors: BTreeSet<String>,
+    prepared: BTreeSet<String>,
+    /// A cause that lasts the session.
+    pub sticky: Option<&'static str>,
+}
+
+/// Identifier words of a statement, lower-cased, quotes removed, punctuation as separators.
+fn words(stmt: &str) -> Vec<String> {
+    stmt.split(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | '(' | ')'))
+        .filter(|w| !w.is_empty())
+        .map(|w| w.trim_matches('"').to_ascii_lowercase())
+        .collect()
+}
+
+/// The last part of a possibly schema-qualified name.
+fn unqualified(name: &str) -> String {
+    name.rsplit('.').next().unwrap_or(name).to_string()
+}
+
+impl PinSet {
+    /// No pins, or only a cause that lasts the session.
+    pub fn with_sticky(sticky: Option<&'static str>) -> Self {
+        PinSet {
+            sticky,
+            ..PinSet::default()
+        }
+    }
+
+    /// Why the session is pinned, or `None`.
+    pub fn reason(&self) -> Option<&'static str> {
+        if let Some(s) = self.sticky {
+            Some(s)
+        } else if !self.listens.is_empty() {
+            Some("LISTEN")
+        } else if !self.temp_tables.is_empty() {
+            Some("temporary table")
+        } else if self.advisory_locks > 0 {
+            Some("advisory lock")
+        } else if !self.hold_cursors.is_empty() {
+            Some("WITH HOLD cursor")
+        } else if !self.prepared.is_empty() {
+            Some("SQL PREPARE")
+        } else {
+            None
+        }
+    }
+
+    /// Notes what one SQL text (possibly several statements) does to the pins.
+    pub fn apply(&mut self, sql: &str) {
+        for stmt in crate::split::statements(sql) {
+            self.statement(stmt);
+        }
+    }
+
+    fn statement(&mut self, stmt: &str) {
+        let lower = stmt.to_ascii_lowercase();
+        let w = words(stmt);
+        let first = w.first().map(String::as_str).unwrap_or("");
+        match first {
+            "listen" => {
+                if let Some(ch) = w.get(1) {
+                    self.listens.insert(ch.clone());
+                }
+            }
+            "unlisten" => match w.get(1).map(String::as_str) {
+                Some("*") | None => self.listens.clear(),
+                Some(ch) => {
+                    self.listens.remove(ch);
+                }
+            },
+            "create" => {
+                let temp = w.iter().take(4).any(|x| x == "temp" || x == "temporary");
+                if temp
+                    && !lower.contains("on commit drop")
+                    && let Some(i) = w.iter().position(|x| x == "table")
+                {
+                    let mut name = w.get(i + 1).cloned().unwrap_or_default();
+                    if name == "if" {
+                        name = w.get(i + 4).cloned().unwrap_or_default();
+                    }
+                    if !name.is_empty() {
+                        self.temp_tables.insert(unqualified(&name));
+                    }
+                }
+            }
+            "drop" if w.get(1).map(String::as_str) == Some("table") => {
+                for name in w.iter().skip(2) {
+                    if matches!(name.as_str(), "if" | "exists" | "cascade" | "restrict") {
+                        continue;
+                    }
+                    self.temp_tables.remove(&unqualified(name));
+                }
+            }
+            "declare" if lower.contains("with hold") => {
+                if let Some(c) = w.get(1) {
+                    self.hold_cursors.insert(c.clone());
+                }
+            }
+            "close" => match w.get(1).map(String::as_str) {
+                Some("all") => self.hold_cursors.clear(),
+                Some(c) => {
+                    self.hold_cursors.remove(c);
+                }
+                None => {}
+            },
+            "prepare" => {
+                if let Some(n) = w.get(1) {
+                    self.prepared.insert(n.clone());
+                }
+            }
+            "deallocate" => {
+                let name = match w.get(1).map(String::as_str) {
+                    Some("prepare") => w.get(2),
+                    _ => w.get(1),
+                };
+                match name.map(String::as_str) {
+                    Some("all") => self.prepared.clear(),
+                    Some(n) => {
+                        self.prepared.remove(n);
+                    }
+                    None => {}
+                }
+            }
+            "discard" => match w.get(1).map(String::as_str) {
+                Some("all") => {
+                    let sticky = self.sticky;
+                    *self = PinSet {
+                        sticky,
+                        ..PinSet::default()
+                    };
+                }
+                Some("temp" | "temporary") => self.temp_tables.clear(),
+                _ => {}
+            },
+            _ => {}
+        }
+        // Session-level advisory locks (not the _xact_ ones, which end with the transaction).
+        let locks = lower.matches("pg_advisory_lock(").count()
+            + lower.matches("pg_try_advisory_lock(").count()
+            + lower.matches("pg_advisory_lock_shared(").count()
+            + lower.matches("pg_try_advisory_lock_shared(").count();
+        let unlocks = lower.matches("pg_advisory_unlock(").count()
+            + lower.matches("pg_advisory_unlock_shared(").count();
+        self.advisory_locks = (self.advisory_locks + locks as u32).saturating_sub(unlocks as u32);
+        if lower.contains("pg_advisory_unlock_all(") {
+            self.advisory_locks = 0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn after(stmts: &[&str]) -> Option<&'static str> {
+        let mut p = PinSet::default();
+        for s in stmts {
+            p.apply(s);
+        }
+        p.reason()
+    }
+
+    #[test]
+    fn each_cause_pins_until_it_ends() {
+        assert_eq!(after(&["LISTEN jobs"]), Some("LISTEN"));
+        assert_eq!(
+            after(&["LISTEN jobs", "LISTEN other", "UNLISTEN jobs"]),
+            Some("LISTEN")
+        );
+        assert_eq!(after(&["LISTEN jobs", "UNLISTEN *"]), None);
+        assert_eq!(
+            after(&["CREATE TEMP TABLE t1 (id int)"]),
+            Some("temporary table")
+        );
+        assert_eq!(
+            after(&[
+                "CREATE TEMPORARY TABLE IF NOT EXISTS t1 (id int)",
+                "DROP TABLE IF EXISTS t1"
+            ]),
+            None
+        );
+        assert_eq!(
+            after(&["CREATE TEMP TABLE t1 (id int) ON COMMIT DROP"]),
+            None
+        );
+        assert_eq!(
+            after(&[
+                "CREATE TEMP TABLE a (x int); CREATE TEMP TABLE b (x int)",
+                "DROP TABLE a"
+            ]),
+            Some("temporary table")
+        );
+        assert_eq!(
+            after(&[
+                "SELECT pg_advisory_lock(1)",
+                "SELECT pg_advisory_lock(2)",
+                "SELECT pg_advisory_unlock(1)"
+            ]),
+            Some("advisory lock")
+        );
+        assert_eq!(
+            after(&["SELECT pg_advisory_lock(1)", "SELECT pg_advisory_unlock(1)"]),
+            None
+        );
+        assert_eq!(
+            after(&[
+                "SELECT pg_advisory_lock(1), pg_advisory_lock(2)",
+                "SELECT pg_advisory_unlock_all()"
+            ]),
+            None
+        );
+        assert_eq!(
+            after(&["SELECT pg_advisory_xact_lock(1)"]),
+            None,
+            "ends with the transaction"
+        );
+        assert_eq!(
+            after(&["DECLARE c CURSOR WITH HOLD FOR SELECT 1"]),
+            Some("WITH HOLD cursor")
+        );
+        assert_eq!(
+            after(&["DECLARE c CURSOR WITH HOLD FOR SELECT 1", "CLOSE c"]),
+            None
+        );
+        assert_eq!(
+            after(&["PREPARE q AS SELECT 1", "DEALLOCATE PREPARE q"]),
+            None
+        );
+        assert_eq!(after(&["PREPARE q AS SELECT 1", "DEALLOCATE ALL"]), None);
+        assert_eq!(
+            after(&[
+                "LISTEN a",
+                "CREATE TEMP TABLE t (x int)",
+                "PREPARE q AS SELECT 1",
+                "DISCARD ALL"
+            ]),
+            None
+        );
+    }
+
+    #[test]
+    fn sticky_causes_last() {
+        let mut p = PinSet {
+            sticky: Some("session state"),
+            ..PinSet::default()
+        };
+        p.apply("DISCARD ALL");
+        assert_eq!(p.reason(), Some("session state"));
+    }
+}

@@ -1,0 +1,92 @@
+//! Logged-in PostgreSQL sessions for `stats_pgsql_processlist`: who, from where, on which
+//! database, and why the session holds its server connection (`None` = transaction pooled).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// One session as the processlist shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PgSessionInfo {
+    /// Session id.
+    pub id: u32,
+    /// User.
+    pub user: String,
+    /// Database.
+    pub database: String,
+    /// Client address.
+    pub client: String,
+    /// The user's default hostgroup.
+    pub hostgroup: u32,
+    /// Why the session keeps its server connection.
+    pub pin_reason: Option<&'static str>,
+}
+
+/// The sessions of the PostgreSQL frontend.
+#[derive(Debug, Default)]
+pub struct PgSessions {
+    next: AtomicU32,
+    map: Mutex<HashMap<u32, PgSessionInfo>>,
+}
+
+/// A session's entry; dropping it removes the entry.
+#[derive(Debug)]
+pub struct PgSessionEntry {
+    sessions: Arc<PgSessions>,
+    /// The session id.
+    pub id: u32,
+}
+
+impl PgSessions {
+    /// Registers a session (its `id` is assigned here).
+    pub fn enter(self: &Arc<Self>, mut info: PgSessionInfo) -> PgSessionEntry {
+        let id = self.next.fetch_add(1, Ordering::Relaxed) + 1;
+        info.id = id;
+        self.map
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id, info);
+        PgSessionEntry {
+            sessions: self.clone(),
+            id,
+        }
+    }
+
+    /// Every session, by id.
+    pub fn list(&self) -> Vec<PgSessionInfo> {
+        let mut v: Vec<PgSessionInfo> = self
+            .map
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        v.sort_by_key(|s| s.id);
+        v
+    }
+}
+
+impl PgSessionEntry {
+    /// Publishes why the session holds its server connection.
+    pub fn set_pin(&self, reason: Option<&'static str>) {
+        if let Some(s) = self
+            .sessions
+            .map
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_mut(&self.id)
+        {
+            s.pin_reason = reason;
+        }
+    }
+}
+
+impl Drop for PgSessionEntry {
+    fn drop(&mut self) {
+        self.sessions
+            .map
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.id);
+    }
+}

@@ -1,0 +1,61 @@
+//! PostgreSQL session pins: each cause holds the server connection and shows in
+//! `stats_pgsql_processlist.pin_reason`, and the pin ends when its cause does (UNLISTEN, DROP of
+//! the temporary table, advisory unlock, end of transaction) — the connection goes back to the
+//! pool, as a second client waiting on a one-connection pool proves.
+
+use sluice_tests::*;
+
+#[test]
+fn pins_show_in_the_processlist_and_end_with_their_cause() {
+    if !backends_ready() {
+        return;
+    }
+    let cfg = standard_config("", "").replacen(
+        &format!("port = {}\n", ports::PG_PRIMARY),
+        &format!("port = {}\nmax_connections = 1\n", ports::PG_PRIMARY),
+        1,
+    );
+    let s = Sluice::start(&cfg);
+    let script = format!(
+        r#"
+import psycopg, subprocess, threading, time
+dsn = "host=127.0.0.1 port={port} user=app password=app dbname=app sslmode=disable"
+a = psycopg.connect(dsn, autocommit=True)
+def reason():
+    out = subprocess.run(["psql", "-h", "127.0.0.1", "-p", "{admin}", "-U", "admin", "-XAt", "-c",
+        "SELECT COALESCE(pin_reason, '-') FROM stats_pgsql_processlist ORDER BY SessionID LIMIT 1"],
+        capture_output=True, text=True, env={{"PGPASSWORD": "admin", "PATH": "/usr/bin:/bin"}})
+    return out.stdout.strip() or out.stderr.strip()
+steps = [
+    ("LISTEN jobs", "UNLISTEN jobs"),
+    ("CREATE TEMP TABLE tt (x int)", "DROP TABLE tt"),
+    ("SELECT pg_advisory_lock(42)", "SELECT pg_advisory_unlock(42)"),
+    ("DECLARE cur CURSOR WITH HOLD FOR SELECT 1", "CLOSE cur"),
+    ("BEGIN", "COMMIT"),
+]
+for pin, unpin in steps:
+    a.execute(pin)
+    held = reason()
+    # A second client needs the only server connection: it must wait while the pin holds it.
+    done = []
+    b = threading.Thread(target=lambda: done.append(psycopg.connect(dsn, autocommit=True).execute("SELECT 7").fetchone()[0]))
+    b.start()
+    time.sleep(0.7)
+    waited = not done
+    a.execute(unpin)
+    b.join(10)
+    print(pin, "|", held, "|", "waited" if waited else "did not wait", "|", reason(), "|", done)
+"#,
+        port = s.pg_port,
+        admin = s.pg_admin_port
+    );
+    let out = ok_stdout(&python(&script, &[]));
+    assert_eq!(
+        out,
+        "LISTEN jobs | LISTEN | waited | - | [7]\n\
+         CREATE TEMP TABLE tt (x int) | temporary table | waited | - | [7]\n\
+         SELECT pg_advisory_lock(42) | advisory lock | waited | - | [7]\n\
+         DECLARE cur CURSOR WITH HOLD FOR SELECT 1 | WITH HOLD cursor | waited | - | [7]\n\
+         BEGIN | transaction | waited | - | [7]\n"
+    );
+}
