@@ -227,7 +227,11 @@ async fn login<S: AsyncRead + AsyncWrite + Unpin>(
         .as_ref()
         .map(|u| u.password.clone())
         .unwrap_or_else(|| format!("{:x}", sluice_core::hostgroup::random_u64()));
-    let method = rt.pgsql.variables.authentication_method;
+    // A user's `attributes` may pick its own method ({"authentication_method": 1|2|3}).
+    let method = user
+        .as_ref()
+        .and_then(|u| u.authentication_method_attribute())
+        .unwrap_or(rt.pgsql.variables.authentication_method);
     let verified = authenticate(io, reader, method, &username, &password).await?;
     let user = match (verified, user) {
         (true, Some(u)) if u.active.0 => u,
@@ -469,8 +473,15 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
             qp: &mut qp,
             entry: &entry,
         };
-        if let Err(e) = pump(&fe, &l, &mut io, &mut reader, &target, &mut s).await {
-            debug!(client = %peer, "pgsql session ended: {e}");
+        match pump(&fe, &l, &mut io, &mut reader, &target, &mut s).await {
+            Ok(()) => {}
+            Err(e @ (PgError::Malformed(_) | PgError::TooLarge(_))) => {
+                // A protocol violation costs this session only: the client is told why.
+                warn!(client = %peer, user = %l.user.username, "closing client session: {e}");
+                let msg = format!("invalid message from the client: {e}");
+                let _ = io.write_all(&error_response("FATAL", "08P01", &msg)).await;
+            }
+            Err(e) => debug!(client = %peer, "pgsql session ended: {e}"),
         }
     }
     fe.cancels

@@ -216,3 +216,13 @@ impl PgsqlVariables {
         v
     }
 }
+
+impl PgsqlUser {
+    /// The `authentication_method` key of `attributes` (1 cleartext, 2 MD5, 3 SCRAM-SHA-256),
+    /// when set to one of those: the user's own method instead of `pgsql-authentication_method`.
+    pub fn authentication_method_attribute(&self) -> Option<u32> {
+        let v: serde_json::Value = serde_json::from_str(&self.attributes).ok()?;
+        let m = v.get("authentication_method")?.as_u64()?;
+        (1..=3).contains(&m).then_some(m as u32)
+    }
+}

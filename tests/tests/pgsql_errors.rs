@@ -1,0 +1,168 @@
+//! PostgreSQL errors from a client's point of view: an unknown database, the server connection
+//! killed in the middle of a transaction, malformed and oversized messages (that session only),
+//! and the extended protocol at the byte level — a Bind with one format code for all parameters
+//! (ProxySQL 3.0.5's bug) — plus a user-level authentication method.
+
+use sluice_tests::*;
+
+/// A raw protocol client in Python (cleartext password login), shared by the byte-level tests.
+const RAW: &str = r#"
+import socket, struct, sys
+def msg(kind, body): return kind + struct.pack("!I", len(body) + 4) + body
+def read(s):
+    head = b""
+    while len(head) < 5:
+        c = s.recv(5 - len(head))
+        if not c: return None, None
+        head += c
+    kind, n = head[:1], struct.unpack("!I", head[1:5])[0]
+    body = b""
+    while len(body) < n - 4:
+        c = s.recv(n - 4 - len(body))
+        if not c: return None, None
+        body += c
+    return kind, body
+def until_ready(s):
+    seen = []
+    while True:
+        k, b = read(s)
+        if k is None: return seen + [("closed", b"")]
+        seen.append((k.decode(), b))
+        if k == b"Z": return seen
+def login(port, password="app"):
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(struct.pack("!II", 0, 196608)[4:] and (lambda p: struct.pack("!I", len(p) + 4) + p)(struct.pack("!I", 196608) + b"user\0app\0database\0app\0\0"))
+    k, b = read(s)
+    assert k == b"R" and struct.unpack("!I", b[:4])[0] == 3, (k, b)
+    s.sendall(msg(b"p", password.encode() + b"\0"))
+    until_ready(s)
+    return s
+def field(err, code):
+    for part in err.split(b"\0"):
+        if part[:1] == code: return part[1:].decode()
+"#;
+
+fn cleartext_config() -> String {
+    standard_config("", "").replace(
+        "[[pgsql_users]]\nusername = \"app\"\npassword = \"app\"\n",
+        "[[pgsql_users]]\nusername = \"app\"\npassword = \"app\"\nattributes = '{\"authentication_method\": 1}'\n",
+    )
+}
+
+#[test]
+fn bind_with_one_format_code_for_all_parameters() {
+    if !backends_ready() {
+        return;
+    }
+    let s = Sluice::start(&cleartext_config());
+    let script = format!(
+        r#"{RAW}
+s = login({port})
+parse = msg(b"P", b"\0SELECT $1::int4 + $2::int4, $2::int4\0" + struct.pack("!HII", 2, 23, 23))
+# One format code (1 = binary) that applies to both parameters; results in text.
+bind = msg(b"B", b"\0\0" + struct.pack("!HH", 1, 1) + struct.pack("!H", 2)
+           + struct.pack("!Ii", 4, 40) + struct.pack("!Ii", 4, 2) + struct.pack("!H", 0))
+s.sendall(parse + bind + msg(b"E", b"\0" + struct.pack("!I", 0)) + msg(b"S", b""))
+for k, b in until_ready(s):
+    if k == "D":
+        n = struct.unpack("!H", b[:2])[0]; pos = 2; vals = []
+        for _ in range(n):
+            l = struct.unpack("!i", b[pos:pos+4])[0]; vals.append(b[pos+4:pos+4+l].decode()); pos += 4 + l
+        print("row", vals)
+    elif k == "E":
+        print("error", field(b, b"C"), field(b, b"M"))
+    else:
+        print(k)
+"#,
+        port = s.pg_port
+    );
+    assert_eq!(
+        ok_stdout(&python(&script, &[])),
+        "1\n2\nrow ['42', '2']\nC\nZ\n"
+    );
+}
+
+#[test]
+fn malformed_and_oversized_messages_end_only_that_session() {
+    if !backends_ready() {
+        return;
+    }
+    let s = Sluice::start(&cleartext_config());
+    let script = format!(
+        r#"{RAW}
+other = login({port})
+for name, bad in [("short", b"Q" + struct.pack("!I", 3)), ("huge", b"Q" + struct.pack("!I", 0x7fffffff) + b"x" * 16)]:
+    s = login({port})
+    s.sendall(bad)
+    seen = until_ready(s)
+    errs = [field(b, b"C") + " " + field(b, b"M") for k, b in seen if k == "E"]
+    print(name, errs, seen[-1][0])
+# An unknown database: the login ends with PostgreSQL's own FATAL 3D000.
+u = socket.create_connection(("127.0.0.1", {port}))
+u.sendall((lambda p: struct.pack("!I", len(p) + 4) + p)(struct.pack("!I", 196608) + b"user\0app\0database\0nosuchdb\0\0"))
+read(u)
+u.sendall(msg(b"p", b"app\0"))
+print("unknown database", [field(b, b"C") for k, b in until_ready(u) if k == "E"])
+other.sendall(msg(b"Q", b"SELECT 1\0"))
+print("other session", [k for k, _ in until_ready(other)])
+"#,
+        port = s.pg_port
+    );
+    let out = ok_stdout(&python(&script, &[]));
+    assert_eq!(
+        out,
+        "short ['08P01 invalid message from the client: malformed message: length below 4'] closed\n\
+         huge ['08P01 invalid message from the client: message of 2147483647 bytes exceeds the limit'] closed\n\
+         unknown database ['3D000']\n\
+         other session ['T', 'D', 'C', 'Z']\n"
+    );
+    assert!(
+        s.log()
+            .contains("closing client session: malformed message"),
+        "{}",
+        s.log()
+    );
+}
+
+#[test]
+fn unknown_database_and_a_server_connection_killed_mid_transaction() {
+    if !backends_ready() {
+        return;
+    }
+    let s = Sluice::start(&standard_config("", ""));
+    let script = format!(
+        r#"
+import psycopg
+dsn = "host=127.0.0.1 port={port} user=app password=app sslmode=disable"
+try:
+    psycopg.connect(dsn + " dbname=nosuchdb")
+    print("connected")
+except psycopg.Error as e:
+    print("unknown database:", 'database "nosuchdb" does not exist' in str(e))
+c = psycopg.connect(dsn + " dbname=app")
+c.execute("BEGIN")
+pid = c.execute("SELECT pg_backend_pid()").fetchone()[0]
+k = psycopg.connect("host=127.0.0.1 port={primary} user=postgres password=postgres dbname=postgres sslmode=disable", autocommit=True)
+k.execute("SELECT pg_terminate_backend(%s)", (pid,))
+try:
+    c.execute("SELECT 1")
+    print("no error")
+except psycopg.Error as e:
+    print("killed:", e.sqlstate in ("57P01", "08006"), e.sqlstate)
+try:
+    c.rollback()
+except psycopg.Error:
+    pass
+if c.closed:
+    c = psycopg.connect(dsn + " dbname=app")
+print("afterwards:", c.execute("SELECT 2").fetchone()[0], c.execute("SELECT pg_backend_pid()").fetchone()[0] != pid)
+"#,
+        port = s.pg_port,
+        primary = ports::PG_PRIMARY
+    );
+    let out = ok_stdout(&python(&script, &[]));
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "unknown database: True", "{out}");
+    assert!(lines[1].starts_with("killed: True"), "{out}");
+    assert_eq!(lines[2], "afterwards: 2 True", "{out}");
+}
