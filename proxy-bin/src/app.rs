@@ -93,7 +93,7 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
         &vars.ssl_p2s_cert,
         &vars.ssl_p2s_key,
     )?;
-    let pool = MysqlPool::new(Some(backend_tls));
+    let pool = MysqlPool::new(Some(backend_tls.clone()));
     let shutdown = CancellationToken::new();
     let tasks = TaskTracker::new();
     let fe = Arc::new(MysqlFrontend {
@@ -122,7 +122,8 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
         config: config.clone(),
         tls: pg_tls,
         clients: Default::default(),
-        pool: sluice_pgsql_backend::pool::PgPool::new(),
+        // The same TLS client settings serve PostgreSQL servers with use_ssl=1.
+        pool: sluice_pgsql_backend::pool::PgPool::new(Some(backend_tls.clone())),
         shutdown: shutdown.clone(),
         tasks: tasks.clone(),
         cancels: Default::default(),

@@ -166,3 +166,29 @@ print("afterwards:", c.execute("SELECT 2").fetchone()[0], c.execute("SELECT pg_b
     assert!(lines[1].starts_with("killed: True"), "{out}");
     assert_eq!(lines[2], "afterwards: 2 True", "{out}");
 }
+
+#[test]
+fn servers_with_use_ssl_are_reached_over_tls() {
+    if !backends_ready() {
+        return;
+    }
+    let cfg = standard_config("", "").replacen(
+        &format!("port = {}\n", ports::PG_PRIMARY),
+        &format!("port = {}\nuse_ssl = 1\n", ports::PG_PRIMARY),
+        1,
+    );
+    let s = Sluice::start(&cfg);
+    let check = |port: u16, hint: &str| {
+        let out = std::process::Command::new("psql")
+            .env("PGPASSWORD", "app")
+            .env("PGSSLMODE", "disable")
+            .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-U", "app", "-d", "app", "-XAt", "-c"])
+            .arg(format!("SELECT {hint} inet_server_port(), ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()"))
+            .output()
+            .expect("psql");
+        ok_stdout(&out).trim().to_string()
+    };
+    // The client talks plaintext to Sluice; Sluice talks TLS to the use_ssl=1 server only.
+    assert_eq!(check(s.pg_port, ""), format!("{}|t", ports::PG_PRIMARY));
+    assert_eq!(check(s.pg_port, "/* hostgroup=1 */"), format!("{}|f", ports::PG_REPLICA));
+}

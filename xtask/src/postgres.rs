@@ -109,7 +109,7 @@ impl Postgres {
              cluster_name = '{}'\nunix_socket_directories = '{}'\nmax_connections = 300\n\
              shared_buffers = 256MB\npassword_encryption = 'scram-sha-256'\nwal_level = replica\n\
              max_wal_senders = 10\nmax_replication_slots = 10\nhot_standby = on\n\
-             hot_standby_feedback = on\nsynchronous_commit = off\n",
+             hot_standby_feedback = on\nsynchronous_commit = off\nssl = on\n",
             self.port,
             self.name,
             self.sock.display()
@@ -174,6 +174,25 @@ CREATE ROLE monitor LOGIN PASSWORD 'monitor' IN ROLE pg_monitor;
 CREATE DATABASE app OWNER app;
 ";
 
+/// A self-signed server certificate in the data directory (`ssl = on` reads server.crt and
+/// server.key there); the replica's base backup copies it.
+fn write_tls_files(p: &Postgres) -> Result<()> {
+    let key = p.data().join("server.key");
+    let cert = p.data().join("server.crt");
+    run_capture(
+        Command::new("openssl")
+            .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3650"])
+            .arg("-keyout")
+            .arg(&key)
+            .arg("-out")
+            .arg(&cert)
+            .args(["-subj", "/CN=sluice-test-postgres"]),
+    )?;
+    run_capture(Command::new("chmod").arg("600").arg(&key))?;
+    chown_postgres(&key)?;
+    chown_postgres(&cert)
+}
+
 fn init_primary(p: &Postgres) -> Result<()> {
     p.prepare_dirs()?;
     let pwfile = p.dir.join("pwfile");
@@ -194,6 +213,7 @@ fn init_primary(p: &Postgres) -> Result<()> {
                 "--locale=C.UTF-8",
             ]),
     )?;
+    write_tls_files(p)?;
     p.append_conf()?;
     p.start_existing()?;
     p.sql(ROLES_SQL)?;

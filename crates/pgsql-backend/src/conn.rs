@@ -24,13 +24,15 @@ pub struct ConnectParams {
     pub options: Vec<(String, String)>,
     /// Connect + authenticate timeout.
     pub timeout: Duration,
+    /// TLS towards the server (its row has `use_ssl=1`).
+    pub tls: Option<std::sync::Arc<rustls::ClientConfig>>,
 }
 
 /// An authenticated server connection, ready for queries.
 #[derive(Debug)]
 pub struct PgConn {
     /// The socket.
-    pub stream: TcpStream,
+    pub stream: crate::stream::PgStream,
     /// Buffered reader.
     pub reader: Reader,
     /// ParameterStatus values the server reported at login.
@@ -88,8 +90,12 @@ impl PgConn {
     }
 
     async fn connect_inner(p: &ConnectParams) -> Result<PgConn, Error> {
-        let mut stream = TcpStream::connect((p.host.as_str(), p.port)).await?;
-        let _ = stream.set_nodelay(true);
+        let tcp = TcpStream::connect((p.host.as_str(), p.port)).await?;
+        let _ = tcp.set_nodelay(true);
+        let mut stream = match &p.tls {
+            Some(tls) => crate::stream::PgStream::upgrade(tcp, tls.clone(), &p.host).await?,
+            None => crate::stream::PgStream::Plain(tcp),
+        };
         stream.write_all(&startup_message(p)).await?;
         let mut reader = Reader::default();
         let mut scram: Option<scram::Client> = None;

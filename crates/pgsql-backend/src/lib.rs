@@ -9,6 +9,7 @@ pub mod monitor;
 pub mod pool;
 pub mod prepared;
 pub mod scram;
+pub mod stream;
 
 /// Errors talking to a PostgreSQL server or client.
 #[derive(Debug, thiserror::Error)]

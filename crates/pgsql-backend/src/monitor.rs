@@ -23,6 +23,7 @@ fn params(t: &CheckTarget) -> ConnectParams {
         database: t.dbname.clone(),
         options: vec![("application_name".into(), "sluice-monitor".into())],
         timeout: t.timeout,
+        tls: None,
     }
 }
 

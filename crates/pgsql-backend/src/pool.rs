@@ -35,6 +35,8 @@ type Slots = HashMap<(u32, ServerKey), (u32, Arc<Semaphore>)>;
 pub struct PgPool {
     idle: Mutex<HashMap<PgKey, Idle>>,
     slots: Mutex<Slots>,
+    /// TLS for servers with `use_ssl=1`.
+    tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 /// What a session asks for.
@@ -75,9 +77,12 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl PgPool {
-    /// An empty pool set.
-    pub fn new() -> Arc<Self> {
-        Arc::new(PgPool::default())
+    /// An empty pool set; `tls` is used towards servers with `use_ssl=1`.
+    pub fn new(tls: Option<Arc<rustls::ClientConfig>>) -> Arc<Self> {
+        Arc::new(PgPool {
+            tls,
+            ..PgPool::default()
+        })
     }
 
     fn semaphore(&self, hg: u32, s: &HostgroupServer) -> Arc<Semaphore> {
@@ -198,6 +203,19 @@ impl PgPool {
                     .connect_timeout
                     .min(deadline.saturating_duration_since(Instant::now()))
                     .max(Duration::from_millis(1)),
+                tls: if server.use_ssl {
+                    match &self.tls {
+                        Some(t) => Some(t.clone()),
+                        None => {
+                            return Err(Error::Auth(format!(
+                                "{}: use_ssl=1 but no TLS client configuration",
+                                server.key
+                            )));
+                        }
+                    }
+                } else {
+                    None
+                },
             };
             match PgConn::connect(&params).await {
                 Ok(conn) => {
