@@ -4,7 +4,7 @@ use crate::live::Live;
 use sluice_admin::{Admin, AdminOptions, StartupSource};
 use sluice_core::admin::Protocol;
 use sluice_core::config::Config;
-use sluice_core::monitor::Monitor;
+use sluice_core::monitor::{ConnectErrorHook, Monitor};
 use sluice_core::{ConfigHandle, RuntimeConfig};
 use sluice_mysql::admin::{MysqlAdmin, serve_admin};
 use sluice_mysql::registry::SessionRegistry;
@@ -136,6 +136,16 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
     // handle; a shunned server's idle connections are closed at once.
     let my_monitor = Monitor::new(Protocol::Mysql);
     let pg_monitor = Monitor::new(Protocol::Pgsql);
+    {
+        let (m, c) = (my_monitor.clone(), config.clone());
+        pool.on_connect_error(ConnectErrorHook(Arc::new(
+            move |s: &sluice_core::runtime::ServerKey| m.connect_error(s, &c),
+        )));
+        let (m, c) = (pg_monitor.clone(), config.clone());
+        pg_fe.pool.on_connect_error(ConnectErrorHook(Arc::new(
+            move |s: &sluice_core::runtime::ServerKey| m.connect_error(s, &c),
+        )));
+    }
     let my_pool = pool.clone();
     let my_monitor_task = tokio::spawn(my_monitor.clone().run(
         config.clone(),

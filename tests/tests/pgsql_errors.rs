@@ -190,5 +190,8 @@ fn servers_with_use_ssl_are_reached_over_tls() {
     };
     // The client talks plaintext to Sluice; Sluice talks TLS to the use_ssl=1 server only.
     assert_eq!(check(s.pg_port, ""), format!("{}|t", ports::PG_PRIMARY));
-    assert_eq!(check(s.pg_port, "/* hostgroup=1 */"), format!("{}|f", ports::PG_REPLICA));
+    assert_eq!(
+        check(s.pg_port, "/* hostgroup=1 */"),
+        format!("{}|f", ports::PG_REPLICA)
+    );
 }

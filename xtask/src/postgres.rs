@@ -181,7 +181,9 @@ fn write_tls_files(p: &Postgres) -> Result<()> {
     let cert = p.data().join("server.crt");
     run_capture(
         Command::new("openssl")
-            .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3650"])
+            .args([
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3650",
+            ])
             .arg("-keyout")
             .arg(&key)
             .arg("-out")

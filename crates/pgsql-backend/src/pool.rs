@@ -37,6 +37,8 @@ pub struct PgPool {
     slots: Mutex<Slots>,
     /// TLS for servers with `use_ssl=1`.
     tls: Option<Arc<rustls::ClientConfig>>,
+    /// Told about each failed connect (not refused logins): the monitor's error shunning.
+    connect_errors: std::sync::OnceLock<sluice_core::monitor::ConnectErrorHook>,
 }
 
 /// What a session asks for.
@@ -101,6 +103,11 @@ impl PgPool {
             );
         }
         e.1.clone()
+    }
+
+    /// Installs the hook told about failed connects (once; later calls are ignored).
+    pub fn on_connect_error(&self, hook: sluice_core::monitor::ConnectErrorHook) {
+        let _ = self.connect_errors.set(hook);
     }
 
     /// Closes the idle connections to `server` (it was shunned: they are likely dead).
@@ -230,6 +237,9 @@ impl PgPool {
                 Err(e @ Error::Server { .. }) => return Err(e),
                 Err(e) => {
                     warn!(server = %server.key, hostgroup = req.hostgroup, "error connecting to PostgreSQL backend: {e}; trying again");
+                    if let Some(h) = self.connect_errors.get() {
+                        (h.0)(&server.key);
+                    }
                     drop(permit);
                     if Instant::now() >= deadline {
                         return Err(Error::ConnectTimeout {

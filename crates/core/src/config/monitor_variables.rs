@@ -40,6 +40,10 @@ pub struct MonitorVariables {
     pub replication_lag_count: u32,
     /// Lag (s) assumed when the server reports NULL (replication stopped or broken).
     pub slave_lag_when_null: u64,
+    /// Connect errors within one second that shun a server on the data path.
+    pub shun_on_failures: u32,
+    /// How long such a shun lasts (s).
+    pub shun_recovery_time_sec: u64,
 }
 
 impl MonitorVariables {
@@ -65,12 +69,17 @@ impl MonitorVariables {
             replication_lag_timeout: 1_000,
             replication_lag_count: 1,
             slave_lag_when_null: 60,
+            shun_on_failures: 5,
+            shun_recovery_time_sec: 10,
         }
     }
 
     /// Sets `monitor_<name>` if it is one of these; `None` when it is not.
     pub fn set(&mut self, prefix: &str, name: &str, v: &str) -> Option<Result<(), String>> {
-        let key = name.strip_prefix("monitor_")?;
+        let key = match name {
+            "shun_on_failures" | "shun_recovery_time_sec" => name,
+            _ => name.strip_prefix("monitor_")?,
+        };
         let int = |min: u64, max: u64| super::values::parse_var_int(prefix, name, v, min, max);
         let boolean = || super::values::parse_var_bool(prefix, name, v);
         let r = (|| {
@@ -97,6 +106,8 @@ impl MonitorVariables {
                 "replication_lag_timeout" => self.replication_lag_timeout = int(100, 600_000)?,
                 "replication_lag_count" => self.replication_lag_count = int(1, 10)? as u32,
                 "slave_lag_when_null" => self.slave_lag_when_null = int(0, 604_800)?,
+                "shun_on_failures" => self.shun_on_failures = int(1, 10_000_000)? as u32,
+                "shun_recovery_time_sec" => self.shun_recovery_time_sec = int(0, 31_536_000)?,
                 _ => return Ok(false),
             }
             Ok(true)
@@ -163,6 +174,11 @@ impl MonitorVariables {
             (
                 "monitor_slave_lag_when_null".into(),
                 self.slave_lag_when_null.to_string(),
+            ),
+            ("shun_on_failures".into(), self.shun_on_failures.to_string()),
+            (
+                "shun_recovery_time_sec".into(),
+                self.shun_recovery_time_sec.to_string(),
             ),
         ];
         if prefix == "pgsql" {

@@ -21,6 +21,10 @@ pub struct ServerHealth {
     pub lag_over: u32,
     /// Shunned for replication lag.
     pub lag_shunned: bool,
+    /// Data-path connect errors of the last second (their times).
+    pub connect_errors: std::collections::VecDeque<std::time::Instant>,
+    /// When connect errors shunned it (until `shun_recovery_time_sec` later).
+    pub error_shunned_at: Option<std::time::Instant>,
 }
 
 /// A change worth acting on (and logging).
@@ -151,6 +155,48 @@ impl ServerHealth {
     }
 }
 
+impl ServerHealth {
+    /// A data-path connect error at `now`: `shun_on_failures` of them within one second shun
+    /// the server. Returns the count that shunned it.
+    pub fn connect_error(&mut self, now: std::time::Instant, shun_on_failures: u32) -> Option<u32> {
+        let window = std::time::Duration::from_secs(1);
+        while self
+            .connect_errors
+            .front()
+            .is_some_and(|t| now.duration_since(*t) > window)
+        {
+            self.connect_errors.pop_front();
+        }
+        self.connect_errors.push_back(now);
+        let limit = shun_on_failures.max(1) as usize;
+        while self.connect_errors.len() > limit {
+            self.connect_errors.pop_front();
+        }
+        if self.error_shunned_at.is_none() && self.connect_errors.len() >= limit {
+            self.error_shunned_at = Some(now);
+            self.connect_errors.clear();
+            return Some(limit as u32);
+        }
+        None
+    }
+
+    /// True once an error shun is older than `recovery` and is lifted (the server gets traffic
+    /// again; new errors shun it again).
+    pub fn error_shun_expired(
+        &mut self,
+        now: std::time::Instant,
+        recovery: std::time::Duration,
+    ) -> bool {
+        match self.error_shunned_at {
+            Some(at) if now.duration_since(at) >= recovery => {
+                self.error_shunned_at = None;
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -174,6 +220,27 @@ mod tests {
         h.ping(Err(()), 3);
         h.ping(Ok(1), 3);
         assert_eq!(h.ping(Err(()), 3), None);
+    }
+
+    #[test]
+    fn connect_errors_shun_within_a_second_and_recover() {
+        use std::time::{Duration, Instant};
+        let t0 = Instant::now();
+        let ms = |n: u64| t0 + Duration::from_millis(n);
+        let mut h = ServerHealth::default();
+        assert_eq!(h.connect_error(ms(0), 3), None);
+        assert_eq!(h.connect_error(ms(100), 3), None);
+        assert_eq!(
+            h.connect_error(ms(1500), 3),
+            None,
+            "the first two are older than a second"
+        );
+        assert_eq!(h.connect_error(ms(1600), 3), None);
+        assert_eq!(h.connect_error(ms(1700), 3), Some(3));
+        assert_eq!(h.connect_error(ms(1800), 3), None, "already shunned");
+        assert!(!h.error_shun_expired(ms(5000), Duration::from_secs(10)));
+        assert!(h.error_shun_expired(ms(11_700), Duration::from_secs(10)));
+        assert_eq!(h.error_shunned_at, None);
     }
 
     #[test]

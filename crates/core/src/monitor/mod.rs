@@ -8,5 +8,7 @@ pub mod scheduler;
 pub mod topology;
 
 pub use log::{CheckKind, CheckRow};
-pub use scheduler::{CheckFuture, CheckTarget, Checker, ConnCache, Monitor, OnShun};
+pub use scheduler::{
+    CheckFuture, CheckTarget, Checker, ConnCache, ConnectErrorHook, Monitor, OnShun,
+};
 pub use topology::Topology;

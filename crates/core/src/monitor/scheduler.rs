@@ -91,6 +91,16 @@ impl<C> ConnCache<C> {
     }
 }
 
+/// Called by the pools with the server a connect attempt failed on (error shunning).
+#[derive(Clone)]
+pub struct ConnectErrorHook(pub Arc<dyn Fn(&ServerKey) + Send + Sync>);
+
+impl std::fmt::Debug for ConnectErrorHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ConnectErrorHook")
+    }
+}
+
 /// Called when a server is shunned, to close the data path's connections to it.
 pub type OnShun = Arc<dyn Fn(&ServerKey) + Send + Sync>;
 
@@ -138,6 +148,47 @@ impl Monitor {
     /// `stats_*_global` counters.
     pub fn counters(&self) -> Vec<(String, String)> {
         self.log.counters(self.prefix())
+    }
+
+    /// The data path could not connect to `server` (not an access-denied error): after
+    /// `shun_on_failures` such errors within a second it is shunned for
+    /// `shun_recovery_time_sec`.
+    pub fn connect_error(&self, server: &ServerKey, config: &ConfigHandle) {
+        let base = config.load_base();
+        let vars = &Self::side(&base, self.protocol).vars;
+        let shunned = {
+            let mut g = self.health.lock().unwrap_or_else(|p| p.into_inner());
+            g.entry(server.clone())
+                .or_default()
+                .connect_error(Instant::now(), vars.shun_on_failures)
+        };
+        if let Some(n) = shunned {
+            error!(
+                "Shunning server {server} with {n} connect errors within a second; it gets no new connections for {} seconds",
+                vars.shun_recovery_time_sec
+            );
+            self.publish(config);
+        }
+    }
+
+    /// Lifts connect-error shuns older than `shun_recovery_time_sec`.
+    fn recover_error_shuns(&self, config: &ConfigHandle, recovery: Duration) {
+        let now = Instant::now();
+        let lifted: Vec<ServerKey> = {
+            let mut g = self.health.lock().unwrap_or_else(|p| p.into_inner());
+            g.iter_mut()
+                .filter_map(|(k, h)| h.error_shun_expired(now, recovery).then(|| k.clone()))
+                .collect()
+        };
+        if lifted.is_empty() {
+            return;
+        }
+        for s in &lifted {
+            info!(
+                "Re-enabling server {s} after shun_recovery_time_sec; new connect errors shun it again"
+            );
+        }
+        self.publish(config);
     }
 
     /// The last ping latency of `server` (µs), for `stats_*_connection_pool.Latency_us`.
@@ -188,6 +239,10 @@ impl Monitor {
             }
             let base = config.load_base();
             let side = Self::side(&base, self.protocol);
+            self.recover_error_shuns(
+                &config,
+                Duration::from_secs(side.vars.shun_recovery_time_sec),
+            );
             if !side.vars.enabled {
                 continue;
             }
@@ -357,7 +412,7 @@ impl Monitor {
             Topology {
                 shunned: g
                     .iter()
-                    .filter(|(_, h)| h.shunned)
+                    .filter(|(_, h)| h.shunned || h.error_shunned_at.is_some())
                     .map(|(k, _)| k.clone())
                     .collect(),
                 read_only: g

@@ -132,6 +132,7 @@ impl MysqlPool {
                     warn!(server = %server.key, hostgroup = req.hostgroup, user = req.user, "backend refused the login: {e}");
                 } else {
                     warn!(server = %server.key, hostgroup = req.hostgroup, "error connecting to backend: {e}; trying again");
+                    self.connect_failed(&server.key);
                 }
                 Err(e)
             }

@@ -43,6 +43,8 @@ struct Inner {
 pub struct MysqlPool {
     inner: Mutex<Inner>,
     tls: Option<Arc<rustls::ClientConfig>>,
+    /// Told about each failed connect (not refused logins): the monitor's error shunning.
+    connect_errors: std::sync::OnceLock<sluice_core::monitor::ConnectErrorHook>,
 }
 
 /// What a session asks for.
@@ -134,7 +136,19 @@ impl MysqlPool {
         Arc::new(MysqlPool {
             inner: Mutex::new(Inner::default()),
             tls,
+            connect_errors: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Installs the hook told about failed connects (once; later calls are ignored).
+    pub fn on_connect_error(&self, hook: sluice_core::monitor::ConnectErrorHook) {
+        let _ = self.connect_errors.set(hook);
+    }
+
+    fn connect_failed(&self, server: &ServerKey) {
+        if let Some(h) = self.connect_errors.get() {
+            (h.0)(server);
+        }
     }
 
     /// Per-server counts, for stats and tests.
