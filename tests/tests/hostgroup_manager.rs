@@ -43,9 +43,11 @@ password = "app"
     );
     let s = Sluice::start(&cfg);
     let status = |s: &Sluice| {
-        s.admin_ok(&format!("SELECT status FROM runtime_mysql_servers WHERE port = {dead}"))
-            .trim()
-            .to_string()
+        s.admin_ok(&format!(
+            "SELECT status FROM runtime_mysql_servers WHERE port = {dead}"
+        ))
+        .trim()
+        .to_string()
     };
     // Every query reaches a server: the dead one is tried, fails, and the other answers.
     let out = ok_stdout(&mariadb(
@@ -58,12 +60,20 @@ password = "app"
     assert!(out.lines().all(|l| l == p.to_string()), "{out}");
     assert_eq!(status(&s), "SHUNNED", "{}", s.log());
     assert!(
-        s.log().contains(&format!("Shunning server 127.0.0.1:{dead} with 2 connect errors within a second")),
+        s.log().contains(&format!(
+            "Shunning server 127.0.0.1:{dead} with 2 connect errors within a second"
+        )),
         "{}",
         s.log()
     );
     let errors_while_shunned = s.log().matches(&format!("127.0.0.1:{dead}")).count();
-    ok_stdout(&mariadb(s.port, "app", "app", &["--skip-ssl", "--comments"], &"SELECT /* hostgroup=2 */ 1;".repeat(20)));
+    ok_stdout(&mariadb(
+        s.port,
+        "app",
+        "app",
+        &["--skip-ssl", "--comments"],
+        &"SELECT /* hostgroup=2 */ 1;".repeat(20),
+    ));
     assert_eq!(
         s.log().matches(&format!("127.0.0.1:{dead}")).count(),
         errors_while_shunned,
@@ -71,5 +81,7 @@ password = "app"
     );
     let back = xtask::proc::wait_until(Duration::from_secs(5), || status(&s) == "ONLINE");
     assert!(back, "{}", s.log());
-    assert!(s.log().contains(&format!("Re-enabling server 127.0.0.1:{dead} after shun_recovery_time_sec")));
+    assert!(s.log().contains(&format!(
+        "Re-enabling server 127.0.0.1:{dead} after shun_recovery_time_sec"
+    )));
 }
