@@ -139,11 +139,23 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
     {
         let (m, c) = (my_monitor.clone(), config.clone());
         pool.on_connect_error(ConnectErrorHook(Arc::new(
-            move |s: &sluice_core::runtime::ServerKey| m.connect_error(s, &c),
+            move |s: &sluice_core::runtime::ServerKey, ok: bool| {
+                if ok {
+                    m.connect_ok(s, &c)
+                } else {
+                    m.connect_error(s, &c)
+                }
+            },
         )));
         let (m, c) = (pg_monitor.clone(), config.clone());
         pg_fe.pool.on_connect_error(ConnectErrorHook(Arc::new(
-            move |s: &sluice_core::runtime::ServerKey| m.connect_error(s, &c),
+            move |s: &sluice_core::runtime::ServerKey, ok: bool| {
+                if ok {
+                    m.connect_ok(s, &c)
+                } else {
+                    m.connect_error(s, &c)
+                }
+            },
         )));
     }
     let my_pool = pool.clone();

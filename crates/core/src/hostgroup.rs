@@ -28,10 +28,19 @@ pub fn pick(
     if servers.is_empty() {
         return Err(NoServer::EmptyHostgroup);
     }
-    let online: Vec<&HostgroupServer> = servers
+    let mut online: Vec<&HostgroupServer> = servers
         .iter()
         .filter(|s| s.status == ServerStatus::Online && s.weight > 0 && !excluded(s))
         .collect();
+    if online.is_empty() {
+        // No server available: try the shunned ones (ProxySQL's last resort), so a hostgroup
+        // whose only server came back is used before its shun expires. Servers shunned for
+        // replication lag stay out: stale reads are what that shun prevents.
+        online = servers
+            .iter()
+            .filter(|s| s.status == ServerStatus::Shunned && s.weight > 0 && !excluded(s))
+            .collect();
+    }
     if online.is_empty() {
         return Err(NoServer::NoneOnline);
     }
@@ -93,7 +102,7 @@ mod tests {
             NoServer::EmptyHostgroup
         );
         let s = [
-            srv(1, 1, ServerStatus::Shunned, 10),
+            srv(1, 1, ServerStatus::ShunnedReplicationLag, 10),
             srv(2, 1, ServerStatus::OfflineSoft, 10),
             srv(3, 1, ServerStatus::OfflineHard, 10),
             srv(4, 0, ServerStatus::Online, 10),
@@ -102,6 +111,19 @@ mod tests {
             pick(&s, |_| 0, |_| false, 0).unwrap_err(),
             NoServer::NoneOnline
         );
+        // The last resort: a shunned server when nothing is ONLINE, never while one is.
+        let s = [
+            srv(1, 1, ServerStatus::Shunned, 10),
+            srv(2, 1, ServerStatus::OfflineSoft, 10),
+        ];
+        assert_eq!(pick(&s, |_| 0, |_| false, 0).map(|x| x.key.port), Ok(1));
+        let s = [
+            srv(1, 1, ServerStatus::Shunned, 10),
+            srv(2, 1, ServerStatus::Online, 10),
+        ];
+        for r in 0..10 {
+            assert_eq!(pick(&s, |_| 0, |_| false, r).map(|x| x.key.port), Ok(2));
+        }
     }
 
     #[test]

@@ -227,6 +227,9 @@ impl PgPool {
             match PgConn::connect(&params).await {
                 Ok(conn) => {
                     debug!(server = %server.key, hostgroup = req.hostgroup, "opened PostgreSQL backend connection");
+                    if let Some(h) = self.connect_errors.get() {
+                        (h.0)(&server.key, true);
+                    }
                     return Ok(PgPooled {
                         conn: Some(conn),
                         permit: Some(permit),
@@ -238,7 +241,7 @@ impl PgPool {
                 Err(e) => {
                     warn!(server = %server.key, hostgroup = req.hostgroup, "error connecting to PostgreSQL backend: {e}; trying again");
                     if let Some(h) = self.connect_errors.get() {
-                        (h.0)(&server.key);
+                        (h.0)(&server.key, false);
                     }
                     drop(permit);
                     if Instant::now() >= deadline {

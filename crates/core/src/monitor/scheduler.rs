@@ -91,9 +91,13 @@ impl<C> ConnCache<C> {
     }
 }
 
-/// Called by the pools with the server a connect attempt failed on (error shunning).
+/// Called by the pools after each connect attempt: the server and whether it worked (error
+/// shunning, and its lifting when a shunned server answers again).
 #[derive(Clone)]
-pub struct ConnectErrorHook(pub Arc<dyn Fn(&ServerKey) + Send + Sync>);
+pub struct ConnectErrorHook(pub Arc<ConnectOutcomeFn>);
+
+/// The function behind a [`ConnectErrorHook`]: (server, connected?).
+pub type ConnectOutcomeFn = dyn Fn(&ServerKey, bool) + Send + Sync;
 
 impl std::fmt::Debug for ConnectErrorHook {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -167,6 +171,20 @@ impl Monitor {
                 "Shunning server {server} with {n} connect errors within a second; it gets no new connections for {} seconds",
                 vars.shun_recovery_time_sec
             );
+            self.publish(config);
+        }
+    }
+
+    /// A data-path connection to `server` succeeded: an error shun on it is lifted (the server
+    /// was tried as the last resort and answered).
+    pub fn connect_ok(&self, server: &ServerKey, config: &ConfigHandle) {
+        let lifted = {
+            let mut g = self.health.lock().unwrap_or_else(|p| p.into_inner());
+            g.get_mut(server)
+                .is_some_and(|h| h.error_shunned_at.take().is_some())
+        };
+        if lifted {
+            info!("Re-enabling server {server}: a connection to it succeeded");
             self.publish(config);
         }
     }

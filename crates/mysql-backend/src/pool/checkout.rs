@@ -119,6 +119,7 @@ impl MysqlPool {
         match BackendConn::connect(&params).await {
             Ok(conn) => {
                 debug!(server = %server.key, hostgroup = req.hostgroup, thread_id = conn.thread_id, "opened backend connection");
+                self.connect_outcome(&server.key, true);
                 Ok(PooledConn::new(
                     conn,
                     req.key_for(server),
@@ -132,7 +133,7 @@ impl MysqlPool {
                     warn!(server = %server.key, hostgroup = req.hostgroup, user = req.user, "backend refused the login: {e}");
                 } else {
                     warn!(server = %server.key, hostgroup = req.hostgroup, "error connecting to backend: {e}; trying again");
-                    self.connect_failed(&server.key);
+                    self.connect_outcome(&server.key, false);
                 }
                 Err(e)
             }

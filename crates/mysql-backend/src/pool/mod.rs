@@ -145,9 +145,9 @@ impl MysqlPool {
         let _ = self.connect_errors.set(hook);
     }
 
-    fn connect_failed(&self, server: &ServerKey) {
+    fn connect_outcome(&self, server: &ServerKey, ok: bool) {
         if let Some(h) = self.connect_errors.get() {
-            (h.0)(server);
+            (h.0)(server, ok);
         }
     }
 
