@@ -131,6 +131,7 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
         cache: Default::default(),
         commands: Default::default(),
         sessions: Default::default(),
+        server_stats: Default::default(),
     });
     // The monitors: health checks per protocol, publishing their verdicts through the config
     // handle; a shunned server's idle connections are closed at once.

@@ -138,27 +138,7 @@ impl LiveStats for Live {
     }
 
     fn mysql_errors(&self) -> Vec<Vec<Option<String>>> {
-        self.mysql
-            .counters
-            .commands
-            .errors()
-            .into_iter()
-            .map(|e| {
-                vec![
-                    Some(e.hostgroup.to_string()),
-                    Some(e.hostname),
-                    Some(e.port.to_string()),
-                    Some(e.username),
-                    Some(e.client_address),
-                    Some(e.schemaname),
-                    Some(e.errno.to_string()),
-                    Some(e.count_star.to_string()),
-                    Some(e.first_seen.to_string()),
-                    Some(e.last_seen.to_string()),
-                    Some(e.last_error),
-                ]
-            })
-            .collect()
+        error_rows(&self.mysql.counters.commands)
     }
 
     fn mysql_free_connections(&self) -> Vec<Vec<Option<String>>> {
@@ -254,21 +234,57 @@ impl LiveStats for Live {
             .collect()
     }
 
+    fn pgsql_errors(&self) -> Vec<Vec<Option<String>>> {
+        error_rows(&self.pgsql.server_stats.errors)
+    }
+
+    fn pgsql_free_connections(&self) -> Vec<Vec<Option<String>>> {
+        self.pgsql
+            .pool
+            .free_connections()
+            .into_iter()
+            .map(|(k, pid, idle_ms)| {
+                vec![
+                    Some(pid.to_string()),
+                    Some(k.hostgroup.to_string()),
+                    Some(k.server.hostname.clone()),
+                    Some(k.server.port.to_string()),
+                    Some(k.user),
+                    Some(k.database),
+                    None,
+                    None,
+                    None,
+                    None,
+                    Some(idle_ms.to_string()),
+                    None,
+                    None,
+                ]
+            })
+            .collect()
+    }
+
     fn pgsql_connection_pool(&self) -> Vec<PoolRow> {
         let rt = self.config.load();
+        let stats = self.pgsql.pool.stats();
         rt.pgsql
             .hostgroups
             .iter()
             .flat_map(|(hg, servers)| servers.iter().map(move |s| (*hg, s)))
-            .map(|(hg, s)| PoolRow {
-                hostgroup: hg,
-                srv_host: s.key.hostname.clone(),
-                srv_port: s.key.port,
-                status: s.status.as_str().to_string(),
-                conn_used: 0,
-                conn_free: 0,
-                queries: 0,
-                latency_us: self.monitors[1].latency_us(&s.key),
+            .map(|(hg, s)| {
+                let (used, free) = stats
+                    .iter()
+                    .find(|x| x.0 == hg && x.1 == s.key)
+                    .map_or((0, 0), |x| (x.2, x.3));
+                PoolRow {
+                    hostgroup: hg,
+                    srv_host: s.key.hostname.clone(),
+                    srv_port: s.key.port,
+                    status: s.status.as_str().to_string(),
+                    conn_used: used,
+                    conn_free: free,
+                    queries: self.pgsql.server_stats.statements(hg, &s.key.to_string()),
+                    latency_us: self.monitors[1].latency_us(&s.key),
+                }
             })
             .collect()
     }
@@ -312,6 +328,28 @@ fn command_rows(c: &sluice_core::query::commands::CommandCounters) -> Vec<Vec<Op
             ];
             row.extend(c.buckets.iter().map(|b| Some(b.to_string())));
             row
+        })
+        .collect()
+}
+
+/// `stats_*_errors` rows.
+fn error_rows(c: &sluice_core::query::commands::CommandCounters) -> Vec<Vec<Option<String>>> {
+    c.errors()
+        .into_iter()
+        .map(|e| {
+            vec![
+                Some(e.hostgroup.to_string()),
+                Some(e.hostname),
+                Some(e.port.to_string()),
+                Some(e.username),
+                Some(e.client_address),
+                Some(e.schemaname),
+                Some(e.errno),
+                Some(e.count_star.to_string()),
+                Some(e.first_seen.to_string()),
+                Some(e.last_seen.to_string()),
+                Some(e.last_error),
+            ]
         })
         .collect()
 }

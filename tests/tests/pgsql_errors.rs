@@ -195,3 +195,41 @@ fn servers_with_use_ssl_are_reached_over_tls() {
         format!("{}|f", ports::PG_REPLICA)
     );
 }
+
+#[test]
+fn pgsql_stats_tables_show_users_errors_pool_and_free_connections() {
+    if !backends_ready() {
+        return;
+    }
+    let s = Sluice::start(&standard_config("", ""));
+    let script = format!(
+        r#"
+import psycopg, subprocess
+dsn = "host=127.0.0.1 port={port} user=app password=app dbname=app sslmode=disable"
+c = psycopg.connect(dsn, autocommit=True)
+for i in range(5):
+    c.execute("SELECT 1")
+try:
+    c.execute("SELECT 1/0")
+except psycopg.Error as e:
+    print("error", e.sqlstate)
+def admin(sql):
+    return subprocess.run(["psql", "-h", "127.0.0.1", "-p", "{admin}", "-U", "admin", "-XAt", "-F", "|", "-c", sql],
+        capture_output=True, text=True, env={{"PGPASSWORD": "admin", "PATH": "/usr/bin:/bin"}}).stdout.strip()
+print("users", admin("SELECT username, frontend_connections FROM stats_pgsql_users"))
+print("errors", admin("SELECT hostgroup, port, username, database, sqlstate, count_star FROM stats_pgsql_errors"))
+print("pool", admin("SELECT hostgroup, srv_port, ConnFree >= 1, Queries >= 6 FROM stats_pgsql_connection_pool WHERE hostgroup = 0"))
+print("free", admin("SELECT hostgroup, srv_port, user, database, fd > 0 FROM stats_pgsql_free_connections"))
+"#,
+        port = s.pg_port,
+        admin = s.pg_admin_port
+    );
+    let out = ok_stdout(&python(&script, &[]));
+    let p = ports::PG_PRIMARY;
+    assert_eq!(
+        out,
+        format!(
+            "error 22012\nusers app|1\nerrors 0|{p}|app|app|22012|1\npool 0|{p}|1|1\nfree 0|{p}|app|app|1\n"
+        )
+    );
+}

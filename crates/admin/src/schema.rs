@@ -101,6 +101,13 @@ pub const RESET_TABLES: &[&str] = &[
 /// ProxySQL's pgsql stats tables say `database` where the MySQL ones say `schemaname`.
 fn pg_columns(cols: &str) -> String {
     cols.replace("schemaname", "database")
+        .replace("errno INT", "sqlstate VARCHAR")
+        .replace(", errno)", ", sqlstate)")
+        .replace(
+            "user VARCHAR NOT NULL, schema VARCHAR",
+            "user VARCHAR NOT NULL, database VARCHAR",
+        )
+        .replace("mysql_info", "pgsql_info")
 }
 
 /// The DDL of every admin table.

@@ -102,6 +102,27 @@ pub async fn refresh_query_tables(
     store.exec_all(&sql).await
 }
 
+/// `stats_*_users` rows: each frontend user's connected clients and cap.
+fn user_table<'a>(
+    procs: &[sluice_core::admin::ProcessRow],
+    users: impl Iterator<Item = (&'a str, u32)>,
+) -> AdminRows {
+    let mut per_user: HashMap<&str, u32> = HashMap::new();
+    for p in procs {
+        *per_user.entry(p.user.as_str()).or_insert(0) += 1;
+    }
+    rows(
+        &[
+            "username",
+            "frontend_connections",
+            "frontend_max_connections",
+        ],
+        users
+            .map(|(name, max)| vec![s(name), s(per_user.get(name).copied().unwrap_or(0)), s(max)])
+            .collect(),
+    )
+}
+
 /// `stats_*_processlist` rows.
 fn process_table(procs: &[sluice_core::admin::ProcessRow]) -> AdminRows {
     rows(
@@ -259,27 +280,20 @@ pub async fn refresh(store: &Store, live: &dyn LiveStats, cfg: &Config) -> Resul
             .map(|(k, v)| vec![Some(k), Some(v)])
             .collect(),
     );
-    let mut per_user: HashMap<&str, u32> = HashMap::new();
-    for p in &procs {
-        *per_user.entry(p.user.as_str()).or_insert(0) += 1;
-    }
-    let users = rows(
-        &[
-            "username",
-            "frontend_connections",
-            "frontend_max_connections",
-        ],
+    let users = user_table(
+        &procs,
         cfg.mysql_users
             .iter()
             .filter(|u| u.frontend.0)
-            .map(|u| {
-                vec![
-                    s(&u.username),
-                    s(per_user.get(u.username.as_str()).copied().unwrap_or(0)),
-                    s(u.max_connections.0),
-                ]
-            })
-            .collect(),
+            .map(|u| (u.username.as_str(), u.max_connections.0)),
+    );
+    let pg_procs = live.pgsql_processlist();
+    let pg_users = user_table(
+        &pg_procs,
+        cfg.pgsql_users
+            .iter()
+            .filter(|u| u.frontend.0)
+            .map(|u| (u.username.as_str(), u.max_connections.0)),
     );
     let command_columns = [
         "Command",
@@ -301,39 +315,47 @@ pub async fn refresh(store: &Store, live: &dyn LiveStats, cfg: &Config) -> Resul
     let commands = rows(&command_columns, live.mysql_commands_counters());
     let pg_commands = rows(&command_columns, live.pgsql_commands_counters());
 
-    let errors = rows(
-        &[
+    let error_columns = |db: &'static str, code: &'static str| {
+        [
             "hostgroup",
             "hostname",
             "port",
             "username",
             "client_address",
-            "schemaname",
-            "errno",
+            db,
+            code,
             "count_star",
             "first_seen",
             "last_seen",
             "last_error",
-        ],
-        live.mysql_errors(),
-    );
-    let free = rows(
-        &[
+        ]
+    };
+    let errors = rows(&error_columns("schemaname", "errno"), live.mysql_errors());
+    let pg_errors = rows(&error_columns("database", "sqlstate"), live.pgsql_errors());
+    let free_columns = |db: &'static str, info: &'static str| {
+        [
             "fd",
             "hostgroup",
             "srv_host",
             "srv_port",
             "user",
-            "schema",
+            db,
             "init_connect",
             "time_zone",
             "sql_mode",
             "autocommit",
             "idle_ms",
             "statistics",
-            "mysql_info",
-        ],
+            info,
+        ]
+    };
+    let free = rows(
+        &free_columns("schema", "mysql_info"),
         live.mysql_free_connections(),
+    );
+    let pg_free = rows(
+        &free_columns("database", "pgsql_info"),
+        live.pgsql_free_connections(),
     );
     let pg_global = rows(
         &["Variable_Name", "Variable_Value"],
@@ -357,6 +379,11 @@ pub async fn refresh(store: &Store, live: &dyn LiveStats, cfg: &Config) -> Resul
         ("stats_mysql_errors", &errors),
         ("stats_mysql_errors_reset", &errors),
         ("stats_mysql_free_connections", &free),
+        ("stats_pgsql_free_connections", &pg_free),
+        ("stats_pgsql_errors", &pg_errors),
+        ("stats_pgsql_errors_reset", &pg_errors),
+        ("stats_pgsql_users", &pg_users),
+        ("stats_pgsql_connection_pool_reset", &pg_pool_rows),
     ] {
         sql.extend(replace_rows_sql("stats", t, r));
     }

@@ -190,6 +190,14 @@ pub trait LiveStats: Send + Sync {
     fn pgsql_processlist(&self) -> Vec<ProcessRow> {
         Vec::new()
     }
+    /// `stats_pgsql_errors` rows, in that table's column order.
+    fn pgsql_errors(&self) -> Vec<Vec<Option<String>>> {
+        Vec::new()
+    }
+    /// `stats_pgsql_free_connections` rows, in that table's column order.
+    fn pgsql_free_connections(&self) -> Vec<Vec<Option<String>>> {
+        Vec::new()
+    }
     /// `stats_pgsql_connection_pool` rows.
     fn pgsql_connection_pool(&self) -> Vec<PoolRow> {
         Vec::new()

@@ -105,6 +105,40 @@ impl PgPool {
         e.1.clone()
     }
 
+    /// (hostgroup, server, in use, idle) for every server the pool has seen.
+    pub fn stats(&self) -> Vec<(u32, ServerKey, u32, u32)> {
+        let idle = lock(&self.idle);
+        lock(&self.slots)
+            .iter()
+            .map(|((hg, server), (max, sem))| {
+                let used = max.saturating_sub(sem.available_permits() as u32);
+                let free = idle
+                    .iter()
+                    .filter(|(k, _)| k.hostgroup == *hg && &k.server == server)
+                    .map(|(_, v)| v.len() as u32)
+                    .sum();
+                (*hg, server.clone(), used, free)
+            })
+            .collect()
+    }
+
+    /// The idle connections: (key, server process id, idle ms), for
+    /// `stats_pgsql_free_connections`.
+    pub fn free_connections(&self) -> Vec<(PgKey, u32, u64)> {
+        lock(&self.idle)
+            .iter()
+            .flat_map(|(k, v)| {
+                v.iter().map(move |c| {
+                    (
+                        k.clone(),
+                        c.key.0,
+                        c.idle_since.elapsed().as_millis() as u64,
+                    )
+                })
+            })
+            .collect()
+    }
+
     /// Installs the hook told about failed connects (once; later calls are ignored).
     pub fn on_connect_error(&self, hook: sluice_core::monitor::ConnectErrorHook) {
         let _ = self.connect_errors.set(hook);

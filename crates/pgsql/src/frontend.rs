@@ -54,6 +54,8 @@ pub struct PgFrontend {
     pub commands: sluice_core::query::commands::CommandCounters,
     /// Logged-in sessions (`stats_pgsql_processlist`).
     pub sessions: Arc<crate::sessions::PgSessions>,
+    /// Statements per (hostgroup, server) and the servers' errors (`stats_pgsql_errors`).
+    pub server_stats: crate::sessions::ServerStats,
 }
 
 /// Where a cancel request for a session must go: (server address, server pid, server secret).
@@ -724,10 +726,21 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
                     if matches!(kind, b'C' | b'Z') {
                         s.qp.received(&rt, (&fe.query, &fe.commands), kind, &buf[pos + 5..pos + n]);
                     }
-                    if kind == b'E'
-                        && let Some(f) = fill.as_mut()
-                    {
-                        f.failed();
+                    if kind == b'E' {
+                        if let Some(f) = fill.as_mut() {
+                            f.failed();
+                        }
+                        let (code, message) =
+                            sluice_pgsql_backend::frame::parse_error(&buf[pos + 5..pos + n]);
+                        fe.server_stats.error(
+                            (s.qp.hostgroup, &conn.server, &l.user.username, &l.database),
+                            s.qp.client_ip(),
+                            &code,
+                            &message,
+                        );
+                    }
+                    if kind == b'Z' {
+                        fe.server_stats.statement(s.qp.hostgroup, &conn.server);
                     }
                     saw_ready |= kind == b'Z';
                     if kind == b'Z' {

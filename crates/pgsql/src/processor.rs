@@ -275,6 +275,11 @@ impl SessionProcessor {
         self.writes.take()
     }
 
+    /// The client's IP address.
+    pub fn client_ip(&self) -> &str {
+        &self.id.client_ip
+    }
+
     /// The server connection was lost: nothing outstanding will be answered.
     pub fn reset(&mut self) {
         self.inflight.clear();

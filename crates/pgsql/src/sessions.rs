@@ -90,3 +90,59 @@ impl Drop for PgSessionEntry {
             .remove(&self.id);
     }
 }
+
+/// Per-server statement counts and server errors of the PostgreSQL data path.
+#[derive(Debug, Default)]
+pub struct ServerStats {
+    statements: Mutex<HashMap<i64, HashMap<String, u64>>>,
+    /// `stats_pgsql_errors`, keyed like MySQL's (the SQLSTATE in place of errno).
+    pub errors: sluice_core::query::commands::CommandCounters,
+}
+
+impl ServerStats {
+    /// One statement answered by `server` ("host:port") in `hostgroup`.
+    pub fn statement(&self, hostgroup: i64, server: &str) {
+        let mut g = self.statements.lock().unwrap_or_else(|p| p.into_inner());
+        let per = g.entry(hostgroup).or_default();
+        match per.get_mut(server) {
+            Some(n) => *n += 1,
+            None => {
+                per.insert(server.to_string(), 1);
+            }
+        }
+    }
+
+    /// Statements answered by `server` in `hostgroup` so far.
+    pub fn statements(&self, hostgroup: u32, server: &str) -> u64 {
+        self.statements
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&i64::from(hostgroup))
+            .and_then(|m| m.get(server))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// An ErrorResponse a server sent to a client.
+    pub fn error(
+        &self,
+        (hostgroup, server, user, database): (i64, &str, &str, &str),
+        client: &str,
+        sqlstate: &str,
+        message: &str,
+    ) {
+        let (host, port) = server.rsplit_once(':').unwrap_or((server, "0"));
+        self.errors.record_error(
+            (
+                u32::try_from(hostgroup).unwrap_or(0),
+                host.to_string(),
+                port.parse().unwrap_or(0),
+                user.to_string(),
+                client.to_string(),
+                database.to_string(),
+            ),
+            sqlstate,
+            message,
+        );
+    }
+}

@@ -93,8 +93,8 @@ pub struct ErrorCount {
     pub client_address: String,
     /// Schema.
     pub schemaname: String,
-    /// Error number.
-    pub errno: u16,
+    /// Error number (MySQL) or SQLSTATE (PostgreSQL).
+    pub errno: String,
     /// Occurrences.
     pub count_star: u64,
     /// Unix seconds.
@@ -105,7 +105,7 @@ pub struct ErrorCount {
     pub last_error: String,
 }
 
-type ErrKey = (u32, String, u16, String, String, String, u16);
+type ErrKey = (u32, String, u16, String, String, String, String);
 
 /// The counters.
 #[derive(Debug)]
@@ -197,7 +197,7 @@ impl CommandCounters {
     pub fn record_error(
         &self,
         key: (u32, String, u16, String, String, String),
-        errno: u16,
+        errno: &str,
         message: &str,
     ) {
         let now = unix_now();
@@ -211,7 +211,7 @@ impl CommandCounters {
                 user.clone(),
                 client.clone(),
                 schema.clone(),
-                errno,
+                errno.to_string(),
             ))
             .or_insert(ErrorCount {
                 hostgroup: hg,
@@ -220,7 +220,7 @@ impl CommandCounters {
                 username: user,
                 client_address: client,
                 schemaname: schema,
-                errno,
+                errno: errno.to_string(),
                 count_star: 0,
                 first_seen: now,
                 last_seen: now,
@@ -250,11 +250,11 @@ impl CommandCounters {
         let g = self.errors.lock().unwrap_or_else(|p| p.into_inner());
         let mut v: Vec<ErrorCount> = g.values().cloned().collect();
         v.sort_by(|a, b| {
-            (a.hostgroup, &a.hostname, a.port, a.errno).cmp(&(
+            (a.hostgroup, &a.hostname, a.port, &a.errno).cmp(&(
                 b.hostgroup,
                 &b.hostname,
                 b.port,
-                b.errno,
+                &b.errno,
             ))
         });
         v
@@ -288,12 +288,12 @@ mod tests {
         assert_eq!((sel.total_cnt, sel.buckets[2], sel.buckets[11]), (2, 1, 1));
         c.record_error(
             (0, "h".into(), 1, "u".into(), "c".into(), "s".into()),
-            1064,
+            "1064",
             "syntax",
         );
         c.record_error(
             (0, "h".into(), 1, "u".into(), "c".into(), "s".into()),
-            1064,
+            "1064",
             "syntax 2",
         );
         assert_eq!(c.errors()[0].count_star, 2);

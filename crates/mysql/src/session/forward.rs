@@ -207,7 +207,7 @@ impl Session {
                     );
                     self.fe.counters.commands.record_error(
                         key,
-                        code,
+                        &code.to_string(),
                         t.error_message.as_deref().unwrap_or(""),
                     );
                 }
