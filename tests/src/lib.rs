@@ -5,6 +5,8 @@
 //! (`SLUICE_REQUIRE_BACKENDS=1`) a missing backend fails the test; under a bare `cargo test` the
 //! end-to-end tests say they are skipped and return.
 
+pub mod fake_mysql;
+
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

@@ -217,10 +217,45 @@ pub async fn refresh_monitor_tables(
             if !sql_lower.contains(&table) {
                 continue;
             }
+            if kind == CheckKind::GroupReplication {
+                let r = rows(
+                    &[
+                        "hostname",
+                        "port",
+                        "time_start_us",
+                        "success_time_us",
+                        "viable_candidate",
+                        "read_only",
+                        "transactions_behind",
+                        "error",
+                    ],
+                    live.monitor_log(p, kind)
+                        .into_iter()
+                        .map(|c| {
+                            let (state, role) = c.member.clone().unwrap_or_default();
+                            let yes_no = |b: bool| s(if b { "YES" } else { "NO" });
+                            vec![
+                                Some(c.server.hostname.clone()),
+                                s(c.server.port),
+                                s(c.time_start_us),
+                                s(c.success_time_us),
+                                yes_no(state.eq_ignore_ascii_case("ONLINE")),
+                                yes_no(!role.eq_ignore_ascii_case("PRIMARY")),
+                                c.value.map(|v| v.to_string()),
+                                c.error,
+                            ]
+                        })
+                        .collect(),
+                );
+                sql.extend(replace_rows_sql("monitor", &table, &r));
+                continue;
+            }
             let (ok_col, err_col) = match kind {
                 CheckKind::Connect => ("connect_success_time_us", "connect_error"),
                 CheckKind::Ping => ("ping_success_time_us", "ping_error"),
-                CheckKind::ReadOnly | CheckKind::ReplicationLag => ("success_time_us", "error"),
+                CheckKind::ReadOnly | CheckKind::ReplicationLag | CheckKind::GroupReplication => {
+                    ("success_time_us", "error")
+                }
             };
             let mut cols = vec!["hostname", "port", "time_start_us", ok_col];
             match kind {

@@ -2,7 +2,7 @@
 
 use crate::admin::Protocol;
 use crate::config::{Config, MysqlServer, MysqlUser, MysqlVariables, ServerStatus};
-use crate::monitor::topology::{Topology, apply};
+use crate::monitor::topology::{Clusters, Topology, apply};
 use arc_swap::ArcSwap;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -78,6 +78,8 @@ pub struct MysqlRuntime {
     pub rules: crate::query::RuleSet,
     /// `mysql_replication_hostgroups`.
     pub replication: Vec<crate::config::ReplicationHostgroup>,
+    /// `mysql_group_replication_hostgroups`.
+    pub group_replication: Vec<crate::config::GroupReplicationHostgroup>,
 }
 
 impl MysqlRuntime {
@@ -206,6 +208,7 @@ impl RuntimeConfig {
                     cfg.mysql_variables.query.query_processor_iterations,
                 ),
                 replication: cfg.mysql_replication_hostgroups.clone(),
+                group_replication: cfg.mysql_group_replication_hostgroups.clone(),
             },
         }
     }
@@ -279,14 +282,20 @@ impl ConfigHandle {
         let mut rt = (*base).clone();
         rt.mysql.hostgroups = apply(
             &base.mysql.hostgroups,
-            &base.mysql.replication,
-            base.mysql.variables.monitor.writer_is_also_reader,
+            &Clusters {
+                replication: &base.mysql.replication,
+                writer_is_also_reader: base.mysql.variables.monitor.writer_is_also_reader,
+                group_replication: &base.mysql.group_replication,
+            },
             my,
         );
         rt.pgsql.hostgroups = apply(
             &base.pgsql.hostgroups,
-            &base.pgsql.replication,
-            base.pgsql.variables.monitor.writer_is_also_reader,
+            &Clusters {
+                replication: &base.pgsql.replication,
+                writer_is_also_reader: base.pgsql.variables.monitor.writer_is_also_reader,
+                group_replication: &[],
+            },
             pg,
         );
         self.current.store(Arc::new(rt));

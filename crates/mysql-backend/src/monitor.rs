@@ -3,6 +3,7 @@
 //! replication pair's `check_type` names.
 
 use crate::conn::{BackendConn, BackendSecret, ConnectParams};
+use sluice_core::monitor::cluster::MemberState;
 use sluice_core::monitor::{CheckFuture, CheckTarget, Checker, ConnCache};
 use sluice_core::runtime::ServerKey;
 use sluice_mysql_proto::consts::com;
@@ -43,6 +44,11 @@ pub fn read_only_sql(check_type: &str) -> &'static str {
         _ => "SELECT @@global.read_only",
     }
 }
+
+/// This member's Group Replication state, role and applier queue length.
+const GROUP_REPLICATION_SQL: &str = "SELECT m.MEMBER_STATE, m.MEMBER_ROLE, \
+     (SELECT s.COUNT_TRANSACTIONS_REMOTE_IN_APPLIER_QUEUE FROM performance_schema.replication_group_member_stats s WHERE s.MEMBER_ID = m.MEMBER_ID) \
+     FROM performance_schema.replication_group_members m WHERE m.MEMBER_ID = @@server_uuid";
 
 /// The lag of the worst channel: `Seconds_Behind_Master` (or `Seconds_Behind_Source`) of every
 /// row; any NULL makes the result NULL (that channel is not replicating). No rows: not a
@@ -156,6 +162,28 @@ impl Checker for MysqlChecker {
             let (names, rows) =
                 table.ok_or("the server refused SHOW ALL SLAVES STATUS and SHOW REPLICA STATUS")?;
             worst_lag(&names, &rows)
+        })
+    }
+
+    fn group_replication(&self, t: CheckTarget) -> CheckFuture<MemberState> {
+        let held = self.conns.take(&t.server);
+        let conns = self.conns.clone();
+        Box::pin(async move {
+            let mut c = connection(held, &t).await?;
+            let row = c
+                .query_row(GROUP_REPLICATION_SQL)
+                .await
+                .map_err(|e| e.to_string())?
+                .map_err(|err| {
+                    String::from_utf8_lossy(err.get(9..).unwrap_or_default()).into_owned()
+                })?;
+            conns.put(t.server, c);
+            let cell = |i: usize| row.get(i).cloned().flatten().unwrap_or_default();
+            Ok(MemberState {
+                state: cell(0),
+                role: cell(1),
+                transactions_behind: cell(2).trim().parse().unwrap_or(0),
+            })
         })
     }
 

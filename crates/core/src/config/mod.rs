@@ -17,7 +17,7 @@ pub use mysql_tables::{MysqlHostgroupAttributes, MysqlServer, MysqlUser};
 pub use mysql_variables::{MysqlVariables, SetOutcome};
 pub use pgsql::{PgsqlServer, PgsqlUser, PgsqlVariables};
 pub use proxysql_names::PROXYSQL_MYSQL_VARIABLES;
-pub use query_rules::{FastRoute, QueryRule, ReplicationHostgroup};
+pub use query_rules::{FastRoute, GroupReplicationHostgroup, QueryRule, ReplicationHostgroup};
 pub use query_variables::QueryVariables;
 pub use values::*;
 
@@ -54,6 +54,8 @@ pub struct Config {
     pub mysql_replication_hostgroups: Vec<ReplicationHostgroup>,
     /// `pgsql_replication_hostgroups` rows.
     pub pgsql_replication_hostgroups: Vec<ReplicationHostgroup>,
+    /// `mysql_group_replication_hostgroups` rows.
+    pub mysql_group_replication_hostgroups: Vec<GroupReplicationHostgroup>,
     /// `pgsql-*` variables.
     pub pgsql_variables: PgsqlVariables,
     /// `pgsql_servers` rows.
@@ -96,6 +98,8 @@ struct RawFile {
     mysql_replication_hostgroups: Vec<Spanned<ReplicationHostgroup>>,
     #[serde(default)]
     pgsql_replication_hostgroups: Vec<Spanned<ReplicationHostgroup>>,
+    #[serde(default)]
+    mysql_group_replication_hostgroups: Vec<Spanned<GroupReplicationHostgroup>>,
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
@@ -382,6 +386,30 @@ impl Config {
                 out.push(r);
             }
         }
+        let mut seen_gr = HashSet::new();
+        for row in raw.mysql_group_replication_hostgroups {
+            let offset = row.span().start;
+            let g = row.into_inner();
+            let hgs = g.hostgroups();
+            let distinct: HashSet<u32> = hgs.iter().copied().collect();
+            if distinct.len() != 4
+                || hgs.iter().any(|h| !seen_gr.insert(*h))
+                || g.writer_is_also_reader > 2
+            {
+                return Err(invalid(
+                    offset,
+                    format!(
+                        "mysql_group_replication_hostgroups {hgs:?}: the four hostgroups must differ and appear in one row only; writer_is_also_reader is 0, 1 or 2"
+                    ),
+                ));
+            }
+            cfg.mysql_group_replication_hostgroups.push(g);
+        }
+        let gr_hostgroups: HashSet<u32> = cfg
+            .mysql_group_replication_hostgroups
+            .iter()
+            .flat_map(|g| g.hostgroups())
+            .collect();
         let in_pair = |pairs: &[ReplicationHostgroup], hg: u32| {
             pairs
                 .iter()
@@ -403,6 +431,7 @@ impl Config {
             let hg = u.default_hostgroup.0;
             if !cfg.mysql_servers.iter().any(|s| s.hostgroup_id.0 == hg)
                 && !in_pair(&cfg.mysql_replication_hostgroups, hg)
+                && !gr_hostgroups.contains(&hg)
             {
                 return Err(Error::ConfigInvalid(format!(
                     "mysql_users {:?}: default_hostgroup {hg} is not a hostgroup of any mysql_servers row",

@@ -44,6 +44,12 @@ pub struct MonitorVariables {
     pub shun_on_failures: u32,
     /// How long such a shun lasts (s).
     pub shun_recovery_time_sec: u64,
+    /// Group Replication check interval.
+    pub groupreplication_healthcheck_interval: u64,
+    /// Group Replication check timeout.
+    pub groupreplication_healthcheck_timeout: u64,
+    /// Failed Group Replication checks in a row after which a member counts as UNREACHABLE.
+    pub groupreplication_healthcheck_max_timeout_count: u32,
 }
 
 impl MonitorVariables {
@@ -71,6 +77,9 @@ impl MonitorVariables {
             slave_lag_when_null: 60,
             shun_on_failures: 5,
             shun_recovery_time_sec: 10,
+            groupreplication_healthcheck_interval: 5_000,
+            groupreplication_healthcheck_timeout: 800,
+            groupreplication_healthcheck_max_timeout_count: 3,
         }
     }
 
@@ -108,6 +117,15 @@ impl MonitorVariables {
                 "slave_lag_when_null" => self.slave_lag_when_null = int(0, 604_800)?,
                 "shun_on_failures" => self.shun_on_failures = int(1, 10_000_000)? as u32,
                 "shun_recovery_time_sec" => self.shun_recovery_time_sec = int(0, 31_536_000)?,
+                "groupreplication_healthcheck_interval" => {
+                    self.groupreplication_healthcheck_interval = int(50, 604_800_000)?
+                }
+                "groupreplication_healthcheck_timeout" => {
+                    self.groupreplication_healthcheck_timeout = int(50, 600_000)?
+                }
+                "groupreplication_healthcheck_max_timeout_count" => {
+                    self.groupreplication_healthcheck_max_timeout_count = int(1, 1_000_000)? as u32
+                }
                 _ => return Ok(false),
             }
             Ok(true)
@@ -176,6 +194,19 @@ impl MonitorVariables {
                 self.slave_lag_when_null.to_string(),
             ),
             ("shun_on_failures".into(), self.shun_on_failures.to_string()),
+            (
+                "monitor_groupreplication_healthcheck_interval".into(),
+                self.groupreplication_healthcheck_interval.to_string(),
+            ),
+            (
+                "monitor_groupreplication_healthcheck_timeout".into(),
+                self.groupreplication_healthcheck_timeout.to_string(),
+            ),
+            (
+                "monitor_groupreplication_healthcheck_max_timeout_count".into(),
+                self.groupreplication_healthcheck_max_timeout_count
+                    .to_string(),
+            ),
             (
                 "shun_recovery_time_sec".into(),
                 self.shun_recovery_time_sec.to_string(),

@@ -25,6 +25,10 @@ pub struct ServerHealth {
     pub connect_errors: std::collections::VecDeque<std::time::Instant>,
     /// When connect errors shunned it (until `shun_recovery_time_sec` later).
     pub error_shunned_at: Option<std::time::Instant>,
+    /// Group Replication state last reported (or UNREACHABLE after failed checks).
+    pub group: Option<super::cluster::MemberState>,
+    /// Group Replication checks failed in a row.
+    pub group_failures: u32,
 }
 
 /// A change worth acting on (and logging).
@@ -41,6 +45,13 @@ pub enum Verdict {
     ShunLag {
         /// Lag (s).
         lag: u64,
+    },
+    /// A Group Replication member's state or role changed.
+    Group {
+        /// Before.
+        from: Option<super::cluster::MemberState>,
+        /// Now.
+        to: super::cluster::MemberState,
     },
     /// Lag back under the threshold.
     UnshunLag {
@@ -110,6 +121,43 @@ impl ServerHealth {
                 None
             }
         }
+    }
+}
+
+impl ServerHealth {
+    /// A Group Replication check's outcome; `max_failures` failed checks in a row make the
+    /// member UNREACHABLE (it goes to the offline hostgroup).
+    pub fn group_replication(
+        &mut self,
+        outcome: Result<super::cluster::MemberState, ()>,
+        max_failures: u32,
+    ) -> Option<Verdict> {
+        let next = match outcome {
+            Ok(m) => {
+                self.group_failures = 0;
+                m
+            }
+            Err(()) => {
+                self.group_failures = self.group_failures.saturating_add(1);
+                if self.group_failures < max_failures.max(1) {
+                    return None;
+                }
+                super::cluster::MemberState {
+                    state: "UNREACHABLE".into(),
+                    role: self
+                        .group
+                        .as_ref()
+                        .map(|g| g.role.clone())
+                        .unwrap_or_default(),
+                    transactions_behind: 0,
+                }
+            }
+        };
+        if self.group.as_ref() == Some(&next) {
+            return None;
+        }
+        let from = self.group.replace(next.clone());
+        Some(Verdict::Group { from, to: next })
     }
 }
 

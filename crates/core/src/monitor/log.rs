@@ -17,15 +17,18 @@ pub enum CheckKind {
     ReadOnly,
     /// Replication lag (Seconds_Behind_Master / replay lag).
     ReplicationLag,
+    /// Group Replication member state (MySQL).
+    GroupReplication,
 }
 
 impl CheckKind {
     /// All kinds, in counter order.
-    pub const ALL: [CheckKind; 4] = [
+    pub const ALL: [CheckKind; 5] = [
         CheckKind::Connect,
         CheckKind::Ping,
         CheckKind::ReadOnly,
         CheckKind::ReplicationLag,
+        CheckKind::GroupReplication,
     ];
 
     /// The name in counters and table names.
@@ -35,6 +38,7 @@ impl CheckKind {
             CheckKind::Ping => "ping",
             CheckKind::ReadOnly => "read_only",
             CheckKind::ReplicationLag => "replication_lag",
+            CheckKind::GroupReplication => "group_replication",
         }
     }
 
@@ -56,6 +60,8 @@ pub struct CheckRow {
     pub value: Option<i64>,
     /// What went wrong.
     pub error: Option<String>,
+    /// Group Replication: the member's state and role.
+    pub member: Option<(String, String)>,
 }
 
 /// Most rows kept per check kind, whatever `monitor_history` says.
@@ -64,9 +70,9 @@ const MAX_ROWS: usize = 20_000;
 /// Bounded logs and counters of one protocol's monitor.
 #[derive(Debug, Default)]
 pub struct MonitorLog {
-    rows: [Mutex<VecDeque<CheckRow>>; 4],
-    ok: [AtomicU64; 4],
-    err: [AtomicU64; 4],
+    rows: [Mutex<VecDeque<CheckRow>>; 5],
+    ok: [AtomicU64; 5],
+    err: [AtomicU64; 5],
 }
 
 impl MonitorLog {
@@ -133,6 +139,7 @@ mod tests {
             success_time_us: 5,
             value: None,
             error: error.map(str::to_string),
+            member: None,
         }
     }
 

@@ -2,6 +2,7 @@
 //! scheduler, the bounded check logs, and the pure decisions — heartbeat shunning, read_only
 //! placement in replication hostgroups — laid over the configuration as a [`topology::Topology`].
 
+pub mod cluster;
 pub mod health;
 pub mod log;
 pub mod scheduler;

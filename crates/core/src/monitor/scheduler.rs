@@ -47,6 +47,10 @@ pub trait Checker: Send + Sync + 'static {
     /// Replication lag in seconds (`None` when the server reports NULL); on multi-source
     /// replicas the worst channel.
     fn replication_lag(&self, t: CheckTarget) -> CheckFuture<Option<u64>>;
+    /// The member's Group Replication state, role and applier queue (MySQL only).
+    fn group_replication(&self, _t: CheckTarget) -> CheckFuture<super::cluster::MemberState> {
+        Box::pin(async { Err("Group Replication is a MySQL feature".to_string()) })
+    }
     /// Forgets the monitor connection to `server` (after a failure or a shun).
     fn drop_connection(&self, server: &ServerKey);
 }
@@ -130,6 +134,8 @@ struct Done {
     kind: CheckKind,
     started_us: u64,
     outcome: Result<(u64, Option<i64>), String>,
+    /// Group Replication checks: what the member reported.
+    member: Option<super::cluster::MemberState>,
 }
 
 impl Monitor {
@@ -267,6 +273,7 @@ impl Monitor {
             let now = Instant::now();
             let in_pair = pair_members(side.hostgroups, side.pairs);
             let lag_checked = lag_thresholds(side.hostgroups);
+            let grouped = group_members(side.hostgroups, groups(&base, self.protocol));
             let shunned: HashSet<ServerKey> = self
                 .health
                 .lock()
@@ -281,6 +288,7 @@ impl Monitor {
                     // A shunned server only gets heartbeats until it answers again.
                     if (kind == CheckKind::ReadOnly && check_type.is_none())
                         || (kind == CheckKind::ReplicationLag && !lag_checked.contains_key(&server))
+                        || (kind == CheckKind::GroupReplication && !grouped.contains(&server))
                         || (kind != CheckKind::Ping && shunned.contains(&server))
                     {
                         continue;
@@ -294,6 +302,10 @@ impl Monitor {
                         CheckKind::ReplicationLag => {
                             (v.replication_lag_interval, v.replication_lag_timeout)
                         }
+                        CheckKind::GroupReplication => (
+                            v.groupreplication_healthcheck_interval,
+                            v.groupreplication_healthcheck_timeout,
+                        ),
                     };
                     let due = last
                         .get(&key)
@@ -339,6 +351,10 @@ impl Monitor {
                 success_time_us: took,
                 value,
                 error: done.outcome.as_ref().err().cloned(),
+                member: done
+                    .member
+                    .as_ref()
+                    .map(|m| (m.state.clone(), m.role.clone())),
             },
             vars.history,
         );
@@ -368,6 +384,10 @@ impl Monitor {
                         .map(|o| o.1 != Some(0))
                         .map_err(|_| ()),
                     vars.read_only_max_timeout_count,
+                ),
+                CheckKind::GroupReplication => h.group_replication(
+                    done.member.clone().ok_or(()),
+                    vars.groupreplication_healthcheck_max_timeout_count,
                 ),
                 CheckKind::ReplicationLag => h.replication_lag(
                     done.outcome
@@ -399,6 +419,14 @@ impl Monitor {
                 "Shunning server {s} with replication lag of {lag} seconds (max_replication_lag {}, {} check(s) in a row)",
                 lag_thresholds(side.hostgroups).get(s).copied().unwrap_or(0),
                 vars.replication_lag_count
+            ),
+            Verdict::Group { from, to } => warn!(
+                "Group Replication: server {s} is {} {} with {} transactions behind (was {})",
+                to.state,
+                to.role,
+                to.transactions_behind,
+                from.as_ref()
+                    .map_or("unknown".to_string(), |f| format!("{} {}", f.state, f.role))
             ),
             Verdict::UnshunLag { lag } => info!(
                 "Re-enabling server {s}: replication lag {lag} seconds is within max_replication_lag"
@@ -441,6 +469,10 @@ impl Monitor {
                     .iter()
                     .filter(|(_, h)| h.lag_shunned)
                     .map(|(k, _)| k.clone())
+                    .collect(),
+                groups: g
+                    .iter()
+                    .filter_map(|(k, h)| h.group.clone().map(|m| (k.clone(), m)))
                     .collect(),
             }
         };
@@ -490,6 +522,28 @@ fn lag_thresholds(hostgroups: &BTreeMap<u32, Vec<HostgroupServer>>) -> HashMap<S
     m
 }
 
+/// The active Group Replication definitions of a protocol (MySQL only).
+fn groups(rt: &RuntimeConfig, p: Protocol) -> &[crate::config::GroupReplicationHostgroup] {
+    match p {
+        Protocol::Mysql => &rt.mysql.group_replication,
+        Protocol::Pgsql => &[],
+    }
+}
+
+/// Servers configured in an active Group Replication definition's hostgroups.
+fn group_members(
+    hostgroups: &BTreeMap<u32, Vec<HostgroupServer>>,
+    groups: &[crate::config::GroupReplicationHostgroup],
+) -> HashSet<ServerKey> {
+    groups
+        .iter()
+        .filter(|g| g.active.0)
+        .flat_map(|g| g.hostgroups())
+        .flat_map(|hg| hostgroups.get(&hg).into_iter().flatten())
+        .map(|s| s.key.clone())
+        .collect()
+}
+
 /// Servers of replication pairs, with their pair's check_type.
 fn pair_members(
     hostgroups: &BTreeMap<u32, Vec<HostgroupServer>>,
@@ -517,8 +571,14 @@ fn spawn_check(
     let started_us = now_us();
     tokio::spawn(async move {
         let t0 = Instant::now();
+        let mut member = None;
         let run = async {
             match kind {
+                CheckKind::GroupReplication => checker.group_replication(target).await.map(|m| {
+                    let behind = i64::try_from(m.transactions_behind).unwrap_or(i64::MAX);
+                    member = Some(m);
+                    ((t0.elapsed().as_micros() as u64).max(1), Some(behind))
+                }),
                 CheckKind::Connect => checker.connect(target).await.map(|us| (us, None)),
                 CheckKind::Ping => checker.ping(target).await.map(|us| (us, None)),
                 CheckKind::ReadOnly => checker
@@ -542,6 +602,7 @@ fn spawn_check(
             kind,
             started_us,
             outcome,
+            member,
         });
     });
 }

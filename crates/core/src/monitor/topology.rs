@@ -16,17 +16,33 @@ pub struct Topology {
     pub read_only: BTreeMap<ServerKey, bool>,
     /// Servers over their `max_replication_lag`.
     pub lag_shunned: BTreeSet<ServerKey>,
+    /// Group Replication members' last states.
+    pub groups: BTreeMap<ServerKey, super::cluster::MemberState>,
+}
+
+/// The cluster definitions the verdicts are laid out by.
+#[derive(Debug, Clone, Copy)]
+pub struct Clusters<'a> {
+    /// `*_replication_hostgroups`.
+    pub replication: &'a [ReplicationHostgroup],
+    /// `monitor_writer_is_also_reader`.
+    pub writer_is_also_reader: bool,
+    /// `mysql_group_replication_hostgroups`.
+    pub group_replication: &'a [crate::config::GroupReplicationHostgroup],
 }
 
 /// Hostgroups as configured, laid over with the monitor's verdicts.
 pub fn apply(
     configured: &BTreeMap<u32, Vec<HostgroupServer>>,
-    pairs: &[ReplicationHostgroup],
-    writer_is_also_reader: bool,
+    c: &Clusters<'_>,
     t: &Topology,
 ) -> BTreeMap<u32, Vec<HostgroupServer>> {
+    let writer_is_also_reader = c.writer_is_also_reader;
     let mut out = configured.clone();
-    for p in pairs {
+    for g in c.group_replication.iter().filter(|g| g.active.0) {
+        place_group_members(&mut out, configured, g, t);
+    }
+    for p in c.replication {
         let (w, r) = (p.writer_hostgroup, p.reader_hostgroup);
         // Every server of the pair, with the row it was configured with (writer's first).
         let mut members: Vec<HostgroupServer> = Vec::new();
@@ -61,6 +77,38 @@ pub fn apply(
     }
     out.retain(|_, v| !v.is_empty());
     out
+}
+
+/// Replaces the memberships of a Group Replication cluster's members that reported a state with
+/// the placement [`super::cluster::place_group`] computes.
+fn place_group_members(
+    out: &mut BTreeMap<u32, Vec<HostgroupServer>>,
+    configured: &BTreeMap<u32, Vec<HostgroupServer>>,
+    g: &crate::config::GroupReplicationHostgroup,
+    t: &Topology,
+) {
+    let mut members: Vec<(HostgroupServer, super::cluster::MemberState)> = Vec::new();
+    for hg in g.hostgroups() {
+        for s in configured.get(&hg).into_iter().flatten() {
+            if members.iter().any(|(m, _)| m.key == s.key) {
+                continue;
+            }
+            if let Some(state) = t.groups.get(&s.key) {
+                members.push((s.clone(), state.clone()));
+            }
+        }
+    }
+    if members.is_empty() {
+        return;
+    }
+    for hg in g.hostgroups() {
+        if let Some(list) = out.get_mut(&hg) {
+            list.retain(|s| !members.iter().any(|(m, _)| m.key == s.key));
+        }
+    }
+    for (hg, row) in super::cluster::place_group(g, &members) {
+        out.entry(hg).or_default().push(row);
+    }
 }
 
 /// Makes `m` a member of `hg` or not; a member keeps its configured row in that hostgroup when
@@ -150,6 +198,14 @@ mod tests {
         }
     }
 
+    fn cl(pairs: &[ReplicationHostgroup], writer_is_also_reader: bool) -> Clusters<'_> {
+        Clusters {
+            replication: pairs,
+            writer_is_also_reader,
+            group_replication: &[],
+        }
+    }
+
     fn pair() -> Vec<ReplicationHostgroup> {
         vec![ReplicationHostgroup {
             writer_hostgroup: 0,
@@ -176,7 +232,7 @@ mod tests {
 
     #[test]
     fn no_verdict_keeps_the_configuration() {
-        let out = apply(&configured(), &pair(), true, &Topology::default());
+        let out = apply(&configured(), &cl(&pair(), true), &Topology::default());
         assert_eq!(out, configured());
     }
 
@@ -185,9 +241,9 @@ mod tests {
         let mut t = Topology::default();
         t.read_only.insert(key(1), false);
         t.read_only.insert(key(2), true);
-        let out = apply(&configured(), &pair(), true, &t);
+        let out = apply(&configured(), &cl(&pair(), true), &t);
         assert_eq!((ports(&out, 0), ports(&out, 1)), (vec![1], vec![1, 2]));
-        let out = apply(&configured(), &pair(), false, &t);
+        let out = apply(&configured(), &cl(&pair(), false), &t);
         assert_eq!((ports(&out, 0), ports(&out, 1)), (vec![1], vec![2]));
         assert_eq!(
             out[&1]
@@ -204,7 +260,7 @@ mod tests {
         let mut t = Topology::default();
         t.read_only.insert(key(1), true);
         t.read_only.insert(key(2), false);
-        let out = apply(&configured(), &pair(), false, &t);
+        let out = apply(&configured(), &cl(&pair(), false), &t);
         assert_eq!((ports(&out, 0), ports(&out, 1)), (vec![2], vec![1]));
         let added = out[&0]
             .iter()
@@ -228,7 +284,7 @@ mod tests {
         let mut t = Topology::default();
         t.read_only.insert(key(1), false);
         t.read_only.insert(key(2), false);
-        let out = apply(&configured(), &pair(), false, &t);
+        let out = apply(&configured(), &cl(&pair(), false), &t);
         assert_eq!((ports(&out, 0), ports(&out, 1)), (vec![1, 2], vec![]));
     }
 
@@ -241,7 +297,7 @@ mod tests {
         cfg.insert(2, vec![soft]);
         let mut t = Topology::default();
         t.shunned.insert(key(1));
-        let out = apply(&cfg, &[], true, &t);
+        let out = apply(&cfg, &cl(&[], true), &t);
         assert_eq!(out[&0][0].status, ServerStatus::Shunned);
         assert_eq!(out[&1][1].status, ServerStatus::Shunned);
         assert_eq!(
@@ -265,7 +321,7 @@ mod tests {
         cfg.insert(2, vec![srv(2, 2)]);
         let mut t = Topology::default();
         t.lag_shunned.insert(key(2));
-        let out = apply(&cfg, &[], true, &t);
+        let out = apply(&cfg, &cl(&[], true), &t);
         assert_eq!(out[&1][0].status, ServerStatus::ShunnedReplicationLag);
         assert_eq!(
             out[&2][0].status,
@@ -273,7 +329,7 @@ mod tests {
             "no threshold in hostgroup 2"
         );
         t.shunned.insert(key(2));
-        let out = apply(&cfg, &[], true, &t);
+        let out = apply(&cfg, &cl(&[], true), &t);
         assert_eq!(
             out[&1][0].status,
             ServerStatus::Shunned,
@@ -287,7 +343,7 @@ mod tests {
         cfg.insert(5, vec![srv(5, 9)]);
         let mut t = Topology::default();
         t.read_only.insert(key(9), false);
-        let out = apply(&cfg, &pair(), true, &t);
+        let out = apply(&cfg, &cl(&pair(), true), &t);
         assert_eq!(ports(&out, 5), vec![9]);
         assert_eq!(ports(&out, 0), vec![1]);
     }
