@@ -81,6 +81,14 @@ impl MysqlChecker {
     }
 }
 
+/// The first row of a monitor query; a server error as its message.
+async fn first_row(c: &mut BackendConn, sql: &str) -> Result<Vec<Option<String>>, String> {
+    c.query_row(sql)
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|err| String::from_utf8_lossy(err.get(9..).unwrap_or_default()).into_owned())
+}
+
 /// The server's kept monitor connection, or a new one.
 async fn connection(held: Option<BackendConn>, t: &CheckTarget) -> Result<BackendConn, String> {
     match held {
@@ -128,13 +136,7 @@ impl Checker for MysqlChecker {
         let conns = self.conns.clone();
         Box::pin(async move {
             let mut c = connection(held, &t).await?;
-            let row = c
-                .query_row(read_only_sql(&t.check_type))
-                .await
-                .map_err(|e| e.to_string())?
-                .map_err(|err| {
-                    String::from_utf8_lossy(err.get(9..).unwrap_or_default()).into_owned()
-                })?;
+            let row = first_row(&mut c, read_only_sql(&t.check_type)).await?;
             conns.put(t.server, c);
             match row.first().cloned().flatten().as_deref() {
                 Some("1") => Ok(true),
@@ -170,13 +172,7 @@ impl Checker for MysqlChecker {
         let conns = self.conns.clone();
         Box::pin(async move {
             let mut c = connection(held, &t).await?;
-            let row = c
-                .query_row(GROUP_REPLICATION_SQL)
-                .await
-                .map_err(|e| e.to_string())?
-                .map_err(|err| {
-                    String::from_utf8_lossy(err.get(9..).unwrap_or_default()).into_owned()
-                })?;
+            let row = first_row(&mut c, GROUP_REPLICATION_SQL).await?;
             conns.put(t.server, c);
             let cell = |i: usize| row.get(i).cloned().flatten().unwrap_or_default();
             Ok(MemberState {
