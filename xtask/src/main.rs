@@ -9,6 +9,7 @@ use xtask::proc::step;
 
 const USAGE: &str = "usage: cargo xtask <command>
   backends up|down|status|reset   MariaDB :13306/:13307 and PostgreSQL :15432/:15433 pairs
+  backends up|down --galera       also a three-node MariaDB Galera cluster on :13331-:13333
   test [ARGS...]                  backends up, the whole test suite, backends down
   bench [mysql]                   sysbench direct vs HAProxy vs sluice, printed as a table
   bench pgsql                     pgbench -S direct vs PgBouncer vs sluice, printed as a table
@@ -20,6 +21,10 @@ fn main() {
     let words: Vec<&str> = args.iter().map(String::as_str).collect();
     let result = match words.as_slice() {
         ["backends", "up"] => xtask::backends_up(),
+        ["backends", "up", "--galera"] => {
+            xtask::backends_up().and_then(|()| xtask::galera::cluster_up(&xtask::state_dir()))
+        }
+        ["backends", "down", "--galera"] => xtask::galera::cluster_down(&xtask::state_dir()),
         ["backends", "down"] => xtask::backends_down(),
         ["backends", "status"] => xtask::backends_status(),
         ["backends", "reset"] => xtask::backends_reset(),

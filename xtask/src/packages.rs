@@ -65,6 +65,14 @@ pub fn ensure_server_packages() -> Result<()> {
     Ok(())
 }
 
+/// galera-4 and rsync, for the optional Galera cluster.
+pub fn ensure_galera() -> Result<()> {
+    if !Path::new("/usr/lib/galera/libgalera_smm.so").exists() {
+        apt_install_missing("Galera", &["galera-4"], &["galera-4"])?;
+    }
+    apt_install("Galera", &["rsync"], &["rsync"])
+}
+
 /// sysbench (used by tests and benchmarks) and the Python drivers the tests run:
 /// PyMySQL, psycopg and asyncpg.
 pub fn ensure_test_tools() -> Result<()> {

@@ -49,6 +49,10 @@ pub fn config_to_toml(cfg: &Config) -> Result<String, String> {
         "mysql_group_replication_hostgroups".into(),
         rows(&cfg.mysql_group_replication_hostgroups)?,
     );
+    t.insert(
+        "mysql_galera_hostgroups".into(),
+        rows(&cfg.mysql_galera_hostgroups)?,
+    );
     t.insert("mysql_query_rules".into(), rows(&cfg.mysql_query_rules)?);
     t.insert(
         "mysql_query_rules_fast_routing".into(),

@@ -189,8 +189,9 @@ pub async fn memory_to_config(
 }
 
 /// The tables the runtime is built from.
-pub const RUNTIME_TABLES: [&str; 12] = [
+pub const RUNTIME_TABLES: [&str; 13] = [
     "mysql_servers",
+    "mysql_galera_hostgroups",
     "mysql_group_replication_hostgroups",
     "mysql_replication_hostgroups",
     "pgsql_replication_hostgroups",
@@ -329,7 +330,7 @@ struct ExportView<'a>(&'a Config);
 impl serde::Serialize for ExportView<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
-        let mut m = s.serialize_map(Some(12))?;
+        let mut m = s.serialize_map(Some(13))?;
         m.serialize_entry("mysql_servers", &self.0.mysql_servers)?;
         m.serialize_entry("mysql_users", &self.0.mysql_users)?;
         m.serialize_entry(
@@ -356,6 +357,7 @@ impl serde::Serialize for ExportView<'_> {
             "mysql_group_replication_hostgroups",
             &self.0.mysql_group_replication_hostgroups,
         )?;
+        m.serialize_entry("mysql_galera_hostgroups", &self.0.mysql_galera_hostgroups)?;
         m.serialize_entry(
             "pgsql_query_rules_fast_routing",
             &self.0.pgsql_query_rules_fast_routing,

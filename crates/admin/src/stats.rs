@@ -217,6 +217,65 @@ pub async fn refresh_monitor_tables(
             if !sql_lower.contains(&table) {
                 continue;
             }
+            if kind == CheckKind::Galera {
+                let r = rows(
+                    &[
+                        "hostname",
+                        "port",
+                        "time_start_us",
+                        "success_time_us",
+                        "primary_partition",
+                        "read_only",
+                        "wsrep_local_recv_queue",
+                        "wsrep_local_state",
+                        "wsrep_desync",
+                        "wsrep_reject_queries",
+                        "wsrep_sst_donor_rejects_queries",
+                        "pxc_maint_mode",
+                        "error",
+                    ],
+                    live.monitor_log(p, kind)
+                        .into_iter()
+                        .map(|c| {
+                            let yes_no = |b: bool| s(if b { "YES" } else { "NO" });
+                            match &c.galera {
+                                Some(g) => vec![
+                                    Some(c.server.hostname.clone()),
+                                    s(c.server.port),
+                                    s(c.time_start_us),
+                                    s(c.success_time_us),
+                                    yes_no(g.primary_partition),
+                                    yes_no(g.read_only),
+                                    s(g.recv_queue),
+                                    s(g.local_state),
+                                    yes_no(g.desync),
+                                    yes_no(g.reject_queries),
+                                    yes_no(g.donor_rejects_queries),
+                                    s("NO"),
+                                    None,
+                                ],
+                                None => vec![
+                                    Some(c.server.hostname.clone()),
+                                    s(c.server.port),
+                                    s(c.time_start_us),
+                                    s(0),
+                                    s("NO"),
+                                    s("YES"),
+                                    s(0),
+                                    s(0),
+                                    s("NO"),
+                                    s("NO"),
+                                    s("NO"),
+                                    s("NO"),
+                                    c.error,
+                                ],
+                            }
+                        })
+                        .collect(),
+                );
+                sql.extend(replace_rows_sql("monitor", &table, &r));
+                continue;
+            }
             if kind == CheckKind::GroupReplication {
                 let r = rows(
                     &[
@@ -253,9 +312,10 @@ pub async fn refresh_monitor_tables(
             let (ok_col, err_col) = match kind {
                 CheckKind::Connect => ("connect_success_time_us", "connect_error"),
                 CheckKind::Ping => ("ping_success_time_us", "ping_error"),
-                CheckKind::ReadOnly | CheckKind::ReplicationLag | CheckKind::GroupReplication => {
-                    ("success_time_us", "error")
-                }
+                CheckKind::ReadOnly
+                | CheckKind::ReplicationLag
+                | CheckKind::GroupReplication
+                | CheckKind::Galera => ("success_time_us", "error"),
             };
             let mut cols = vec!["hostname", "port", "time_start_us", ok_col];
             match kind {

@@ -80,6 +80,8 @@ pub struct MysqlRuntime {
     pub replication: Vec<crate::config::ReplicationHostgroup>,
     /// `mysql_group_replication_hostgroups`.
     pub group_replication: Vec<crate::config::GroupReplicationHostgroup>,
+    /// `mysql_galera_hostgroups`.
+    pub galera: Vec<crate::config::GroupReplicationHostgroup>,
 }
 
 impl MysqlRuntime {
@@ -209,6 +211,7 @@ impl RuntimeConfig {
                 ),
                 replication: cfg.mysql_replication_hostgroups.clone(),
                 group_replication: cfg.mysql_group_replication_hostgroups.clone(),
+                galera: cfg.mysql_galera_hostgroups.clone(),
             },
         }
     }
@@ -286,6 +289,7 @@ impl ConfigHandle {
                 replication: &base.mysql.replication,
                 writer_is_also_reader: base.mysql.variables.monitor.writer_is_also_reader,
                 group_replication: &base.mysql.group_replication,
+                galera: &base.mysql.galera,
             },
             my,
         );
@@ -295,6 +299,7 @@ impl ConfigHandle {
                 replication: &base.pgsql.replication,
                 writer_is_also_reader: base.pgsql.variables.monitor.writer_is_also_reader,
                 group_replication: &[],
+                galera: &[],
             },
             pg,
         );

@@ -3,7 +3,7 @@
 //! replication pair's `check_type` names.
 
 use crate::conn::{BackendConn, BackendSecret, ConnectParams};
-use sluice_core::monitor::cluster::MemberState;
+use sluice_core::monitor::cluster::{GaleraStatus, MemberState};
 use sluice_core::monitor::{CheckFuture, CheckTarget, Checker, ConnCache};
 use sluice_core::runtime::ServerKey;
 use sluice_mysql_proto::consts::com;
@@ -49,6 +49,13 @@ pub fn read_only_sql(check_type: &str) -> &'static str {
 const GROUP_REPLICATION_SQL: &str = "SELECT m.MEMBER_STATE, m.MEMBER_ROLE, \
      (SELECT s.COUNT_TRANSACTIONS_REMOTE_IN_APPLIER_QUEUE FROM performance_schema.replication_group_member_stats s WHERE s.MEMBER_ID = m.MEMBER_ID) \
      FROM performance_schema.replication_group_members m WHERE m.MEMBER_ID = @@server_uuid";
+
+/// A Galera node's state, partition, read_only and flow-control queue.
+const GALERA_SQL: &str = "SELECT \
+     (SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'WSREP_LOCAL_STATE'), \
+     (SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'WSREP_CLUSTER_STATUS'), \
+     @@global.read_only, @@global.wsrep_desync, @@global.wsrep_reject_queries, @@global.wsrep_sst_donor_rejects_queries, \
+     (SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'WSREP_LOCAL_RECV_QUEUE')";
 
 /// The lag of the worst channel: `Seconds_Behind_Master` (or `Seconds_Behind_Source`) of every
 /// row; any NULL makes the result NULL (that channel is not replicating). No rows: not a
@@ -179,6 +186,27 @@ impl Checker for MysqlChecker {
                 state: cell(0),
                 role: cell(1),
                 transactions_behind: cell(2).trim().parse().unwrap_or(0),
+            })
+        })
+    }
+
+    fn galera(&self, t: CheckTarget) -> CheckFuture<GaleraStatus> {
+        let held = self.conns.take(&t.server);
+        let conns = self.conns.clone();
+        Box::pin(async move {
+            let mut c = connection(held, &t).await?;
+            let row = first_row(&mut c, GALERA_SQL).await?;
+            conns.put(t.server, c);
+            let cell = |i: usize| row.get(i).cloned().flatten().unwrap_or_default();
+            let on = |i: usize| matches!(cell(i).to_ascii_uppercase().as_str(), "1" | "ON" | "YES");
+            Ok(GaleraStatus {
+                local_state: cell(0).trim().parse().unwrap_or(0),
+                primary_partition: cell(1).eq_ignore_ascii_case("Primary"),
+                read_only: on(2),
+                desync: on(3),
+                reject_queries: !cell(4).eq_ignore_ascii_case("NONE") && !cell(4).is_empty(),
+                donor_rejects_queries: on(5),
+                recv_queue: cell(6).trim().parse().unwrap_or(0),
             })
         })
     }

@@ -56,6 +56,8 @@ pub struct Config {
     pub pgsql_replication_hostgroups: Vec<ReplicationHostgroup>,
     /// `mysql_group_replication_hostgroups` rows.
     pub mysql_group_replication_hostgroups: Vec<GroupReplicationHostgroup>,
+    /// `mysql_galera_hostgroups` rows (the same columns).
+    pub mysql_galera_hostgroups: Vec<GroupReplicationHostgroup>,
     /// `pgsql-*` variables.
     pub pgsql_variables: PgsqlVariables,
     /// `pgsql_servers` rows.
@@ -100,6 +102,8 @@ struct RawFile {
     pgsql_replication_hostgroups: Vec<Spanned<ReplicationHostgroup>>,
     #[serde(default)]
     mysql_group_replication_hostgroups: Vec<Spanned<GroupReplicationHostgroup>>,
+    #[serde(default)]
+    mysql_galera_hostgroups: Vec<Spanned<GroupReplicationHostgroup>>,
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
@@ -387,7 +391,13 @@ impl Config {
             }
         }
         let mut seen_gr = HashSet::new();
-        for row in raw.mysql_group_replication_hostgroups {
+        let galera_rows: Vec<(bool, Spanned<GroupReplicationHostgroup>)> = raw
+            .mysql_group_replication_hostgroups
+            .into_iter()
+            .map(|r| (false, r))
+            .chain(raw.mysql_galera_hostgroups.into_iter().map(|r| (true, r)))
+            .collect();
+        for (galera, row) in galera_rows {
             let offset = row.span().start;
             let g = row.into_inner();
             let hgs = g.hostgroups();
@@ -396,18 +406,28 @@ impl Config {
                 || hgs.iter().any(|h| !seen_gr.insert(*h))
                 || g.writer_is_also_reader > 2
             {
+                let table = if galera {
+                    "mysql_galera_hostgroups"
+                } else {
+                    "mysql_group_replication_hostgroups"
+                };
                 return Err(invalid(
                     offset,
                     format!(
-                        "mysql_group_replication_hostgroups {hgs:?}: the four hostgroups must differ and appear in one row only; writer_is_also_reader is 0, 1 or 2"
+                        "{table} {hgs:?}: the four hostgroups must differ and appear in one row only; writer_is_also_reader is 0, 1 or 2"
                     ),
                 ));
             }
-            cfg.mysql_group_replication_hostgroups.push(g);
+            if galera {
+                cfg.mysql_galera_hostgroups.push(g);
+            } else {
+                cfg.mysql_group_replication_hostgroups.push(g);
+            }
         }
         let gr_hostgroups: HashSet<u32> = cfg
             .mysql_group_replication_hostgroups
             .iter()
+            .chain(&cfg.mysql_galera_hostgroups)
             .flat_map(|g| g.hostgroups())
             .collect();
         let in_pair = |pairs: &[ReplicationHostgroup], hg: u32| {

@@ -50,6 +50,12 @@ pub struct MonitorVariables {
     pub groupreplication_healthcheck_timeout: u64,
     /// Failed Group Replication checks in a row after which a member counts as UNREACHABLE.
     pub groupreplication_healthcheck_max_timeout_count: u32,
+    /// Galera check interval.
+    pub galera_healthcheck_interval: u64,
+    /// Galera check timeout.
+    pub galera_healthcheck_timeout: u64,
+    /// Failed Galera checks in a row after which a node counts as unreachable.
+    pub galera_healthcheck_max_timeout_count: u32,
 }
 
 impl MonitorVariables {
@@ -80,6 +86,9 @@ impl MonitorVariables {
             groupreplication_healthcheck_interval: 5_000,
             groupreplication_healthcheck_timeout: 800,
             groupreplication_healthcheck_max_timeout_count: 3,
+            galera_healthcheck_interval: 5_000,
+            galera_healthcheck_timeout: 800,
+            galera_healthcheck_max_timeout_count: 3,
         }
     }
 
@@ -122,6 +131,13 @@ impl MonitorVariables {
                 }
                 "groupreplication_healthcheck_timeout" => {
                     self.groupreplication_healthcheck_timeout = int(50, 600_000)?
+                }
+                "galera_healthcheck_interval" => {
+                    self.galera_healthcheck_interval = int(50, 604_800_000)?
+                }
+                "galera_healthcheck_timeout" => self.galera_healthcheck_timeout = int(50, 600_000)?,
+                "galera_healthcheck_max_timeout_count" => {
+                    self.galera_healthcheck_max_timeout_count = int(1, 1_000_000)? as u32
                 }
                 "groupreplication_healthcheck_max_timeout_count" => {
                     self.groupreplication_healthcheck_max_timeout_count = int(1, 1_000_000)? as u32
@@ -206,6 +222,18 @@ impl MonitorVariables {
                 "monitor_groupreplication_healthcheck_max_timeout_count".into(),
                 self.groupreplication_healthcheck_max_timeout_count
                     .to_string(),
+            ),
+            (
+                "monitor_galera_healthcheck_interval".into(),
+                self.galera_healthcheck_interval.to_string(),
+            ),
+            (
+                "monitor_galera_healthcheck_timeout".into(),
+                self.galera_healthcheck_timeout.to_string(),
+            ),
+            (
+                "monitor_galera_healthcheck_max_timeout_count".into(),
+                self.galera_healthcheck_max_timeout_count.to_string(),
             ),
             (
                 "shun_recovery_time_sec".into(),

@@ -312,7 +312,7 @@ mod tests {
                 .contains("unknown variable mysql-no_such_thing")
         );
         assert_eq!(
-            v.set("monitor_galera_healthcheck_interval", "1000"),
+            v.set("monitor_query_interval", "1000"),
             Ok(SetOutcome::AcceptedWithoutEffect)
         );
         assert!(v.set("interfaces", "127.0.0.1").is_err());

@@ -5,7 +5,7 @@ datadir = "/tmp/x"
 [mysql_variables]
 interfaces = "127.0.0.1:6033"
 server_version = "8.0.36"
-monitor_galera_healthcheck_interval = 2000
+monitor_query_interval = 2000
 
 [[mysql_servers]]
 hostgroup_id = 0
@@ -41,7 +41,7 @@ fn parses_proxysql_shaped_file_with_defaults() {
     assert!(u.active.0 && u.transaction_persistent.0 && u.frontend.0 && u.backend.0);
     assert_eq!(u.max_connections.0, 10000);
     assert_eq!(cfg.warnings.len(), 1, "{:?}", cfg.warnings);
-    assert!(cfg.warnings[0].contains("monitor_galera_healthcheck_interval"));
+    assert!(cfg.warnings[0].contains("monitor_query_interval"));
 }
 
 fn err(text: &str) -> String {

@@ -30,6 +30,56 @@ impl MemberState {
     }
 }
 
+/// What a Galera node reports (`wsrep_*` status and variables).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GaleraStatus {
+    /// `wsrep_local_state`: 4 Synced, 2 Donor/Desynced, 1 Joining, 3 Joined.
+    pub local_state: u32,
+    /// `wsrep_cluster_status` is `Primary`.
+    pub primary_partition: bool,
+    /// `read_only`.
+    pub read_only: bool,
+    /// `wsrep_desync`.
+    pub desync: bool,
+    /// `wsrep_reject_queries` is not NONE.
+    pub reject_queries: bool,
+    /// `wsrep_sst_donor_rejects_queries`.
+    pub donor_rejects_queries: bool,
+    /// `wsrep_local_recv_queue`.
+    pub recv_queue: u64,
+}
+
+impl GaleraStatus {
+    /// The node as a cluster member: ONLINE when it can take queries (Synced, or a donor that
+    /// accepts them, in the primary partition, not desynced, not rejecting), else a state naming
+    /// why not; writable nodes are PRIMARY, read_only ones SECONDARY.
+    pub fn member(&self) -> MemberState {
+        let state = if !self.primary_partition {
+            "NON_PRIMARY"
+        } else if self.desync {
+            "DESYNCED"
+        } else if self.reject_queries {
+            "REJECTING_QUERIES"
+        } else if self.local_state == 4 || (self.local_state == 2 && !self.donor_rejects_queries) {
+            "ONLINE"
+        } else if self.local_state == 2 {
+            "DONOR"
+        } else {
+            "JOINING"
+        };
+        MemberState {
+            state: state.into(),
+            role: if self.read_only {
+                "SECONDARY"
+            } else {
+                "PRIMARY"
+            }
+            .into(),
+            transactions_behind: self.recv_queue,
+        }
+    }
+}
+
 /// The memberships the group's servers should have: (hostgroup, row with its status). Members
 /// without a state yet are left out (the caller keeps their configured rows).
 pub fn place_group(
@@ -214,6 +264,78 @@ mod tests {
             layout(&place_group(&cfg(1, 0, 0), &[soft])),
             vec![(30, 7, "OFFLINE_SOFT")],
             "an operator's state stays"
+        );
+    }
+
+    #[test]
+    fn galera_states_map_to_members() {
+        let synced = GaleraStatus {
+            local_state: 4,
+            primary_partition: true,
+            read_only: false,
+            desync: false,
+            reject_queries: false,
+            donor_rejects_queries: false,
+            recv_queue: 3,
+        };
+        let m = synced.member();
+        assert_eq!(
+            (m.state.as_str(), m.role.as_str(), m.transactions_behind),
+            ("ONLINE", "PRIMARY", 3)
+        );
+        let st = |g: GaleraStatus| g.member().state;
+        assert_eq!(
+            st(GaleraStatus {
+                desync: true,
+                ..synced.clone()
+            }),
+            "DESYNCED"
+        );
+        assert_eq!(
+            st(GaleraStatus {
+                reject_queries: true,
+                ..synced.clone()
+            }),
+            "REJECTING_QUERIES"
+        );
+        assert_eq!(
+            st(GaleraStatus {
+                primary_partition: false,
+                ..synced.clone()
+            }),
+            "NON_PRIMARY"
+        );
+        assert_eq!(
+            st(GaleraStatus {
+                local_state: 2,
+                ..synced.clone()
+            }),
+            "ONLINE",
+            "a donor that serves"
+        );
+        assert_eq!(
+            st(GaleraStatus {
+                local_state: 2,
+                donor_rejects_queries: true,
+                ..synced.clone()
+            }),
+            "DONOR"
+        );
+        assert_eq!(
+            st(GaleraStatus {
+                local_state: 1,
+                ..synced.clone()
+            }),
+            "JOINING"
+        );
+        assert_eq!(
+            GaleraStatus {
+                read_only: true,
+                ..synced
+            }
+            .member()
+            .role,
+            "SECONDARY"
         );
     }
 

@@ -19,16 +19,19 @@ pub enum CheckKind {
     ReplicationLag,
     /// Group Replication member state (MySQL).
     GroupReplication,
+    /// Galera node state (MariaDB / Percona XtraDB Cluster).
+    Galera,
 }
 
 impl CheckKind {
     /// All kinds, in counter order.
-    pub const ALL: [CheckKind; 5] = [
+    pub const ALL: [CheckKind; 6] = [
         CheckKind::Connect,
         CheckKind::Ping,
         CheckKind::ReadOnly,
         CheckKind::ReplicationLag,
         CheckKind::GroupReplication,
+        CheckKind::Galera,
     ];
 
     /// The name in counters and table names.
@@ -39,6 +42,7 @@ impl CheckKind {
             CheckKind::ReadOnly => "read_only",
             CheckKind::ReplicationLag => "replication_lag",
             CheckKind::GroupReplication => "group_replication",
+            CheckKind::Galera => "galera",
         }
     }
 
@@ -62,6 +66,8 @@ pub struct CheckRow {
     pub error: Option<String>,
     /// Group Replication: the member's state and role.
     pub member: Option<(String, String)>,
+    /// Galera: what the node reported.
+    pub galera: Option<super::cluster::GaleraStatus>,
 }
 
 /// Most rows kept per check kind, whatever `monitor_history` says.
@@ -70,9 +76,9 @@ const MAX_ROWS: usize = 20_000;
 /// Bounded logs and counters of one protocol's monitor.
 #[derive(Debug, Default)]
 pub struct MonitorLog {
-    rows: [Mutex<VecDeque<CheckRow>>; 5],
-    ok: [AtomicU64; 5],
-    err: [AtomicU64; 5],
+    rows: [Mutex<VecDeque<CheckRow>>; 6],
+    ok: [AtomicU64; 6],
+    err: [AtomicU64; 6],
 }
 
 impl MonitorLog {
@@ -140,6 +146,7 @@ mod tests {
             value: None,
             error: error.map(str::to_string),
             member: None,
+            galera: None,
         }
     }
 

@@ -51,6 +51,10 @@ pub trait Checker: Send + Sync + 'static {
     fn group_replication(&self, _t: CheckTarget) -> CheckFuture<super::cluster::MemberState> {
         Box::pin(async { Err("Group Replication is a MySQL feature".to_string()) })
     }
+    /// The node's Galera state (`wsrep_*`; MySQL/MariaDB only).
+    fn galera(&self, _t: CheckTarget) -> CheckFuture<super::cluster::GaleraStatus> {
+        Box::pin(async { Err("Galera is a MySQL/MariaDB feature".to_string()) })
+    }
     /// Forgets the monitor connection to `server` (after a failure or a shun).
     fn drop_connection(&self, server: &ServerKey);
 }
@@ -134,8 +138,10 @@ struct Done {
     kind: CheckKind,
     started_us: u64,
     outcome: Result<(u64, Option<i64>), String>,
-    /// Group Replication checks: what the member reported.
+    /// Group Replication and Galera checks: what the member reported.
     member: Option<super::cluster::MemberState>,
+    /// Galera checks: the node's raw status.
+    galera: Option<super::cluster::GaleraStatus>,
 }
 
 impl Monitor {
@@ -274,6 +280,7 @@ impl Monitor {
             let in_pair = pair_members(side.hostgroups, side.pairs);
             let lag_checked = lag_thresholds(side.hostgroups);
             let grouped = group_members(side.hostgroups, groups(&base, self.protocol));
+            let galera_nodes = group_members(side.hostgroups, galera(&base, self.protocol));
             let shunned: HashSet<ServerKey> = self
                 .health
                 .lock()
@@ -289,6 +296,7 @@ impl Monitor {
                     if (kind == CheckKind::ReadOnly && check_type.is_none())
                         || (kind == CheckKind::ReplicationLag && !lag_checked.contains_key(&server))
                         || (kind == CheckKind::GroupReplication && !grouped.contains(&server))
+                        || (kind == CheckKind::Galera && !galera_nodes.contains(&server))
                         || (kind != CheckKind::Ping && shunned.contains(&server))
                     {
                         continue;
@@ -306,6 +314,9 @@ impl Monitor {
                             v.groupreplication_healthcheck_interval,
                             v.groupreplication_healthcheck_timeout,
                         ),
+                        CheckKind::Galera => {
+                            (v.galera_healthcheck_interval, v.galera_healthcheck_timeout)
+                        }
                     };
                     let due = last
                         .get(&key)
@@ -355,6 +366,7 @@ impl Monitor {
                     .member
                     .as_ref()
                     .map(|m| (m.state.clone(), m.role.clone())),
+                galera: done.galera.clone(),
             },
             vars.history,
         );
@@ -389,6 +401,10 @@ impl Monitor {
                     done.member.clone().ok_or(()),
                     vars.groupreplication_healthcheck_max_timeout_count,
                 ),
+                CheckKind::Galera => h.group_replication(
+                    done.member.clone().ok_or(()),
+                    vars.galera_healthcheck_max_timeout_count,
+                ),
                 CheckKind::ReplicationLag => h.replication_lag(
                     done.outcome
                         .as_ref()
@@ -421,7 +437,7 @@ impl Monitor {
                 vars.replication_lag_count
             ),
             Verdict::Group { from, to } => warn!(
-                "Group Replication: server {s} is {} {} with {} transactions behind (was {})",
+                "cluster member {s} is {} {} with {} transactions behind (was {})",
                 to.state,
                 to.role,
                 to.transactions_behind,
@@ -530,6 +546,14 @@ fn groups(rt: &RuntimeConfig, p: Protocol) -> &[crate::config::GroupReplicationH
     }
 }
 
+/// The active Galera definitions of a protocol (MySQL only).
+fn galera(rt: &RuntimeConfig, p: Protocol) -> &[crate::config::GroupReplicationHostgroup] {
+    match p {
+        Protocol::Mysql => &rt.mysql.galera,
+        Protocol::Pgsql => &[],
+    }
+}
+
 /// Servers configured in an active Group Replication definition's hostgroups.
 fn group_members(
     hostgroups: &BTreeMap<u32, Vec<HostgroupServer>>,
@@ -572,8 +596,16 @@ fn spawn_check(
     tokio::spawn(async move {
         let t0 = Instant::now();
         let mut member = None;
+        let mut galera = None;
         let run = async {
             match kind {
+                CheckKind::Galera => checker.galera(target).await.map(|g| {
+                    let m = g.member();
+                    let behind = i64::try_from(m.transactions_behind).unwrap_or(i64::MAX);
+                    member = Some(m);
+                    galera = Some(g);
+                    ((t0.elapsed().as_micros() as u64).max(1), Some(behind))
+                }),
                 CheckKind::GroupReplication => checker.group_replication(target).await.map(|m| {
                     let behind = i64::try_from(m.transactions_behind).unwrap_or(i64::MAX);
                     member = Some(m);
@@ -603,6 +635,7 @@ fn spawn_check(
             started_us,
             outcome,
             member,
+            galera,
         });
     });
 }

@@ -29,6 +29,8 @@ pub struct Clusters<'a> {
     pub writer_is_also_reader: bool,
     /// `mysql_group_replication_hostgroups`.
     pub group_replication: &'a [crate::config::GroupReplicationHostgroup],
+    /// `mysql_galera_hostgroups` (placed the same way, from wsrep states).
+    pub galera: &'a [crate::config::GroupReplicationHostgroup],
 }
 
 /// Hostgroups as configured, laid over with the monitor's verdicts.
@@ -39,7 +41,12 @@ pub fn apply(
 ) -> BTreeMap<u32, Vec<HostgroupServer>> {
     let writer_is_also_reader = c.writer_is_also_reader;
     let mut out = configured.clone();
-    for g in c.group_replication.iter().filter(|g| g.active.0) {
+    for g in c
+        .group_replication
+        .iter()
+        .chain(c.galera)
+        .filter(|g| g.active.0)
+    {
         place_group_members(&mut out, configured, g, t);
     }
     for p in c.replication {
@@ -203,6 +210,7 @@ mod tests {
             replication: pairs,
             writer_is_also_reader,
             group_replication: &[],
+            galera: &[],
         }
     }
 
