@@ -184,6 +184,9 @@ INSERT INTO mysql_query_rules (rule_id, active, match_pattern, mirror_hostgroup,
 INSERT INTO mysql_query_rules (rule_id, active, match_pattern, mirror_hostgroup, mirror_flagOUT, apply) VALUES (81, 1, 'mirror_flag_me', 0, 8, 1);
 INSERT INTO mysql_query_rules (rule_id, active, flagIN, match_pattern, replace_pattern, apply) VALUES (82, 1, 8, 'mirror_flag_me', 'mirror_flag_copy', 1);
 INSERT INTO mysql_query_rules (rule_id, active, match_pattern, log, multiplex, apply) VALUES (90, 1, 'pin_me', 1, 0, 1);
+INSERT INTO mysql_query_rules (rule_id, active, match_pattern, multiplex, apply) VALUES (91, 1, 'release_now', 1, 1);
+INSERT INTO mysql_query_rules (rule_id, active, match_pattern, multiplex, apply) VALUES (92, 1, '@keep_multiplexing', 2, 1);
+INSERT INTO mysql_query_rules (rule_id, active, match_pattern, sticky_conn, apply) VALUES (93, 1, 'stick_me', 1, 1);
 INSERT INTO mysql_query_rules (rule_id, active, match_pattern, negate_match_pattern, flagIN, destination_hostgroup, apply) VALUES (95, 1, 'primary_please', 1, 9, 1, 1);
 INSERT INTO mysql_query_rules (rule_id, active, match_pattern, flagOUT) VALUES (94, 1, 'negation_test', 9);
 INSERT INTO mysql_query_rules (rule_id, active, username, match_pattern, destination_hostgroup, apply) VALUES (99, 1, 'nobody', '.', 1, 1);
@@ -277,19 +280,35 @@ LOAD MYSQL QUERY RULES TO RUNTIME;"#,
         &format!(
             r#"
 import pymysql, subprocess
-c = pymysql.connect(host="127.0.0.1", port={port}, user="app", password="app")
+c = pymysql.connect(host="127.0.0.1", port={port}, user="app", password="app", autocommit=True)
 cur = c.cursor()
+def reason():
+    out = subprocess.run(["mariadb", "--no-defaults", "-h127.0.0.1", "-P{admin}", "-uadmin", "-padmin", "--skip-ssl", "-N", "-B",
+        "-e", "SELECT COALESCE(pin_reason, '-') FROM stats_mysql_processlist"], capture_output=True, text=True)
+    return out.stdout.strip()
 cur.execute("SELECT 'pin_me'")
-out = subprocess.run(["mariadb", "--no-defaults", "-h127.0.0.1", "-P{admin}", "-uadmin", "-padmin", "--skip-ssl", "-N", "-B",
-    "-e", "SELECT pin_reason FROM stats_mysql_processlist"], capture_output=True, text=True)
-print(out.stdout.strip())
+print(reason())
+cur.execute("SELECT 'release_now'")
+print(reason())
+# A user variable pins a session, except with a multiplex=2 rule.
+cur.execute("SET @keep_multiplexing = 1")
+print(reason())
+cur.execute("SET @other_var = 1")
+print(reason())
+d = pymysql.connect(host="127.0.0.1", port={port}, user="app", password="app", autocommit=True)
+d.cursor().execute("SELECT 'stick_me'")
+print(reason().split()[-1])
 "#,
             port = s.port,
             admin = s.admin_port
         ),
         &[],
     );
-    assert_eq!(ok_stdout(&py).trim(), "query rule (multiplex=0)");
+    assert_eq!(
+        ok_stdout(&py).trim(),
+        "query rule (multiplex=0)\n-\n-\nuser variable\n(multiplex=0)",
+        "multiplex=0 pins, multiplex=1 unpins, multiplex=2 keeps a SET @var multiplexed, sticky_conn pins"
+    );
     assert!(s.log().contains("query: SELECT 'pin_me'"), "{}", s.log());
 
     // Stats: hits per rule, digests with their text, the _reset table empties the map.
