@@ -44,6 +44,11 @@ pub fn pick(
     if online.is_empty() {
         return Err(NoServer::NoneOnline);
     }
+    // Servers pinging slower than their max_latency_ms are passed over while others answer
+    // faster; when all are slow, they still serve (slow beats none).
+    if online.iter().any(|s| !s.too_slow) {
+        online.retain(|s| !s.too_slow);
+    }
     let usable: Vec<&HostgroupServer> = online
         .into_iter()
         .filter(|s| in_use(s) < s.max_connections)
@@ -92,6 +97,8 @@ mod tests {
             max_connections: max,
             use_ssl: false,
             max_replication_lag: 0,
+            max_latency_ms: 0,
+            too_slow: false,
         }
     }
 
@@ -143,6 +150,20 @@ mod tests {
         assert_eq!(
             pick(&s, |_| 2, |_| false, 0).unwrap_err(),
             NoServer::AllAtMaxConnections
+        );
+    }
+
+    #[test]
+    fn slow_servers_are_passed_over_unless_all_are_slow() {
+        let mut slow = srv(1, 1, ServerStatus::Online, 10);
+        slow.too_slow = true;
+        let s = [slow.clone(), srv(2, 1, ServerStatus::Online, 10)];
+        for r in 0..10 {
+            assert_eq!(pick(&s, |_| 0, |_| false, r).map(|x| x.key.port), Ok(2));
+        }
+        assert_eq!(
+            pick(&[slow], |_| 0, |_| false, 0).map(|x| x.key.port),
+            Ok(1)
         );
     }
 

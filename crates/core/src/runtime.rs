@@ -40,6 +40,10 @@ pub struct HostgroupServer {
     pub use_ssl: bool,
     /// Lag (s) above which the monitor shuns it here; 0 = never.
     pub max_replication_lag: u32,
+    /// Ping time (ms) above which it is passed over here; 0 = `default_max_latency_ms`.
+    pub max_latency_ms: u32,
+    /// Set by the monitor: its last ping took longer than its `max_latency_ms`.
+    pub too_slow: bool,
 }
 
 impl HostgroupServer {
@@ -55,6 +59,8 @@ impl HostgroupServer {
             max_connections: s.max_connections.0,
             use_ssl: s.use_ssl.0,
             max_replication_lag: s.max_replication_lag.0,
+            max_latency_ms: s.max_latency_ms.0,
+            too_slow: false,
         }
     }
 }
@@ -166,6 +172,8 @@ impl RuntimeConfig {
                     max_connections: s.max_connections.0,
                     use_ssl: s.use_ssl.0,
                     max_replication_lag: s.max_replication_lag.0,
+                    max_latency_ms: s.max_latency_ms.0,
+                    too_slow: false,
                 });
         }
         let pgsql = PgsqlRuntime {
@@ -290,6 +298,7 @@ impl ConfigHandle {
                 writer_is_also_reader: base.mysql.variables.monitor.writer_is_also_reader,
                 group_replication: &base.mysql.group_replication,
                 galera: &base.mysql.galera,
+                default_max_latency_ms: base.mysql.variables.monitor.default_max_latency_ms,
             },
             my,
         );
@@ -300,6 +309,7 @@ impl ConfigHandle {
                 writer_is_also_reader: base.pgsql.variables.monitor.writer_is_also_reader,
                 group_replication: &[],
                 galera: &[],
+                default_max_latency_ms: base.pgsql.variables.monitor.default_max_latency_ms,
             },
             pg,
         );

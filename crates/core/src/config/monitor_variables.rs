@@ -44,6 +44,8 @@ pub struct MonitorVariables {
     pub shun_on_failures: u32,
     /// How long such a shun lasts (s).
     pub shun_recovery_time_sec: u64,
+    /// Ping time (ms) above which a server is passed over (rows with `max_latency_ms = 0`).
+    pub default_max_latency_ms: u64,
     /// Group Replication check interval.
     pub groupreplication_healthcheck_interval: u64,
     /// Group Replication check timeout.
@@ -83,6 +85,7 @@ impl MonitorVariables {
             slave_lag_when_null: 60,
             shun_on_failures: 5,
             shun_recovery_time_sec: 10,
+            default_max_latency_ms: 1_000,
             groupreplication_healthcheck_interval: 5_000,
             groupreplication_healthcheck_timeout: 800,
             groupreplication_healthcheck_max_timeout_count: 3,
@@ -95,7 +98,7 @@ impl MonitorVariables {
     /// Sets `monitor_<name>` if it is one of these; `None` when it is not.
     pub fn set(&mut self, prefix: &str, name: &str, v: &str) -> Option<Result<(), String>> {
         let key = match name {
-            "shun_on_failures" | "shun_recovery_time_sec" => name,
+            "shun_on_failures" | "shun_recovery_time_sec" | "default_max_latency_ms" => name,
             _ => name.strip_prefix("monitor_")?,
         };
         let int = |min: u64, max: u64| super::values::parse_var_int(prefix, name, v, min, max);
@@ -125,6 +128,7 @@ impl MonitorVariables {
                 "replication_lag_count" => self.replication_lag_count = int(1, 10)? as u32,
                 "slave_lag_when_null" => self.slave_lag_when_null = int(0, 604_800)?,
                 "shun_on_failures" => self.shun_on_failures = int(1, 10_000_000)? as u32,
+                "default_max_latency_ms" => self.default_max_latency_ms = int(0, 20_000)?,
                 "shun_recovery_time_sec" => self.shun_recovery_time_sec = int(0, 31_536_000)?,
                 "groupreplication_healthcheck_interval" => {
                     self.groupreplication_healthcheck_interval = int(50, 604_800_000)?
@@ -210,6 +214,10 @@ impl MonitorVariables {
                 self.slave_lag_when_null.to_string(),
             ),
             ("shun_on_failures".into(), self.shun_on_failures.to_string()),
+            (
+                "default_max_latency_ms".into(),
+                self.default_max_latency_ms.to_string(),
+            ),
             (
                 "monitor_groupreplication_healthcheck_interval".into(),
                 self.groupreplication_healthcheck_interval.to_string(),

@@ -171,6 +171,8 @@ mod tests {
                 max_connections: 10,
                 use_ssl: false,
                 max_replication_lag: 0,
+                max_latency_ms: 0,
+                too_slow: false,
             },
             MemberState {
                 state: state.into(),

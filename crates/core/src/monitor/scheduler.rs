@@ -221,6 +221,24 @@ impl Monitor {
         self.publish(config);
     }
 
+    /// The smallest latency limit (ms) among `server`'s rows: slower than that it is worth
+    /// marking (each row then compares with its own limit).
+    fn slow_floor_ms(&self, config: &ConfigHandle, server: &ServerKey) -> u64 {
+        let base = config.load_base();
+        let side = Self::side(&base, self.protocol);
+        side.hostgroups
+            .values()
+            .flatten()
+            .filter(|s| &s.key == server)
+            .map(|s| match s.max_latency_ms {
+                0 => side.vars.default_max_latency_ms,
+                n => u64::from(n),
+            })
+            .filter(|l| *l > 0)
+            .min()
+            .unwrap_or(u64::MAX)
+    }
+
     /// The last ping latency of `server` (µs), for `stats_*_connection_pool.Latency_us`.
     pub fn latency_us(&self, server: &ServerKey) -> u64 {
         self.health
@@ -381,10 +399,14 @@ impl Monitor {
                 error!("{proto} monitor connect failed addr='{s}' error='{e}'");
             }
         }
+        let floor = self.slow_floor_ms(config, s);
+        let slow = |us: Option<u64>| us.is_some_and(|us| us / 1000 > floor);
+        let slowness_changed;
         let verdict = {
             let mut g = self.health.lock().unwrap_or_else(|p| p.into_inner());
             let h = g.entry(s.clone()).or_default();
-            match done.kind {
+            let was_slow = slow(h.latency_us);
+            let v = match done.kind {
                 CheckKind::Connect => None,
                 CheckKind::Ping => h.ping(
                     done.outcome.as_ref().map(|o| o.0).map_err(|_| ()),
@@ -418,8 +440,27 @@ impl Monitor {
                         when_null: vars.slave_lag_when_null,
                     },
                 ),
-            }
+            };
+            slowness_changed = slow(h.latency_us) != was_slow;
+            v
         };
+        if slowness_changed && verdict.is_none() {
+            warn!(
+                "Server {s} ping time is {} its max_latency_ms: {}",
+                if slow(Some(took)) {
+                    "over"
+                } else {
+                    "back under"
+                },
+                if slow(Some(took)) {
+                    "it gets no new connections while faster servers answer"
+                } else {
+                    "it is used again"
+                }
+            );
+            self.publish(config);
+            return;
+        }
         let Some(verdict) = verdict else { return };
         match &verdict {
             Verdict::Shun { missed } => {
@@ -489,6 +530,13 @@ impl Monitor {
                 groups: g
                     .iter()
                     .filter_map(|(k, h)| h.group.clone().map(|m| (k.clone(), m)))
+                    .collect(),
+                slow: g
+                    .iter()
+                    .filter_map(|(k, h)| {
+                        let ms = h.latency_us? / 1000;
+                        (ms > self.slow_floor_ms(config, k)).then(|| (k.clone(), ms))
+                    })
                     .collect(),
             }
         };

@@ -18,6 +18,9 @@ pub struct Topology {
     pub lag_shunned: BTreeSet<ServerKey>,
     /// Group Replication members' last states.
     pub groups: BTreeMap<ServerKey, super::cluster::MemberState>,
+    /// Last ping times (ms) of servers slower than `default_max_latency_ms` or a row's
+    /// `max_latency_ms` (only those: faster ones need no mark).
+    pub slow: BTreeMap<ServerKey, u64>,
 }
 
 /// The cluster definitions the verdicts are laid out by.
@@ -31,6 +34,8 @@ pub struct Clusters<'a> {
     pub group_replication: &'a [crate::config::GroupReplicationHostgroup],
     /// `mysql_galera_hostgroups` (placed the same way, from wsrep states).
     pub galera: &'a [crate::config::GroupReplicationHostgroup],
+    /// `default_max_latency_ms`, for rows with `max_latency_ms = 0`.
+    pub default_max_latency_ms: u64,
 }
 
 /// Hostgroups as configured, laid over with the monitor's verdicts.
@@ -72,6 +77,11 @@ pub fn apply(
     }
     for servers in out.values_mut() {
         for s in servers.iter_mut() {
+            let limit = match s.max_latency_ms {
+                0 => c.default_max_latency_ms,
+                n => u64::from(n),
+            };
+            s.too_slow = limit > 0 && t.slow.get(&s.key).is_some_and(|ms| *ms > limit);
             if s.status != ServerStatus::Online {
                 continue;
             }
@@ -195,6 +205,8 @@ mod tests {
             max_connections: 10,
             use_ssl: false,
             max_replication_lag: 0,
+            max_latency_ms: 0,
+            too_slow: false,
         }
     }
 
@@ -211,6 +223,7 @@ mod tests {
             writer_is_also_reader,
             group_replication: &[],
             galera: &[],
+            default_max_latency_ms: 1000,
         }
     }
 
@@ -343,6 +356,18 @@ mod tests {
             ServerStatus::Shunned,
             "a missed heartbeat wins"
         );
+    }
+
+    #[test]
+    fn slow_pings_mark_rows_by_their_own_or_the_default_limit() {
+        let mut cfg = configured();
+        cfg.get_mut(&1).expect("hg1")[0].max_latency_ms = 5;
+        let mut t = Topology::default();
+        t.slow.insert(key(1), 20);
+        t.slow.insert(key(2), 20);
+        let out = apply(&cfg, &cl(&[], true), &t);
+        assert!(!out[&0][0].too_slow, "20 ms is within the 1000 ms default");
+        assert!(out[&1][0].too_slow, "its own limit is 5 ms");
     }
 
     #[test]
