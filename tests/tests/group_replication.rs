@@ -91,9 +91,10 @@ default_hostgroup = 10
         pb.to_string(),
         "client writes follow the new primary"
     );
-    assert!(s.log().contains(&format!(
-        "Group Replication: server 127.0.0.1:{pb} is ONLINE PRIMARY"
-    )));
+    assert!(
+        s.log()
+            .contains(&format!("cluster member 127.0.0.1:{pb} is ONLINE PRIMARY"))
+    );
 
     // Transactions behind: over the threshold SHUNNED, over twice it offline.
     c.set("ONLINE", "SECONDARY", 150);
