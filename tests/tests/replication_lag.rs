@@ -4,16 +4,20 @@
 //! stops answering (SIGSTOP) stays out. The replica is restored afterwards.
 
 use sluice_tests::*;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+/// Both tests stop and reconfigure the one replica: they take turns.
+static REPLICA: Mutex<()> = Mutex::new(());
+
+/// Runs `sql` as root on the replica.
+fn replica_query(sql: &str) -> std::process::Output {
+    mariadb(ports::MY_REPLICA, "root", "root", &["--skip-ssl"], sql)
+}
+
+/// Runs `sql` as root on the replica and returns its output; it must succeed.
 fn replica_root(sql: &str) -> String {
-    ok_stdout(&mariadb(
-        ports::MY_REPLICA,
-        "root",
-        "root",
-        &["--skip-ssl"],
-        sql,
-    ))
+    ok_stdout(&replica_query(sql))
 }
 
 /// Undoes what the test did to the replica, also when it fails.
@@ -25,44 +29,19 @@ impl Drop for Restore {
         if let Some(pid) = xtask::mariadb::replica(&dir).pid() {
             xtask::proc::signal(pid, "CONT");
         }
-        let _ = mariadb(
-            ports::MY_REPLICA,
-            "root",
-            "root",
-            &["--skip-ssl"],
-            "STOP SLAVE; CHANGE MASTER TO MASTER_DELAY = 0; START SLAVE;",
-        );
+        let _ = replica_query("STOP SLAVE; CHANGE MASTER TO MASTER_DELAY = 0; START SLAVE;");
     }
 }
 
-/// The replica's status in the reader hostgroup, as `stats_mysql_connection_pool` shows it.
-fn status(s: &Sluice) -> String {
-    s.admin_ok(&format!(
-        "SELECT status FROM stats_mysql_connection_pool WHERE hostgroup = 1 AND srv_port = {}",
-        ports::MY_REPLICA
-    ))
-    .trim()
-    .to_string()
-}
-
-#[test]
-fn lagging_replica_is_shunned_reads_move_and_it_returns() {
-    if !backends_ready() {
-        return;
-    }
-    let _restore = Restore;
-    primary_root(
-        "CREATE DATABASE IF NOT EXISTS lagtest; CREATE TABLE IF NOT EXISTS lagtest.t (id INT AUTO_INCREMENT PRIMARY KEY, at TIMESTAMP(6) DEFAULT CURRENT_TIMESTAMP(6));",
-    );
+/// Hostgroup 0 has the primary; hostgroup 1 (readers) the replica with a 2 s lag threshold and
+/// the primary as fallback. `variables` are extra `[mysql_variables]` lines.
+fn lag_config(variables: &str) -> String {
     let (p, r) = (ports::MY_PRIMARY, ports::MY_REPLICA);
-    // Hostgroup 1 (readers) has the replica with a 2 s threshold and the primary as fallback.
-    let cfg = format!(
+    format!(
         r#"
 [mysql_variables]
 interfaces = "127.0.0.1:{{port}}"
-monitor_replication_lag_interval = 500
-monitor_replication_lag_count = 2
-monitor_ping_interval = 500
+{variables}
 
 [[mysql_servers]]
 hostgroup_id = 0
@@ -85,6 +64,32 @@ weight = 1
 username = "app"
 password = "app"
 "#
+    )
+}
+
+/// The replica's status in the reader hostgroup, as `stats_mysql_connection_pool` shows it.
+fn status(s: &Sluice) -> String {
+    s.admin_ok(&format!(
+        "SELECT status FROM stats_mysql_connection_pool WHERE hostgroup = 1 AND srv_port = {}",
+        ports::MY_REPLICA
+    ))
+    .trim()
+    .to_string()
+}
+
+#[test]
+fn lagging_replica_is_shunned_reads_move_and_it_returns() {
+    if !backends_ready() {
+        return;
+    }
+    let _turn = REPLICA.lock().unwrap_or_else(|e| e.into_inner());
+    let _restore = Restore;
+    primary_root(
+        "CREATE DATABASE IF NOT EXISTS lagtest; CREATE TABLE IF NOT EXISTS lagtest.t (id INT AUTO_INCREMENT PRIMARY KEY, at TIMESTAMP(6) DEFAULT CURRENT_TIMESTAMP(6));",
+    );
+    let (p, r) = (ports::MY_PRIMARY, ports::MY_REPLICA);
+    let cfg = lag_config(
+        "monitor_replication_lag_interval = 500\nmonitor_replication_lag_count = 2\nmonitor_ping_interval = 500",
     );
     let s = Sluice::start(&cfg);
     assert_eq!(status(&s), "ONLINE");
@@ -189,4 +194,58 @@ password = "app"
     replica_root("START SLAVE;");
     let recovered = xtask::proc::wait_until(Duration::from_secs(20), || status(&s) == "ONLINE");
     assert!(recovered, "{}", s.log());
+}
+
+#[test]
+fn pt_heartbeat_table_gives_the_lag_when_replication_reports_null() {
+    if !backends_ready() {
+        return;
+    }
+    let _turn = REPLICA.lock().unwrap_or_else(|e| e.into_inner());
+    let _restore = Restore;
+    primary_root(
+        "CREATE DATABASE IF NOT EXISTS percona; CREATE TABLE IF NOT EXISTS percona.heartbeat (ts VARCHAR(26) NOT NULL, server_id INT UNSIGNED NOT NULL PRIMARY KEY); REPLACE INTO percona.heartbeat VALUES (NOW(6), 1); GRANT SELECT ON percona.heartbeat TO 'monitor'@'%';",
+    );
+    let r = ports::MY_REPLICA;
+    let cfg = lag_config(
+        "monitor_replication_lag_interval = 500\nmonitor_slave_lag_when_null = 0\nmonitor_replication_lag_use_percona_heartbeat = \"percona.heartbeat\"",
+    );
+    let s = Sluice::start(&cfg);
+    let replicated = xtask::proc::wait_until(Duration::from_secs(20), || {
+        replica_query("SELECT COUNT(*) FROM percona.heartbeat")
+            .stdout
+            .starts_with(b"1")
+    });
+    assert!(replicated);
+    // Replication stops: Seconds_Behind_Master is NULL (read as 0 here), but the heartbeat the
+    // replica holds gets older while the primary keeps writing new ones.
+    replica_root("STOP SLAVE;");
+    let t0 = Instant::now();
+    let mut shunned = false;
+    while t0.elapsed() < Duration::from_secs(15) {
+        primary_root("REPLACE INTO percona.heartbeat VALUES (NOW(6), 1);");
+        if status(&s) == "SHUNNED_REPLICATION_LAG" {
+            shunned = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert!(
+        shunned,
+        "{}\n{}",
+        s.admin_ok(&format!(
+            "SELECT time_start_us, repl_lag, error FROM monitor.mysql_server_replication_lag_log WHERE port = {r} ORDER BY time_start_us DESC LIMIT 5"
+        )),
+        s.log()
+    );
+    let lags = s.admin_ok(&format!(
+        "SELECT MAX(repl_lag) > 2 FROM monitor.mysql_server_replication_lag_log WHERE port = {r}"
+    ));
+    assert_eq!(lags.trim(), "1");
+    replica_root("START SLAVE;");
+    let back = xtask::proc::wait_until(Duration::from_secs(20), || {
+        primary_root("REPLACE INTO percona.heartbeat VALUES (NOW(6), 1);");
+        status(&s) == "ONLINE"
+    });
+    assert!(back, "{}", s.log());
 }

@@ -5,6 +5,7 @@
 use crate::config::ServerStatus;
 use crate::runtime::HostgroupServer;
 use std::hash::{BuildHasher, Hasher};
+use std::time::{Duration, Instant};
 
 /// Why no server could be chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,13 +18,19 @@ pub enum NoServer {
     AllAtMaxConnections,
 }
 
+/// How long a server must have been shunned before it is tried as the last resort: a server
+/// that just failed is not hammered at once (ProxySQL's rule).
+pub const SHUNNED_LAST_RESORT_AFTER: Duration = Duration::from_secs(1);
+
 /// Picks a server: ONLINE, weight > 0, `in_use(server) < max_connections`, not `excluded`,
-/// weighted random by `weight` using `random`.
+/// weighted random by `weight` using `random`. When none is ONLINE, one shunned for more than
+/// [`SHUNNED_LAST_RESORT_AFTER`] at `now` is tried instead.
 pub fn pick(
     servers: &[HostgroupServer],
     in_use: impl Fn(&HostgroupServer) -> u32,
     excluded: impl Fn(&HostgroupServer) -> bool,
     random: u64,
+    now: Instant,
 ) -> Result<&HostgroupServer, NoServer> {
     if servers.is_empty() {
         return Err(NoServer::EmptyHostgroup);
@@ -38,7 +45,14 @@ pub fn pick(
         // replication lag stay out: stale reads are what that shun prevents.
         online = servers
             .iter()
-            .filter(|s| s.status == ServerStatus::Shunned && s.weight > 0 && !excluded(s))
+            .filter(|s| {
+                s.status == ServerStatus::Shunned
+                    && s.weight > 0
+                    && !excluded(s)
+                    && s.shunned_since.is_none_or(|t| {
+                        now.saturating_duration_since(t) > SHUNNED_LAST_RESORT_AFTER
+                    })
+            })
             .collect();
     }
     if online.is_empty() {
@@ -85,6 +99,10 @@ mod tests {
     use super::*;
     use crate::runtime::ServerKey;
 
+    fn now() -> Instant {
+        Instant::now()
+    }
+
     fn srv(port: u16, weight: u32, status: ServerStatus, max: u32) -> HostgroupServer {
         HostgroupServer {
             key: ServerKey {
@@ -99,13 +117,14 @@ mod tests {
             max_replication_lag: 0,
             max_latency_ms: 0,
             too_slow: false,
+            shunned_since: None,
         }
     }
 
     #[test]
     fn empty_and_offline() {
         assert_eq!(
-            pick(&[], |_| 0, |_| false, 0).unwrap_err(),
+            pick(&[], |_| 0, |_| false, 0, now()).unwrap_err(),
             NoServer::EmptyHostgroup
         );
         let s = [
@@ -115,7 +134,7 @@ mod tests {
             srv(4, 0, ServerStatus::Online, 10),
         ];
         assert_eq!(
-            pick(&s, |_| 0, |_| false, 0).unwrap_err(),
+            pick(&s, |_| 0, |_| false, 0, now()).unwrap_err(),
             NoServer::NoneOnline
         );
         // The last resort: a shunned server when nothing is ONLINE, never while one is.
@@ -123,14 +142,37 @@ mod tests {
             srv(1, 1, ServerStatus::Shunned, 10),
             srv(2, 1, ServerStatus::OfflineSoft, 10),
         ];
-        assert_eq!(pick(&s, |_| 0, |_| false, 0).map(|x| x.key.port), Ok(1));
+        assert_eq!(
+            pick(&s, |_| 0, |_| false, 0, now()).map(|x| x.key.port),
+            Ok(1)
+        );
         let s = [
             srv(1, 1, ServerStatus::Shunned, 10),
             srv(2, 1, ServerStatus::Online, 10),
         ];
         for r in 0..10 {
-            assert_eq!(pick(&s, |_| 0, |_| false, r).map(|x| x.key.port), Ok(2));
+            assert_eq!(
+                pick(&s, |_| 0, |_| false, r, now()).map(|x| x.key.port),
+                Ok(2)
+            );
         }
+    }
+
+    #[test]
+    fn a_server_shunned_by_the_monitor_is_the_last_resort_only_after_a_second() {
+        let t0 = now();
+        let mut shunned = srv(1, 1, ServerStatus::Shunned, 10);
+        shunned.shunned_since = Some(t0);
+        let s = [shunned];
+        assert_eq!(
+            pick(&s, |_| 0, |_| false, 0, t0 + Duration::from_millis(500)).unwrap_err(),
+            NoServer::NoneOnline,
+            "shunned half a second ago: not yet"
+        );
+        assert_eq!(
+            pick(&s, |_| 0, |_| false, 0, t0 + Duration::from_millis(1_001)).map(|x| x.key.port),
+            Ok(1)
+        );
     }
 
     #[test]
@@ -141,14 +183,17 @@ mod tests {
         ];
         let full1 = |x: &HostgroupServer| if x.key.port == 1 { 2 } else { 0 };
         for r in 0..10 {
-            assert_eq!(pick(&s, full1, |_| false, r).map(|x| x.key.port), Ok(2));
             assert_eq!(
-                pick(&s, |_| 0, |x| x.key.port == 2, r).map(|x| x.key.port),
+                pick(&s, full1, |_| false, r, now()).map(|x| x.key.port),
+                Ok(2)
+            );
+            assert_eq!(
+                pick(&s, |_| 0, |x| x.key.port == 2, r, now()).map(|x| x.key.port),
                 Ok(1)
             );
         }
         assert_eq!(
-            pick(&s, |_| 2, |_| false, 0).unwrap_err(),
+            pick(&s, |_| 2, |_| false, 0, now()).unwrap_err(),
             NoServer::AllAtMaxConnections
         );
     }
@@ -159,10 +204,13 @@ mod tests {
         slow.too_slow = true;
         let s = [slow.clone(), srv(2, 1, ServerStatus::Online, 10)];
         for r in 0..10 {
-            assert_eq!(pick(&s, |_| 0, |_| false, r).map(|x| x.key.port), Ok(2));
+            assert_eq!(
+                pick(&s, |_| 0, |_| false, r, now()).map(|x| x.key.port),
+                Ok(2)
+            );
         }
         assert_eq!(
-            pick(&[slow], |_| 0, |_| false, 0).map(|x| x.key.port),
+            pick(&[slow], |_| 0, |_| false, 0, now()).map(|x| x.key.port),
             Ok(1)
         );
     }
@@ -174,7 +222,7 @@ mod tests {
             srv(2, 3, ServerStatus::Online, 10),
         ];
         let hits2 = (0..400u64)
-            .filter(|r| pick(&s, |_| 0, |_| false, *r).map(|x| x.key.port) == Ok(2))
+            .filter(|r| pick(&s, |_| 0, |_| false, *r, now()).map(|x| x.key.port) == Ok(2))
             .count();
         assert_eq!(hits2, 300);
     }

@@ -44,6 +44,8 @@ pub struct HostgroupServer {
     pub max_latency_ms: u32,
     /// Set by the monitor: its last ping took longer than its `max_latency_ms`.
     pub too_slow: bool,
+    /// Set by the monitor: when it shunned the server (an operator's SHUNNED has none).
+    pub shunned_since: Option<std::time::Instant>,
 }
 
 impl HostgroupServer {
@@ -61,6 +63,7 @@ impl HostgroupServer {
             max_replication_lag: s.max_replication_lag.0,
             max_latency_ms: s.max_latency_ms.0,
             too_slow: false,
+            shunned_since: None,
         }
     }
 }
@@ -91,11 +94,15 @@ pub struct MysqlRuntime {
 }
 
 impl MysqlRuntime {
-    /// True when `server` is in `hostgroup` and not OFFLINE_HARD: connections to it may stay.
+    /// True when `server` is in `hostgroup` and ONLINE or draining (OFFLINE_SOFT): connections
+    /// to it may stay. A shunned, OFFLINE_HARD or removed server's connections are given up,
+    /// as ProxySQL does when a session finds its server shunned.
     pub fn server_in_service(&self, hostgroup: u32, server: &ServerKey) -> bool {
         self.hostgroups.get(&hostgroup).is_some_and(|v| {
-            v.iter()
-                .any(|s| &s.key == server && s.status != ServerStatus::OfflineHard)
+            v.iter().any(|s| {
+                &s.key == server
+                    && matches!(s.status, ServerStatus::Online | ServerStatus::OfflineSoft)
+            })
         })
     }
 
@@ -174,6 +181,7 @@ impl RuntimeConfig {
                     max_replication_lag: s.max_replication_lag.0,
                     max_latency_ms: s.max_latency_ms.0,
                     too_slow: false,
+                    shunned_since: None,
                 });
         }
         let pgsql = PgsqlRuntime {

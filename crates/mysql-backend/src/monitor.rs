@@ -158,6 +158,23 @@ impl Checker for MysqlChecker {
         let conns = self.conns.clone();
         Box::pin(async move {
             let mut c = connection(held, &t).await?;
+            if !t.heartbeat_table.is_empty() {
+                // pt-heartbeat: the age of the newest heartbeat row that reached this server.
+                let sql = format!(
+                    "SELECT MIN(ROUND(TIMESTAMPDIFF(MICROSECOND, ts, SYSDATE(6)) / 1000000)) FROM {}",
+                    t.heartbeat_table
+                );
+                let row = first_row(&mut c, &sql).await?;
+                conns.put(t.server, c);
+                return match row.first().cloned().flatten() {
+                    None => Ok(None),
+                    Some(v) => v
+                        .trim()
+                        .parse::<f64>()
+                        .map(|n| Some(n.max(0.0).round() as u64))
+                        .map_err(|_| format!("heartbeat lag {v:?} is not a number")),
+                };
+            }
             // MariaDB lists every replication channel with SHOW ALL SLAVES STATUS; MySQL has
             // SHOW REPLICA STATUS (one row per channel).
             let mut table = None;

@@ -177,8 +177,9 @@ impl PgPool {
                     .saturating_sub(sem.available_permits() as u32)
             };
             // Prefer a server with room; when all are full, queue on a random ONLINE one.
-            let server = pick(req.servers, in_use, |_| false, random_u64())
-                .or_else(|_| pick(req.servers, |_| 0, |_| false, random_u64()))
+            let now = Instant::now();
+            let server = pick(req.servers, in_use, |_| false, random_u64(), now)
+                .or_else(|_| pick(req.servers, |_| 0, |_| false, random_u64(), now))
                 .ok()
                 .cloned();
             let Some(server) = server else {

@@ -46,6 +46,11 @@ pub struct MonitorVariables {
     pub shun_recovery_time_sec: u64,
     /// Ping time (ms) above which a server is passed over (rows with `max_latency_ms = 0`).
     pub default_max_latency_ms: u64,
+    /// pt-heartbeat table (`schema.table`) to read the lag from instead of
+    /// `Seconds_Behind_Master`; empty = off.
+    pub replication_lag_use_percona_heartbeat: String,
+    /// Accepted for compatibility; lag checks are per server, so this is in effect always on.
+    pub replication_lag_group_by_host: bool,
     /// Group Replication check interval.
     pub groupreplication_healthcheck_interval: u64,
     /// Group Replication check timeout.
@@ -86,6 +91,8 @@ impl MonitorVariables {
             shun_on_failures: 5,
             shun_recovery_time_sec: 10,
             default_max_latency_ms: 1_000,
+            replication_lag_use_percona_heartbeat: String::new(),
+            replication_lag_group_by_host: false,
             groupreplication_healthcheck_interval: 5_000,
             groupreplication_healthcheck_timeout: 800,
             groupreplication_healthcheck_max_timeout_count: 3,
@@ -126,6 +133,17 @@ impl MonitorVariables {
                 }
                 "replication_lag_timeout" => self.replication_lag_timeout = int(100, 600_000)?,
                 "replication_lag_count" => self.replication_lag_count = int(1, 10)? as u32,
+                "replication_lag_use_percona_heartbeat" => {
+                    let ok = v.is_empty()
+                        || (v.split('.').count() == 2
+                            && v.chars()
+                                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.'));
+                    if !ok {
+                        return Err(format!("{prefix}-{name}: {v:?} is not a schema.table name"));
+                    }
+                    self.replication_lag_use_percona_heartbeat = v.to_string()
+                }
+                "replication_lag_group_by_host" => self.replication_lag_group_by_host = boolean()?,
                 "slave_lag_when_null" => self.slave_lag_when_null = int(0, 604_800)?,
                 "shun_on_failures" => self.shun_on_failures = int(1, 10_000_000)? as u32,
                 "default_max_latency_ms" => self.default_max_latency_ms = int(0, 20_000)?,
@@ -208,6 +226,14 @@ impl MonitorVariables {
             (
                 "monitor_replication_lag_count".into(),
                 self.replication_lag_count.to_string(),
+            ),
+            (
+                "monitor_replication_lag_group_by_host".into(),
+                self.replication_lag_group_by_host.to_string(),
+            ),
+            (
+                "monitor_replication_lag_use_percona_heartbeat".into(),
+                self.replication_lag_use_percona_heartbeat.clone(),
             ),
             (
                 "monitor_slave_lag_when_null".into(),

@@ -173,6 +173,7 @@ mod tests {
                 max_replication_lag: 0,
                 max_latency_ms: 0,
                 too_slow: false,
+                shunned_since: None,
             },
             MemberState {
                 state: state.into(),

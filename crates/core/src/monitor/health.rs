@@ -7,8 +7,8 @@
 pub struct ServerHealth {
     /// Heartbeats missed in a row.
     pub ping_failures: u32,
-    /// Shunned by the heartbeat.
-    pub shunned: bool,
+    /// When missed heartbeats shunned it (until it answers one).
+    pub shunned_at: Option<std::time::Instant>,
     /// Last ping latency (µs).
     pub latency_us: Option<u64>,
     /// Last read_only verdict (answered or assumed).
@@ -70,22 +70,26 @@ pub enum Verdict {
 }
 
 impl ServerHealth {
-    /// A heartbeat's outcome: `Ok(latency µs)` or a failure.
-    pub fn ping(&mut self, outcome: Result<u64, ()>, max_failures: u32) -> Option<Verdict> {
+    /// A heartbeat's outcome at `now`: `Ok(latency µs)` or a failure.
+    pub fn ping(
+        &mut self,
+        now: std::time::Instant,
+        outcome: Result<u64, ()>,
+        max_failures: u32,
+    ) -> Option<Verdict> {
         match outcome {
             Ok(us) => {
                 self.ping_failures = 0;
                 self.latency_us = Some(us);
-                if self.shunned {
-                    self.shunned = false;
+                if self.shunned_at.take().is_some() {
                     return Some(Verdict::Unshun);
                 }
                 None
             }
             Err(()) => {
                 self.ping_failures = self.ping_failures.saturating_add(1);
-                if !self.shunned && self.ping_failures >= max_failures.max(1) {
-                    self.shunned = true;
+                if self.shunned_at.is_none() && self.ping_failures >= max_failures.max(1) {
+                    self.shunned_at = Some(now);
                     return Some(Verdict::Shun {
                         missed: self.ping_failures,
                     });
@@ -251,23 +255,24 @@ mod tests {
 
     #[test]
     fn heartbeats_shun_after_max_failures_and_recover_on_answer() {
+        let t0 = std::time::Instant::now();
         let mut h = ServerHealth::default();
-        assert_eq!(h.ping(Err(()), 3), None);
-        assert_eq!(h.ping(Err(()), 3), None);
-        assert_eq!(h.ping(Err(()), 3), Some(Verdict::Shun { missed: 3 }));
-        assert!(h.shunned);
-        assert_eq!(h.ping(Err(()), 3), None, "shunned once, not again");
-        assert_eq!(h.ping(Ok(420), 3), Some(Verdict::Unshun));
+        assert_eq!(h.ping(t0, Err(()), 3), None);
+        assert_eq!(h.ping(t0, Err(()), 3), None);
+        assert_eq!(h.ping(t0, Err(()), 3), Some(Verdict::Shun { missed: 3 }));
+        assert_eq!(h.shunned_at, Some(t0));
+        assert_eq!(h.ping(t0, Err(()), 3), None, "shunned once, not again");
+        assert_eq!(h.ping(t0, Ok(420), 3), Some(Verdict::Unshun));
         assert_eq!(
-            (h.shunned, h.ping_failures, h.latency_us),
-            (false, 0, Some(420))
+            (h.shunned_at, h.ping_failures, h.latency_us),
+            (None, 0, Some(420))
         );
-        assert_eq!(h.ping(Ok(400), 3), None);
+        assert_eq!(h.ping(t0, Ok(400), 3), None);
         // An answer in between resets the count.
-        h.ping(Err(()), 3);
-        h.ping(Err(()), 3);
-        h.ping(Ok(1), 3);
-        assert_eq!(h.ping(Err(()), 3), None);
+        h.ping(t0, Err(()), 3);
+        h.ping(t0, Err(()), 3);
+        h.ping(t0, Ok(1), 3);
+        assert_eq!(h.ping(t0, Err(()), 3), None);
     }
 
     #[test]

@@ -34,6 +34,8 @@ pub struct CheckTarget {
     pub check_type: String,
     /// Time budget for connecting, when a check has to.
     pub timeout: Duration,
+    /// pt-heartbeat table for the lag check (`schema.table`), or empty.
+    pub heartbeat_table: String,
 }
 
 /// The checks a backend crate implements.
@@ -304,7 +306,7 @@ impl Monitor {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .iter()
-                .filter(|(_, h)| h.shunned)
+                .filter(|(_, h)| h.shunned_at.is_some())
                 .map(|(k, _)| k.clone())
                 .collect();
             for server in servers(side.hostgroups) {
@@ -351,6 +353,7 @@ impl Monitor {
                         dbname: v.dbname.clone(),
                         check_type: check_type.cloned().unwrap_or_default(),
                         timeout: Duration::from_millis(timeout),
+                        heartbeat_table: v.replication_lag_use_percona_heartbeat.clone(),
                     };
                     spawn_check(kind, target, checker.clone(), tx.clone());
                 }
@@ -409,6 +412,7 @@ impl Monitor {
             let v = match done.kind {
                 CheckKind::Connect => None,
                 CheckKind::Ping => h.ping(
+                    Instant::now(),
                     done.outcome.as_ref().map(|o| o.0).map_err(|_| ()),
                     vars.ping_max_failures,
                 ),
@@ -515,8 +519,14 @@ impl Monitor {
             Topology {
                 shunned: g
                     .iter()
-                    .filter(|(_, h)| h.shunned || h.error_shunned_at.is_some())
-                    .map(|(k, _)| k.clone())
+                    .filter_map(|(k, h)| {
+                        // The earlier of the two shuns is how long it has been out.
+                        let since = match (h.shunned_at, h.error_shunned_at) {
+                            (Some(a), Some(b)) => a.min(b),
+                            (a, b) => a.or(b)?,
+                        };
+                        Some((k.clone(), since))
+                    })
                     .collect(),
                 read_only: g
                     .iter()

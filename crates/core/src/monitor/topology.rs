@@ -6,12 +6,13 @@
 use crate::config::{ReplicationHostgroup, ServerStatus};
 use crate::runtime::{HostgroupServer, ServerKey};
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
 
 /// The monitor's verdicts for one protocol.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Topology {
-    /// Servers shunned for missing heartbeats.
-    pub shunned: BTreeSet<ServerKey>,
+    /// Servers shunned for missing heartbeats or connect errors, with when that began.
+    pub shunned: BTreeMap<ServerKey, Instant>,
     /// The last read_only verdict per server (true = read-only / in recovery).
     pub read_only: BTreeMap<ServerKey, bool>,
     /// Servers over their `max_replication_lag`.
@@ -85,8 +86,9 @@ pub fn apply(
             if s.status != ServerStatus::Online {
                 continue;
             }
-            if t.shunned.contains(&s.key) {
+            if let Some(since) = t.shunned.get(&s.key) {
                 s.status = ServerStatus::Shunned;
+                s.shunned_since = Some(*since);
             } else if s.max_replication_lag > 0 && t.lag_shunned.contains(&s.key) {
                 s.status = ServerStatus::ShunnedReplicationLag;
             }
@@ -207,6 +209,7 @@ mod tests {
             max_replication_lag: 0,
             max_latency_ms: 0,
             too_slow: false,
+            shunned_since: None,
         }
     }
 
@@ -317,7 +320,7 @@ mod tests {
         soft.status = ServerStatus::OfflineSoft;
         cfg.insert(2, vec![soft]);
         let mut t = Topology::default();
-        t.shunned.insert(key(1));
+        t.shunned.insert(key(1), Instant::now());
         let out = apply(&cfg, &cl(&[], true), &t);
         assert_eq!(out[&0][0].status, ServerStatus::Shunned);
         assert_eq!(out[&1][1].status, ServerStatus::Shunned);
@@ -349,7 +352,7 @@ mod tests {
             ServerStatus::Online,
             "no threshold in hostgroup 2"
         );
-        t.shunned.insert(key(2));
+        t.shunned.insert(key(2), Instant::now());
         let out = apply(&cfg, &cl(&[], true), &t);
         assert_eq!(
             out[&1][0].status,

@@ -36,6 +36,7 @@ impl MysqlPool {
             },
             |s| failed.contains(&s.key),
             random_u64(),
+            std::time::Instant::now(),
         );
         match picked {
             Ok(s) => match g.idle.get_mut(&req.key_for(s)).and_then(Vec::pop) {

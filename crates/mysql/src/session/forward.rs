@@ -62,7 +62,7 @@ impl Session {
                 self.pins.clear();
                 self.refresh_multiplexing_setting();
                 let msg = format!(
-                    "Server {server} was taken out of service (OFFLINE_HARD or removed); the connection and its {reason} are gone"
+                    "Server {server} was taken out of service (shunned, OFFLINE_HARD or removed); the connection and its {reason} are gone"
                 );
                 return Err(ForwardFailure::ServerErr(err_payload(2013, "HY000", &msg)));
             }
