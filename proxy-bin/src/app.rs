@@ -164,6 +164,7 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
         config.clone(),
         Arc::new(sluice_mysql_backend::monitor::MysqlChecker::new()),
         Arc::new(move |shunned: &sluice_core::runtime::ServerKey| {
+            my_pool.kill_server(shunned);
             my_pool.purge_idle(|_, s| s != shunned);
         }),
     ));
@@ -172,6 +173,7 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
         config.clone(),
         Arc::new(sluice_pgsql_backend::monitor::PgChecker::new()),
         Arc::new(move |shunned: &sluice_core::runtime::ServerKey| {
+            pg_pool.kill_server(shunned);
             pg_pool.purge_idle(shunned);
         }),
     ));

@@ -325,6 +325,27 @@ pub fn mariadb(port: u16, user: &str, password: &str, args: &[&str], sql: &str) 
     child.wait_with_output().expect("mariadb client ran")
 }
 
+/// Runs `psql -c sql` as app/app (database `app`, no TLS) against `port`; unaligned, tuples only,
+/// stops at the first error.
+pub fn psql_app(port: u16, sql: &str) -> Output {
+    Command::new("psql")
+        .env("PGPASSWORD", "app")
+        .env("PGSSLMODE", "disable")
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-U",
+            "app",
+            "-d",
+            "app",
+        ])
+        .args(["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", sql])
+        .output()
+        .expect("psql installed")
+}
+
 /// Runs `mariadb-admin` (app/app, no TLS) against `port` with the given commands.
 pub fn mariadb_admin(port: u16, commands: &[&str]) -> Output {
     Command::new("mariadb-admin")

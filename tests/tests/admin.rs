@@ -525,7 +525,7 @@ async fn stats_tables_show_live_counters_and_offline_hard_drops_connections() {
     );
     match a.query_drop("SELECT 2").await {
         Err(mysql_async::Error::Server(e)) => {
-            assert_eq!(e.code, 2013);
+            assert_eq!(e.code, 1927);
             assert!(e.message.contains("OFFLINE_HARD"), "{e:?}");
         }
         other => panic!("expected the transaction to be lost, got {other:?}"),

@@ -4,7 +4,11 @@
 
 use sluice_tests::*;
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// The PostgreSQL tests stop, promote and rebuild the one pair: they take turns.
+static PG_PAIR: Mutex<()> = Mutex::new(());
 
 fn unix_ms() -> u64 {
     SystemTime::now()
@@ -154,6 +158,7 @@ fn postgresql_failover_under_load_recovers_within_one_and_a_half_read_only_inter
     if !backends_ready() {
         return;
     }
+    let _turn = PG_PAIR.lock().unwrap_or_else(|e| e.into_inner());
     let _restore = RestorePg;
     let cfg = format!(
         "[pgsql_variables]\ninterfaces = \"127.0.0.1:{{pg_port}}\"\n{}{}",
@@ -247,15 +252,19 @@ fn mariadb_failover_under_load_and_heartbeat_shunning_of_a_stopped_server() {
         return;
     }
     let _restore = RestoreMy;
+    let (p, r) = (ports::MY_PRIMARY, ports::MY_REPLICA);
+    // Hostgroup 2 (outside the replication pair) reaches only the replica, for a query that is
+    // in flight on it when it stops.
     let cfg = standard_config(
         &monitor_vars(""),
-        "[[mysql_replication_hostgroups]]\nwriter_hostgroup = 0\nreader_hostgroup = 1\n",
+        &format!(
+            "[[mysql_replication_hostgroups]]\nwriter_hostgroup = 0\nreader_hostgroup = 1\n\n[[mysql_servers]]\nhostgroup_id = 2\nhostname = \"127.0.0.1\"\nport = {r}\n"
+        ),
     );
     let s = Sluice::start(&cfg);
-    let (p, r) = (ports::MY_PRIMARY, ports::MY_REPLICA);
     let placed = xtask::proc::wait_until(Duration::from_secs(10), || {
         s.admin_ok(
-            "SELECT hostgroup_id, port FROM runtime_mysql_servers ORDER BY hostgroup_id, port",
+            "SELECT hostgroup_id, port FROM runtime_mysql_servers WHERE hostgroup_id < 2 ORDER BY hostgroup_id, port",
         ) == format!("0\t{p}\n1\t{p}\n1\t{r}\n")
     });
     assert!(
@@ -264,31 +273,38 @@ fn mariadb_failover_under_load_and_heartbeat_shunning_of_a_stopped_server() {
         s.admin_ok("SELECT * FROM runtime_mysql_servers")
     );
 
-    // Heartbeats: a SIGSTOP-ed replica is shunned after 3 missed pings, back after SIGCONT.
+    // Heartbeats: a SIGSTOP-ed replica is shunned after 3 missed pings and its connections are
+    // killed (a query in flight there ends with an error, not after its 60 s), back after SIGCONT.
+    let port = s.port;
+    let in_flight = std::thread::spawn(move || {
+        let t0 = Instant::now();
+        let out = mariadb(
+            port,
+            "app",
+            "app",
+            &["--comments", "--skip-reconnect"],
+            "/* hostgroup=2 */ SELECT SLEEP(60)",
+        );
+        (t0.elapsed(), out)
+    });
+    std::thread::sleep(Duration::from_millis(500));
     let dir = xtask::state_dir();
     let replica = xtask::mariadb::replica(&dir);
     let pid = replica.pid().expect("replica pid");
     xtask::proc::signal(pid, "STOP");
-    let shunned = xtask::proc::wait_until(Duration::from_secs(10), || {
-        s.admin_ok(&format!(
-            "SELECT status FROM runtime_mysql_servers WHERE port = {r}"
-        ))
-        .trim()
-            == "SHUNNED"
-    });
-    xtask::proc::signal(pid, "CONT");
-    assert!(shunned, "{}", s.log());
+    shunned_with_its_query_killed(
+        &s,
+        &format!("SELECT status FROM runtime_mysql_servers WHERE port = {r} AND hostgroup_id = 1"),
+        in_flight,
+        || xtask::proc::signal(pid, "CONT"),
+        (
+            "ERROR 1927 (70100)",
+            &format!("Killed 1 MySQL connection(s) to shunned server 127.0.0.1:{r}"),
+        ),
+    );
     assert!(s.log().contains(&format!(
         "Server 127.0.0.1:{r} missed 3 heartbeats, shunning it"
     )));
-    let back = xtask::proc::wait_until(Duration::from_secs(10), || {
-        s.admin_ok(&format!(
-            "SELECT status FROM runtime_mysql_servers WHERE port = {r}"
-        ))
-        .trim()
-            == "ONLINE"
-    });
-    assert!(back, "{}", s.log());
     let pings = s.admin_ok(&format!(
         "SELECT COUNT(*) FROM monitor.mysql_server_ping_log WHERE port = {r} AND ping_error IS NOT NULL"
     ));
@@ -317,4 +333,104 @@ fn mariadb_failover_under_load_and_heartbeat_shunning_of_a_stopped_server() {
     );
     let g = s.admin_ok("SELECT Variable_Value FROM stats_mysql_global WHERE Variable_Name = 'MySQL_Monitor_read_only_check_ERR'");
     assert!(g.trim().parse::<u32>().unwrap_or(0) >= 1, "{g}");
+}
+
+/// A client's query, run on a thread: how long it took and the client's output.
+type InFlight = std::thread::JoinHandle<(Duration, std::process::Output)>;
+
+/// After the server behind `status_sql` was SIGSTOP-ed with `in_flight` running on it: it is
+/// SHUNNED within 10 s and the query ends within 5 s more, then `resume` (SIGCONT); the client
+/// got an error containing `expected.0`, the log says `expected.1`, and the server comes back
+/// ONLINE.
+fn shunned_with_its_query_killed(
+    s: &Sluice,
+    status_sql: &str,
+    in_flight: InFlight,
+    resume: impl FnOnce(),
+    expected: (&str, &str),
+) {
+    let status_is = |want: &str| s.admin_ok(status_sql).trim() == want;
+    let shunned = xtask::proc::wait_until(Duration::from_secs(10), || status_is("SHUNNED"));
+    let query_ended = xtask::proc::wait_until(Duration::from_secs(5), || in_flight.is_finished());
+    resume();
+    assert!(shunned, "{}", s.log());
+    assert!(
+        query_ended,
+        "the query on the stopped server was not killed: {}",
+        s.log()
+    );
+    let (took, out) = in_flight.join().expect("client thread");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains(expected.0), "{err}");
+    eprintln!(
+        "the query in flight on the stopped server ended after {took:?}: {}",
+        err.lines()
+            .rfind(|l| !l.trim().is_empty())
+            .unwrap_or_default()
+    );
+    assert!(s.log().contains(expected.1), "{}", s.log());
+    let back = xtask::proc::wait_until(Duration::from_secs(10), || status_is("ONLINE"));
+    assert!(back, "{}", s.log());
+}
+
+/// Sends `signal` to a PostgreSQL server's postmaster and all its processes (a session's query
+/// runs in a child process, so stopping the postmaster alone would not stop it).
+fn signal_postgres(postmaster: u32, signal: &str) {
+    let children = Command::new("pgrep")
+        .args(["-P", &postmaster.to_string()])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
+        .unwrap_or_default();
+    for pid in children.split_whitespace().filter_map(|p| p.parse().ok()) {
+        xtask::proc::signal(pid, signal);
+    }
+    xtask::proc::signal(postmaster, signal);
+}
+
+/// Resumes a SIGSTOP-ed PostgreSQL server, also when the test fails.
+struct ContPg(u32);
+
+impl Drop for ContPg {
+    fn drop(&mut self) {
+        signal_postgres(self.0, "CONT");
+    }
+}
+
+#[test]
+fn postgresql_heartbeat_shuns_a_stopped_server_and_kills_its_queries() {
+    if !backends_ready() {
+        return;
+    }
+    let _turn = PG_PAIR.lock().unwrap_or_else(|e| e.into_inner());
+    let cfg = format!(
+        "[pgsql_variables]\ninterfaces = \"127.0.0.1:{{pg_port}}\"\n{}{}",
+        monitor_vars(""),
+        standard_config(
+            "",
+            "[[pgsql_query_rules]]\nrule_id = 1\nactive = 1\nmatch_digest = 'pg_sleep'\ndestination_hostgroup = 1\napply = 1\n",
+        )
+    );
+    let s = Sluice::start(&cfg);
+    let r = ports::PG_REPLICA;
+    let port = s.pg_port;
+    let in_flight = std::thread::spawn(move || {
+        let t0 = Instant::now();
+        let out = psql_app(port, "SELECT pg_sleep(60)");
+        (t0.elapsed(), out)
+    });
+    std::thread::sleep(Duration::from_millis(800));
+    let dir = xtask::state_dir();
+    let pid = xtask::postgres::replica(&dir).pid().expect("replica pid");
+    let _cont = ContPg(pid);
+    signal_postgres(pid, "STOP");
+    shunned_with_its_query_killed(
+        &s,
+        &format!("SELECT status FROM runtime_pgsql_servers WHERE port = {r}"),
+        in_flight,
+        || signal_postgres(pid, "CONT"),
+        (
+            "ERROR:",
+            &format!("Killed 1 PostgreSQL connection(s) to shunned server 127.0.0.1:{r}"),
+        ),
+    );
 }

@@ -90,7 +90,7 @@ async fn backend_stopped_and_restarted() {
         .expect("row");
     assert_eq!(port, 13310);
 
-    // The server process dies mid-query (no error packet): the client gets 2013, Sluice logs
+    // The server process dies mid-query (no error packet): the client gets 1927, Sluice logs
     // what happened, and the session continues once the server is back.
     let pid = db.pid().expect("mariadbd pid");
     let killer = tokio::spawn(async move {
@@ -99,14 +99,14 @@ async fn backend_stopped_and_restarted() {
     });
     match conn.query_drop("SELECT SLEEP(20)").await {
         Err(mysql_async::Error::Server(e)) => {
-            assert_eq!(e.code, 2013, "{e:?}");
+            assert_eq!(e.code, 1927, "{e:?}");
             assert!(
                 e.message
                     .contains("Lost connection to backend server 127.0.0.1:13310"),
                 "{e:?}"
             );
         }
-        r => panic!("expected 2013, got {r:?}"),
+        r => panic!("expected 1927, got {r:?}"),
     }
     killer.await.expect("killer");
     assert!(

@@ -6,22 +6,7 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 fn psql(port: u16, sql: &str) -> Output {
-    Command::new("psql")
-        .env("PGPASSWORD", "app")
-        .env("PGSSLMODE", "disable")
-        .args([
-            "-h",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-            "-U",
-            "app",
-            "-d",
-            "app",
-        ])
-        .args(["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", sql])
-        .output()
-        .expect("psql installed")
+    psql_app(port, sql)
 }
 
 fn admin(s: &Sluice, sql: &str) -> String {

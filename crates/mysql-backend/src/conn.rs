@@ -84,6 +84,8 @@ pub struct BackendConn {
     pub created: Instant,
     /// Since when it waits in the pool.
     pub idle_since: Option<Instant>,
+    /// Its socket's duplicate, to kill it from outside (a shunned server).
+    pub kill_handle: std::sync::Arc<crate::stream::KillHandle>,
 }
 
 fn base_caps() -> u32 {
@@ -120,6 +122,11 @@ impl BackendConn {
                 why: e.to_string(),
             })?;
         let _ = tcp.set_nodelay(true);
+        let (tcp, kill_handle) =
+            crate::stream::with_kill_handle(tcp).map_err(|e| Error::Connect {
+                server: server.clone(),
+                why: e.to_string(),
+            })?;
         let proto = |source| Error::Protocol {
             server: server.clone(),
             source,
@@ -265,6 +272,7 @@ impl BackendConn {
             server,
             created: Instant::now(),
             idle_since: None,
+            kill_handle: std::sync::Arc::new(kill_handle),
         })
     }
 

@@ -31,6 +31,12 @@ pub enum Error {
     Unsupported(String),
 }
 
+/// The error a client gets when its backend connection is lost: `ER_CONNECTION_KILLED`. Not
+/// 2013 (`CR_SERVER_LOST`, what ProxySQL sends): codes 2000–2999 are client-library codes, and
+/// MariaDB Connector/C (the `mariadb` CLI, mysqlclient builds on it) rejects a server that sends
+/// one as "Received malformed packet" (2027).
+pub const LOST_BACKEND: (u16, &str) = (1927, "70100");
+
 impl Error {
     /// The (errno, SQLSTATE) the client sees.
     pub fn code(&self) -> (u16, &'static str) {
@@ -40,7 +46,7 @@ impl Error {
             Error::TooManyConnections => (1040, "08004"),
             Error::Backend(B::ConnectTimeout { .. }) => (9001, "HY000"),
             Error::Backend(B::Auth { info, .. }) => (info.code, "28000"),
-            Error::Backend(_) => (2013, "HY000"),
+            Error::Backend(_) => LOST_BACKEND,
             Error::Protocol(sluice_mysql_proto::Error::TooLarge { .. }) => (1153, "08S01"),
             Error::Protocol(_) => (1047, "08S01"),
             Error::Unsupported(_) => (1235, "42000"),

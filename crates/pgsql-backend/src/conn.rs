@@ -47,6 +47,8 @@ pub struct PgConn {
     pub session_vars: std::collections::BTreeMap<String, String>,
     /// When it last went back to the pool.
     pub idle_since: std::time::Instant,
+    /// Its socket's duplicate, to kill it from outside (a shunned server).
+    pub kill_handle: std::sync::Arc<crate::stream::KillHandle>,
 }
 
 fn startup_message(p: &ConnectParams) -> Vec<u8> {
@@ -92,6 +94,7 @@ impl PgConn {
     async fn connect_inner(p: &ConnectParams) -> Result<PgConn, Error> {
         let tcp = TcpStream::connect((p.host.as_str(), p.port)).await?;
         let _ = tcp.set_nodelay(true);
+        let (tcp, kill_handle) = crate::stream::with_kill_handle(tcp)?;
         let mut stream = match &p.tls {
             Some(tls) => crate::stream::PgStream::upgrade(tcp, tls.clone(), &p.host).await?,
             None => crate::stream::PgStream::Plain(tcp),
@@ -187,6 +190,7 @@ impl PgConn {
             prepared: Default::default(),
             session_vars: Default::default(),
             idle_since: std::time::Instant::now(),
+            kill_handle: std::sync::Arc::new(kill_handle),
         })
     }
 

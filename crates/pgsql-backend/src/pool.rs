@@ -39,6 +39,8 @@ pub struct PgPool {
     tls: Option<Arc<rustls::ClientConfig>>,
     /// Told about each failed connect (not refused logins): the monitor's error shunning.
     connect_errors: std::sync::OnceLock<sluice_core::monitor::ConnectErrorHook>,
+    /// Every open connection's socket, by server, to kill them when the server is shunned.
+    sockets: sluice_core::kill_registry::KillRegistry<crate::stream::KillHandle>,
 }
 
 /// What a session asks for.
@@ -159,6 +161,13 @@ impl PgPool {
         }
     }
 
+    /// Kills every connection to `server`, idle or busy, by shutting its socket down: a query
+    /// in flight ends with an error instead of waiting on a server that stopped answering.
+    /// Returns how many were killed.
+    pub fn kill_server(&self, server: &ServerKey) -> usize {
+        self.sockets.kill_server(server, "PostgreSQL")
+    }
+
     /// Gets a connection for the request, waiting for a free slot up to the budget.
     pub async fn checkout(self: &Arc<Self>, req: &PgCheckout<'_>) -> Result<PgPooled, Error> {
         let start = Instant::now();
@@ -262,6 +271,7 @@ impl PgPool {
             match PgConn::connect(&params).await {
                 Ok(conn) => {
                     debug!(server = %server.key, hostgroup = req.hostgroup, "opened PostgreSQL backend connection");
+                    self.sockets.register(&server.key, &conn.kill_handle);
                     if let Some(h) = self.connect_errors.get() {
                         (h.0)(&server.key, true);
                     }

@@ -121,6 +121,7 @@ impl MysqlPool {
             Ok(conn) => {
                 debug!(server = %server.key, hostgroup = req.hostgroup, thread_id = conn.thread_id, "opened backend connection");
                 self.connect_outcome(&server.key, true);
+                self.sockets.register(&server.key, &conn.kill_handle);
                 Ok(PooledConn::new(
                     conn,
                     req.key_for(server),

@@ -8,6 +8,7 @@ mod checkout;
 mod handoff;
 
 use crate::conn::{BackendConn, BackendSecret, REPLY_SHAPING_CAPS};
+use sluice_core::kill_registry::KillRegistry;
 use sluice_core::runtime::{HostgroupServer, ServerKey};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -45,6 +46,8 @@ pub struct MysqlPool {
     tls: Option<Arc<rustls::ClientConfig>>,
     /// Told about each failed connect (not refused logins): the monitor's error shunning.
     connect_errors: std::sync::OnceLock<sluice_core::monitor::ConnectErrorHook>,
+    /// Every open connection's socket, by server, to kill them when the server is shunned.
+    sockets: KillRegistry<crate::stream::KillHandle>,
 }
 
 /// What a session asks for.
@@ -137,7 +140,15 @@ impl MysqlPool {
             inner: Mutex::new(Inner::default()),
             tls,
             connect_errors: std::sync::OnceLock::new(),
+            sockets: KillRegistry::default(),
         })
+    }
+
+    /// Kills every connection to `server`, idle or busy, by shutting its socket down: a query
+    /// in flight ends with a lost-connection error instead of waiting on a server that stopped
+    /// answering. Returns how many were killed.
+    pub fn kill_server(&self, server: &ServerKey) -> usize {
+        self.sockets.kill_server(server, "MySQL")
     }
 
     /// Installs the hook told about failed connects (once; later calls are ignored).

@@ -2,7 +2,7 @@
 //! reply, with the failure handling around it.
 
 use super::Session;
-use crate::error::Error;
+use crate::error::{Error, LOST_BACKEND};
 use sluice_core::config::is_native_hash;
 use sluice_core::runtime::RuntimeConfig;
 use sluice_mysql_backend::{BackendSecret, CheckoutRequest, RelayOutcome};
@@ -64,7 +64,11 @@ impl Session {
                 let msg = format!(
                     "Server {server} was taken out of service (shunned, OFFLINE_HARD or removed); the connection and its {reason} are gone"
                 );
-                return Err(ForwardFailure::ServerErr(err_payload(2013, "HY000", &msg)));
+                return Err(ForwardFailure::ServerErr(err_payload(
+                    LOST_BACKEND.0,
+                    LOST_BACKEND.1,
+                    &msg,
+                )));
             }
         }
         let vars = &rt.mysql.variables;
@@ -243,13 +247,13 @@ impl Session {
                     return Outcome::Retry;
                 }
                 warn!(session = self.id, user = %self.login.user.username, server = %server,
-                    "backend connection lost during a command: {error}; the client gets error 2013 and the session continues on a new connection");
+                    "backend connection lost during a command: {error}; the client gets error 1927 and the session continues on a new connection");
                 // Whatever the lost connection held for this client is gone with it.
                 self.pins.clear();
                 self.refresh_multiplexing_setting();
                 let msg =
                     format!("Lost connection to backend server {server} during query: {error}");
-                self.send_err(next_seq, &err_payload(2013, "HY000", &msg))
+                self.send_err(next_seq, &err_payload(LOST_BACKEND.0, LOST_BACKEND.1, &msg))
                     .await;
                 Outcome::Done(None)
             }
