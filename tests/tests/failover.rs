@@ -7,8 +7,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// The PostgreSQL tests stop, promote and rebuild the one pair: they take turns.
-static PG_PAIR: Mutex<()> = Mutex::new(());
+/// These tests stop, promote and rebuild the servers the others need (`backends_ready` itself
+/// checks the MariaDB pair): one at a time.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn unix_ms() -> u64 {
     SystemTime::now()
@@ -155,10 +156,10 @@ impl Drop for RestoreMy {
 
 #[test]
 fn postgresql_failover_under_load_recovers_within_one_and_a_half_read_only_intervals() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     if !backends_ready() {
         return;
     }
-    let _turn = PG_PAIR.lock().unwrap_or_else(|e| e.into_inner());
     let _restore = RestorePg;
     let cfg = format!(
         "[pgsql_variables]\ninterfaces = \"127.0.0.1:{{pg_port}}\"\n{}{}",
@@ -248,6 +249,7 @@ fn postgresql_failover_under_load_recovers_within_one_and_a_half_read_only_inter
 
 #[test]
 fn mariadb_failover_under_load_and_heartbeat_shunning_of_a_stopped_server() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     if !backends_ready() {
         return;
     }
@@ -398,10 +400,10 @@ impl Drop for ContPg {
 
 #[test]
 fn postgresql_heartbeat_shuns_a_stopped_server_and_kills_its_queries() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     if !backends_ready() {
         return;
     }
-    let _turn = PG_PAIR.lock().unwrap_or_else(|e| e.into_inner());
     let cfg = format!(
         "[pgsql_variables]\ninterfaces = \"127.0.0.1:{{pg_port}}\"\n{}{}",
         monitor_vars(""),
