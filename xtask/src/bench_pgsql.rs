@@ -26,7 +26,11 @@ struct Sample {
 
 fn pgbench(port: u16, args: &[String]) -> Command {
     let mut c = Command::new("pgbench");
+    // Plaintext for every target: libpq's default (`prefer`) would negotiate TLS with
+    // PostgreSQL and Sluice but not with PgBouncer (no client TLS configured), which measures
+    // encryption instead of pooling.
     c.env("PGPASSWORD", "app")
+        .env("PGSSLMODE", "disable")
         .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-U", "app"])
         .args(args)
         .arg("app");

@@ -25,6 +25,25 @@ fn words(stmt: &str) -> Vec<String> {
         .collect()
 }
 
+/// First words of the statements that can start or end a pin.
+const PIN_VERBS: [&str; 9] = [
+    "listen",
+    "unlisten",
+    "create",
+    "drop",
+    "declare",
+    "close",
+    "prepare",
+    "deallocate",
+    "discard",
+];
+
+/// ASCII case-insensitive substring test.
+fn contains_ignore_case(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len())
+        .any(|w| w.eq_ignore_ascii_case(needle))
+}
+
 /// The last part of a possibly schema-qualified name.
 fn unqualified(name: &str) -> String {
     name.rsplit('.').next().unwrap_or(name).to_string()
@@ -66,6 +85,18 @@ impl PinSet {
     }
 
     fn statement(&mut self, stmt: &str) {
+        // Most statements touch nothing here: decide that without allocating (this runs for
+        // every statement on the hot path).
+        let head = stmt
+            .trim_start()
+            .split(|c: char| c.is_whitespace() || c == '(' || c == ';')
+            .next()
+            .unwrap_or("");
+        let relevant = PIN_VERBS.iter().any(|v| head.eq_ignore_ascii_case(v))
+            || contains_ignore_case(stmt.as_bytes(), b"advisory_");
+        if !relevant {
+            return;
+        }
         let lower = stmt.to_ascii_lowercase();
         let w = words(stmt);
         let first = w.first().map(String::as_str).unwrap_or("");

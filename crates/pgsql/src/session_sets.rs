@@ -36,6 +36,18 @@ fn is_name(s: &str) -> bool {
 /// Classifies the SQL text of a Query (or a Parse, with `trackable` false: an extended-protocol
 /// statement may run any number of times later, so its SETs pin instead).
 pub fn classify(sql: &[u8], trackable: bool) -> Effect {
+    // Only SET, RESET and DISCARD matter: anything else is decided without allocating.
+    let first = sql
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(sql.len());
+    let verb = sql.get(first..first + 3).unwrap_or(&[]);
+    if !(verb.eq_ignore_ascii_case(b"set")
+        || verb.eq_ignore_ascii_case(b"res")
+        || verb.eq_ignore_ascii_case(b"dis"))
+    {
+        return Effect::None;
+    }
     let head = &sql[..sql.len().min(512)];
     let text = String::from_utf8_lossy(head);
     let trimmed = text.trim_start();
