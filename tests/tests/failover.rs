@@ -307,6 +307,9 @@ fn mariadb_failover_under_load_and_heartbeat_shunning_of_a_stopped_server() {
     assert!(s.log().contains(&format!(
         "Server 127.0.0.1:{r} missed 3 heartbeats, shunning it"
     )));
+    assert!(s.log().contains(&format!(
+        "hostgroup manager: server 127.0.0.1:{r} in hostgroup 1: ONLINE -> SHUNNED (missed 3 heartbeats, read_only=1"
+    )));
     let pings = s.admin_ok(&format!(
         "SELECT COUNT(*) FROM monitor.mysql_server_ping_log WHERE port = {r} AND ping_error IS NOT NULL"
     ));

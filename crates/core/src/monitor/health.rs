@@ -70,6 +70,34 @@ pub enum Verdict {
 }
 
 impl ServerHealth {
+    /// What the monitor last saw of the server, for the log line of a status or membership
+    /// change ("read_only=1, replication lag 31 s"); empty when nothing is known yet.
+    pub fn facts(&self) -> String {
+        let mut f = Vec::new();
+        if self.shunned_at.is_some() {
+            f.push(format!("missed {} heartbeats", self.ping_failures));
+        }
+        if self.error_shunned_at.is_some() {
+            f.push("shunned for connect errors".to_string());
+        }
+        if let Some(ro) = self.read_only {
+            f.push(format!("read_only={}", u8::from(ro)));
+        }
+        if let Some(lag) = self.lag {
+            f.push(format!("replication lag {lag} s"));
+        }
+        if let Some(g) = &self.group {
+            f.push(format!(
+                "member {} {}, {} transactions behind",
+                g.state, g.role, g.transactions_behind
+            ));
+        }
+        if let Some(us) = self.latency_us.filter(|_| self.ping_failures == 0) {
+            f.push(format!("ping {} ms", us / 1000));
+        }
+        f.join(", ")
+    }
+
     /// A heartbeat's outcome at `now`: `Ok(latency µs)` or a failure.
     pub fn ping(
         &mut self,
@@ -252,6 +280,25 @@ impl ServerHealth {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn facts_say_what_the_monitor_saw() {
+        assert_eq!(ServerHealth::default().facts(), "");
+        let t0 = std::time::Instant::now();
+        let mut h = ServerHealth::default();
+        h.ping(t0, Ok(2_500), 3);
+        h.read_only(Ok(true), 3);
+        h.lag = Some(31);
+        assert_eq!(h.facts(), "read_only=1, replication lag 31 s, ping 2 ms");
+        for _ in 0..3 {
+            h.ping(t0, Err(()), 3);
+        }
+        assert!(
+            h.facts().starts_with("missed 3 heartbeats, read_only=1"),
+            "{}",
+            h.facts()
+        );
+    }
 
     #[test]
     fn heartbeats_shun_after_max_failures_and_recover_on_answer() {

@@ -514,9 +514,11 @@ impl Monitor {
 
     /// Lays the current health over the configuration and logs what moved.
     fn publish(&self, config: &ConfigHandle) {
-        let t = {
+        let (t, facts) = {
             let g = self.health.lock().unwrap_or_else(|p| p.into_inner());
-            Topology {
+            let facts: HashMap<ServerKey, String> =
+                g.iter().map(|(k, h)| (k.clone(), h.facts())).collect();
+            let t = Topology {
                 shunned: g
                     .iter()
                     .filter_map(|(k, h)| {
@@ -548,7 +550,8 @@ impl Monitor {
                         (ms > self.slow_floor_ms(config, k)).then(|| (k.clone(), ms))
                     })
                     .collect(),
-            }
+            };
+            (t, facts)
         };
         let before = config.load();
         config.set_topology(self.protocol, t);
@@ -557,7 +560,8 @@ impl Monitor {
             Protocol::Mysql => (&before.mysql.hostgroups, &after.mysql.hostgroups),
             Protocol::Pgsql => (&before.pgsql.hostgroups, &after.pgsql.hostgroups),
         };
-        for line in differences(b, a) {
+        let why = |k: &ServerKey| facts.get(k).cloned().unwrap_or_default();
+        for line in differences(b, a, why) {
             warn!("hostgroup manager: {line}");
         }
     }

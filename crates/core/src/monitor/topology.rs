@@ -160,8 +160,13 @@ fn place(
 pub fn differences(
     before: &BTreeMap<u32, Vec<HostgroupServer>>,
     after: &BTreeMap<u32, Vec<HostgroupServer>>,
+    why: impl Fn(&ServerKey) -> String,
 ) -> Vec<String> {
     let mut lines = Vec::new();
+    let because = |k: &ServerKey| match why(k) {
+        w if w.is_empty() => String::new(),
+        w => format!(" ({w})"),
+    };
     let hostgroups: BTreeSet<u32> = before.keys().chain(after.keys()).copied().collect();
     for hg in hostgroups {
         let b = before.get(&hg).map(Vec::as_slice).unwrap_or(&[]);
@@ -169,22 +174,28 @@ pub fn differences(
         for s in a {
             match b.iter().find(|x| x.key == s.key) {
                 None => lines.push(format!(
-                    "server {} added to hostgroup {hg} ({})",
+                    "server {} added to hostgroup {hg} as {}{}",
                     s.key,
-                    s.status.as_str()
+                    s.status.as_str(),
+                    because(&s.key)
                 )),
                 Some(old) if old.status != s.status => lines.push(format!(
-                    "server {} in hostgroup {hg}: {} -> {}",
+                    "server {} in hostgroup {hg}: {} -> {}{}",
                     s.key,
                     old.status.as_str(),
-                    s.status.as_str()
+                    s.status.as_str(),
+                    because(&s.key)
                 )),
                 Some(_) => {}
             }
         }
         for s in b {
             if !a.iter().any(|x| x.key == s.key) {
-                lines.push(format!("server {} removed from hostgroup {hg}", s.key));
+                lines.push(format!(
+                    "server {} removed from hostgroup {hg}{}",
+                    s.key,
+                    because(&s.key)
+                ));
             }
         }
     }
@@ -291,14 +302,16 @@ mod tests {
             .find(|s| s.key.port == 2)
             .map(|s| s.hostgroup);
         assert_eq!(added, Some(0), "the copied row carries its new hostgroup");
-        let lines = differences(&configured(), &out);
+        let lines = differences(&configured(), &out, |k| {
+            format!("read_only={}", u8::from(t.read_only[k]))
+        });
         assert_eq!(
             lines,
             vec![
-                "server h:2 added to hostgroup 0 (ONLINE)",
-                "server h:1 removed from hostgroup 0",
-                "server h:1 added to hostgroup 1 (ONLINE)",
-                "server h:2 removed from hostgroup 1",
+                "server h:2 added to hostgroup 0 as ONLINE (read_only=0)",
+                "server h:1 removed from hostgroup 0 (read_only=1)",
+                "server h:1 added to hostgroup 1 as ONLINE (read_only=1)",
+                "server h:2 removed from hostgroup 1 (read_only=0)",
             ]
         );
     }
@@ -330,7 +343,7 @@ mod tests {
             "an operator's OFFLINE_SOFT stays"
         );
         assert_eq!(
-            differences(&cfg, &out),
+            differences(&cfg, &out, |_| String::new()),
             vec![
                 "server h:1 in hostgroup 0: ONLINE -> SHUNNED",
                 "server h:1 in hostgroup 1: ONLINE -> SHUNNED"
