@@ -9,6 +9,7 @@ mod pgsql;
 mod proxysql_names;
 mod query_rules;
 mod query_variables;
+mod topology_tables;
 mod values;
 
 pub use admin_variables::AdminVariables;
@@ -17,8 +18,9 @@ pub use mysql_tables::{MysqlHostgroupAttributes, MysqlServer, MysqlUser};
 pub use mysql_variables::{MysqlVariables, SetOutcome};
 pub use pgsql::{PgsqlServer, PgsqlUser, PgsqlVariables};
 pub use proxysql_names::PROXYSQL_MYSQL_VARIABLES;
-pub use query_rules::{FastRoute, GroupReplicationHostgroup, QueryRule, ReplicationHostgroup};
+pub use query_rules::{FastRoute, QueryRule};
 pub use query_variables::QueryVariables;
+pub use topology_tables::{GroupReplicationHostgroup, ReplicationHostgroup};
 pub use values::*;
 
 use crate::Error;
