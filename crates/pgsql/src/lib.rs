@@ -5,6 +5,7 @@
 mod forward;
 pub mod frontend;
 pub mod limits;
+mod login;
 mod pins;
 pub mod processor;
 mod session_sets;

@@ -1,0 +1,248 @@
+//! Before a PostgreSQL session is logged in: SSLRequest (TLS), GSSENCRequest (refused),
+//! CancelRequest, the StartupMessage and the password exchange against `pgsql_users`
+//! (SCRAM-SHA-256, MD5 or cleartext per `pgsql-authentication_method` or the user's attributes).
+
+use crate::frontend::{PgFrontend, cancel};
+use bytes::Bytes;
+use sluice_pgsql_backend::frame::{Reader, auth, error_response, parse_pairs};
+use sluice_pgsql_backend::scram;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_rustls::server::TlsStream;
+use tracing::{debug, warn};
+
+/// A client that logged in: its user row, database and startup options.
+pub(crate) struct Login {
+    /// Held for the session's life.
+    _slot: crate::limits::ClientSlot,
+    /// The `pgsql_users` row.
+    pub(crate) user: Arc<sluice_core::config::PgsqlUser>,
+    /// The database asked for.
+    pub(crate) database: String,
+    /// Startup parameters passed on to servers.
+    pub(crate) options: Vec<(String, String)>,
+}
+
+/// Ends a session before login with a FATAL ErrorResponse.
+pub(crate) async fn fail<S: AsyncWrite + Unpin>(io: &mut S, code: &str, msg: &str) {
+    let _ = io.write_all(&error_response("FATAL", code, msg)).await;
+}
+
+/// What the first packets on a new connection asked for.
+pub(crate) enum Opening {
+    /// A StartupMessage in plaintext.
+    Startup(TcpStream, Bytes),
+    /// The client asked for TLS and the handshake completed.
+    Tls(Box<TlsStream<TcpStream>>),
+    /// A CancelRequest (handled) or a refused opening: nothing more to do.
+    Done,
+}
+
+/// Reads SSLRequest / GSSENCRequest / CancelRequest / StartupMessage until the session's course
+/// is clear.
+pub(crate) async fn opening(fe: &PgFrontend, mut tcp: TcpStream, reader: &mut Reader) -> Opening {
+    loop {
+        let Ok(pkt) = reader.startup(&mut tcp).await else {
+            return Opening::Done;
+        };
+        match u32::from_be_bytes([pkt[4], pkt[5], pkt[6], pkt[7]]) {
+            80_877_103 => {
+                let Some(acceptor) = &fe.tls else {
+                    if tcp.write_all(b"N").await.is_err() {
+                        return Opening::Done;
+                    }
+                    continue;
+                };
+                // Bytes sent after SSLRequest but before the handshake would be read as if they
+                // came over TLS (the CVE-2021-23222 class of bug): refuse them.
+                if !reader.buf.is_empty() {
+                    fail(&mut tcp, "08P01", "unexpected data after SSLRequest").await;
+                    return Opening::Done;
+                }
+                if tcp.write_all(b"S").await.is_err() {
+                    return Opening::Done;
+                }
+                return match acceptor.accept(tcp).await {
+                    Ok(s) => Opening::Tls(Box::new(s)),
+                    Err(e) => {
+                        debug!("pgsql TLS handshake failed: {e}");
+                        Opening::Done
+                    }
+                };
+            }
+            // GSSAPI encryption is not offered; libpq then tries TLS or plaintext.
+            80_877_104 => {
+                if tcp.write_all(b"N").await.is_err() {
+                    return Opening::Done;
+                }
+            }
+            80_877_102 if pkt.len() >= 16 => {
+                let pid = u32::from_be_bytes([pkt[8], pkt[9], pkt[10], pkt[11]]);
+                let secret = u32::from_be_bytes([pkt[12], pkt[13], pkt[14], pkt[15]]);
+                cancel(fe, pid, secret).await;
+                return Opening::Done;
+            }
+            196_608 => return Opening::Startup(tcp, pkt),
+            other => {
+                let msg = format!(
+                    "unsupported frontend protocol {}.{}",
+                    other >> 16,
+                    other & 0xffff
+                );
+                fail(&mut tcp, "08P01", &msg).await;
+                return Opening::Done;
+            }
+        }
+    }
+}
+
+/// Startup parameters and authentication; on success the client has received AuthenticationOk.
+pub(crate) async fn login<S: AsyncRead + AsyncWrite + Unpin>(
+    fe: &PgFrontend,
+    io: &mut S,
+    reader: &mut Reader,
+    startup: &[u8],
+    tls: bool,
+    peer: SocketAddr,
+) -> Result<Login, String> {
+    let params = parse_pairs(startup.get(8..).unwrap_or_default());
+    let get = |k: &str| params.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+    let username = get("user").unwrap_or_default();
+    let database = get("database").unwrap_or_else(|| username.clone());
+    let rt = fe.config.load();
+    let user = rt.pgsql.frontend_users.get(&username).cloned();
+    // Unknown users go through the exchange too, against a random password, so a client cannot
+    // tell unknown users from wrong passwords.
+    let password = user
+        .as_ref()
+        .map(|u| u.password.clone())
+        .unwrap_or_else(|| format!("{:x}", sluice_core::hostgroup::random_u64()));
+    // A user's `attributes` may pick its own method ({"authentication_method": 1|2|3}).
+    let method = user
+        .as_ref()
+        .and_then(|u| u.authentication_method_attribute())
+        .unwrap_or(rt.pgsql.variables.authentication_method);
+    let verified = authenticate(io, reader, method, &username, &password).await?;
+    let user = match (verified, user) {
+        (true, Some(u)) if u.active.0 => u,
+        _ => {
+            let msg = format!("password authentication failed for user \"{username}\"");
+            fail(io, "28P01", &msg).await;
+            return Err(msg);
+        }
+    };
+    if user.use_ssl.0 && !tls {
+        let msg = format!("user \"{username}\" must connect with SSL (use_ssl=1)");
+        fail(io, "28000", &msg).await;
+        return Err(msg);
+    }
+    let slot = match fe.clients.admit(
+        &username,
+        user.max_connections.0,
+        rt.pgsql.variables.max_connections,
+    ) {
+        Ok(slot) => slot,
+        Err(msg) => {
+            warn!(client = %peer, user = %username, "pgsql client refused: {msg}");
+            fail(io, "53300", &msg).await;
+            return Err(msg);
+        }
+    };
+    io.write_all(&auth(0, b""))
+        .await
+        .map_err(|e| e.to_string())?;
+    let options = params
+        .into_iter()
+        .filter(|(k, _)| !matches!(k.as_str(), "user" | "database"))
+        .collect();
+    debug!(client = %peer, user = %username, tls, "pgsql login");
+    Ok(Login {
+        _slot: slot,
+        user,
+        database,
+        options,
+    })
+}
+
+/// Largest message accepted before authentication (PostgreSQL's own bound for auth tokens).
+const MAX_AUTH_MESSAGE: usize = 65_535;
+
+/// Runs the password exchange of `pgsql-authentication_method` (1 cleartext, 2 MD5, 3 SCRAM);
+/// true when the client proved it knows `password`. Only SCRAM-SHA-256 is offered, never -PLUS.
+async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
+    io: &mut S,
+    reader: &mut Reader,
+    method: u32,
+    username: &str,
+    password: &str,
+) -> Result<bool, String> {
+    let io_err = |e: std::io::Error| e.to_string();
+    let password_message = |m: Bytes| -> Result<String, String> {
+        if m[0] != b'p' {
+            return Err("expected a password message".into());
+        }
+        let body = &m[5..];
+        let end = body.iter().position(|b| *b == 0).unwrap_or(body.len());
+        Ok(String::from_utf8_lossy(&body[..end]).into_owned())
+    };
+    match method {
+        1 => {
+            io.write_all(&auth(3, b"")).await.map_err(io_err)?;
+            let m = reader
+                .message_within(io, MAX_AUTH_MESSAGE)
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(password_message(m)? == password)
+        }
+        2 => {
+            let salt = (sluice_core::hostgroup::random_u64() as u32).to_be_bytes();
+            io.write_all(&auth(5, &salt)).await.map_err(io_err)?;
+            let m = reader
+                .message_within(io, MAX_AUTH_MESSAGE)
+                .await
+                .map_err(|e| e.to_string())?;
+            let expected = sluice_pgsql_backend::md5auth::response(username, password, &salt);
+            Ok(password_message(m)? == expected)
+        }
+        _ => {
+            io.write_all(&auth(10, b"SCRAM-SHA-256\0\0"))
+                .await
+                .map_err(io_err)?;
+            let first = reader
+                .message_within(io, MAX_AUTH_MESSAGE)
+                .await
+                .map_err(|e| e.to_string())?;
+            let body = &first[5..];
+            let mech_end = body
+                .iter()
+                .position(|b| *b == 0)
+                .ok_or("malformed SASLInitialResponse")?;
+            if &body[..mech_end] != b"SCRAM-SHA-256" {
+                return Err("client chose a SASL mechanism that was not offered".into());
+            }
+            let client_first =
+                String::from_utf8_lossy(body.get(mech_end + 5..).unwrap_or_default()).into_owned();
+            let Ok((server, server_first)) = scram::Server::new(password, &client_first) else {
+                return Ok(false);
+            };
+            io.write_all(&auth(11, server_first.as_bytes()))
+                .await
+                .map_err(io_err)?;
+            let fin = reader
+                .message_within(io, MAX_AUTH_MESSAGE)
+                .await
+                .map_err(|e| e.to_string())?;
+            match server.finish(&String::from_utf8_lossy(&fin[5..])) {
+                Ok(v) => {
+                    io.write_all(&auth(12, v.as_bytes()))
+                        .await
+                        .map_err(io_err)?;
+                    Ok(true)
+                }
+                Err(_) => Ok(false),
+            }
+        }
+    }
+}
