@@ -191,6 +191,14 @@ async fn session_state_follows_the_client_to_another_backend_connection() {
             .await
             .unwrap_or_else(|e| panic!("{set}: {e}"));
         let first = conn_id(&mut a).await;
+        // A's session hands its connection back just after the reply reached the client: wait
+        // for that, so B's checkout finds it.
+        let released = xtask::proc::wait_until(Duration::from_secs(5), || {
+            s.admin_ok("SELECT SUM(ConnUsed) FROM stats_mysql_connection_pool")
+                .trim()
+                == "0"
+        });
+        assert!(released, "A's connection went back to the pool");
         // B takes the connection A just released and holds it in a transaction...
         b.query_drop("BEGIN").await.expect("begin");
         let held = conn_id(&mut b).await;
