@@ -35,51 +35,70 @@ pub fn pick(
     if servers.is_empty() {
         return Err(NoServer::EmptyHostgroup);
     }
-    let mut online: Vec<&HostgroupServer> = servers
-        .iter()
-        .filter(|s| s.status == ServerStatus::Online && s.weight > 0 && !excluded(s))
-        .collect();
-    if online.is_empty() {
-        // No server available: try the shunned ones (ProxySQL's last resort), so a hostgroup
-        // whose only server came back is used before its shun expires. Servers shunned for
-        // replication lag stay out: stale reads are what that shun prevents.
-        online = servers
-            .iter()
-            .filter(|s| {
-                s.status == ServerStatus::Shunned
-                    && s.weight > 0
-                    && !excluded(s)
-                    && s.shunned_since.is_none_or(|t| {
-                        now.saturating_duration_since(t) > SHUNNED_LAST_RESORT_AFTER
-                    })
-            })
-            .collect();
-    }
-    if online.is_empty() {
+    // No allocation: this runs for every checkout. Each predicate narrows the previous one.
+    let online =
+        |s: &HostgroupServer| s.status == ServerStatus::Online && s.weight > 0 && !excluded(s);
+    // No server available: try the shunned ones (ProxySQL's last resort), so a hostgroup whose
+    // only server came back is used before its shun expires. Servers shunned for replication
+    // lag stay out: stale reads are what that shun prevents.
+    let last_resort = |s: &HostgroupServer| {
+        s.status == ServerStatus::Shunned
+            && s.weight > 0
+            && !excluded(s)
+            && s.shunned_since
+                .is_none_or(|t| now.saturating_duration_since(t) > SHUNNED_LAST_RESORT_AFTER)
+    };
+    let any_online = servers.iter().any(online);
+    let candidate = |s: &HostgroupServer| {
+        if any_online {
+            online(s)
+        } else {
+            last_resort(s)
+        }
+    };
+    if !servers.iter().any(candidate) {
         return Err(NoServer::NoneOnline);
     }
     // Servers pinging slower than their max_latency_ms are passed over while others answer
     // faster; when all are slow, they still serve (slow beats none).
-    if online.iter().any(|s| !s.too_slow) {
-        online.retain(|s| !s.too_slow);
+    let any_fast = servers.iter().any(|s| candidate(s) && !s.too_slow);
+    let eligible = |s: &HostgroupServer| candidate(s) && !(any_fast && s.too_slow);
+    // Connection counts are read once per server (the first few remembered); a count that
+    // moves between the two passes cannot make the pick fail.
+    let mut counts = [0u32; 8];
+    let mut total = 0u64;
+    for (i, s) in servers.iter().enumerate() {
+        if eligible(s) {
+            let used = in_use(s);
+            if let Some(c) = counts.get_mut(i) {
+                *c = used;
+            }
+            if used < s.max_connections {
+                total += u64::from(s.weight);
+            }
+        }
     }
-    let usable: Vec<&HostgroupServer> = online
-        .into_iter()
-        .filter(|s| in_use(s) < s.max_connections)
-        .collect();
-    let total: u64 = usable.iter().map(|s| u64::from(s.weight)).sum();
     if total == 0 {
         return Err(NoServer::AllAtMaxConnections);
     }
     let mut point = random % total;
-    for s in &usable {
+    let mut last = None;
+    for (i, s) in servers.iter().enumerate() {
+        if !eligible(s) {
+            continue;
+        }
+        let used = counts.get(i).copied().unwrap_or_else(|| in_use(s));
+        if used >= s.max_connections {
+            continue;
+        }
         let w = u64::from(s.weight);
         if point < w {
             return Ok(s);
         }
         point -= w;
+        last = Some(s);
     }
-    Err(NoServer::AllAtMaxConnections)
+    last.ok_or(NoServer::AllAtMaxConnections)
 }
 
 /// A cheap, non-cryptographic random number for load balancing (std's per-process random keys).

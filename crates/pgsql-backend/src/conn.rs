@@ -37,8 +37,8 @@ pub struct PgConn {
     pub reader: Reader,
     /// ParameterStatus values the server reported at login.
     pub params: Vec<(String, String)>,
-    /// `host:port`.
-    pub server: String,
+    /// `host:port` (shared: a session notes it for cancel requests at every checkout).
+    pub server: std::sync::Arc<str>,
     /// BackendKeyData (pid, secret), for cancel requests.
     pub key: (u32, u32),
     /// Protocol-level prepared statements Sluice created here.
@@ -185,7 +185,7 @@ impl PgConn {
             stream,
             reader,
             params,
-            server: format!("{}:{}", p.host, p.port),
+            server: format!("{}:{}", p.host, p.port).into(),
             key,
             prepared: Default::default(),
             session_vars: Default::default(),

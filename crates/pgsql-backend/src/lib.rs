@@ -4,6 +4,7 @@
 
 pub mod conn;
 pub mod frame;
+mod idle;
 pub mod md5auth;
 pub mod monitor;
 pub mod pool;

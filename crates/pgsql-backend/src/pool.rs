@@ -4,6 +4,7 @@
 
 use crate::Error;
 use crate::conn::{ConnectParams, PgConn};
+use crate::idle::{IdleConns, KeyRef};
 use sluice_core::hostgroup::{pick, random_u64};
 use sluice_core::runtime::{HostgroupServer, ServerKey};
 use std::collections::HashMap;
@@ -25,15 +26,14 @@ pub struct PgKey {
     pub database: String,
 }
 
-type Idle = Vec<PgConn>;
-
-/// A server's connection budget: its `max_connections` and the semaphore enforcing it.
-type Slots = HashMap<(u32, ServerKey), (u32, Arc<Semaphore>)>;
+/// Per hostgroup, each server's connection budget: its `max_connections` and the semaphore
+/// enforcing it. A hostgroup has few servers; a scan finds one without building a key.
+type Slots = HashMap<u32, Vec<(ServerKey, u32, Arc<Semaphore>)>>;
 
 /// All PostgreSQL pools.
 #[derive(Debug, Default)]
 pub struct PgPool {
-    idle: Mutex<HashMap<PgKey, Idle>>,
+    idle: Mutex<IdleConns>,
     slots: Mutex<Slots>,
     /// TLS for servers with `use_ssl=1`.
     tls: Option<Arc<rustls::ClientConfig>>,
@@ -72,7 +72,7 @@ pub struct PgCheckout<'a> {
 pub struct PgPooled {
     conn: Option<PgConn>,
     permit: Option<OwnedSemaphorePermit>,
-    key: PgKey,
+    key: Arc<PgKey>,
     pool: Arc<PgPool>,
 }
 
@@ -91,20 +91,23 @@ impl PgPool {
 
     fn semaphore(&self, hg: u32, s: &HostgroupServer) -> Arc<Semaphore> {
         let mut g = lock(&self.slots);
-        let e = g.entry((hg, s.key.clone())).or_insert_with(|| {
-            (
-                s.max_connections,
-                Arc::new(Semaphore::new(s.max_connections as usize)),
-            )
-        });
-        if e.0 != s.max_connections {
-            // max_connections changed at runtime: a fresh budget for new connections.
-            *e = (
-                s.max_connections,
-                Arc::new(Semaphore::new(s.max_connections as usize)),
-            );
+        let servers = g.entry(hg).or_default();
+        let fresh = || Arc::new(Semaphore::new(s.max_connections as usize));
+        match servers.iter_mut().find(|(k, _, _)| *k == s.key) {
+            Some((_, max, sem)) => {
+                if *max != s.max_connections {
+                    // max_connections changed at runtime: a fresh budget for new connections.
+                    *max = s.max_connections;
+                    *sem = fresh();
+                }
+                sem.clone()
+            }
+            None => {
+                let sem = fresh();
+                servers.push((s.key.clone(), s.max_connections, sem.clone()));
+                sem
+            }
         }
-        e.1.clone()
     }
 
     /// (hostgroup, server, in use, idle) for every server the pool has seen.
@@ -112,14 +115,15 @@ impl PgPool {
         let idle = lock(&self.idle);
         lock(&self.slots)
             .iter()
-            .map(|((hg, server), (max, sem))| {
+            .flat_map(|(hg, servers)| servers.iter().map(move |s| (*hg, s)))
+            .map(|(hg, (server, max, sem))| {
                 let used = max.saturating_sub(sem.available_permits() as u32);
                 let free = idle
                     .iter()
-                    .filter(|(k, _)| k.hostgroup == *hg && &k.server == server)
+                    .filter(|(k, _)| k.hostgroup == hg && &k.server == server)
                     .map(|(_, v)| v.len() as u32)
                     .sum();
-                (*hg, server.clone(), used, free)
+                (hg, server.clone(), used, free)
             })
             .collect()
     }
@@ -132,7 +136,7 @@ impl PgPool {
             .flat_map(|(k, v)| {
                 v.iter().map(move |c| {
                     (
-                        k.clone(),
+                        (*k).clone(),
                         c.key.0,
                         c.idle_since.elapsed().as_millis() as u64,
                     )
@@ -148,14 +152,7 @@ impl PgPool {
 
     /// Closes the idle connections to `server` (it was shunned: they are likely dead).
     pub fn purge_idle(&self, server: &ServerKey) {
-        let doomed: Vec<PgConn> = {
-            let mut g = lock(&self.idle);
-            let keys: Vec<PgKey> = g.keys().filter(|k| &k.server == server).cloned().collect();
-            keys.into_iter()
-                .filter_map(|k| g.remove(&k))
-                .flatten()
-                .collect()
-        };
+        let doomed = lock(&self.idle).remove_server(server);
         if !doomed.is_empty() {
             info!(server = %server, closed = doomed.len(), "closed idle PostgreSQL connections to a shunned server");
         }
@@ -174,7 +171,14 @@ impl PgPool {
         let deadline = start + req.connect_timeout_max;
         let outer = req;
         let mut fresh: Option<Vec<HostgroupServer>> = None;
+        let mut first = true;
         loop {
+            // One clock read per attempt: this runs for every transaction.
+            let now = if std::mem::take(&mut first) {
+                start
+            } else {
+                Instant::now()
+            };
             let current = PgCheckout {
                 servers: fresh.as_deref().unwrap_or(outer.servers),
                 ..outer.clone()
@@ -186,11 +190,9 @@ impl PgPool {
                     .saturating_sub(sem.available_permits() as u32)
             };
             // Prefer a server with room; when all are full, queue on a random ONLINE one.
-            let now = Instant::now();
             let server = pick(req.servers, in_use, |_| false, random_u64(), now)
                 .or_else(|_| pick(req.servers, |_| 0, |_| false, random_u64(), now))
-                .ok()
-                .cloned();
+                .ok();
             let Some(server) = server else {
                 if Instant::now() >= deadline {
                     return Err(Error::ConnectTimeout {
@@ -206,34 +208,41 @@ impl PgPool {
                 fresh = reread(outer);
                 continue;
             };
-            let key = PgKey {
-                hostgroup: req.hostgroup,
-                server: server.key.clone(),
-                user: req.user.to_string(),
-                database: req.database.to_string(),
-            };
-            let sem = self.semaphore(req.hostgroup, &server);
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            let permit = match tokio::time::timeout(remaining, sem.acquire_owned()).await {
-                Ok(Ok(p)) => p,
-                _ => {
-                    return Err(Error::ConnectTimeout {
-                        hostgroup: req.hostgroup,
-                        elapsed_ms: start.elapsed().as_millis() as u64,
-                    });
+            let sem = self.semaphore(req.hostgroup, server);
+            // A free slot is taken without arming a timer; waiters queue in order otherwise.
+            let permit = match sem.clone().try_acquire_owned() {
+                Ok(p) => p,
+                Err(_) => {
+                    let remaining = deadline.saturating_duration_since(Instant::now());
+                    match tokio::time::timeout(remaining, sem.acquire_owned()).await {
+                        Ok(Ok(p)) => p,
+                        _ => {
+                            return Err(Error::ConnectTimeout {
+                                hostgroup: req.hostgroup,
+                                elapsed_ms: start.elapsed().as_millis() as u64,
+                            });
+                        }
+                    }
                 }
             };
-            let idle = loop {
-                let Some(c) = lock(&self.idle).get_mut(&key).and_then(Vec::pop) else {
-                    break None;
-                };
+            let wanted = KeyRef {
+                hostgroup: req.hostgroup,
+                server: &server.key,
+                user: req.user,
+                database: req.database,
+            };
+            let (key, idle) = loop {
+                let (key, c) = lock(&self.idle).take(wanted);
+                let Some(c) = c else { break (key, None) };
                 // Like PgBouncer's server_check_delay: a connection used moments ago is trusted
                 // without the extra syscall; one idle longer is checked for a server-side close.
-                if c.idle_since.elapsed() >= RECHECK_AFTER_IDLE && c.looks_dead() {
+                if now.saturating_duration_since(c.idle_since) >= RECHECK_AFTER_IDLE
+                    && c.looks_dead()
+                {
                     info!(server = %c.server, "dropping an idle PostgreSQL connection the server closed");
                     continue;
                 }
-                break Some(c);
+                break (key, Some(c));
             };
             if let Some(conn) = idle {
                 return Ok(PgPooled {
@@ -329,13 +338,15 @@ impl PgPooled {
     }
 
     /// Back to the pool as it is (the client left it idle, outside a transaction).
-    pub fn release_clean(mut self) {
+    pub fn release_clean(self) {
+        self.release_clean_at(Instant::now());
+    }
+
+    /// [`PgPooled::release_clean`] for a caller that read the clock just now.
+    pub fn release_clean_at(mut self, now: Instant) {
         if let Some(mut c) = self.conn.take() {
-            c.idle_since = Instant::now();
-            lock(&self.pool.idle)
-                .entry(self.key.clone())
-                .or_default()
-                .push(c);
+            c.idle_since = now;
+            lock(&self.pool.idle).put(&self.key, c);
         }
         // The permit is dropped after the connection is idle, so the next session finds it.
         self.permit.take();
@@ -351,7 +362,7 @@ impl PgPooled {
         tokio::spawn(async move {
             if c.discard_all().await {
                 c.idle_since = Instant::now();
-                lock(&pool.idle).entry(key).or_default().push(c);
+                lock(&pool.idle).put(&key, c);
             }
             drop(p);
         });

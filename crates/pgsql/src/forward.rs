@@ -17,7 +17,13 @@ pub(crate) struct SessionIo<'a> {
     pub qp: &'a mut SessionProcessor,
     /// The processlist entry (pin reason).
     pub entry: &'a crate::sessions::PgSessionEntry,
+    /// The buffer client messages are staged in, kept between calls (no allocation per
+    /// statement) unless a large batch grew it.
+    pub out: Vec<u8>,
 }
+
+/// Largest staging buffer kept for the next statement.
+const KEEP_OUT: usize = 64 << 10;
 
 /// The session's bookkeeping that forwarding client messages updates.
 pub(crate) struct Flow<'a> {
@@ -30,8 +36,10 @@ pub(crate) struct Flow<'a> {
 /// Forwards `first` and every further complete client message already buffered (up to a
 /// Terminate, which the pump handles) in one write: a pipelined Parse/Bind/Describe/Execute/Sync
 /// costs one syscall, not five.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn forward(
     fe: &PgFrontend,
+    rt: &sluice_core::runtime::RuntimeConfig,
     conn: &mut PgConn,
     s: &mut SessionIo<'_>,
     reader: &mut Reader,
@@ -39,10 +47,10 @@ pub(crate) async fn forward(
     first_digest: Option<(u64, String)>,
     flow: Flow<'_>,
 ) -> Result<(), PgError> {
-    let rt = fe.config.load();
     let max = rt.pgsql.variables.max_prepared_statements as usize;
     let invalidate = rt.pgsql.variables.query.query_cache_invalidate_on_write;
-    let mut out = Vec::with_capacity(first.len() + reader.buf.len() + 32);
+    let mut out = std::mem::take(&mut s.out);
+    out.clear();
     let mut add = |m: &[u8], digest: Option<(u64, String)>, out: &mut Vec<u8>| {
         // Rules run on every statement (rewrite, stats); routing only mattered at checkout.
         let mut rewritten = None;
@@ -55,7 +63,7 @@ pub(crate) async fn forward(
                 };
                 sql.map(|q| {
                     let q = String::from_utf8_lossy(q).into_owned();
-                    let d = s.qp.decide(&rt, &fe.query, &q);
+                    let d = s.qp.decide(rt, &fe.query, &q);
                     rewritten = d.action.rewritten.as_deref().and_then(|t| with_query(m, t));
                     match (d.action.multiplex, d.action.sticky_conn) {
                         (Some(0), _) | (_, Some(true)) => flow.pinned.sticky = Some(RULE_PIN),
@@ -88,6 +96,9 @@ pub(crate) async fn forward(
         add(&m, None, &mut out);
     }
     conn.stream.write_all(&out).await?;
+    if out.capacity() <= KEEP_OUT {
+        s.out = out;
+    }
     Ok(())
 }
 
@@ -115,10 +126,9 @@ fn stage(
         b'Q' => {
             stmts.batch_sent();
             // These drop every prepared statement on the connection, Sluice's included.
-            let q = &m[5..m.len().min(5 + 32)];
-            let q = String::from_utf8_lossy(q).to_ascii_lowercase();
-            let q = q.trim_start();
-            if q.starts_with("discard all") || q.starts_with("deallocate all") {
+            let q = m.get(5..).unwrap_or_default().trim_ascii_start();
+            let starts = |p: &[u8]| q.get(..p.len()).is_some_and(|h| h.eq_ignore_ascii_case(p));
+            if starts(b"discard all") || starts(b"deallocate all") {
                 conn.prepared.clear();
             }
         }

@@ -57,12 +57,12 @@ pub struct PgFrontend {
 }
 
 /// Where a cancel request for a session must go: (server address, server pid, server secret).
-pub type CancelTarget = Arc<std::sync::Mutex<Option<(String, u32, u32)>>>;
+pub type CancelTarget = Arc<std::sync::Mutex<Option<(Arc<str>, u32, u32)>>>;
 
 /// Cancel keys Sluice handed to clients.
 pub type CancelMap = Arc<std::sync::Mutex<std::collections::HashMap<(u32, u32), CancelTarget>>>;
 
-fn set_target(t: &CancelTarget, v: Option<(String, u32, u32)>) {
+fn set_target(t: &CancelTarget, v: Option<(Arc<str>, u32, u32)>) {
     *t.lock().unwrap_or_else(|p| p.into_inner()) = v;
 }
 
@@ -127,8 +127,12 @@ pub async fn serve(fe: Arc<PgFrontend>, listeners: Vec<TcpListener>) {
 }
 
 /// Gets a server connection for the session.
-async fn checkout(fe: &PgFrontend, l: &Login, hg: u32) -> Result<PgPooled, PgError> {
-    let rt = fe.config.load();
+async fn checkout(
+    fe: &PgFrontend,
+    rt: &sluice_core::runtime::RuntimeConfig,
+    l: &Login,
+    hg: u32,
+) -> Result<PgPooled, PgError> {
     let servers = rt
         .pgsql
         .hostgroups
@@ -199,7 +203,8 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         }
     };
     // ParameterStatus values come from a real server connection, so clients see the server's.
-    let mut first = match checkout(&fe, &l, l.user.default_hostgroup.0).await {
+    let rt = fe.config.load();
+    let mut first = match checkout(&fe, &rt, &l, l.user.default_hostgroup.0).await {
         Ok(c) => c,
         Err(e) => {
             warn!(client = %peer, user = %l.user.username, "no PostgreSQL backend for the login: {e}");
@@ -243,6 +248,7 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
             stmts: &mut stmts,
             qp: &mut qp,
             entry: &entry,
+            out: Vec::new(),
         };
         match pump(&fe, &l, &mut io, &mut reader, &target, &mut s).await {
             Ok(()) => {}
@@ -316,6 +322,10 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
     let mut pinned = PinSet::with_sticky(l.user.fast_forward.0.then_some("session pooling"));
     let mut last_status = b'I';
     let mut published: Option<&'static str> = None;
+    let mut counted = crate::sessions::StatementCounter::default();
+    // One registration for the session's life, not one per transaction.
+    let shutdown = fe.shutdown.cancelled();
+    tokio::pin!(shutdown);
     loop {
         let reason = pinned
             .reason()
@@ -327,7 +337,7 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
         let Some(b) = backend.as_mut() else {
             // Idle between transactions: wait for the client only.
             let m = tokio::select! {
-                _ = fe.shutdown.cancelled() => return Ok(()),
+                _ = &mut shutdown => return Ok(()),
                 m = reader.message(tcp) => m?,
             };
             if m[0] == b'X' {
@@ -355,7 +365,9 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
                 b'H' => continue,
                 _ => {}
             }
-            let f = match crate::start::start(fe, &l.user, &l.database, s, &vars, m).await {
+            // One snapshot for the whole start of the transaction.
+            let rt = fe.config.load();
+            let f = match crate::start::start(fe, &rt, (&l.user, &l.database), s, &vars, m).await {
                 Start::Answered {
                     reply,
                     skip_until_sync: skip,
@@ -381,7 +393,7 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
                 _ => {}
             }
             s.qp.hostgroup = i64::from(hostgroup);
-            match checkout(fe, l, hostgroup).await {
+            match checkout(fe, &rt, l, hostgroup).await {
                 Ok(mut c) => {
                     let conn = c.conn();
                     if let Err(e) = sync_vars(conn, &vars).await {
@@ -398,7 +410,7 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
                     if let Some(after) = timeout {
                         timer = Some(crate::start::arm_timeout(
                             fe,
-                            conn.server.clone(),
+                            conn.server.to_string(),
                             conn.key,
                             after,
                         ));
@@ -409,7 +421,7 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
                         pending: &mut pending,
                         outstanding: &mut outstanding,
                     };
-                    forward(fe, conn, s, reader, &m, decided, flow).await?;
+                    forward(fe, &rt, conn, s, reader, &m, decided, flow).await?;
                     backend = Some(c);
                 }
                 Err(e) => {
@@ -454,7 +466,8 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
                         pending: &mut pending,
                         outstanding: &mut outstanding,
                     };
-                    forward(fe, b.conn(), s, reader, &m, None, flow).await?;
+                    let rt = fe.config.load();
+                    forward(fe, &rt, b.conn(), s, reader, &m, None, flow).await?;
                 }
             }
             Ev::Server(Err(e)) => {
@@ -489,11 +502,13 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
                 let mut swallowed: Vec<std::ops::Range<usize>> = Vec::new();
                 let buf = &conn.reader.buf;
                 let rt = fe.config.load();
+                let now = std::time::Instant::now();
                 let mut saw_ready = false;
                 while let Some(n) = complete_len(&buf[pos..])? {
                     let kind = buf[pos];
                     if matches!(kind, b'C' | b'Z') {
-                        s.qp.received(&rt, (&fe.query, &fe.commands), kind, &buf[pos + 5..pos + n]);
+                        let frame = (kind, &buf[pos + 5..pos + n]);
+                        s.qp.received(&rt, (&fe.query, &fe.commands), frame, now);
                     }
                     if kind == b'E' {
                         if let Some(f) = fill.as_mut() {
@@ -509,7 +524,7 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
                         );
                     }
                     if kind == b'Z' {
-                        fe.server_stats.statement(s.qp.hostgroup, &conn.server);
+                        counted.count(&fe.server_stats, s.qp.hostgroup, &conn.server);
                     }
                     saw_ready |= kind == b'Z';
                     if kind == b'Z' {
@@ -592,7 +607,7 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
                     && let Some(b) = backend.take()
                 {
                     set_target(target, None);
-                    b.release_clean();
+                    b.release_clean_at(now);
                 }
             }
         }

@@ -79,6 +79,11 @@ impl PinSet {
 
     /// Notes what one SQL text (possibly several statements) does to the pins.
     pub fn apply(&mut self, sql: &str) {
+        let one = sql.trim_end().trim_end_matches(';');
+        if !one.contains(';') {
+            // One statement (the common case): no list to build.
+            return self.statement(one.trim());
+        }
         for stmt in crate::split::statements(sql) {
             self.statement(stmt);
         }

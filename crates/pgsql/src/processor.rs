@@ -53,6 +53,9 @@ pub struct SessionProcessor {
     /// Tables written since the last idle ReadyForQuery (cache invalidation), and whether the
     /// list is complete.
     writes: Option<(Vec<String>, bool)>,
+    /// A clock reading and the Unix time then: digest rows get their `last_seen` from the
+    /// statement's own timing instead of another clock read.
+    epoch: (Instant, u64),
 }
 
 /// The query text of a Query or Parse message.
@@ -99,19 +102,21 @@ fn unix_now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// Rows from a CommandComplete tag: (affected, sent).
+/// Rows from a CommandComplete tag: (affected, sent). Read in place: every statement has one.
 fn tag_rows(tag: &[u8]) -> (u64, u64) {
     let tag = tag.strip_suffix(&[0]).unwrap_or(tag);
-    let text = String::from_utf8_lossy(tag);
-    let verb = text.split_whitespace().next().unwrap_or("");
-    let n = text
-        .rsplit(' ')
-        .next()
-        .and_then(|n| n.parse::<u64>().ok())
-        .unwrap_or(0);
+    let verb = tag.split(|b| *b == b' ').next().unwrap_or_default();
+    let last = tag.rsplit(|b| *b == b' ').next().unwrap_or_default();
+    let n = if !last.is_empty() && last.iter().all(u8::is_ascii_digit) {
+        last.iter().fold(0u64, |n, d| {
+            n.saturating_mul(10).saturating_add(u64::from(d - b'0'))
+        })
+    } else {
+        0
+    };
     match verb {
-        "SELECT" | "FETCH" | "MOVE" => (0, n),
-        "INSERT" | "UPDATE" | "DELETE" | "MERGE" | "COPY" => (n, 0),
+        b"SELECT" | b"FETCH" | b"MOVE" => (0, n),
+        b"INSERT" | b"UPDATE" | b"DELETE" | b"MERGE" | b"COPY" => (n, 0),
         _ => (0, 0),
     }
 }
@@ -127,6 +132,7 @@ impl SessionProcessor {
             rows: (0, 0),
             hostgroup: -1,
             writes: None,
+            epoch: (Instant::now(), unix_now()),
         }
     }
 
@@ -171,7 +177,7 @@ impl SessionProcessor {
             d.digest.hash,
             &d.digest.text,
             -1,
-            started,
+            (started, Instant::now()),
             (0, 0),
         );
     }
@@ -184,7 +190,7 @@ impl SessionProcessor {
         hash: u64,
         text: &str,
         hostgroup: i64,
-        started: Instant,
+        (started, ended): (Instant, Instant),
         rows: (u64, u64),
     ) {
         let vars = &rt.pgsql.variables.query;
@@ -205,10 +211,10 @@ impl SessionProcessor {
             },
             digest: hash,
             text,
-            duration_us: started.elapsed().as_micros() as u64,
+            duration_us: ended.saturating_duration_since(started).as_micros() as u64,
             rows_affected: rows.0,
             rows_sent: rows.1,
-            now: unix_now(),
+            now: self.epoch.1 + ended.saturating_duration_since(self.epoch.0).as_secs(),
         });
     }
 
@@ -236,13 +242,14 @@ impl SessionProcessor {
         }
     }
 
-    /// A server frame came back: CommandComplete counts rows; ReadyForQuery ends a timed entry.
+    /// A server frame came back (read at `now`): CommandComplete counts rows; ReadyForQuery
+    /// ends a timed entry.
     pub fn received(
         &mut self,
         rt: &RuntimeConfig,
         (stats, counters): (&QueryProcessorStats, &CommandCounters),
-        kind: u8,
-        body: &[u8],
+        (kind, body): (u8, &[u8]),
+        now: Instant,
     ) {
         match kind {
             b'C' => {
@@ -255,8 +262,9 @@ impl SessionProcessor {
                 if let Some(t) = self.inflight.pop_front()
                     && !t.text.is_empty()
                 {
-                    counters.record(t.command, t.started.elapsed());
-                    self.record(rt, stats, t.hash, &t.text, t.hostgroup, t.started, rows);
+                    counters.record(t.command, now.saturating_duration_since(t.started));
+                    let timing = (t.started, now);
+                    self.record(rt, stats, t.hash, &t.text, t.hostgroup, timing, rows);
                 }
             }
             _ => {}

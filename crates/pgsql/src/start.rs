@@ -118,8 +118,8 @@ fn variant(vars: &BTreeMap<String, String>) -> u64 {
 /// Decides the first message of a transaction. `vars` are the session's SET variables.
 pub(crate) async fn start(
     fe: &PgFrontend,
-    user: &PgsqlUser,
-    database: &str,
+    rt: &sluice_core::runtime::RuntimeConfig,
+    (user, database): (&PgsqlUser, &str),
     s: &mut SessionIo<'_>,
     vars: &BTreeMap<String, String>,
     m: Bytes,
@@ -140,10 +140,9 @@ pub(crate) async fn start(
         return Start::Forward(Box::new(f));
     };
     let started = Instant::now();
-    let rt = fe.config.load();
     let qvars = &rt.pgsql.variables.query;
     let sql = String::from_utf8_lossy(sql).into_owned();
-    let d = s.qp.decide(&rt, &fe.query, &sql);
+    let d = s.qp.decide(rt, &fe.query, &sql);
     let simple = f.message[0] == b'Q';
     if d.action.log {
         info!(target: "sluice::query_log", user = %user.username, database, digest = %d.digest.hex(),
@@ -151,7 +150,7 @@ pub(crate) async fn start(
     }
     if let Some(msg) = &d.action.error_msg {
         fe.query.blocked.fetch_add(1, Ordering::Relaxed);
-        s.qp.record_local(&rt, &fe.query, &d, started);
+        s.qp.record_local(rt, &fe.query, &d, started);
         let mut reply = error_response("ERROR", BLOCKED_SQLSTATE, msg);
         if simple {
             reply.extend(ready(b'I'));
@@ -163,7 +162,7 @@ pub(crate) async fn start(
     }
     if let (Some(msg), true) = (&d.action.ok_msg, simple) {
         fe.query.ok_answered.fetch_add(1, Ordering::Relaxed);
-        s.qp.record_local(&rt, &fe.query, &d, started);
+        s.qp.record_local(rt, &fe.query, &d, started);
         let mut tag = msg.as_bytes().to_vec();
         tag.push(0);
         let mut reply = message(b'C', &tag);
@@ -185,7 +184,7 @@ pub(crate) async fn start(
             variant: variant(vars),
         };
         if let Some(bytes) = fe.cache.get(&key, Instant::now()) {
-            s.qp.record_local(&rt, &fe.query, &d, started);
+            s.qp.record_local(rt, &fe.query, &d, started);
             let mut reply = bytes.to_vec();
             reply.extend(ready(b'I'));
             return Start::Answered {

@@ -123,43 +123,82 @@ impl Default for CommandCounters {
     }
 }
 
-fn first_words(sql: &[u8]) -> (String, String) {
-    // The digest skips comments and literals; its first two words name the command.
-    let text = String::from_utf8_lossy(&sql[..sql.len().min(64)]);
-    let d = super::digest::digest(&text, super::digest::Dialect::Mysql, 64);
-    let mut words = d
-        .text
-        .split(|c: char| !c.is_ascii_alphabetic() && c != '_')
-        .filter(|w| !w.is_empty())
-        .map(str::to_ascii_uppercase);
-    (
-        words.next().unwrap_or_default(),
-        words.next().unwrap_or_default(),
-    )
+/// Skips whitespace, comments (`/* */`, `-- `, `#`) and opening parentheses from `i`.
+fn skip_noise(sql: &[u8], mut i: usize) -> usize {
+    while let Some(&b) = sql.get(i) {
+        match b {
+            b' ' | b'\t' | b'\n' | b'\r' | b'(' => i += 1,
+            b'/' if sql.get(i + 1) == Some(&b'*') => {
+                i = match sql[i + 2..].windows(2).position(|w| w == b"*/") {
+                    Some(p) => i + 2 + p + 2,
+                    None => sql.len(),
+                };
+            }
+            b'-' if sql.get(i + 1) == Some(&b'-') => i = line_end(sql, i),
+            b'#' => i = line_end(sql, i),
+            _ => break,
+        }
+    }
+    i
 }
 
-/// The command a query counts as.
-pub fn query_command(sql: &[u8]) -> usize {
-    let (a, b) = first_words(sql);
-    let name = match (a.as_str(), b.as_str()) {
-        ("ALTER", "TABLE") => "ALTER_TABLE",
-        ("CREATE", "DATABASE" | "SCHEMA") => "CREATE_DATABASE",
-        ("CREATE", "INDEX" | "UNIQUE") => "CREATE_INDEX",
-        ("CREATE", "TABLE") => "CREATE_TABLE",
-        ("CREATE", "TEMPORARY") => "CREATE_TEMPORARY",
-        ("DROP", "DATABASE" | "SCHEMA") => "DROP_DATABASE",
-        ("DROP", "TABLE") => "DROP_TABLE",
-        ("LOCK", _) => "LOCK_TABLE",
-        ("UNLOCK", _) => "UNLOCK_TABLES",
-        ("TRUNCATE", _) => "TRUNCATE_TABLE",
-        ("START", _) => "START_TRANSACTION",
-        ("DESC", _) => "DESCRIBE",
-        (w, _) => w,
-    };
-    COMMANDS
+/// Just past the newline ending the line that `i` is on.
+fn line_end(sql: &[u8], i: usize) -> usize {
+    sql[i..]
         .iter()
-        .position(|c| *c == name)
-        .unwrap_or(COMMANDS.len() - 1)
+        .position(|b| *b == b'\n')
+        .map_or(sql.len(), |p| i + p + 1)
+}
+
+/// The word (letters and `_`) starting at `i`, and where it ends.
+fn word_at(sql: &[u8], i: usize) -> (&[u8], usize) {
+    let rest = sql.get(i..).unwrap_or_default();
+    let n = rest
+        .iter()
+        .take_while(|b| b.is_ascii_alphabetic() || **b == b'_')
+        .count();
+    (&rest[..n], i + n)
+}
+
+/// The command a query counts as. It runs for every statement, so it reads the first two words
+/// in place (past comments) without allocating.
+pub fn query_command(sql: &[u8]) -> usize {
+    let (a, end) = word_at(sql, skip_noise(sql, 0));
+    let (b, _) = word_at(sql, skip_noise(sql, end));
+    let is = |w: &[u8], name: &str| w.eq_ignore_ascii_case(name.as_bytes());
+    let create = is(a, "CREATE");
+    let name = if is(a, "ALTER") && is(b, "TABLE") {
+        "ALTER_TABLE"
+    } else if (create || is(a, "DROP")) && (is(b, "DATABASE") || is(b, "SCHEMA")) {
+        if create {
+            "CREATE_DATABASE"
+        } else {
+            "DROP_DATABASE"
+        }
+    } else if (create || is(a, "DROP")) && is(b, "TABLE") {
+        if create { "CREATE_TABLE" } else { "DROP_TABLE" }
+    } else if create && (is(b, "INDEX") || is(b, "UNIQUE")) {
+        "CREATE_INDEX"
+    } else if create && is(b, "TEMPORARY") {
+        "CREATE_TEMPORARY"
+    } else if is(a, "LOCK") {
+        "LOCK_TABLE"
+    } else if is(a, "UNLOCK") {
+        "UNLOCK_TABLES"
+    } else if is(a, "TRUNCATE") {
+        "TRUNCATE_TABLE"
+    } else if is(a, "START") {
+        "START_TRANSACTION"
+    } else if is(a, "DESC") {
+        "DESCRIBE"
+    } else {
+        // Any other first word counts under its own name when it has a row (SELECT, SET, ...).
+        return COMMANDS
+            .iter()
+            .position(|c| !a.is_empty() && is(a, c))
+            .unwrap_or(COMMANDS.len() - 1);
+    };
+    named(name)
 }
 
 /// Index of a protocol-level command (COM_STMT_EXECUTE counts as EXECUTE).
@@ -277,6 +316,25 @@ mod tests {
             "START_TRANSACTION"
         );
         assert_eq!(COMMANDS[query_command(b"frobnicate")], "UNKNOWN");
+        let cases: &[(&[u8], &str)] = &[
+            (b"-- note\n# other\n  (SELECT 1) UNION (SELECT 2)", "SELECT"),
+            (b"/* unterminated", "UNKNOWN"),
+            (b"", "UNKNOWN"),
+            (b"drop /* x */ schema s", "DROP_DATABASE"),
+            (b"Create Unique Index i ON t (a)", "CREATE_INDEX"),
+            (b"CREATE VIEW v AS SELECT 1", "UNKNOWN"),
+            (b"alter table t add c int", "ALTER_TABLE"),
+            (b"ALTER USER u", "UNKNOWN"),
+            (b"desc t", "DESCRIBE"),
+            (b"lock tables t write", "LOCK_TABLE"),
+            (b"insert into t values (1)", "INSERT"),
+            (b"select_x from t", "UNKNOWN"),
+            (b"SET x = 1", "SET"),
+        ];
+        for (sql, want) in cases {
+            let got = COMMANDS[query_command(sql)];
+            assert_eq!(got, *want, "{}", String::from_utf8_lossy(sql));
+        }
         let c = CommandCounters::default();
         c.record(query_command(b"SELECT 1"), Duration::from_micros(700));
         c.record(query_command(b"SELECT 1"), Duration::from_secs(20));

@@ -103,7 +103,7 @@ pub fn digest(sql: &str, dialect: Dialect, max_len: usize) -> Digest {
 }
 
 /// Keywords whose case is folded to upper case in the digest. Sorted (binary search).
-const KEYWORDS: &[&str] = &[
+pub(crate) const KEYWORDS: &[&str] = &[
     "ADD",
     "ALL",
     "ALTER",
@@ -184,6 +184,33 @@ const KEYWORDS: &[&str] = &[
     "WHERE",
     "WITH",
 ];
+
+/// [`KEYWORDS`] packed by [`pack_upper`], in the same order: the lookup for every word of every
+/// statement compares integers instead of calling `memcmp` per probe.
+const PACKED_KEYWORDS: [u128; KEYWORDS.len()] = {
+    let mut out = [0u128; KEYWORDS.len()];
+    let mut i = 0;
+    while i < KEYWORDS.len() {
+        out[i] = pack_upper(KEYWORDS[i].as_bytes());
+        i += 1;
+    }
+    out
+};
+
+/// Up to 16 bytes of `w`, upper-cased, packed big-endian and zero-padded: packed values order
+/// like the words (a zero pad sorts before any letter), so a sorted word list packs sorted.
+const fn pack_upper(w: &[u8]) -> u128 {
+    let mut v: u128 = 0;
+    let mut i = 0;
+    while i < 16 {
+        v <<= 8;
+        if i < w.len() {
+            v |= w[i].to_ascii_uppercase() as u128;
+        }
+        i += 1;
+    }
+    v
+}
 
 /// Nesting depth up to which value lists are collapsed; deeper groups are kept as they are.
 const MAX_DEPTH: usize = 32;
@@ -633,14 +660,9 @@ impl<'a> Tokenizer<'a> {
         }
         self.i = j;
         self.sep(w[0]);
-        let mut upper = [0u8; 16];
-        let kw = if w.len() <= upper.len() {
-            for (u, c) in upper.iter_mut().zip(w) {
-                *u = c.to_ascii_uppercase();
-            }
-            let up = &upper[..w.len()];
-            KEYWORDS
-                .binary_search_by(|k| k.as_bytes().cmp(up))
+        let kw = if w.len() <= 16 {
+            PACKED_KEYWORDS
+                .binary_search(&pack_upper(w))
                 .ok()
                 .map(|p| KEYWORDS[p])
         } else {

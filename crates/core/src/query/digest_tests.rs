@@ -215,6 +215,15 @@ fn keywords_are_sorted_for_binary_search() {
         2048,
     );
     assert_eq!(d.text, d.text.to_ascii_uppercase());
+    // Every keyword is found, whatever its case, and a longer or shorter word is not one.
+    for k in super::digest::KEYWORDS {
+        assert!(k.len() <= 16, "{k} is too long to be packed");
+        let lower = k.to_ascii_lowercase();
+        assert_eq!(digest(&lower, Dialect::Pgsql, 64).text, *k);
+        let longer = format!("{lower}x");
+        assert_eq!(digest(&longer, Dialect::Pgsql, 64).text, longer);
+    }
+    assert_eq!(digest("sel", Dialect::Mysql, 64).text, "sel");
 }
 
 #[test]

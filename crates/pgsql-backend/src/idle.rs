@@ -1,0 +1,159 @@
+//! Idle server connections by (hostgroup, server, user, database). Checkout and release run for
+//! every transaction, so a lookup hashes the borrowed fields into a fingerprint and allocates
+//! nothing; the key is built once per distinct pool and shared afterwards.
+
+use crate::conn::PgConn;
+use crate::pool::PgKey;
+use sluice_core::runtime::ServerKey;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// One pool: its key and its idle connections (most recently used last).
+#[derive(Debug)]
+struct Bucket {
+    key: Arc<PgKey>,
+    conns: Vec<PgConn>,
+}
+
+/// Every pool's idle connections. Buckets sharing a fingerprint (a hash collision) sit side by
+/// side and are told apart by their keys.
+#[derive(Debug, Default)]
+pub(crate) struct IdleConns {
+    map: HashMap<u64, Vec<Bucket>>,
+}
+
+/// The fields a pool is keyed by, borrowed from the request.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct KeyRef<'a> {
+    pub hostgroup: u32,
+    pub server: &'a ServerKey,
+    pub user: &'a str,
+    pub database: &'a str,
+}
+
+impl KeyRef<'_> {
+    /// FNV-1a over the fields, each followed by a separator byte that cannot occur in them.
+    fn fingerprint(&self) -> u64 {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        let parts: [&[u8]; 5] = [
+            &self.hostgroup.to_le_bytes(),
+            &self.server.port.to_le_bytes(),
+            self.server.hostname.as_bytes(),
+            self.user.as_bytes(),
+            self.database.as_bytes(),
+        ];
+        for part in parts {
+            for b in part.iter().chain(&[0xff]) {
+                h ^= u64::from(*b);
+                h = h.wrapping_mul(0x0000_0100_0000_01b3);
+            }
+        }
+        h
+    }
+
+    fn matches(&self, k: &PgKey) -> bool {
+        k.hostgroup == self.hostgroup
+            && k.server == *self.server
+            && k.user == self.user
+            && k.database == self.database
+    }
+}
+
+impl IdleConns {
+    /// The shared key of the pool `k` names (created, with an empty pool, the first time) and
+    /// its most recently used idle connection, if any.
+    pub(crate) fn take(&mut self, k: KeyRef<'_>) -> (Arc<PgKey>, Option<PgConn>) {
+        let buckets = self.map.entry(k.fingerprint()).or_default();
+        if let Some(b) = buckets.iter_mut().find(|b| k.matches(&b.key)) {
+            return (b.key.clone(), b.conns.pop());
+        }
+        let key = Arc::new(PgKey {
+            hostgroup: k.hostgroup,
+            server: k.server.clone(),
+            user: k.user.to_string(),
+            database: k.database.to_string(),
+        });
+        buckets.push(Bucket {
+            key: key.clone(),
+            conns: Vec::new(),
+        });
+        (key, None)
+    }
+
+    /// Puts `conn` back into the pool of `key`.
+    pub(crate) fn put(&mut self, key: &Arc<PgKey>, conn: PgConn) {
+        let k = KeyRef {
+            hostgroup: key.hostgroup,
+            server: &key.server,
+            user: &key.user,
+            database: &key.database,
+        };
+        let buckets = self.map.entry(k.fingerprint()).or_default();
+        match buckets.iter_mut().find(|b| k.matches(&b.key)) {
+            Some(b) => b.conns.push(conn),
+            None => buckets.push(Bucket {
+                key: key.clone(),
+                conns: vec![conn],
+            }),
+        }
+    }
+
+    /// Every pool with its idle connections.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&PgKey, &[PgConn])> {
+        self.map
+            .values()
+            .flatten()
+            .map(|b| (b.key.as_ref(), b.conns.as_slice()))
+    }
+
+    /// Takes out every idle connection to `server`.
+    pub(crate) fn remove_server(&mut self, server: &ServerKey) -> Vec<PgConn> {
+        let mut out = Vec::new();
+        for buckets in self.map.values_mut() {
+            for b in buckets.iter_mut().filter(|b| &b.key.server == server) {
+                out.append(&mut b.conns);
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server(port: u16) -> ServerKey {
+        ServerKey {
+            hostname: "127.0.0.1".into(),
+            port,
+        }
+    }
+
+    #[test]
+    fn pools_are_told_apart_and_keys_shared() {
+        let s1 = server(1);
+        let s2 = server(2);
+        let mut idle = IdleConns::default();
+        let k = |server, user, database| KeyRef {
+            hostgroup: 0,
+            server,
+            user,
+            database,
+        };
+        let (a, none) = idle.take(k(&s1, "u", "db"));
+        assert!(none.is_none());
+        let (a2, _) = idle.take(k(&s1, "u", "db"));
+        assert!(Arc::ptr_eq(&a, &a2), "the key is built once per pool");
+        let (b, _) = idle.take(k(&s2, "u", "db"));
+        let (c, _) = idle.take(k(&s1, "u", "db2"));
+        // Field boundaries count: ("ab", "c") is not ("a", "bc").
+        let (d, _) = idle.take(k(&s1, "ab", "c"));
+        let (e, _) = idle.take(k(&s1, "a", "bc"));
+        for other in [&b, &c, &d, &e] {
+            assert!(!Arc::ptr_eq(&a, other));
+        }
+        assert!(!Arc::ptr_eq(&d, &e));
+        assert_eq!(idle.iter().count(), 5);
+        assert!(idle.remove_server(&s1).is_empty());
+    }
+}
