@@ -4,6 +4,8 @@
 //! locking read, and the tables it names. The output is written into one buffer; nothing is
 //! allocated per token, and no input makes it fail.
 
+use super::keywords::keyword;
+
 /// The SQL dialect: the two differ in quoting, comments and parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Dialect {
@@ -100,116 +102,6 @@ pub fn digest(sql: &str, dialect: Dialect, max_len: usize) -> Digest {
     let mut t = Tokenizer::new(sql.as_bytes(), dialect, max_len);
     t.run();
     t.finish()
-}
-
-/// Keywords whose case is folded to upper case in the digest. Sorted (binary search).
-pub(crate) const KEYWORDS: &[&str] = &[
-    "ADD",
-    "ALL",
-    "ALTER",
-    "AND",
-    "ANY",
-    "AS",
-    "ASC",
-    "BEGIN",
-    "BETWEEN",
-    "BY",
-    "CALL",
-    "CASE",
-    "CAST",
-    "COMMIT",
-    "CREATE",
-    "CROSS",
-    "DATABASE",
-    "DEFAULT",
-    "DELETE",
-    "DESC",
-    "DISTINCT",
-    "DROP",
-    "DUPLICATE",
-    "ELSE",
-    "END",
-    "EXISTS",
-    "EXPLAIN",
-    "FALSE",
-    "FOR",
-    "FROM",
-    "FULL",
-    "GROUP",
-    "HAVING",
-    "IF",
-    "IGNORE",
-    "IN",
-    "INDEX",
-    "INNER",
-    "INSERT",
-    "INTERVAL",
-    "INTO",
-    "IS",
-    "JOIN",
-    "KEY",
-    "LEFT",
-    "LIKE",
-    "LIMIT",
-    "LOCK",
-    "MODE",
-    "NOT",
-    "NULL",
-    "OFFSET",
-    "ON",
-    "OR",
-    "ORDER",
-    "OUTER",
-    "REPLACE",
-    "RETURNING",
-    "RIGHT",
-    "ROLLBACK",
-    "SELECT",
-    "SET",
-    "SHARE",
-    "SHOW",
-    "START",
-    "TABLE",
-    "THEN",
-    "TRANSACTION",
-    "TRUE",
-    "TRUNCATE",
-    "UNION",
-    "UPDATE",
-    "USE",
-    "USING",
-    "VALUES",
-    "VIEW",
-    "WHEN",
-    "WHERE",
-    "WITH",
-];
-
-/// [`KEYWORDS`] packed by [`pack_upper`], in the same order: the lookup for every word of every
-/// statement compares integers instead of calling `memcmp` per probe.
-const PACKED_KEYWORDS: [u128; KEYWORDS.len()] = {
-    let mut out = [0u128; KEYWORDS.len()];
-    let mut i = 0;
-    while i < KEYWORDS.len() {
-        out[i] = pack_upper(KEYWORDS[i].as_bytes());
-        i += 1;
-    }
-    out
-};
-
-/// Up to 16 bytes of `w`, upper-cased, packed big-endian and zero-padded: packed values order
-/// like the words (a zero pad sorts before any letter), so a sorted word list packs sorted.
-const fn pack_upper(w: &[u8]) -> u128 {
-    let mut v: u128 = 0;
-    let mut i = 0;
-    while i < 16 {
-        v <<= 8;
-        if i < w.len() {
-            v |= w[i].to_ascii_uppercase() as u128;
-        }
-        i += 1;
-    }
-    v
 }
 
 /// Nesting depth up to which value lists are collapsed; deeper groups are kept as they are.
@@ -660,14 +552,7 @@ impl<'a> Tokenizer<'a> {
         }
         self.i = j;
         self.sep(w[0]);
-        let kw = if w.len() <= 16 {
-            PACKED_KEYWORDS
-                .binary_search(&pack_upper(w))
-                .ok()
-                .map(|p| KEYWORDS[p])
-        } else {
-            None
-        };
+        let kw = if w.len() <= 16 { keyword(w) } else { None };
         match kw {
             Some(k) => {
                 self.push(k.as_bytes());

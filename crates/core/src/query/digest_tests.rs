@@ -216,7 +216,7 @@ fn keywords_are_sorted_for_binary_search() {
     );
     assert_eq!(d.text, d.text.to_ascii_uppercase());
     // Every keyword is found, whatever its case, and a longer or shorter word is not one.
-    for k in super::digest::KEYWORDS {
+    for k in super::keywords::KEYWORDS {
         assert!(k.len() <= 16, "{k} is too long to be packed");
         let lower = k.to_ascii_lowercase();
         assert_eq!(digest(&lower, Dialect::Pgsql, 64).text, *k);

@@ -6,6 +6,7 @@ pub mod cache;
 pub mod commands;
 pub mod digest;
 pub mod hints;
+mod keywords;
 pub mod rules;
 pub mod stats;
 
