@@ -47,15 +47,7 @@ fn main() -> ExitCode {
             return ExitCode::from(64);
         }
     };
-    // More workers than CPUs only adds wake-ups between them (measured: docs/benchmarks.md).
-    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
-    let threads = (cfg.mysql_variables.threads as usize).clamp(1, cpus);
-    if threads < cfg.mysql_variables.threads as usize {
-        tracing::info!(
-            "mysql-threads={} but this machine has {cpus} CPU(s): running {threads} worker threads",
-            cfg.mysql_variables.threads
-        );
-    }
+    let threads = cfg.mysql_variables.threads as usize;
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads)
         .enable_all()
