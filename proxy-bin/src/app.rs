@@ -118,6 +118,9 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
     } else {
         None
     };
+    let pg_threads = pg_vars.threads as usize;
+    let pg_workers = sluice_pgsql::workers::PgWorkers::start(pg_threads)
+        .map_err(|e| format!("cannot start {pg_threads} PostgreSQL session thread(s): {e}"))?;
     let pg_fe = Arc::new(sluice_pgsql::frontend::PgFrontend {
         config: config.clone(),
         tls: pg_tls,
@@ -132,6 +135,7 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
         commands: Default::default(),
         sessions: Default::default(),
         server_stats: Default::default(),
+        workers: Some(pg_workers),
     });
     // The monitors: health checks per protocol, publishing their verdicts through the config
     // handle; a shunned server's idle connections are closed at once.
@@ -210,6 +214,7 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
     info!(
         servers = cfg.mysql_servers.len(),
         users = cfg.mysql_users.len(),
+        pgsql_threads = pg_threads,
         version = env!("CARGO_PKG_VERSION"),
         "sluice started"
     );

@@ -53,6 +53,21 @@ fn backend_conns_of(user: &str) -> u64 {
     .unwrap_or(0)
 }
 
+const STAGE_CONNECT: u64 = 1;
+const STAGE_DISCONNECT: u64 = 2;
+const STAGE_DONE: u64 = 3;
+/// Query `n` of a client is stage `STAGE_QUERY + n`.
+const STAGE_QUERY: u64 = 10;
+
+fn stage_name(stage: u64) -> String {
+    match stage {
+        STAGE_CONNECT => "connect".into(),
+        STAGE_DISCONNECT => "disconnect".into(),
+        n if n >= STAGE_QUERY => format!("query {}", n - STAGE_QUERY),
+        n => format!("stage {n}"),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn five_hundred_clients_share_twenty_backend_connections() {
     if !backends_ready() {
@@ -63,23 +78,29 @@ async fn five_hundred_clients_share_twenty_backend_connections() {
     let opts = Opts::from_url(&s.url("mux500", "mux500", "app")).expect("url");
     let ok = Arc::new(AtomicU64::new(0));
     let errors = Arc::new(AtomicU64::new(0));
+    // Where each client is, so that a client that never finishes is named with its step.
+    let stages: Arc<Vec<AtomicU64>> = Arc::new((0..500).map(|_| AtomicU64::new(0)).collect());
     let start = Instant::now();
     let run_until = start + Duration::from_secs(20);
     let mut tasks = Vec::new();
     for i in 0..500u64 {
-        let (opts, ok, errors) = (opts.clone(), ok.clone(), errors.clone());
+        let (opts, ok, errors, stages) = (opts.clone(), ok.clone(), errors.clone(), stages.clone());
         tasks.push(tokio::spawn(async move {
+            let stage = &stages[i as usize];
+            stage.store(STAGE_CONNECT, Ordering::Relaxed);
             let mut c = match Conn::new(opts).await {
                 Ok(c) => c,
                 Err(e) => {
                     eprintln!("client {i}: connect failed: {e}");
                     errors.fetch_add(1, Ordering::Relaxed);
+                    stage.store(STAGE_DONE, Ordering::Relaxed);
                     return;
                 }
             };
             // Every client runs a few autocommit selects, spread over about three seconds.
             let mut n = 0;
             while n < 10 && Instant::now() < run_until {
+                stage.store(STAGE_QUERY + n, Ordering::Relaxed);
                 match c.query_first::<u64, _>(format!("SELECT {i} + {n}")).await {
                     Ok(Some(v)) if v == i + n => {
                         ok.fetch_add(1, Ordering::Relaxed);
@@ -92,18 +113,38 @@ async fn five_hundred_clients_share_twenty_backend_connections() {
                 n += 1;
                 tokio::time::sleep(Duration::from_millis(300)).await;
             }
+            stage.store(STAGE_DISCONNECT, Ordering::Relaxed);
             let _ = c.disconnect().await;
+            stage.store(STAGE_DONE, Ordering::Relaxed);
         }));
     }
     let mut peak = 0;
     while tasks.iter().any(|t| !t.is_finished()) && start.elapsed() < Duration::from_secs(60) {
-        peak = peak.max(
-            tokio::task::spawn_blocking(|| backend_conns_of("mux500"))
-                .await
-                .expect("sample"),
-        );
+        let sample = tokio::task::spawn_blocking(|| backend_conns_of("mux500"));
+        match tokio::time::timeout(Duration::from_secs(10), sample).await {
+            Ok(Ok(n)) => peak = peak.max(n),
+            other => panic!("counting MariaDB's connections did not answer: {other:?}"),
+        }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    let stuck: Vec<String> = stages
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.load(Ordering::Relaxed) != STAGE_DONE)
+        .map(|(i, s)| format!("client {i} at {}", stage_name(s.load(Ordering::Relaxed))))
+        .collect();
+    assert!(
+        stuck.is_empty(),
+        "{} client(s) unfinished after 60s: {}\nlog:\n{}",
+        stuck.len(),
+        stuck
+            .iter()
+            .take(20)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", "),
+        s.log()
+    );
     for t in tasks {
         t.await.expect("client task");
     }

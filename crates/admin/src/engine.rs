@@ -12,7 +12,7 @@ use sluice_core::admin::{
     AdminCredential, AdminError, AdminExecutor, AdminFuture, AdminReply, AdminRole, AdminRows,
     LiveStats,
 };
-use sluice_core::config::{AdminVariables, Config, MysqlVariables};
+use sluice_core::config::{AdminVariables, Config, MysqlVariables, PgsqlVariables};
 use sluice_core::{ConfigHandle, RuntimeConfig};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -224,31 +224,22 @@ impl Admin {
         if RUNTIME_MODULES.contains(&m) {
             let base = self.running_config();
             let cfg = memory_to_config(&self.store, &base, &[m]).await?;
-            let restart: Vec<&str> = MysqlVariables::RESTART_REQUIRED
-                .iter()
-                .copied()
-                .filter(|v| {
-                    let now = cfg
-                        .mysql_variables
-                        .pairs()
-                        .into_iter()
-                        .find(|(k, _)| k == v);
-                    let before = base
-                        .mysql_variables
-                        .pairs()
-                        .into_iter()
-                        .find(|(k, _)| k == v);
-                    now != before
-                })
-                .collect();
+            let mut restart = restart_changes(
+                "mysql-",
+                MysqlVariables::RESTART_REQUIRED,
+                &base.mysql_variables.pairs(),
+                &cfg.mysql_variables.pairs(),
+            );
+            restart.extend(restart_changes(
+                "pgsql-",
+                PgsqlVariables::RESTART_REQUIRED,
+                &base.pgsql_variables.pairs(),
+                &cfg.pgsql_variables.pairs(),
+            ));
             if !restart.is_empty() {
                 message = Some(format!(
                     "{} take effect after a restart",
-                    restart
-                        .iter()
-                        .map(|v| format!("mysql-{v}"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    restart.join(", ")
                 ));
             }
             if let Some(h) = self.runtime.get() {
@@ -541,4 +532,24 @@ fn sysvar_value(name: &str) -> String {
         n if n.starts_with("collation") => "utf8mb4_general_ci".into(),
         _ => String::new(),
     }
+}
+
+/// The restart-only variables whose value differs between `before` and `after`, prefixed.
+fn restart_changes(
+    prefix: &str,
+    names: &[&str],
+    before: &[(String, String)],
+    after: &[(String, String)],
+) -> Vec<String> {
+    let value = |pairs: &[(String, String)], name: &str| {
+        pairs
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    };
+    names
+        .iter()
+        .filter(|n| value(before, n) != value(after, n))
+        .map(|n| format!("{prefix}{n}"))
+        .collect()
 }

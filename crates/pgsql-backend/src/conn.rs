@@ -49,6 +49,8 @@ pub struct PgConn {
     pub idle_since: std::time::Instant,
     /// Its socket's duplicate, to kill it from outside (a shunned server).
     pub kill_handle: std::sync::Arc<crate::stream::KillHandle>,
+    /// The session thread whose poll the socket is registered with (`None`: the shared runtime).
+    pub home: Option<usize>,
 }
 
 fn startup_message(p: &ConnectParams) -> Vec<u8> {
@@ -191,7 +193,20 @@ impl PgConn {
             session_vars: Default::default(),
             idle_since: std::time::Instant::now(),
             kill_handle: std::sync::Arc::new(kill_handle),
+            home: None,
         })
+    }
+
+    /// This connection with its socket registered with the poll of the runtime running the
+    /// caller, session thread `home`: served by the thread that uses it, its replies wake no
+    /// other thread. A TLS connection stays where it was opened (correct, one wake-up dearer).
+    /// An error leaves a socket that cannot be used: the caller drops the connection.
+    pub fn rehomed(mut self, home: usize) -> std::io::Result<PgConn> {
+        if !self.stream.is_tls() {
+            self.stream = self.stream.reregistered()?;
+            self.home = Some(home);
+        }
+        Ok(self)
     }
 
     /// True when an idle connection was closed by the server (or has unexpected bytes pending).

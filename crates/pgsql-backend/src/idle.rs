@@ -61,11 +61,23 @@ impl KeyRef<'_> {
 
 impl IdleConns {
     /// The shared key of the pool `k` names (created, with an empty pool, the first time) and
-    /// its most recently used idle connection, if any.
-    pub(crate) fn take(&mut self, k: KeyRef<'_>) -> (Arc<PgKey>, Option<PgConn>) {
+    /// its most recently used idle connection, if any: one opened on session thread `home`
+    /// when there is one (no socket to move), else any.
+    pub(crate) fn take(
+        &mut self,
+        k: KeyRef<'_>,
+        home: Option<usize>,
+    ) -> (Arc<PgKey>, Option<PgConn>) {
         let buckets = self.map.entry(k.fingerprint()).or_default();
         if let Some(b) = buckets.iter_mut().find(|b| k.matches(&b.key)) {
-            return (b.key.clone(), b.conns.pop());
+            let conn = match b.conns.last() {
+                Some(c) if c.home != home => match b.conns.iter().rposition(|c| c.home == home) {
+                    Some(i) => Some(b.conns.remove(i)),
+                    None => b.conns.pop(),
+                },
+                _ => b.conns.pop(),
+            };
+            return (b.key.clone(), conn);
         }
         let key = Arc::new(PgKey {
             hostgroup: k.hostgroup,
@@ -129,6 +141,12 @@ mod tests {
         }
     }
 
+    impl IdleConns {
+        fn take_any(&mut self, k: KeyRef<'_>) -> (Arc<PgKey>, Option<PgConn>) {
+            self.take(k, None)
+        }
+    }
+
     #[test]
     fn pools_are_told_apart_and_keys_shared() {
         let s1 = server(1);
@@ -140,15 +158,15 @@ mod tests {
             user,
             database,
         };
-        let (a, none) = idle.take(k(&s1, "u", "db"));
+        let (a, none) = idle.take_any(k(&s1, "u", "db"));
         assert!(none.is_none());
-        let (a2, _) = idle.take(k(&s1, "u", "db"));
+        let (a2, _) = idle.take_any(k(&s1, "u", "db"));
         assert!(Arc::ptr_eq(&a, &a2), "the key is built once per pool");
-        let (b, _) = idle.take(k(&s2, "u", "db"));
-        let (c, _) = idle.take(k(&s1, "u", "db2"));
+        let (b, _) = idle.take_any(k(&s2, "u", "db"));
+        let (c, _) = idle.take_any(k(&s1, "u", "db2"));
         // Field boundaries count: ("ab", "c") is not ("a", "bc").
-        let (d, _) = idle.take(k(&s1, "ab", "c"));
-        let (e, _) = idle.take(k(&s1, "a", "bc"));
+        let (d, _) = idle.take_any(k(&s1, "ab", "c"));
+        let (e, _) = idle.take_any(k(&s1, "a", "bc"));
         for other in [&b, &c, &d, &e] {
             assert!(!Arc::ptr_eq(&a, other));
         }

@@ -58,6 +58,9 @@ pub struct PgCheckout<'a> {
     pub database: &'a str,
     /// Startup options passed on.
     pub options: &'a [(String, String)],
+    /// The session thread asking (`pgsql-threads`): connections opened there are preferred and
+    /// others are moved to its poll. `None` on a shared runtime.
+    pub worker: Option<usize>,
     /// Per attempt.
     pub connect_timeout: Duration,
     /// Whole budget.
@@ -232,8 +235,8 @@ impl PgPool {
                 database: req.database,
             };
             let (key, idle) = loop {
-                let (key, c) = lock(&self.idle).take(wanted);
-                let Some(c) = c else { break (key, None) };
+                let (key, c) = lock(&self.idle).take(wanted, req.worker);
+                let Some(mut c) = c else { break (key, None) };
                 // Like PgBouncer's server_check_delay: a connection used moments ago is trusted
                 // without the extra syscall; one idle longer is checked for a server-side close.
                 if now.saturating_duration_since(c.idle_since) >= RECHECK_AFTER_IDLE
@@ -241,6 +244,18 @@ impl PgPool {
                 {
                     info!(server = %c.server, "dropping an idle PostgreSQL connection the server closed");
                     continue;
+                }
+                if let Some(w) = req.worker
+                    && c.home != Some(w)
+                    && !c.stream.is_tls()
+                {
+                    c = match c.rehomed(w) {
+                        Ok(c) => c,
+                        Err(e) => {
+                            warn!(server = %server.key, "closing a PostgreSQL connection that could not move to session thread {w}: {e}");
+                            continue;
+                        }
+                    };
                 }
                 break (key, Some(c));
             };
@@ -278,7 +293,8 @@ impl PgPool {
                 },
             };
             match PgConn::connect(&params).await {
-                Ok(conn) => {
+                Ok(mut conn) => {
+                    conn.home = req.worker;
                     debug!(server = %server.key, hostgroup = req.hostgroup, "opened PostgreSQL backend connection");
                     self.sockets.register(&server.key, &conn.kill_handle);
                     if let Some(h) = self.connect_errors.get() {

@@ -64,6 +64,15 @@ impl PgStream {
         Ok(PgStream::Tls(Box::new(s)))
     }
 
+    /// The same connection registered with the current runtime's poll (its file descriptor
+    /// taken out of the poll it was in). TLS connections are returned as they are.
+    pub fn reregistered(self) -> io::Result<PgStream> {
+        match self {
+            PgStream::Plain(tcp) => Ok(PgStream::Plain(TcpStream::from_std(tcp.into_std()?)?)),
+            tls @ PgStream::Tls(_) => Ok(tls),
+        }
+    }
+
     /// True for a TLS connection.
     pub fn is_tls(&self) -> bool {
         matches!(self, PgStream::Tls(_))

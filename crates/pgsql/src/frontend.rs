@@ -10,6 +10,7 @@ use crate::processor::{Identity, SessionProcessor};
 use crate::session_sets::{Change, Effect, apply, classify, replay_sql};
 use crate::start::{CacheFill, Forward, Start};
 use crate::statements::{Reply, SessionStatements};
+use crate::workers::spawn_session;
 use sluice_core::ConfigHandle;
 use sluice_pgsql_backend::Error as PgError;
 use sluice_pgsql_backend::conn::PgConn;
@@ -54,6 +55,8 @@ pub struct PgFrontend {
     pub sessions: Arc<crate::sessions::PgSessions>,
     /// Statements per (hostgroup, server) and the servers' errors (`stats_pgsql_errors`).
     pub server_stats: crate::sessions::ServerStats,
+    /// The session threads (`pgsql-threads`); `None` runs sessions on the caller's runtime.
+    pub workers: Option<crate::workers::PgWorkers>,
 }
 
 /// Where a cancel request for a session must go: (server address, server pid, server secret).
@@ -111,7 +114,19 @@ pub async fn serve(fe: Arc<PgFrontend>, listeners: Vec<TcpListener>) {
                     Ok((tcp, peer)) => {
                         let _ = tcp.set_nodelay(true);
                         let f = fe.clone();
-                        fe.tasks.spawn(async move { session(f, tcp, peer).await });
+                        match &fe.workers {
+                            Some(w) => {
+                                let worker = w.next();
+                                let index = Some(worker.index);
+                                spawn_session(&fe.tasks, worker, tcp, move |tcp| {
+                                    session(f, tcp, peer, index)
+                                });
+                            }
+                            None => {
+                                fe.tasks
+                                    .spawn(async move { session(f, tcp, peer, None).await });
+                            }
+                        }
                     }
                     Err(e) => {
                         warn!("pgsql accept failed: {e}");
@@ -147,6 +162,7 @@ async fn checkout(
         password: &l.user.password,
         database: &l.database,
         options: &l.options,
+        worker: l.worker,
         connect_timeout: Duration::from_millis(v.connect_timeout_server),
         connect_timeout_max: Duration::from_millis(v.connect_timeout_server_max),
         config: Some(&fe.config),
@@ -166,17 +182,19 @@ fn error_for(e: &PgError) -> Vec<u8> {
     }
 }
 
-async fn session(fe: Arc<PgFrontend>, tcp: TcpStream, peer: SocketAddr) {
+/// One client connection, from its first bytes to its close; `worker` is the session thread
+/// serving it, if any.
+async fn session(fe: Arc<PgFrontend>, tcp: TcpStream, peer: SocketAddr, worker: Option<usize>) {
     let mut reader = Reader::default();
     let local = tcp.local_addr().unwrap_or(peer);
     let ends = (peer, local);
     match opening(&fe, tcp, &mut reader).await {
-        Opening::Startup(tcp, startup) => run(fe, tcp, reader, &startup, false, ends).await,
+        Opening::Startup(tcp, startup) => run(fe, tcp, reader, &startup, false, ends, worker).await,
         Opening::Tls(mut tls) => {
             let mut reader = Reader::default();
             match reader.startup(&mut tls).await {
                 Ok(p) if p.len() >= 8 && p[4..8] == 196_608u32.to_be_bytes() => {
-                    run(fe, *tls, reader, &p, true, ends).await
+                    run(fe, *tls, reader, &p, true, ends, worker).await
                 }
                 Ok(_) => fail(&mut tls, "08P01", "expected a StartupMessage after TLS").await,
                 Err(e) => debug!(client = %peer, "pgsql session ended during startup: {e}"),
@@ -194,9 +212,13 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
     startup: &[u8],
     tls: bool,
     (peer, local): (SocketAddr, SocketAddr),
+    worker: Option<usize>,
 ) {
     let l = match login(&fe, &mut io, &mut reader, startup, tls, peer).await {
-        Ok(l) => l,
+        Ok(mut l) => {
+            l.worker = worker;
+            l
+        }
         Err(e) => {
             debug!(client = %peer, "pgsql login ended: {e}");
             return;

@@ -13,6 +13,7 @@ pub mod sessions;
 mod split;
 mod start;
 mod statements;
+pub mod workers;
 
 use async_trait::async_trait;
 use futures::stream;

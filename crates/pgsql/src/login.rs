@@ -23,6 +23,8 @@ pub(crate) struct Login {
     pub(crate) database: String,
     /// Startup parameters passed on to servers.
     pub(crate) options: Vec<(String, String)>,
+    /// The session thread serving the client (server connections prefer ones opened there).
+    pub(crate) worker: Option<usize>,
 }
 
 /// Ends a session before login with a FATAL ErrorResponse.
@@ -163,6 +165,7 @@ pub(crate) async fn login<S: AsyncRead + AsyncWrite + Unpin>(
         user,
         database,
         options,
+        worker: None,
     })
 }
 

@@ -116,6 +116,9 @@ pub struct PgsqlVariables {
     pub ssl_cert: String,
     /// Frontend TLS key (PEM path). Sluice addition; empty = generated in the datadir.
     pub ssl_key: String,
+    /// Event-loop threads serving PostgreSQL sessions, each with its own poll (restart
+    /// required).
+    pub threads: u32,
     /// Query processor: digests, cache, hints, delay, timeout.
     pub query: super::QueryVariables,
     /// The monitor: account, intervals, thresholds.
@@ -135,6 +138,7 @@ impl Default for PgsqlVariables {
             max_prepared_statements: 200,
             ssl_cert: String::new(),
             ssl_key: String::new(),
+            threads: 4,
             query: super::QueryVariables::default(),
             monitor: super::MonitorVariables::defaults("pgsql"),
         }
@@ -170,6 +174,7 @@ impl PgsqlVariables {
             "max_prepared_statements" => self.max_prepared_statements = int(1, 100_000)? as u32,
             "ssl_cert" => self.ssl_cert = v.to_string(),
             "ssl_key" => self.ssl_key = v.to_string(),
+            "threads" => self.threads = int(1, 255)? as u32,
             "have_ssl" => {
                 self.have_ssl = match v.trim().to_ascii_lowercase().as_str() {
                     "true" | "1" => true,
@@ -210,11 +215,16 @@ impl PgsqlVariables {
             ),
             ("ssl_cert".into(), self.ssl_cert.clone()),
             ("ssl_key".into(), self.ssl_key.clone()),
+            ("threads".into(), self.threads.to_string()),
         ];
         v.extend(self.query.pairs());
         v.extend(self.monitor.pairs("pgsql"));
         v
     }
+
+    /// Variables that only take effect after a restart.
+    pub const RESTART_REQUIRED: &'static [&'static str] =
+        &["threads", "interfaces", "have_ssl", "ssl_cert", "ssl_key"];
 }
 
 impl PgsqlUser {

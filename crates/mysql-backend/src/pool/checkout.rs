@@ -176,21 +176,29 @@ impl MysqlPool {
                     ));
                 }
                 Decision::Connect(server) => Some(server),
-                Decision::Wait(rx) => {
+                Decision::Wait(mut rx) => {
                     let remaining = deadline.saturating_duration_since(Instant::now());
-                    match tokio::time::timeout(remaining, rx).await {
-                        Ok(Ok(Handoff::Conn(key, conn))) => {
+                    let handed = match tokio::time::timeout(remaining, &mut rx).await {
+                        Ok(r) => r.ok(),
+                        // A connection or slot handed over just as the wait timed out is still
+                        // ours: take it rather than lose it (its slot would stay counted).
+                        Err(_) => {
+                            rx.close();
+                            rx.try_recv().ok()
+                        }
+                    };
+                    match handed {
+                        Some(Handoff::Conn(key, conn)) => {
                             return Ok(PooledConn::new(*conn, key, self.clone(), false));
                         }
-                        Ok(Ok(Handoff::Slot(sk))) => match req.servers.iter().find(|s| s.key == sk)
-                        {
+                        Some(Handoff::Slot(sk)) => match req.servers.iter().find(|s| s.key == sk) {
                             Some(s) => Some(s.clone()),
                             None => {
                                 self.release_slot(req.hostgroup, &sk);
                                 None
                             }
                         },
-                        Ok(Err(_)) | Err(_) => None,
+                        None => None,
                     }
                 }
                 Decision::Retry => {

@@ -1,0 +1,93 @@
+//! PostgreSQL sessions run on `pgsql-threads` event-loop threads (ProxySQL's worker model): the
+//! threads exist under their names, and one server connection serves sessions on different
+//! threads in turn (its socket moves to the thread of the session using it).
+
+use sluice_tests::*;
+use tokio_postgres::{Client, NoTls};
+
+async fn client(port: u16) -> Client {
+    let (c, conn) = tokio_postgres::connect(
+        &format!("host=127.0.0.1 port={port} user=app password=app dbname=app"),
+        NoTls,
+    )
+    .await
+    .expect("connect through sluice");
+    tokio::spawn(conn);
+    c
+}
+
+/// Names of the process's threads, as `top -H` shows them.
+fn thread_names(pid: u32) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .expect("task list")
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .map(|n| n.trim().to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test]
+async fn sessions_on_two_threads_share_one_server_connection() {
+    if !backends_ready() {
+        return;
+    }
+    let cfg = format!(
+        "[pgsql_variables]\ninterfaces = \"127.0.0.1:{{pg_port}}\"\nthreads = 2\n{}",
+        standard_config("", "").replacen(
+            &format!("port = {}\n", ports::PG_PRIMARY),
+            &format!("port = {}\nmax_connections = 1\n", ports::PG_PRIMARY),
+            1,
+        )
+    );
+    let s = Sluice::start(&cfg);
+    let pg_threads: Vec<String> = thread_names(s.pid())
+        .into_iter()
+        .filter(|n| n.starts_with("sluice-pg-"))
+        .collect();
+    assert_eq!(pg_threads, ["sluice-pg-0", "sluice-pg-1"]);
+    assert_eq!(
+        s.admin_ok(
+            "SELECT variable_value FROM runtime_global_variables WHERE variable_name = 'pgsql-threads'"
+        )
+        .trim(),
+        "2"
+    );
+
+    // Sessions are dealt to the threads in turn: these two run on different threads, and the
+    // one server connection (max_connections = 1) serves both.
+    let a = client(s.pg_port).await;
+    let b = client(s.pg_port).await;
+    let mut pids = std::collections::BTreeSet::new();
+    for i in 0..20i32 {
+        let c = if i % 2 == 0 { &a } else { &b };
+        let row = c
+            .query_one("SELECT pg_backend_pid(), $1::int + 1", &[&i])
+            .await
+            .expect("query");
+        assert_eq!(row.get::<_, i32>(1), i + 1);
+        pids.insert(row.get::<_, i32>(0));
+    }
+    assert_eq!(pids.len(), 1, "one server connection: {pids:?}");
+
+    // Both at once: each waits its turn for the connection, none fails.
+    let run = |c: Client, n: i32| async move {
+        for i in 0..n {
+            let v: i32 = c
+                .query_one("SELECT $1::int * 2", &[&i])
+                .await
+                .expect("concurrent query")
+                .get(0);
+            assert_eq!(v, i * 2);
+        }
+        c
+    };
+    let (a, b) = tokio::join!(tokio::spawn(run(a, 200)), tokio::spawn(run(b, 200)));
+    let (a, _b) = (a.expect("client a"), b.expect("client b"));
+    let pid: i32 = a
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .expect("pid")
+        .get(0);
+    assert!(pids.contains(&pid), "still the same server connection");
+}
