@@ -25,16 +25,44 @@ pub struct Options {
     pub shutdown_timeout: Duration,
 }
 
+/// Accept-queue length asked of the kernel (it caps it at `net.core.somaxconn`). The default
+/// of the standard library and tokio (128) overflows when hundreds of clients connect at once:
+/// the kernel then answers with SYN cookies and drops the handshakes it cannot queue, and a
+/// MySQL client (the server speaks first) waits forever for a greeting that never comes.
+const LISTEN_BACKLOG: u32 = 4096;
+
 async fn bind_all(list: &str, what: &str) -> Result<Vec<TcpListener>, String> {
     let mut out = Vec::new();
     for addr in list.split(';').map(str::trim).filter(|s| !s.is_empty()) {
-        let l = TcpListener::bind(addr)
+        let l = listen(addr)
             .await
             .map_err(|e| format!("cannot listen on {addr} ({what}): {e}"))?;
         info!("{what} listening on {addr}");
         out.push(l);
     }
     Ok(out)
+}
+
+/// A listener on `addr` (`host:port`, resolved; the first address that binds) with
+/// [`LISTEN_BACKLOG`].
+async fn listen(addr: &str) -> std::io::Result<TcpListener> {
+    let mut last = None;
+    for a in tokio::net::lookup_host(addr).await? {
+        let socket = if a.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
+        // As std and tokio do: a restarted Sluice can bind while old connections linger.
+        socket.set_reuseaddr(true)?;
+        match socket.bind(a) {
+            Ok(()) => return socket.listen(LISTEN_BACKLOG),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, "no address to listen on")
+    }))
 }
 
 /// Runs Sluice until SIGTERM/SIGINT (or PROXYSQL SHUTDOWN); returns after a graceful stop.

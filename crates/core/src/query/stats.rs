@@ -135,7 +135,12 @@ impl DigestStats {
 
     /// Changes the bound (the config may change at runtime); applies from the next record.
     pub fn set_max_entries(&self, n: usize) {
-        self.max_entries.store(n.max(SHARDS), Ordering::Relaxed);
+        // Called for every statement from every thread: a store each time would bounce the
+        // cache line between cores although the value almost never changes.
+        let n = n.max(SHARDS);
+        if self.max_entries.load(Ordering::Relaxed) != n {
+            self.max_entries.store(n, Ordering::Relaxed);
+        }
     }
 
     /// Records one execution.
