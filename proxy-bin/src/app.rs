@@ -146,7 +146,8 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
     } else {
         None
     };
-    let pg_threads = pg_vars.threads as usize;
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    let pg_threads = pg_vars.session_threads(cpus);
     let pg_workers = sluice_pgsql::workers::PgWorkers::start(pg_threads)
         .map_err(|e| format!("cannot start {pg_threads} PostgreSQL session thread(s): {e}"))?;
     let pg_fe = Arc::new(sluice_pgsql::frontend::PgFrontend {

@@ -1,6 +1,7 @@
 //! PostgreSQL sessions run on `pgsql-threads` event-loop threads (ProxySQL's worker model): the
-//! threads exist under their names, and one server connection serves sessions on different
-//! threads in turn (its socket moves to the thread of the session using it).
+//! threads exist under their names (one per CPU by default), and one server connection serves
+//! sessions on different threads in turn (its socket moves to the thread of the session using
+//! it).
 
 use sluice_tests::*;
 use tokio_postgres::{Client, NoTls};
@@ -27,6 +28,33 @@ fn thread_names(pid: u32) -> Vec<String> {
     names
 }
 
+fn session_threads(s: &Sluice) -> Vec<String> {
+    thread_names(s.pid())
+        .into_iter()
+        .filter(|n| n.starts_with("sluice-pg-"))
+        .collect()
+}
+
+#[test]
+fn one_session_thread_per_cpu_by_default() {
+    if !backends_ready() {
+        return;
+    }
+    let s = Sluice::start(&standard_config("", ""));
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    let want: Vec<String> = (0..cpus).map(|i| format!("sluice-pg-{i}")).collect();
+    let mut got = session_threads(&s);
+    got.sort_by_key(|n| n.len());
+    assert_eq!(got, want);
+    assert_eq!(
+        s.admin_ok(
+            "SELECT variable_value FROM runtime_global_variables WHERE variable_name = 'pgsql-threads'"
+        )
+        .trim(),
+        "0"
+    );
+}
+
 #[tokio::test]
 async fn sessions_on_two_threads_share_one_server_connection() {
     if !backends_ready() {
@@ -41,11 +69,7 @@ async fn sessions_on_two_threads_share_one_server_connection() {
         )
     );
     let s = Sluice::start(&cfg);
-    let pg_threads: Vec<String> = thread_names(s.pid())
-        .into_iter()
-        .filter(|n| n.starts_with("sluice-pg-"))
-        .collect();
-    assert_eq!(pg_threads, ["sluice-pg-0", "sluice-pg-1"]);
+    assert_eq!(session_threads(&s), ["sluice-pg-0", "sluice-pg-1"]);
     assert_eq!(
         s.admin_ok(
             "SELECT variable_value FROM runtime_global_variables WHERE variable_name = 'pgsql-threads'"

@@ -4,13 +4,17 @@
 
 use sluice_core::query::commands::{self, CommandCounters};
 use sluice_core::query::{
-    Decision, Dialect, DigestSample, QueryContext, QueryProcessorStats, process,
+    Decision, Dialect, Digest, DigestSample, QueryContext, QueryProcessorStats, digest,
+    process_digested,
 };
 use sluice_core::runtime::RuntimeConfig;
 use sluice_pgsql_backend::frame::message;
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+/// Longest statement whose digest is remembered for the next statement.
+const MEMO_MAX_SQL: usize = 4096;
 
 /// One timed statement waiting for its ReadyForQuery.
 #[derive(Debug)]
@@ -56,6 +60,40 @@ pub struct SessionProcessor {
     /// A clock reading and the Unix time then: digest rows get their `last_seen` from the
     /// statement's own timing instead of another clock read.
     epoch: (Instant, u64),
+    /// The last statement digested: drivers send the same text again and again (every
+    /// extended-protocol transaction re-parses it).
+    memo: DigestMemo,
+}
+
+/// The last statement's text and, once the same text came twice in a row, its digest (a
+/// statement seen once is not worth a copy of its digest: simple-protocol texts carry their
+/// values and rarely repeat).
+#[derive(Debug, Default)]
+struct DigestMemo {
+    sql: String,
+    digest: Option<Digest>,
+    /// `query_digests_max_digest_length` the digest was made with.
+    limit: u32,
+}
+
+impl DigestMemo {
+    fn digest(&mut self, sql: &str, limit: u32) -> Digest {
+        let repeated = self.sql == sql && self.limit == limit;
+        if repeated && let Some(d) = &self.digest {
+            return d.clone();
+        }
+        let d = digest::digest(sql, Dialect::Pgsql, limit as usize);
+        if repeated {
+            self.digest = Some(d.clone());
+        } else if sql.len() <= MEMO_MAX_SQL {
+            // The buffer is reused: no allocation once it is large enough.
+            self.sql.clear();
+            self.sql.push_str(sql);
+            self.digest = None;
+            self.limit = limit;
+        }
+        d
+    }
 }
 
 /// The query text of a Query or Parse message.
@@ -133,6 +171,7 @@ impl SessionProcessor {
             hostgroup: -1,
             writes: None,
             epoch: (Instant::now(), unix_now()),
+            memo: DigestMemo::default(),
         }
     }
 
@@ -152,7 +191,8 @@ impl SessionProcessor {
             proxy_port: self.id.local_port,
             flag_in: std::mem::take(&mut self.next_flag_in),
         };
-        let d = process(&rt.pgsql.rules, vars, &ctx, sql, Dialect::Pgsql);
+        let digest = self.memo.digest(sql, vars.query_digests_max_digest_length);
+        let d = process_digested(&rt.pgsql.rules, vars, &ctx, sql, digest);
         stats.hit(&d.action.matched);
         if let Some(f) = d.action.next_query_flag_in {
             self.next_flag_in = f;
@@ -310,6 +350,30 @@ mod tests {
         assert_eq!(query_text(&p2), Some(&b"SELECT $1 + 1"[..]));
         assert!(p2.ends_with(b"\0\x00\x01\x00\x00\x00\x17"));
         assert_eq!(query_text(&message(b'P', b"noterm")), None);
+    }
+
+    #[test]
+    fn a_repeated_statement_reuses_its_digest() {
+        let mut m = DigestMemo::default();
+        let fresh = |sql: &str| digest::digest(sql, Dialect::Pgsql, 2048);
+        let q1 = "SELECT abalance FROM pgbench_accounts WHERE aid = $1";
+        let q2 = "UPDATE pgbench_accounts SET abalance = 0 WHERE aid = $1";
+        assert_eq!(m.digest(q1, 2048), fresh(q1));
+        assert!(m.digest.is_none(), "seen once: no copy kept");
+        assert_eq!(m.digest(q1, 2048), fresh(q1));
+        assert!(m.digest.is_some(), "seen twice: kept");
+        assert_eq!(m.digest(q1, 2048), fresh(q1));
+        assert_eq!(
+            m.digest(q2, 2048),
+            fresh(q2),
+            "another text is digested afresh"
+        );
+        assert!(m.digest.is_none());
+        // A new length limit is a new digest.
+        m.digest(q2, 2048);
+        let short = m.digest(q2, 10);
+        assert_eq!(short, digest::digest(q2, Dialect::Pgsql, 10));
+        assert!(short.text.len() <= 10);
     }
 
     #[test]

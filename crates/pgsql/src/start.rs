@@ -211,10 +211,12 @@ pub(crate) async fn start(
         tokio::time::sleep(Duration::from_millis(delay)).await;
     }
     apply(fe, s, &mut f, &d, qvars.default_query_timeout);
+    f.digest = Some((d.digest.hash, d.digest.text));
     Start::Forward(Box::new(f))
 }
 
-/// Applies the parts of a decision every forwarded statement shares.
+/// Applies the parts of a decision every forwarded statement shares (the digest is moved into
+/// `f` by the caller).
 fn apply(
     fe: &PgFrontend,
     s: &mut SessionIo<'_>,
@@ -255,7 +257,6 @@ fn apply(
     {
         s.qp.note_write(&d.digest.tables, d.digest.tables_complete);
     }
-    f.digest = Some((d.digest.hash, d.digest.text.clone()));
 }
 
 /// A timer that cancels the statement running on server process `pid` after `after`.

@@ -116,8 +116,8 @@ pub struct PgsqlVariables {
     pub ssl_cert: String,
     /// Frontend TLS key (PEM path). Sluice addition; empty = generated in the datadir.
     pub ssl_key: String,
-    /// Event-loop threads serving PostgreSQL sessions, each with its own poll (restart
-    /// required).
+    /// Event-loop threads serving PostgreSQL sessions, each with its own poll; 0 = one per CPU
+    /// (restart required).
     pub threads: u32,
     /// Query processor: digests, cache, hints, delay, timeout.
     pub query: super::QueryVariables,
@@ -138,7 +138,9 @@ impl Default for PgsqlVariables {
             max_prepared_statements: 200,
             ssl_cert: String::new(),
             ssl_key: String::new(),
-            threads: 4,
+            // One per CPU: threads beyond the cores only add context switches (ProxySQL's fixed
+            // 4 is a known source of kernel CPU on small machines).
+            threads: 0,
             query: super::QueryVariables::default(),
             monitor: super::MonitorVariables::defaults("pgsql"),
         }
@@ -174,7 +176,7 @@ impl PgsqlVariables {
             "max_prepared_statements" => self.max_prepared_statements = int(1, 100_000)? as u32,
             "ssl_cert" => self.ssl_cert = v.to_string(),
             "ssl_key" => self.ssl_key = v.to_string(),
-            "threads" => self.threads = int(1, 255)? as u32,
+            "threads" => self.threads = int(0, 255)? as u32,
             "have_ssl" => {
                 self.have_ssl = match v.trim().to_ascii_lowercase().as_str() {
                     "true" | "1" => true,
@@ -225,6 +227,15 @@ impl PgsqlVariables {
     /// Variables that only take effect after a restart.
     pub const RESTART_REQUIRED: &'static [&'static str] =
         &["threads", "interfaces", "have_ssl", "ssl_cert", "ssl_key"];
+
+    /// How many session threads to run: `threads`, or one per CPU when it is 0 (`cpus`, at
+    /// most 255).
+    pub fn session_threads(&self, cpus: usize) -> usize {
+        match self.threads {
+            0 => cpus.clamp(1, 255),
+            n => n as usize,
+        }
+    }
 }
 
 impl PgsqlUser {
@@ -234,5 +245,24 @@ impl PgsqlUser {
         let v: serde_json::Value = serde_json::from_str(&self.attributes).ok()?;
         let m = v.get("authentication_method")?.as_u64()?;
         (1..=3).contains(&m).then_some(m as u32)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn threads_default_to_one_per_cpu_unless_set() {
+        let mut v = PgsqlVariables::default();
+        assert_eq!(v.threads, 0);
+        assert_eq!(v.session_threads(2), 2);
+        assert_eq!(v.session_threads(0), 1);
+        assert_eq!(v.session_threads(1024), 255);
+        assert_eq!(v.set("threads", "4"), Ok(SetOutcome::Applied));
+        assert_eq!(v.session_threads(2), 4);
+        assert!(v.set("threads", "256").is_err());
+        assert!(v.set("threads", "four").is_err());
+        assert!(v.pairs().contains(&("threads".into(), "4".into())));
     }
 }

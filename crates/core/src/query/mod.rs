@@ -53,6 +53,18 @@ pub fn process(
     dialect: Dialect,
 ) -> Decision {
     let digest = digest::digest(sql, dialect, vars.query_digests_max_digest_length as usize);
+    process_digested(rules, vars, ctx, sql, digest)
+}
+
+/// [`process`] for a query whose digest the caller already has (the same text as a query
+/// digested before, with the same `query_digests_max_digest_length`).
+pub fn process_digested(
+    rules: &RuleSet,
+    vars: &QueryVariables,
+    ctx: &QueryContext,
+    sql: &str,
+    digest: Digest,
+) -> Decision {
     let mut action = if rules.is_empty() {
         QueryAction::default()
     } else {
