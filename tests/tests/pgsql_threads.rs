@@ -115,3 +115,40 @@ async fn sessions_on_two_threads_share_one_server_connection() {
         .get(0);
     assert!(pids.contains(&pid), "still the same server connection");
 }
+
+#[tokio::test]
+async fn a_stop_lets_statements_on_session_threads_finish() {
+    if !backends_ready() {
+        return;
+    }
+    let mut s = Sluice::start(&standard_config("", ""));
+    let busy = client(s.pg_port).await;
+    let idle = client(s.pg_port).await;
+    let running = tokio::spawn(async move {
+        busy.query_one("SELECT 42 FROM pg_sleep(1.5)", &[])
+            .await
+            .map(|r| r.get::<_, i32>(0))
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    s.terminate();
+    // The statement in flight is answered; then the session threads let Sluice exit.
+    assert_eq!(
+        running.await.expect("task").expect("statement in flight"),
+        42
+    );
+    let status = tokio::task::spawn_blocking(move || {
+        let st = s.wait_exit(std::time::Duration::from_secs(15));
+        (st, s.log())
+    })
+    .await
+    .expect("wait");
+    assert!(
+        status.0.is_some_and(|st| st.success()),
+        "exit: {:?}\nlog:\n{}",
+        status.0,
+        status.1
+    );
+    assert!(status.1.contains("sluice stopped"), "log:\n{}", status.1);
+    // The idle session was closed by the stop, not left hanging.
+    assert!(idle.query_one("SELECT 1", &[]).await.is_err());
+}
