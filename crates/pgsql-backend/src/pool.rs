@@ -247,7 +247,6 @@ impl PgPool {
                 }
                 if let Some(w) = req.worker
                     && c.home != Some(w)
-                    && !c.stream.is_tls()
                 {
                     c = match c.rehomed(w) {
                         Ok(c) => c,
