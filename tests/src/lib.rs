@@ -16,6 +16,11 @@ use std::time::{Duration, Instant};
 
 pub use xtask::ports;
 
+/// The backend connection's own thread id, as the server sees it. (A lone
+/// `SELECT CONNECTION_ID()` is answered by Sluice with the client's session id, the id of the
+/// handshake; inside a larger statement the server evaluates it.)
+pub const BACKEND_THREAD_ID: &str = "SELECT CONNECTION_ID() + 0";
+
 /// True when the MariaDB pair is reachable. Panics when backends are required but missing.
 pub fn backends_ready() -> bool {
     let up = xtask::proc::port_open(ports::MY_PRIMARY) && xtask::proc::port_open(ports::MY_REPLICA);
@@ -400,6 +405,37 @@ pub fn python(script: &str, args: &[&str]) -> Output {
         .write_all(script.as_bytes())
         .expect("write script");
     child.wait_with_output().expect("python ran")
+}
+
+/// Runs a single-file Java program from `tests/java/` with the JDBC driver `jar` (installed by
+/// `cargo xtask test` from Debian's packages) and `args`; its stdout, or a panic with its output
+/// and `context` (e.g. Sluice's log).
+pub fn java(jar: &str, source: &str, args: &[String], context: &str) -> String {
+    let out = Command::new("java")
+        .arg("-cp")
+        .arg(jar)
+        .arg(xtask::workspace_root().join("tests/java").join(source))
+        .args(args)
+        .output()
+        .expect("java installed (cargo xtask test installs default-jdk-headless)");
+    assert!(
+        out.status.success(),
+        "{source} failed ({}): {}{}\n{context}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Runs a Python check script with Sluice's PostgreSQL port and the primary's as its arguments
+/// (so it can compare with a direct connection) and returns its trimmed stdout.
+pub fn python_pg_pair(script: &str, sluice_pg_port: u16) -> String {
+    let out = python(
+        script,
+        &[&sluice_pg_port.to_string(), &ports::PG_PRIMARY.to_string()],
+    );
+    ok_stdout(&out).trim().to_string()
 }
 
 /// Root SQL on the MariaDB primary over TCP (fault injection, checks).

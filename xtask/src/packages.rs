@@ -73,10 +73,26 @@ pub fn ensure_galera() -> Result<()> {
     apt_install("Galera", &["rsync"], &["rsync"])
 }
 
-/// sysbench (used by tests and benchmarks) and the Python drivers the tests run:
-/// PyMySQL, psycopg and asyncpg.
+/// The PostgreSQL JDBC driver (pgjdbc) from Debian's `libpostgresql-jdbc-java`.
+pub const PGJDBC_JAR: &str = "/usr/share/java/postgresql.jar";
+
+/// MariaDB Connector/J from Debian's `libmariadb-java`.
+pub const MARIADB_JDBC_JAR: &str = "/usr/share/java/mariadb-java-client.jar";
+
+/// sysbench (used by tests and benchmarks), a JDK with the PostgreSQL and MariaDB JDBC drivers, and the
+/// Python drivers the tests run: PyMySQL, psycopg and asyncpg.
 pub fn ensure_test_tools() -> Result<()> {
-    apt_install("test tools", &["sysbench"], &["sysbench"])?;
+    apt_install(
+        "test tools",
+        &["sysbench", "java"],
+        &["sysbench", "default-jdk-headless"],
+    )?;
+    if !Path::new(PGJDBC_JAR).exists() {
+        apt_install_missing("test tools", &["pgjdbc"], &["libpostgresql-jdbc-java"])?;
+    }
+    if !Path::new(MARIADB_JDBC_JAR).exists() {
+        apt_install_missing("test tools", &["MariaDB Connector/J"], &["libmariadb-java"])?;
+    }
     ensure_python_module("pymysql", "PyMySQL")?;
     ensure_python_module("psycopg", "psycopg[binary]")?;
     ensure_python_module("asyncpg", "asyncpg")

@@ -43,8 +43,13 @@ pub struct PgConn {
     pub key: (u32, u32),
     /// Protocol-level prepared statements Sluice created here.
     pub prepared: crate::prepared::PreparedSet,
-    /// Session variables set on this connection with `SET` (name → value as written).
+    /// Session variables set on this connection since it was opened with neutral startup
+    /// parameters (name → the statement that set it).
     pub session_vars: std::collections::BTreeMap<String, String>,
+    /// The session (its cancel key) that last used it; `None` when it is fresh or was reset
+    /// with `DISCARD ALL`. Another owner means state the last one changed without a visible
+    /// `SET` (functions, `DO` blocks, `set_config`) must be cleared before reuse.
+    pub owner: Option<u64>,
     /// When it last went back to the pool.
     pub idle_since: std::time::Instant,
     /// Its socket's duplicate, to kill it from outside (a shunned server).
@@ -191,6 +196,7 @@ impl PgConn {
             key,
             prepared: Default::default(),
             session_vars: Default::default(),
+            owner: None,
             idle_since: std::time::Instant::now(),
             kill_handle: std::sync::Arc::new(kill_handle),
             home: None,
@@ -220,21 +226,36 @@ impl PgConn {
     /// Runs `sql` (one Query message) and reads to its ReadyForQuery, discarding the replies; the
     /// first error is returned.
     pub async fn run_quietly(&mut self, sql: &str) -> Result<(), Error> {
-        let mut body = sql.as_bytes().to_vec();
-        body.push(0);
-        self.stream.write_all(&message(b'Q', &body)).await?;
+        let mut wire = Vec::new();
+        query_message(sql, &mut wire);
+        self.run_messages(&wire, 1).await.map(drop)
+    }
+
+    /// Sends `wire` (complete messages, e.g. from [`query_message`]) and reads replies up to the
+    /// `replies`-th ReadyForQuery. Returns the ParameterStatus values the server reported on
+    /// the way (settings that changed); the first error is returned instead.
+    pub async fn run_messages(
+        &mut self,
+        wire: &[u8],
+        replies: usize,
+    ) -> Result<Vec<(String, String)>, Error> {
+        self.stream.write_all(wire).await?;
         let mut failure = None;
-        loop {
+        let mut reported = Vec::new();
+        let mut left = replies;
+        while left > 0 {
             let m = self.reader.message(&mut self.stream).await?;
             match m[0] {
-                b'Z' => return failure.map_or(Ok(()), Err),
+                b'Z' => left -= 1,
                 b'E' if failure.is_none() => {
                     let (code, message) = parse_error(&m[5..]);
                     failure = Some(Error::Server { code, message });
                 }
+                b'S' => reported.extend(crate::frame::parse_pairs(&m[5..])),
                 _ => {}
             }
         }
+        failure.map_or(Ok(reported), Err)
     }
 
     /// Runs `sql` and returns the first column of its first row as text (`None` for NULL or no
@@ -263,6 +284,7 @@ impl PgConn {
     pub async fn discard_all(&mut self) -> bool {
         self.prepared.clear();
         self.session_vars.clear();
+        self.owner = None;
         if self
             .stream
             .write_all(&message(b'Q', b"DISCARD ALL\0"))
@@ -281,6 +303,14 @@ impl PgConn {
             }
         }
     }
+}
+
+/// Appends a simple-protocol Query message running `sql` to `out`.
+pub fn query_message(sql: &str, out: &mut Vec<u8>) {
+    out.push(b'Q');
+    out.extend_from_slice(&((sql.len() + 5) as u32).to_be_bytes());
+    out.extend_from_slice(sql.as_bytes());
+    out.push(0);
 }
 
 /// The first column of a DataRow body as text; `None` for NULL or a malformed row.

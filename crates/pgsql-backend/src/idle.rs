@@ -8,6 +8,10 @@ use sluice_core::runtime::ServerKey;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+/// How many of the most recently used idle connections are searched for the asking session's
+/// own: a bounded scan per checkout, however large the pool.
+const AFFINITY_SCAN: usize = 64;
+
 /// One pool: its key and its idle connections (most recently used last).
 #[derive(Debug)]
 struct Bucket {
@@ -61,20 +65,32 @@ impl KeyRef<'_> {
 
 impl IdleConns {
     /// The shared key of the pool `k` names (created, with an empty pool, the first time) and
-    /// its most recently used idle connection, if any: one opened on session thread `home`
-    /// when there is one (no socket to move), else any.
+    /// an idle connection, if any: among the most recently used, the one session `owner` used
+    /// last (nothing to reset); else one opened on session thread `home` (no socket to move);
+    /// else the most recently used.
     pub(crate) fn take(
         &mut self,
         k: KeyRef<'_>,
         home: Option<usize>,
+        owner: Option<u64>,
     ) -> (Arc<PgKey>, Option<PgConn>) {
         let buckets = self.map.entry(k.fingerprint()).or_default();
         if let Some(b) = buckets.iter_mut().find(|b| k.matches(&b.key)) {
-            let conn = match b.conns.last() {
-                Some(c) if c.home != home => match b.conns.iter().rposition(|c| c.home == home) {
-                    Some(i) => Some(b.conns.remove(i)),
-                    None => b.conns.pop(),
-                },
+            let recent = b.conns.len().saturating_sub(AFFINITY_SCAN);
+            let own = owner.and_then(|o| {
+                b.conns[recent..]
+                    .iter()
+                    .rposition(|c| c.owner == Some(o) && c.home == home)
+                    .map(|i| recent + i)
+            });
+            let conn = match (own, b.conns.last()) {
+                (Some(i), _) => Some(b.conns.remove(i)),
+                (None, Some(c)) if c.home != home => {
+                    match b.conns.iter().rposition(|c| c.home == home) {
+                        Some(i) => Some(b.conns.remove(i)),
+                        None => b.conns.pop(),
+                    }
+                }
                 _ => b.conns.pop(),
             };
             return (b.key.clone(), conn);
@@ -143,7 +159,7 @@ mod tests {
 
     impl IdleConns {
         fn take_any(&mut self, k: KeyRef<'_>) -> (Arc<PgKey>, Option<PgConn>) {
-            self.take(k, None)
+            self.take(k, None, None)
         }
     }
 

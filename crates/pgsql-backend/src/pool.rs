@@ -56,8 +56,11 @@ pub struct PgCheckout<'a> {
     pub password: &'a str,
     /// Database.
     pub database: &'a str,
-    /// Startup options passed on.
-    pub options: &'a [(String, String)],
+    /// The session asking (its cancel key), when it has one: an idle connection it used last
+    /// is preferred, so its settings need not be reset and applied again. Server connections
+    /// are opened with neutral startup parameters (only user and database): a session's own
+    /// settings are applied by the frontend, never baked into a pooled connection.
+    pub session: Option<u64>,
     /// The session thread asking (`pgsql-threads`): connections opened there are preferred and
     /// others are moved to its poll. `None` on a shared runtime.
     pub worker: Option<usize>,
@@ -235,7 +238,7 @@ impl PgPool {
                 database: req.database,
             };
             let (key, idle) = loop {
-                let (key, c) = lock(&self.idle).take(wanted, req.worker);
+                let (key, c) = lock(&self.idle).take(wanted, req.worker, req.session);
                 let Some(mut c) = c else { break (key, None) };
                 // Like PgBouncer's server_check_delay: a connection used moments ago is trusted
                 // without the extra syscall; one idle longer is checked for a server-side close.
@@ -272,7 +275,7 @@ impl PgPool {
                 user: req.user.to_string(),
                 password: req.password.to_string(),
                 database: req.database.to_string(),
-                options: req.options.to_vec(),
+                options: Vec::new(),
                 timeout: req
                     .connect_timeout
                     .min(deadline.saturating_duration_since(Instant::now()))

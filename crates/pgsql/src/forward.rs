@@ -18,7 +18,8 @@ pub(crate) struct SessionIo<'a> {
     /// The processlist entry (pin reason).
     pub entry: &'a crate::sessions::PgSessionEntry,
     /// The buffer client messages are staged in, kept between calls (no allocation per
-    /// statement) unless a large batch grew it.
+    /// statement) unless a large batch grew it. Empty between writes, except for the handoff
+    /// messages the pump stages just before forwarding a transaction's first message.
     pub out: Vec<u8>,
 }
 
@@ -49,8 +50,8 @@ pub(crate) async fn forward(
 ) -> Result<(), PgError> {
     let max = rt.pgsql.variables.max_prepared_statements as usize;
     let invalidate = rt.pgsql.variables.query.query_cache_invalidate_on_write;
+    // May already hold the handoff's messages (see `handoff::stage`): they go first.
     let mut out = std::mem::take(&mut s.out);
-    out.clear();
     let mut add = |m: &[u8], digest: Option<(u64, String)>, out: &mut Vec<u8>| {
         // Rules run on every statement (rewrite, stats); routing only mattered at checkout.
         let mut rewritten = None;
@@ -96,6 +97,7 @@ pub(crate) async fn forward(
         add(&m, None, &mut out);
     }
     conn.stream.write_all(&out).await?;
+    out.clear();
     if out.capacity() <= KEEP_OUT {
         s.out = out;
     }

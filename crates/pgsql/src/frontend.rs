@@ -4,21 +4,21 @@
 //! back. Client and server messages are forwarded as raw frames, pipelined in both directions.
 
 use crate::forward::{Flow, SessionIo, forward};
+use crate::handoff::HandoffReplies;
 use crate::login::{Login, Opening, fail, login, opening};
 use crate::pins::PinSet;
 use crate::processor::{Identity, SessionProcessor};
-use crate::session_sets::{Change, Effect, apply, classify, replay_sql};
+use crate::session_sets::{Change, Effect, SessionVars, apply, classify};
+use crate::signals::CancelTarget;
 use crate::start::{CacheFill, Forward, Start};
 use crate::statements::{Reply, SessionStatements};
 use crate::workers::spawn_session;
 use sluice_core::ConfigHandle;
 use sluice_pgsql_backend::Error as PgError;
-use sluice_pgsql_backend::conn::PgConn;
 use sluice_pgsql_backend::frame::{
     Reader, complete_len, error_response, message, parameter_status, ready,
 };
 use sluice_pgsql_backend::pool::{PgCheckout, PgPool, PgPooled};
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,8 +43,9 @@ pub struct PgFrontend {
     pub shutdown: CancellationToken,
     /// Session tasks.
     pub tasks: TaskTracker,
-    /// Client cancel keys → the server connection the session is using now.
-    pub cancels: CancelMap,
+    /// Logged-in sessions by the pid Sluice gave them: cancel requests, `pg_cancel_backend` /
+    /// `pg_terminate_backend` with those pids, the notifying session's pid in notifications.
+    pub cancels: Arc<crate::signals::SessionSignals>,
     /// Digests, rule hits and query-processor counters.
     pub query: Arc<sluice_core::query::QueryProcessorStats>,
     /// The query cache (simple-protocol SELECTs).
@@ -59,24 +60,13 @@ pub struct PgFrontend {
     pub workers: Option<crate::workers::PgWorkers>,
 }
 
-/// Where a cancel request for a session must go: (server address, server pid, server secret).
-pub type CancelTarget = Arc<std::sync::Mutex<Option<(Arc<str>, u32, u32)>>>;
-
-/// Cancel keys Sluice handed to clients.
-pub type CancelMap = Arc<std::sync::Mutex<std::collections::HashMap<(u32, u32), CancelTarget>>>;
-
 fn set_target(t: &CancelTarget, v: Option<(Arc<str>, u32, u32)>) {
     *t.lock().unwrap_or_else(|p| p.into_inner()) = v;
 }
 
 /// Forwards a client's CancelRequest to the server running its query (no-op otherwise).
 pub(crate) async fn cancel(fe: &PgFrontend, pid: u32, secret: u32) {
-    let target = {
-        let map = fe.cancels.lock().unwrap_or_else(|p| p.into_inner());
-        map.get(&(pid, secret))
-            .and_then(|t| t.lock().unwrap_or_else(|p| p.into_inner()).clone())
-    };
-    let Some((server, bpid, bsecret)) = target else {
+    let Some((server, bpid, bsecret)) = fe.cancels.cancel_target(pid, secret) else {
         return;
     };
     if send_cancel(&server, bpid, bsecret).await {
@@ -147,6 +137,7 @@ async fn checkout(
     rt: &sluice_core::runtime::RuntimeConfig,
     l: &Login,
     hg: u32,
+    session: u64,
 ) -> Result<PgPooled, PgError> {
     let servers = rt
         .pgsql
@@ -161,7 +152,7 @@ async fn checkout(
         user: &l.user.username,
         password: &l.user.password,
         database: &l.database,
-        options: &l.options,
+        session: Some(session),
         worker: l.worker,
         connect_timeout: Duration::from_millis(v.connect_timeout_server),
         connect_timeout_max: Duration::from_millis(v.connect_timeout_server_max),
@@ -224,9 +215,14 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
             return;
         }
     };
-    // ParameterStatus values come from a real server connection, so clients see the server's.
+    // The cancel key doubles as the session's identity towards the pool (connection owner).
+    let (pid, secret, handle) = fe.cancels.register(&l.user.username);
+    let key = (u64::from(pid) << 32) | u64::from(secret);
+    let vars = SessionVars::new(&l.settings);
+    // ParameterStatus values come from a real server connection with the session's startup
+    // settings applied, so clients see what a direct connection would show.
     let rt = fe.config.load();
-    let mut first = match checkout(&fe, &rt, &l, l.user.default_hostgroup.0).await {
+    let mut first = match checkout(&fe, &rt, &l, l.user.default_hostgroup.0, key).await {
         Ok(c) => c,
         Err(e) => {
             warn!(client = %peer, user = %l.user.username, "no PostgreSQL backend for the login: {e}");
@@ -234,17 +230,26 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
             return;
         }
     };
+    let reported = match crate::handoff::at_login(first.conn(), key, vars.want(), &fe.cancels).await
+    {
+        Ok(r) => r,
+        Err(e) => {
+            // The server refused a startup parameter: the client gets the server's error at
+            // login, as from a direct connection. The connection is closed (state unknown).
+            info!(client = %peer, user = %l.user.username, "pgsql login refused: a startup parameter failed on the server: {e}");
+            let out = match &e {
+                PgError::Server { code, message } => error_response("FATAL", code, message),
+                other => error_for(other),
+            };
+            let _ = io.write_all(&out).await;
+            fe.cancels.remove(pid);
+            return;
+        }
+    };
     let mut hello = Vec::new();
-    for (k, v) in &first.conn().params {
-        hello.extend(parameter_status(k, v));
+    for (k, v) in crate::handoff::login_parameters(&first.conn().params, reported) {
+        hello.extend(parameter_status(&k, &v));
     }
-    let key = sluice_core::hostgroup::random_u64();
-    let cancel_key = ((key >> 32) as u32, key as u32);
-    let target: CancelTarget = Arc::default();
-    fe.cancels
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert(cancel_key, target.clone());
     hello.extend(message(b'K', &key.to_be_bytes()));
     hello.extend(ready(b'I'));
     first.release_clean();
@@ -272,7 +277,7 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
             entry: &entry,
             out: Vec::new(),
         };
-        match pump(&fe, &l, &mut io, &mut reader, &target, &mut s).await {
+        match pump(&fe, &l, &mut io, &mut reader, &handle, &mut s, vars).await {
             Ok(()) => {}
             Err(e @ (PgError::Malformed(_) | PgError::TooLarge(_))) => {
                 // A protocol violation costs this session only: the client is told why.
@@ -283,40 +288,36 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
             Err(e) => debug!(client = %peer, "pgsql session ended: {e}"),
         }
     }
-    fe.cancels
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .remove(&cancel_key);
+    fe.cancels.remove(pid);
 }
 
 /// Notes what a client message does to session state: a pin (the reason kept for admins) or a
 /// `SET`/`RESET` to confirm at the end of its transaction.
 pub(crate) fn note(msg: &[u8], pins: &mut PinSet, pending: &mut Vec<Change>) {
-    let sql = match msg[0] {
-        b'Q' => &msg[5..],
+    // A Query runs once; so does, in practice, an unnamed Parse (drivers such as pgjdbc send
+    // `SET application_name` that way and execute it in the same batch). A named statement may
+    // run any number of times later, so its SETs pin instead.
+    let (sql, trackable) = match msg[0] {
+        b'Q' => (&msg[5..], true),
         // Parse: the statement name, then the query.
         b'P' => match msg[5..].iter().position(|b| *b == 0) {
-            Some(end) => &msg[5 + end + 1..],
+            Some(end) => {
+                // The query ends at its NUL; parameter types follow.
+                let rest = &msg[5 + end + 1..];
+                let len = rest.iter().position(|b| *b == 0).unwrap_or(rest.len());
+                (&rest[..len], end == 0)
+            }
             None => return,
         },
         _ => return,
     };
     let text = String::from_utf8_lossy(sql.strip_suffix(&[0]).unwrap_or(sql));
     pins.apply(&text);
-    match classify(sql, msg[0] == b'Q') {
+    match classify(sql, trackable) {
         Effect::None => {}
         Effect::Pin(why) => pins.sticky = Some(why),
         Effect::Track(change) => pending.push(change),
     }
-}
-
-/// Makes the connection's `SET` variables the session's, sending only the differences.
-async fn sync_vars(conn: &mut PgConn, want: &BTreeMap<String, String>) -> Result<(), PgError> {
-    if let Some(sql) = replay_sql(want, &conn.session_vars) {
-        conn.run_quietly(&sql).await?;
-        conn.session_vars = want.clone();
-    }
-    Ok(())
 }
 
 /// Forwards client messages and server replies until the client leaves.
@@ -325,8 +326,9 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
     l: &Login,
     tcp: &mut S,
     reader: &mut Reader,
-    target: &CancelTarget,
+    handle: &crate::signals::SessionHandle,
     s: &mut SessionIo<'_>,
+    mut vars: SessionVars,
 ) -> Result<(), PgError> {
     let mut backend: Option<PgPooled> = None;
     // An extended batch whose statement a rule blocked: its messages are dropped until Sync.
@@ -336,8 +338,8 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
     let mut timer: Option<tokio::task::JoinHandle<()>> = None;
     // An extended-protocol batch runs until its Sync: the connection stays with the session.
     let mut batch_open = false;
-    // Session variables: confirmed, and changed in the current transaction (kept when it commits).
-    let mut vars: BTreeMap<String, String> = BTreeMap::new();
+    // Session variables: `vars` confirmed (startup settings and committed SETs), `pending`
+    // changed in the current transaction (kept when it commits).
     let mut pending: Vec<Change> = Vec::new();
     let mut pending_outcome = PendingOutcome::default();
     let mut outstanding: u32 = 0; // Query/Sync/FunctionCall messages whose ReadyForQuery has not come back
@@ -345,6 +347,12 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
     let mut last_status = b'I';
     let mut published: Option<&'static str> = None;
     let mut counted = crate::sessions::StatementCounter::default();
+    // Replies to the messages that handed the connection to this session, cut out.
+    let mut handoff = HandoffReplies::default();
+    let owner = s.stmts.session_key();
+    let target = &handle.target;
+    let terminated = handle.terminate.cancelled();
+    tokio::pin!(terminated);
     // One registration for the session's life, not one per transaction.
     let shutdown = fe.shutdown.cancelled();
     tokio::pin!(shutdown);
@@ -360,6 +368,7 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
             // Idle between transactions: wait for the client only.
             let m = tokio::select! {
                 _ = &mut shutdown => return Ok(()),
+                _ = &mut terminated => return terminate(tcp).await,
                 m = reader.message(tcp) => m?,
             };
             if m[0] == b'X' {
@@ -387,9 +396,19 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
                 b'H' => continue,
                 _ => {}
             }
+            if m[0] == b'Q'
+                && let Some(sig) = crate::signals::parse(&m[5..])
+                && let crate::signals::Outcome::Reply(reply) =
+                    crate::signals::carry_out(&fe.cancels, &l.user.username, sig).await
+            {
+                tcp.write_all(&reply).await?;
+                continue;
+            }
             // One snapshot for the whole start of the transaction.
             let rt = fe.config.load();
-            let f = match crate::start::start(fe, &rt, (&l.user, &l.database), s, &vars, m).await {
+            let f = match crate::start::start(fe, &rt, (&l.user, &l.database), s, vars.want(), m)
+                .await
+            {
                 Start::Answered {
                     reply,
                     skip_until_sync: skip,
@@ -415,19 +434,14 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
                 _ => {}
             }
             s.qp.hostgroup = i64::from(hostgroup);
-            match checkout(fe, &rt, l, hostgroup).await {
+            match checkout(fe, &rt, l, hostgroup, owner).await {
                 Ok(mut c) => {
                     let conn = c.conn();
-                    if let Err(e) = sync_vars(conn, &vars).await {
-                        warn!(user = %l.user.username, server = %conn.server, "pgsql: replaying the session's SET variables failed, connection closed: {e}");
-                        c.release_discard();
-                        let mut out = error_for(&e);
-                        if matches!(m[0], b'Q' | b'S' | b'F') {
-                            out.extend(ready(b'I'));
-                        }
-                        tcp.write_all(&out).await?;
-                        continue;
-                    }
+                    // Staged ahead of the client's messages, in the same write.
+                    s.out.clear();
+                    let staged =
+                        crate::handoff::stage(conn, owner, vars.want(), &fe.cancels, &mut s.out);
+                    handoff.expect(staged);
                     set_target(target, Some((conn.server.clone(), conn.key.0, conn.key.1)));
                     if let Some(after) = timeout {
                         timer = Some(crate::start::arm_timeout(
@@ -462,9 +476,16 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
             tokio::select! {
                 m = reader.message(tcp) => Ev::Client(m),
                 r = conn.reader.fill(&mut conn.stream) => Ev::Server(r),
+                _ = &mut terminated => Ev::Terminated,
             }
         };
         match ev {
+            Ev::Terminated => {
+                // The statement was cancelled by the terminator; the connection is closed.
+                set_target(target, None);
+                drop(backend.take());
+                return terminate(tcp).await;
+            }
             Ev::Client(Err(e)) => {
                 // The client went away with the connection mid-use: it is closed (dropped).
                 drop(backend.take());
@@ -473,7 +494,11 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
             Ev::Client(Ok(m)) => {
                 if m[0] == b'X' {
                     if let Some(b) = backend.take() {
-                        if pinned.reason().is_some() || last_status != b'I' || outstanding > 0 {
+                        if pinned.reason().is_some()
+                            || last_status != b'I'
+                            || outstanding > 0
+                            || handoff.pending()
+                        {
                             b.release_discard();
                         } else {
                             b.release_clean();
@@ -494,6 +519,7 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
             }
             Ev::Server(Err(e)) => {
                 backend = None;
+                handoff.clear();
                 set_target(target, None);
                 s.stmts.reset_inflight();
                 s.qp.reset();
@@ -526,8 +552,23 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
                 let rt = fe.config.load();
                 let now = std::time::Instant::now();
                 let mut saw_ready = false;
+                let mut handoff_failure = None;
+                // NotificationResponses, whose server pid becomes the notifier's Sluice pid.
+                let mut notifications: Vec<usize> = Vec::new();
                 while let Some(n) = complete_len(&buf[pos..])? {
                     let kind = buf[pos];
+                    if handoff.pending() {
+                        let (mine, failed) = handoff.frame(kind, &buf[pos + 5..pos + n]);
+                        if failed.is_some() {
+                            handoff_failure = failed;
+                            break;
+                        }
+                        if mine {
+                            swallowed.push(pos..pos + n);
+                            pos += n;
+                            continue;
+                        }
+                    }
                     if matches!(kind, b'C' | b'Z') {
                         let frame = (kind, &buf[pos + 5..pos + n]);
                         s.qp.received(&rt, (&fe.query, &fe.commands), frame, now);
@@ -547,6 +588,9 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
                     }
                     if kind == b'Z' {
                         counted.count(&fe.server_stats, s.qp.hostgroup, &conn.server);
+                    }
+                    if kind == b'A' {
+                        notifications.push(pos);
                     }
                     saw_ready |= kind == b'Z';
                     if kind == b'Z' {
@@ -569,7 +613,7 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
                                     pinned.sticky = Some("session state");
                                 } else if !o.error && !o.rolled_back {
                                     for c in &pending {
-                                        apply(&mut vars, c);
+                                        vars.apply(c);
                                         apply(&mut conn.session_vars, c);
                                     }
                                 }
@@ -584,6 +628,26 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
                         swallowed.push(pos..pos + n);
                     }
                     pos += n;
+                }
+                if let Some((code, message)) = handoff_failure {
+                    // The session's statements may run without its settings: end it rather
+                    // than answer under the server's defaults. Every frame before the failure
+                    // was the handoff's own.
+                    crate::handoff::log_failure(&l.user.username, &conn.server, &code, &message);
+                    set_target(target, None);
+                    drop(backend.take());
+                    let msg = format!(
+                        "Sluice could not apply this session's settings on a server connection: {message}"
+                    );
+                    tcp.write_all(&error_response("FATAL", &code, &msg)).await?;
+                    return Ok(());
+                }
+                for at in notifications {
+                    crate::signals::rewrite_notify_pid(
+                        &fe.cancels,
+                        &conn.server,
+                        &mut conn.reader.buf[at..],
+                    );
                 }
                 if pos > 0 {
                     let chunk = conn.reader.buf.split_to(pos);
@@ -621,6 +685,7 @@ async fn pump<S: AsyncRead + AsyncWrite + Unpin>(
                 }
                 let drained = conn.reader.buf.is_empty();
                 if outstanding == 0
+                    && !handoff.pending()
                     && last_status == b'I'
                     && pinned.reason().is_none()
                     && !batch_open
@@ -650,4 +715,15 @@ struct PendingOutcome {
 enum Ev {
     Client(Result<bytes::Bytes, PgError>),
     Server(Result<(), PgError>),
+    /// `pg_terminate_backend` from another session.
+    Terminated,
+}
+
+/// Ends a session terminated with `pg_terminate_backend`, as PostgreSQL does.
+async fn terminate<S: AsyncWrite + Unpin>(tcp: &mut S) -> Result<(), PgError> {
+    let msg = "terminating connection due to administrator command";
+    tcp.write_all(&error_response("FATAL", "57P01", msg))
+        .await?;
+    info!("pgsql session ended by pg_terminate_backend()");
+    Ok(())
 }

@@ -4,14 +4,17 @@
 
 mod forward;
 pub mod frontend;
+mod handoff;
 pub mod limits;
 mod login;
 mod pins;
 pub mod processor;
 mod session_sets;
 pub mod sessions;
+pub mod signals;
 mod split;
 mod start;
+mod startup;
 mod statements;
 pub mod workers;
 

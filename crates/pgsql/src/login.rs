@@ -13,7 +13,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::server::TlsStream;
 use tracing::{debug, warn};
 
-/// A client that logged in: its user row, database and startup options.
+/// A client that logged in: its user row, database and startup settings.
 pub(crate) struct Login {
     /// Held for the session's life.
     _slot: crate::limits::ClientSlot,
@@ -21,8 +21,9 @@ pub(crate) struct Login {
     pub(crate) user: Arc<sluice_core::config::PgsqlUser>,
     /// The database asked for.
     pub(crate) database: String,
-    /// Startup parameters passed on to servers.
-    pub(crate) options: Vec<(String, String)>,
+    /// The settings its startup parameters asked for (lower-cased GUC names, raw values):
+    /// applied to every server connection that serves the session, never used to open one.
+    pub(crate) settings: std::collections::BTreeMap<String, String>,
     /// The session thread serving the client (server connections prefer ones opened there).
     pub(crate) worker: Option<usize>,
 }
@@ -109,11 +110,21 @@ pub(crate) async fn login<S: AsyncRead + AsyncWrite + Unpin>(
     tls: bool,
     peer: SocketAddr,
 ) -> Result<Login, String> {
-    let params = parse_pairs(startup.get(8..).unwrap_or_default());
-    let get = |k: &str| params.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
-    let username = get("user").unwrap_or_default();
-    let database = get("database").unwrap_or_else(|| username.clone());
+    let pairs = parse_pairs(startup.get(8..).unwrap_or_default());
     let rt = fe.config.load();
+    let params = match crate::startup::parse(&pairs, &rt.pgsql.variables.ignore_startup_parameters)
+    {
+        Ok(p) => p,
+        Err(msg) => {
+            fail(io, "08P01", &msg).await;
+            return Err(msg);
+        }
+    };
+    let crate::startup::StartupParams {
+        user: username,
+        database,
+        settings,
+    } = params;
     let user = rt.pgsql.frontend_users.get(&username).cloned();
     // Unknown users go through the exchange too, against a random password, so a client cannot
     // tell unknown users from wrong passwords.
@@ -155,16 +166,12 @@ pub(crate) async fn login<S: AsyncRead + AsyncWrite + Unpin>(
     io.write_all(&auth(0, b""))
         .await
         .map_err(|e| e.to_string())?;
-    let options = params
-        .into_iter()
-        .filter(|(k, _)| !matches!(k.as_str(), "user" | "database"))
-        .collect();
     debug!(client = %peer, user = %username, tls, "pgsql login");
     Ok(Login {
         _slot: slot,
         user,
         database,
-        options,
+        settings,
         worker: None,
     })
 }

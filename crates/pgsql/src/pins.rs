@@ -13,6 +13,8 @@ pub struct PinSet {
     advisory_locks: u32,
     hold_cursors: BTreeSet<String>,
     prepared: BTreeSet<String>,
+    /// A `set_config(…, false)` ran: a session setting Sluice cannot read from the text.
+    session_config: bool,
     /// A cause that lasts the session.
     pub sticky: Option<&'static str>,
 }
@@ -72,6 +74,8 @@ impl PinSet {
             Some("WITH HOLD cursor")
         } else if !self.prepared.is_empty() {
             Some("SQL PREPARE")
+        } else if self.session_config {
+            Some("set_config")
         } else {
             None
         }
@@ -98,7 +102,8 @@ impl PinSet {
             .next()
             .unwrap_or("");
         let relevant = PIN_VERBS.iter().any(|v| head.eq_ignore_ascii_case(v))
-            || contains_ignore_case(stmt.as_bytes(), b"advisory_");
+            || contains_ignore_case(stmt.as_bytes(), b"advisory_")
+            || contains_ignore_case(stmt.as_bytes(), b"set_config");
         if !relevant {
             return;
         }
@@ -194,7 +199,25 @@ impl PinSet {
         if lower.contains("pg_advisory_unlock_all(") {
             self.advisory_locks = 0;
         }
+        if session_set_config(&lower) {
+            self.session_config = true;
+        }
     }
+}
+
+/// True when a lower-cased statement calls `set_config` with an `is_local` that is not the
+/// literal `true` (a session-level setting, kept past the transaction). An argument Sluice cannot
+/// read plainly counts as session-level.
+fn session_set_config(lower: &str) -> bool {
+    lower.match_indices("set_config").any(|(i, _)| {
+        let rest = lower[i + "set_config".len()..].trim_start();
+        let Some(args) = rest.strip_prefix('(') else {
+            return false;
+        };
+        let args = args.split(')').next().unwrap_or("");
+        let is_local = args.split(',').nth(2).map(str::trim);
+        !matches!(is_local, Some("true" | "'true'" | "'t'" | "'on'"))
+    })
 }
 
 #[cfg(test)]
@@ -283,6 +306,32 @@ mod tests {
                 "PREPARE q AS SELECT 1",
                 "DISCARD ALL"
             ]),
+            None
+        );
+    }
+
+    #[test]
+    fn session_level_set_config_pins_until_discard_all() {
+        let pinned = Some("set_config");
+        assert_eq!(
+            after(&["SELECT set_config('work_mem', '11MB', false)"]),
+            pinned
+        );
+        assert_eq!(
+            after(&["select pg_catalog.SET_CONFIG('a.b', format('%s', 1), true)"]),
+            pinned,
+            "arguments Sluice cannot read count as session-level"
+        );
+        assert_eq!(
+            after(&["SELECT set_config('work_mem', '11MB', true)"]),
+            None
+        );
+        assert_eq!(
+            after(&["SELECT current_setting('work_mem'), 'set_config'"]),
+            None
+        );
+        assert_eq!(
+            after(&["SELECT set_config('a.b', 'x', false)", "DISCARD ALL"]),
             None
         );
     }

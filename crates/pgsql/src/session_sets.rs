@@ -33,8 +33,8 @@ fn is_name(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.')
 }
 
-/// Classifies the SQL text of a Query (or a Parse, with `trackable` false: an extended-protocol
-/// statement may run any number of times later, so its SETs pin instead).
+/// Classifies the SQL text of a Query or an unnamed Parse; with `trackable` false (a named
+/// Parse: the statement may run any number of times later) its SETs pin instead.
 pub fn classify(sql: &[u8], trackable: bool) -> Effect {
     // Only SET, RESET and DISCARD matter: anything else is decided without allocating.
     let first = sql
@@ -137,16 +137,91 @@ fn parse_change(stmt: &str) -> Option<Change> {
     Some(Change::Set(name, value.to_string()))
 }
 
-/// Applies a change to a set of variables.
+/// The statement a `SET name TO value` replays as (value as the client wrote it).
+fn set_statement(name: &str, value: &str) -> String {
+    format!("SET {name} TO {value}")
+}
+
+/// The statement that gives `name` the raw string `value`, as a startup parameter does:
+/// `set_config` takes the value as it is (a list like `search_path` is not quoted again, as
+/// `SET` would), and an `E''` literal reads the same whatever `standard_conforming_strings` is.
+pub(crate) fn config_statement(name: &str, value: &str) -> String {
+    fn literal(s: &str) -> String {
+        let mut out = String::with_capacity(s.len() + 3);
+        out.push_str("E'");
+        for c in s.chars() {
+            match c {
+                '\\' => out.push_str("\\\\"),
+                '\'' => out.push_str("''"),
+                c => out.push(c),
+            }
+        }
+        out.push('\'');
+        out
+    }
+    format!(
+        "SELECT pg_catalog.set_config({}, {}, false)",
+        literal(name),
+        literal(value)
+    )
+}
+
+/// Applies a change to the variables a server connection carries (name → the statement that
+/// set it; a name absent is at the connection's neutral startup value).
 pub fn apply(vars: &mut BTreeMap<String, String>, change: &Change) {
     match change {
         Change::Set(n, v) => {
-            vars.insert(n.clone(), v.clone());
+            vars.insert(n.clone(), set_statement(n, v));
         }
         Change::Reset(n) => {
             vars.remove(n);
         }
         Change::ResetAll => vars.clear(),
+    }
+}
+
+/// A session's variables: the settings of its startup parameters (what `RESET` returns to, as
+/// on a direct connection) and what it wants now, each as name → the statement that sets it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SessionVars {
+    defaults: BTreeMap<String, String>,
+    want: BTreeMap<String, String>,
+}
+
+impl SessionVars {
+    /// A session whose startup parameters asked for `settings` (raw values).
+    pub(crate) fn new(settings: &BTreeMap<String, String>) -> Self {
+        let defaults: BTreeMap<String, String> = settings
+            .iter()
+            .map(|(n, v)| (n.clone(), config_statement(n, v)))
+            .collect();
+        SessionVars {
+            want: defaults.clone(),
+            defaults,
+        }
+    }
+
+    /// What the session's server connection must carry: name → statement.
+    pub(crate) fn want(&self) -> &BTreeMap<String, String> {
+        &self.want
+    }
+
+    /// Applies a committed change; `RESET` returns to the startup value, if there was one.
+    pub(crate) fn apply(&mut self, change: &Change) {
+        match change {
+            Change::Set(n, v) => {
+                self.want.insert(n.clone(), set_statement(n, v));
+            }
+            Change::Reset(n) => match self.defaults.get(n) {
+                Some(d) => {
+                    self.want.insert(n.clone(), d.clone());
+                }
+                None => {
+                    self.want.remove(n);
+                }
+            },
+            Change::ResetAll => self.want.clone_from(&self.defaults),
+        }
     }
 }
 
@@ -160,8 +235,8 @@ pub fn replay_sql(
     for n in conn.keys().filter(|n| !want.contains_key(*n)) {
         parts.push(format!("RESET {n}"));
     }
-    for (n, v) in want.iter().filter(|(n, v)| conn.get(*n) != Some(*v)) {
-        parts.push(format!("SET {n} TO {v}"));
+    for (_, statement) in want.iter().filter(|(n, v)| conn.get(*n) != Some(*v)) {
+        parts.push(statement.clone());
     }
     (!parts.is_empty()).then(|| parts.join("; "))
 }
@@ -231,18 +306,53 @@ mod tests {
 
     #[test]
     fn replays_only_differences() {
-        let mut want = BTreeMap::new();
-        apply(&mut want, &Change::Set("a".into(), "1".into()));
-        apply(&mut want, &Change::Set("b".into(), "2".into()));
+        let mut want = SessionVars::default();
+        want.apply(&Change::Set("a".into(), "1".into()));
+        want.apply(&Change::Set("b".into(), "2".into()));
         let mut conn = BTreeMap::new();
         apply(&mut conn, &Change::Set("b".into(), "2".into()));
         apply(&mut conn, &Change::Set("c".into(), "3".into()));
         assert_eq!(
-            replay_sql(&want, &conn).as_deref(),
+            replay_sql(want.want(), &conn).as_deref(),
             Some("RESET c; SET a TO 1")
         );
-        assert_eq!(replay_sql(&want, &want), None);
-        apply(&mut want, &Change::ResetAll);
-        assert!(want.is_empty());
+        assert_eq!(replay_sql(want.want(), want.want()), None);
+        want.apply(&Change::ResetAll);
+        assert!(want.want().is_empty());
+    }
+
+    #[test]
+    fn reset_returns_to_the_startup_value() {
+        let startup = BTreeMap::from([
+            ("search_path".to_string(), "foo,public".to_string()),
+            ("application_name".to_string(), "it's\\mine".to_string()),
+        ]);
+        let mut vars = SessionVars::new(&startup);
+        let search_path = "SELECT pg_catalog.set_config(E'search_path', E'foo,public', false)";
+        assert_eq!(
+            vars.want().get("search_path").map(String::as_str),
+            Some(search_path)
+        );
+        assert_eq!(
+            vars.want().get("application_name").map(String::as_str),
+            Some("SELECT pg_catalog.set_config(E'application_name', E'it''s\\\\mine', false)")
+        );
+        vars.apply(&Change::Set("search_path".into(), "bar".into()));
+        vars.apply(&Change::Set("work_mem".into(), "'8MB'".into()));
+        assert_eq!(
+            vars.want().get("search_path").map(String::as_str),
+            Some("SET search_path TO bar")
+        );
+        vars.apply(&Change::Reset("search_path".into()));
+        assert_eq!(
+            vars.want().get("search_path").map(String::as_str),
+            Some(search_path)
+        );
+        vars.apply(&Change::ResetAll);
+        assert_eq!(vars.want().len(), 2);
+        assert!(!vars.want().contains_key("work_mem"));
+        // A fresh (neutral) connection gets every startup setting.
+        let sql = replay_sql(vars.want(), &BTreeMap::new()).expect("replay");
+        assert!(sql.contains(search_path), "{sql}");
     }
 }

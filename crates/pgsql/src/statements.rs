@@ -81,6 +81,11 @@ impl SessionStatements {
         }
     }
 
+    /// The session these statements belong to (its cancel key).
+    pub fn session_key(&self) -> u64 {
+        self.session
+    }
+
     /// A named Parse while the session holds no server connection: the statement is only
     /// recorded (the client gets its ParseComplete from Sluice) and parsed on the connection of
     /// its first Bind or Describe, so a bare Parse+Sync — libpq's `PQprepare` — never waits for a

@@ -119,6 +119,10 @@ pub struct PgsqlVariables {
     /// Event-loop threads serving PostgreSQL sessions, each with its own poll; 0 = one per CPU
     /// (restart required).
     pub threads: u32,
+    /// Startup parameters dropped at login (comma-separated names, case-insensitive), like
+    /// PgBouncer's `ignore_startup_parameters`: every other parameter is applied to the
+    /// session, and one the server rejects fails the login.
+    pub ignore_startup_parameters: String,
     /// Query processor: digests, cache, hints, delay, timeout.
     pub query: super::QueryVariables,
     /// The monitor: account, intervals, thresholds.
@@ -141,6 +145,7 @@ impl Default for PgsqlVariables {
             // One per CPU: threads beyond the cores only add context switches (ProxySQL's fixed
             // 4 is a known source of kernel CPU on small machines).
             threads: 0,
+            ignore_startup_parameters: String::new(),
             query: super::QueryVariables::default(),
             monitor: super::MonitorVariables::defaults("pgsql"),
         }
@@ -177,6 +182,9 @@ impl PgsqlVariables {
             "ssl_cert" => self.ssl_cert = v.to_string(),
             "ssl_key" => self.ssl_key = v.to_string(),
             "threads" => self.threads = int(0, 255)? as u32,
+            "ignore_startup_parameters" => {
+                self.ignore_startup_parameters = v.trim().to_ascii_lowercase()
+            }
             "have_ssl" => {
                 self.have_ssl = match v.trim().to_ascii_lowercase().as_str() {
                     "true" | "1" => true,
@@ -218,6 +226,10 @@ impl PgsqlVariables {
             ("ssl_cert".into(), self.ssl_cert.clone()),
             ("ssl_key".into(), self.ssl_key.clone()),
             ("threads".into(), self.threads.to_string()),
+            (
+                "ignore_startup_parameters".into(),
+                self.ignore_startup_parameters.clone(),
+            ),
         ];
         v.extend(self.query.pairs());
         v.extend(self.monitor.pairs("pgsql"));

@@ -1,0 +1,177 @@
+//! Handing a pooled server connection to a session: the connection must carry exactly the
+//! session's settings (its startup parameters and the `SET`s it made) and nothing another
+//! session left behind.
+//!
+//! Connections are opened with neutral startup parameters (user and database only). When a
+//! connection last served another session, `RESET ALL` goes first: state changed without a
+//! visible `SET` (`set_config(…, false)` in a query, a function, a `DO` block) is cleared before
+//! anyone else runs a statement. Then the session's settings that differ from what the
+//! connection carries are applied. Both go in the same write as the session's own first
+//! message, so the handoff costs no extra round trip; their replies are cut out of the stream.
+
+use crate::session_sets::replay_sql;
+use crate::signals::SessionSignals;
+use sluice_pgsql_backend::Error as PgError;
+use sluice_pgsql_backend::conn::{PgConn, query_message};
+use std::collections::BTreeMap;
+use tracing::warn;
+
+/// Stages in `out` the Query messages that make `conn` carry the settings `want` of session
+/// `owner`, and records them on the connection. Returns how many ReadyForQuery replies they
+/// produce (0: nothing to send).
+pub(crate) fn stage(
+    conn: &mut PgConn,
+    owner: u64,
+    want: &BTreeMap<String, String>,
+    signals: &SessionSignals,
+    out: &mut Vec<u8>,
+) -> u8 {
+    let mut replies = 0;
+    if conn.owner != Some(owner) {
+        // Notifications sent from this connection now name this session's pid.
+        signals.note_owner(&conn.server, conn.key.0, (owner >> 32) as u32);
+    }
+    if conn.owner.is_some_and(|o| o != owner) {
+        // A Query of its own: if the settings that follow failed, the reset still holds (one
+        // Query with both would roll it back with them).
+        query_message("RESET ALL", out);
+        conn.session_vars.clear();
+        replies += 1;
+    }
+    conn.owner = Some(owner);
+    if let Some(sql) = replay_sql(want, &conn.session_vars) {
+        query_message(&sql, out);
+        conn.session_vars.clone_from(want);
+        replies += 1;
+    }
+    replies
+}
+
+/// Applies a new session's startup settings to its first server connection and waits for the
+/// answer: the server validates each one (a rejected value fails the login with the server's
+/// error, as on a direct connection) and reports the ParameterStatus values they changed.
+pub(crate) async fn at_login(
+    conn: &mut PgConn,
+    owner: u64,
+    want: &BTreeMap<String, String>,
+    signals: &SessionSignals,
+) -> Result<Vec<(String, String)>, PgError> {
+    let mut wire = Vec::new();
+    match stage(conn, owner, want, signals, &mut wire) {
+        0 => Ok(Vec::new()),
+        n => conn.run_messages(&wire, usize::from(n)).await,
+    }
+}
+
+/// The ParameterStatus values a client is told at login: the connection's, as changed by
+/// `reported` (later reports win).
+pub(crate) fn login_parameters(
+    conn_params: &[(String, String)],
+    reported: Vec<(String, String)>,
+) -> Vec<(String, String)> {
+    let mut params = conn_params.to_vec();
+    for (name, value) in reported {
+        match params.iter_mut().find(|(n, _)| *n == name) {
+            Some(p) => p.1 = value,
+            None => params.push((name, value)),
+        }
+    }
+    params
+}
+
+/// The replies of the staged handoff messages, cut out of the server's reply stream.
+#[derive(Debug, Default)]
+pub(crate) struct HandoffReplies {
+    /// ReadyForQuery replies still to come.
+    left: u8,
+    /// The first error among them: (SQLSTATE, message).
+    error: Option<(String, String)>,
+}
+
+impl HandoffReplies {
+    /// Expects `n` more handoff replies ahead of the session's own.
+    pub(crate) fn expect(&mut self, n: u8) {
+        self.left += n;
+        self.error = None;
+    }
+
+    /// True while handoff replies are still to come.
+    pub(crate) fn pending(&self) -> bool {
+        self.left > 0
+    }
+
+    /// Takes one server frame if it belongs to the handoff (true: do not forward it). Returns
+    /// the error when the handoff's last reply arrived after one failed.
+    pub(crate) fn frame(&mut self, kind: u8, body: &[u8]) -> (bool, Option<(String, String)>) {
+        if self.left == 0 {
+            return (false, None);
+        }
+        match kind {
+            b'E' if self.error.is_none() => {
+                self.error = Some(sluice_pgsql_backend::frame::parse_error(body));
+            }
+            b'Z' => {
+                self.left -= 1;
+                if self.left == 0 {
+                    return (true, self.error.take());
+                }
+            }
+            _ => {}
+        }
+        (true, None)
+    }
+
+    /// Forgets what was expected (the connection is gone).
+    pub(crate) fn clear(&mut self) {
+        *self = HandoffReplies::default();
+    }
+}
+
+/// Logs a handoff that failed on `server`: the session cannot be sure its settings hold there.
+pub(crate) fn log_failure(user: &str, server: &str, code: &str, message: &str) {
+    warn!(user = %user, server = %server, "pgsql: applying the session's settings to a server connection failed ({code}: {message}); the session is closed and the connection discarded");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handoff_replies_are_cut_out_up_to_the_last_ready() {
+        let mut h = HandoffReplies::default();
+        assert_eq!(h.frame(b'C', b"SELECT 1\0"), (false, None));
+        h.expect(2);
+        assert!(h.pending());
+        assert_eq!(h.frame(b'C', b"RESET\0"), (true, None));
+        assert_eq!(h.frame(b'Z', b"I"), (true, None));
+        let err = b"SERROR\0C22023\0Minvalid value\0\0";
+        assert_eq!(h.frame(b'E', err), (true, None));
+        assert_eq!(
+            h.frame(b'Z', b"I"),
+            (true, Some(("22023".into(), "invalid value".into())))
+        );
+        assert!(!h.pending());
+        assert_eq!(h.frame(b'Z', b"I"), (false, None));
+    }
+
+    #[test]
+    fn login_parameters_take_the_reported_values() {
+        let conn = vec![
+            ("TimeZone".to_string(), "UTC".to_string()),
+            ("DateStyle".to_string(), "ISO, MDY".to_string()),
+        ];
+        let reported = vec![
+            ("TimeZone".to_string(), "Europe/Paris".to_string()),
+            ("application_name".to_string(), "a".to_string()),
+            ("application_name".to_string(), "b".to_string()),
+        ];
+        assert_eq!(
+            login_parameters(&conn, reported),
+            [
+                ("TimeZone".to_string(), "Europe/Paris".to_string()),
+                ("DateStyle".to_string(), "ISO, MDY".to_string()),
+                ("application_name".to_string(), "b".to_string()),
+            ]
+        );
+    }
+}
