@@ -25,7 +25,7 @@ fn wait_all_released(s: &Sluice) {
 }
 
 async fn conn_id(c: &mut Conn) -> u64 {
-    c.query_first("SELECT CONNECTION_ID()")
+    c.query_first(BACKEND_THREAD_ID)
         .await
         .expect("id")
         .expect("row")

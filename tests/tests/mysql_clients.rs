@@ -310,7 +310,7 @@ async fn pool_reuses_backend_connections_of_finished_sessions() {
     let opts = mysql_async::Opts::from_url(&s.url("app", "app", "app")).expect("url");
     let mut c1 = mysql_async::Conn::new(opts.clone()).await.expect("connect");
     let thread: u32 = c1
-        .query_first("SELECT CONNECTION_ID()")
+        .query_first(BACKEND_THREAD_ID)
         .await
         .expect("id")
         .expect("row");
@@ -322,7 +322,7 @@ async fn pool_reuses_backend_connections_of_finished_sessions() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     let mut c2 = mysql_async::Conn::new(opts).await.expect("connect again");
     let thread2: u32 = c2
-        .query_first("SELECT CONNECTION_ID()")
+        .query_first(BACKEND_THREAD_ID)
         .await
         .expect("id")
         .expect("row");

@@ -152,7 +152,7 @@ async fn backend_killed_mid_query_then_session_continues() {
         .await
         .expect("connect");
     let backend_id: u64 = conn
-        .query_first("SELECT CONNECTION_ID()")
+        .query_first(BACKEND_THREAD_ID)
         .await
         .expect("id")
         .expect("row");
@@ -168,7 +168,7 @@ async fn backend_killed_mid_query_then_session_continues() {
     }
     // The same client session goes on, on a new backend connection.
     let again: u64 = conn
-        .query_first("SELECT CONNECTION_ID()")
+        .query_first(BACKEND_THREAD_ID)
         .await
         .expect("next query")
         .expect("row");

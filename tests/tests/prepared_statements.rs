@@ -48,7 +48,7 @@ async fn statements_follow_the_client_across_backend_connections() {
             .expect("execute 2");
         assert_eq!(sum, Some(round + 100));
         let cid: u64 = a
-            .query_first("SELECT CONNECTION_ID()")
+            .query_first(BACKEND_THREAD_ID)
             .await
             .expect("id")
             .expect("row");

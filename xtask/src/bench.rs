@@ -2,6 +2,8 @@
 //! Sluice, run back to back in one go, printed as a table with QPS, p95 and ratio to direct.
 //!
 //! `BENCH_TIME` (seconds per run, default 20) and `BENCH_ROUNDS` (default 1) tune the run.
+//! `BENCH_BASELINE_BIN=/path/to/sluice` adds a `sluice-baseline` target run from that binary
+//! (e.g. built from the commit before a change), interleaved with the others.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -12,6 +14,7 @@ const HAPROXY_PORT: u16 = 16033;
 const SLUICE_PORT: u16 = 16034;
 const SLUICE_MUX_PORT: u16 = 16035;
 const SLUICE_RULES_PORT: u16 = 16036;
+const SLUICE_BASELINE_PORT: u16 = 16037;
 
 /// The classic read/write split, with hostgroup 1 on the same primary: the run measures what
 /// digesting and evaluating the rules costs, not a different server.
@@ -189,11 +192,24 @@ pub(crate) fn spawn_sluice(
     config: &str,
     port: u16,
 ) -> xtask::Result<std::process::Child> {
+    let bin = xtask::workspace_root().join("target/release/sluice");
+    spawn_sluice_bin(&bin, dir, name, config, port)
+}
+
+/// [`spawn_sluice`] with another `sluice` binary, e.g. one built from an earlier commit to
+/// compare side by side in one run.
+pub(crate) fn spawn_sluice_bin(
+    bin: &Path,
+    dir: &Path,
+    name: &str,
+    config: &str,
+    port: u16,
+) -> xtask::Result<std::process::Child> {
     std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
     let cfg = dir.join(format!("{name}.toml"));
     std::fs::write(&cfg, config).map_err(|e| e.to_string())?;
     let log = std::fs::File::create(dir.join(format!("{name}.log"))).map_err(|e| e.to_string())?;
-    let child = Command::new(xtask::workspace_root().join("target/release/sluice"))
+    let child = Command::new(bin)
         .arg("--config")
         .arg(&cfg)
         .arg("--initial")
@@ -203,9 +219,20 @@ pub(crate) fn spawn_sluice(
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
-        .map_err(|e| format!("cannot start sluice: {e}"))?;
+        .map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
     proc::wait_until(Duration::from_secs(10), || proc::port_open(port));
     Ok(child)
+}
+
+/// The bench's Sluice config: MySQL on `port`, hostgroups 0 and 1 on the primary.
+fn sluice_config(port: u16, max_connections: u32, rules: &str) -> String {
+    format!(
+        "[admin_variables]\nmysql_ifaces = \"127.0.0.1:0\"\npgsql_ifaces = \"127.0.0.1:0\"\n[pgsql_variables]\ninterfaces = \"127.0.0.1:0\"\n[mysql_variables]\ninterfaces = \"127.0.0.1:{port}\"\nthreads = 2\n\
+         [[mysql_servers]]\nhostname = \"127.0.0.1\"\nport = {primary}\nmax_connections = {max_connections}\n\
+         [[mysql_servers]]\nhostgroup_id = 1\nhostname = \"127.0.0.1\"\nport = {primary}\nmax_connections = {max_connections}\n\
+         [[mysql_users]]\nusername = \"app\"\npassword = \"app\"\n{rules}",
+        primary = xtask::ports::MY_PRIMARY
+    )
 }
 
 fn start_sluice(
@@ -214,13 +241,7 @@ fn start_sluice(
     max_connections: u32,
     rules: &str,
 ) -> xtask::Result<std::process::Child> {
-    let config = format!(
-        "[admin_variables]\nmysql_ifaces = \"127.0.0.1:0\"\npgsql_ifaces = \"127.0.0.1:0\"\n[pgsql_variables]\ninterfaces = \"127.0.0.1:0\"\n[mysql_variables]\ninterfaces = \"127.0.0.1:{port}\"\nthreads = 2\n\
-         [[mysql_servers]]\nhostname = \"127.0.0.1\"\nport = {primary}\nmax_connections = {max_connections}\n\
-         [[mysql_servers]]\nhostgroup_id = 1\nhostname = \"127.0.0.1\"\nport = {primary}\nmax_connections = {max_connections}\n\
-         [[mysql_users]]\nusername = \"app\"\npassword = \"app\"\n{rules}",
-        primary = xtask::ports::MY_PRIMARY
-    );
+    let config = sluice_config(port, max_connections, rules);
     spawn_sluice(
         &state.join("bench"),
         &format!("sluice-{port}"),
@@ -258,18 +279,45 @@ pub fn mysql() -> xtask::Result<()> {
             return Err(e);
         }
     };
+    let mut baseline = match std::env::var_os("BENCH_BASELINE_BIN") {
+        None => None,
+        Some(bin) => {
+            let config = sluice_config(SLUICE_BASELINE_PORT, 1000, "");
+            match spawn_sluice_bin(
+                Path::new(&bin),
+                &state.join("bench"),
+                "sluice-baseline",
+                &config,
+                SLUICE_BASELINE_PORT,
+            ) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    proc::stop_pid(haproxy, Duration::from_secs(5));
+                    for child in [&mut sluice, &mut sluice_rules] {
+                        proc::signal(child.id(), "TERM");
+                        let _ = child.wait();
+                    }
+                    return Err(e);
+                }
+            }
+        }
+    };
     let secs = env_num("BENCH_TIME", 20);
     let rounds = env_num("BENCH_ROUNDS", 1);
     let mut samples = Vec::new();
     let mut result = Ok(());
     'outer: for _ in 0..rounds {
         for workload in ["oltp_point_select", "oltp_read_only"] {
-            for (target, port, pid) in [
+            let mut targets = vec![
                 ("direct", xtask::ports::MY_PRIMARY, None),
                 ("haproxy", HAPROXY_PORT, Some(haproxy)),
                 ("sluice", SLUICE_PORT, Some(sluice.id())),
                 ("sluice+rules", SLUICE_RULES_PORT, Some(sluice_rules.id())),
-            ] {
+            ];
+            if let Some(b) = &baseline {
+                targets.push(("sluice-baseline", SLUICE_BASELINE_PORT, Some(b.id())));
+            }
+            for (target, port, pid) in targets {
                 match run_one(workload, target, port, pid, secs) {
                     Ok(s) => samples.push(s),
                     Err(e) => {
@@ -281,7 +329,10 @@ pub fn mysql() -> xtask::Result<()> {
         }
     }
     proc::stop_pid(haproxy, Duration::from_secs(5));
-    for child in [&mut sluice, &mut sluice_rules] {
+    for child in [&mut sluice, &mut sluice_rules]
+        .into_iter()
+        .chain(baseline.as_mut())
+    {
         proc::signal(child.id(), "TERM");
         let _ = child.wait();
     }
@@ -319,7 +370,13 @@ fn render(samples: &[Sample], secs: u64, rounds: u64) -> String {
             ))
         };
         let direct = mean("direct").map(|m| m.0).unwrap_or(f64::NAN);
-        for target in ["direct", "haproxy", "sluice", "sluice+rules"] {
+        for target in [
+            "direct",
+            "haproxy",
+            "sluice",
+            "sluice+rules",
+            "sluice-baseline",
+        ] {
             if let Some((qps, p95, cpu)) = mean(target) {
                 let cpu = cpu.map(|c| format!("{c:.0}")).unwrap_or_else(|| "–".into());
                 t.push_str(&format!(

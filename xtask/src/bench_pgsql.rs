@@ -2,10 +2,13 @@
 //! PostgreSQL, through PgBouncer (transaction pooling) and through Sluice, back to back in one go,
 //! printed as a table with TPS, average latency and the ratio to direct.
 //!
-//! `BENCH_TIME` (seconds per run, default 20), `BENCH_ROUNDS` (default 1) and `BENCH_CLIENTS`
-//! (default 16) tune the run.
+//! `BENCH_TIME` (seconds per run, default 20), `BENCH_ROUNDS` (default 1), `BENCH_CLIENTS`
+//! (default 16) and `BENCH_POOL` (server connections for PgBouncer and Sluice, default 32) tune
+//! the run. `BENCH_BASELINE_BIN=/path/to/sluice` adds a `sluice-baseline` target run from that
+//! binary (e.g. built from the commit before a change), interleaved with the others so the two
+//! are compared under the same machine load.
 
-use crate::bench::{build_release, cpu_ticks, env_num, spawn_sluice};
+use crate::bench::{build_release, cpu_ticks, env_num, spawn_sluice, spawn_sluice_bin};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -13,7 +16,8 @@ use xtask::proc::{self, is_root, run_capture, step};
 
 const PGBOUNCER_PORT: u16 = 16433;
 const SLUICE_PORT: u16 = 16434;
-const TARGETS: [&str; 3] = ["direct", "pgbouncer", "sluice"];
+const BASELINE_PORT: u16 = 16435;
+const TARGETS: [&str; 4] = ["direct", "pgbouncer", "sluice", "sluice-baseline"];
 const MODES: [&str; 2] = ["simple", "extended"];
 
 struct Sample {
@@ -106,12 +110,13 @@ fn start_pgbouncer(dir: &Path) -> xtask::Result<u32> {
         format!(
             "[databases]\napp = host=127.0.0.1 port={pg}\n\n[pgbouncer]\nlisten_addr = 127.0.0.1\n\
              listen_port = {PGBOUNCER_PORT}\nauth_type = scram-sha-256\nauth_file = {users}\n\
-             pool_mode = transaction\nmax_client_conn = 1000\ndefault_pool_size = 32\n\
+             pool_mode = transaction\nmax_client_conn = 1000\ndefault_pool_size = {pool}\n\
              logfile = {log}\npidfile = {pid}\nunix_socket_dir =\n",
             pg = xtask::ports::PG_PRIMARY,
             users = dir.join("userlist.txt").display(),
             log = dir.join("pgbouncer.log").display(),
             pid = pidfile.display(),
+            pool = env_num("BENCH_POOL", 32),
         ),
     )
     .map_err(|e| e.to_string())?;
@@ -137,16 +142,27 @@ fn start_pgbouncer(dir: &Path) -> xtask::Result<u32> {
     })
 }
 
-fn start_sluice(dir: &Path) -> xtask::Result<std::process::Child> {
+/// Sluice (the release build, or `baseline` on its own port) with `BENCH_POOL` server
+/// connections.
+fn start_sluice(dir: &Path, baseline: Option<&Path>) -> xtask::Result<std::process::Child> {
+    let port = if baseline.is_some() {
+        BASELINE_PORT
+    } else {
+        SLUICE_PORT
+    };
     let config = format!(
         "[admin_variables]\nmysql_ifaces = \"127.0.0.1:0\"\npgsql_ifaces = \"127.0.0.1:0\"\n\
          [mysql_variables]\ninterfaces = \"127.0.0.1:0\"\n\
-         [pgsql_variables]\ninterfaces = \"127.0.0.1:{SLUICE_PORT}\"\n\
-         [[pgsql_servers]]\nhostname = \"127.0.0.1\"\nport = {}\nmax_connections = 32\n\
+         [pgsql_variables]\ninterfaces = \"127.0.0.1:{port}\"\n\
+         [[pgsql_servers]]\nhostname = \"127.0.0.1\"\nport = {}\nmax_connections = {}\n\
          [[pgsql_users]]\nusername = \"app\"\npassword = \"app\"\n",
-        xtask::ports::PG_PRIMARY
+        xtask::ports::PG_PRIMARY,
+        env_num("BENCH_POOL", 32),
     );
-    spawn_sluice(dir, "sluice", &config, SLUICE_PORT)
+    match baseline {
+        Some(bin) => spawn_sluice_bin(bin, dir, "sluice-baseline", &config, port),
+        None => spawn_sluice(dir, "sluice", &config, port),
+    }
 }
 
 /// Runs the PostgreSQL benchmark and prints the table (also written to target/bench-pgsql.md).
@@ -162,10 +178,21 @@ pub fn pgsql() -> xtask::Result<()> {
     build_release()?;
     let dir: PathBuf = xtask::state_dir().join("bench-pgsql");
     let bouncer = start_pgbouncer(&dir)?;
-    let mut sluice = match start_sluice(&dir) {
+    let baseline_bin = std::env::var_os("BENCH_BASELINE_BIN").map(PathBuf::from);
+    let mut sluice = match start_sluice(&dir, None) {
         Ok(c) => c,
         Err(e) => {
             proc::stop_pid(bouncer, Duration::from_secs(5));
+            return Err(e);
+        }
+    };
+    let mut baseline = match baseline_bin.as_deref().map(|b| start_sluice(&dir, Some(b))) {
+        None => None,
+        Some(Ok(c)) => Some(c),
+        Some(Err(e)) => {
+            proc::stop_pid(bouncer, Duration::from_secs(5));
+            proc::signal(sluice.id(), "TERM");
+            let _ = sluice.wait();
             return Err(e);
         }
     };
@@ -176,11 +203,15 @@ pub fn pgsql() -> xtask::Result<()> {
     let mut result = Ok(());
     'outer: for _ in 0..rounds {
         for mode in MODES {
-            for (target, port, pid) in [
+            let mut targets = vec![
                 ("direct", xtask::ports::PG_PRIMARY, None),
                 ("pgbouncer", PGBOUNCER_PORT, Some(bouncer)),
                 ("sluice", SLUICE_PORT, Some(sluice.id())),
-            ] {
+            ];
+            if let Some(b) = &baseline {
+                targets.push(("sluice-baseline", BASELINE_PORT, Some(b.id())));
+            }
+            for (target, port, pid) in targets {
                 match run_one(mode, target, port, pid, secs, clients) {
                     Ok(s) => samples.push(s),
                     Err(e) => {
@@ -194,6 +225,10 @@ pub fn pgsql() -> xtask::Result<()> {
     proc::stop_pid(bouncer, Duration::from_secs(5));
     proc::signal(sluice.id(), "TERM");
     let _ = sluice.wait();
+    if let Some(b) = baseline.as_mut() {
+        proc::signal(b.id(), "TERM");
+        let _ = b.wait();
+    }
     result?;
     let table = render(&samples, secs, rounds, clients);
     println!("\n{table}");
@@ -204,8 +239,9 @@ pub fn pgsql() -> xtask::Result<()> {
 }
 
 fn render(samples: &[Sample], secs: u64, rounds: u64, clients: u64) -> String {
+    let pool = env_num("BENCH_POOL", 32);
     let mut t = format!(
-        "pgbench -S, scale 10, {clients} clients, 2 threads, {secs}s per run, {rounds} round(s); means over rounds\n\n\
+        "pgbench -S, scale 10, {clients} clients, 2 threads, {pool} server connections, {secs}s per run, {rounds} round(s); means over rounds\n\n\
          | mode | target | TPS | avg latency ms | ratio to direct | proxy CPU (% of a core) |\n|---|---|---|---|---|---|\n"
     );
     for mode in MODES {

@@ -38,6 +38,8 @@ pub struct HostgroupServer {
     pub max_connections: u32,
     /// Backend TLS.
     pub use_ssl: bool,
+    /// The compressed protocol towards the server (`compression=1`; MySQL only).
+    pub compression: bool,
     /// Lag (s) above which the monitor shuns it here; 0 = never.
     pub max_replication_lag: u32,
     /// Ping time (ms) above which it is passed over here; 0 = `default_max_latency_ms`.
@@ -60,6 +62,7 @@ impl HostgroupServer {
             weight: s.weight.0,
             max_connections: s.max_connections.0,
             use_ssl: s.use_ssl.0,
+            compression: s.compression.0,
             max_replication_lag: s.max_replication_lag.0,
             max_latency_ms: s.max_latency_ms.0,
             too_slow: false,
@@ -178,6 +181,7 @@ impl RuntimeConfig {
                     weight: s.weight.0,
                     max_connections: s.max_connections.0,
                     use_ssl: s.use_ssl.0,
+                    compression: false,
                     max_replication_lag: s.max_replication_lag.0,
                     max_latency_ms: s.max_latency_ms.0,
                     too_slow: false,

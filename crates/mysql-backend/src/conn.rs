@@ -3,7 +3,7 @@
 use crate::error::Error;
 use crate::state::SessionState;
 use crate::stmt_cache::StmtCache;
-use crate::stream::BackendStream;
+use crate::stream::{BackendSocket, BackendStream};
 use bytes::BytesMut;
 use sluice_mysql_proto::consts::{MAX_CHUNK, cap, com};
 use sluice_mysql_proto::framing::{PacketReader, packet};
@@ -57,6 +57,9 @@ pub struct ConnectParams {
     pub client_caps: u32,
     /// TLS client config when the server row has `use_ssl=1`.
     pub tls: Option<Arc<rustls::ClientConfig>>,
+    /// Ask for the compressed protocol (the server row has `compression=1`); used when the
+    /// server offers it.
+    pub compress: bool,
     /// Per-attempt timeout for connect + handshake.
     pub timeout: Duration,
     /// Largest reply packet accepted.
@@ -89,7 +92,10 @@ pub struct BackendConn {
 }
 
 fn base_caps() -> u32 {
-    cap::LONG_PASSWORD
+    // LOCAL_FILES: the server may ask for a client's file; Sluice relays the request only to
+    // clients that may answer it (mysql-enable_load_data_local_infile and their own flag).
+    cap::LOCAL_FILES
+        | cap::LONG_PASSWORD
         | cap::LONG_FLAG
         | cap::PROTOCOL_41
         | cap::TRANSACTIONS
@@ -132,7 +138,7 @@ impl BackendConn {
             source,
         };
         let mut reader = PacketReader::new(p.max_packet.max(MAX_CHUNK));
-        let mut stream = BackendStream::Plain(tcp);
+        let mut stream = BackendSocket::Plain(tcp);
         let first = reader.read(&mut stream).await.map_err(proto)?;
         if first.payload.first() == Some(&0xff) {
             let info = parse_err(&first.payload).map_err(proto)?;
@@ -148,6 +154,9 @@ impl BackendConn {
         }
         if p.tls.is_some() {
             caps |= cap::SSL;
+        }
+        if p.compress {
+            caps |= cap::COMPRESS;
         }
         let missing =
             caps & !greeting.capabilities & (cap::SSL | cap::DEPRECATE_EOF | cap::PROTOCOL_41);
@@ -180,7 +189,7 @@ impl BackendConn {
                 .await
                 .map_err(|e| proto(e.into()))?;
             seq = seq.wrapping_add(1);
-            let BackendStream::Plain(tcp) = stream else {
+            let BackendSocket::Plain(tcp) = stream else {
                 return Err(Error::Tls {
                     server,
                     why: "already TLS".into(),
@@ -199,7 +208,7 @@ impl BackendConn {
                     server: server.clone(),
                     why: e.to_string(),
                 })?;
-            stream = BackendStream::Tls(Box::new(tls_stream));
+            stream = BackendSocket::Tls(Box::new(tls_stream));
         }
         let mut plugin = greeting.auth_plugin.clone();
         resp.auth_response = auth_data(&plugin, &greeting.nonce, &p.secret, &server)?;
@@ -258,6 +267,11 @@ impl BackendConn {
                 }
             }
         }
+        let mut stream = BackendStream::new(stream);
+        if caps & cap::COMPRESS != 0 {
+            // Everything after the handshake's last OK is compressed, both ways.
+            stream.start_compression();
+        }
         Ok(BackendConn {
             stream,
             reader,
@@ -284,9 +298,9 @@ impl BackendConn {
     /// True when an idle connection was closed by the server (or has unexpected bytes pending).
     /// Peeks at the TCP socket without consuming anything, so TLS connections are checked too.
     pub fn looks_dead(&self) -> bool {
-        let tcp = match &self.stream {
-            BackendStream::Plain(t) => t,
-            BackendStream::Tls(t) => t.get_ref().0,
+        let tcp = match self.stream.get_ref() {
+            BackendSocket::Plain(t) => t,
+            BackendSocket::Tls(t) => t.get_ref().0,
         };
         let mut byte = [0u8; 1];
         let mut buf = tokio::io::ReadBuf::new(&mut byte);
@@ -306,8 +320,17 @@ impl BackendConn {
         }
     }
 
-    /// Writes raw, already framed bytes (a client's command) to the server.
+    /// Writes raw, already framed bytes of a new command (a client's, or Sluice's own) to the
+    /// server.
     pub async fn send_raw(&mut self, raw: &[u8]) -> Result<(), Error> {
+        // A compressed connection numbers each command's compressed packets from 0.
+        self.stream.start_command();
+        self.send_more(raw).await
+    }
+
+    /// Writes raw, already framed bytes that continue the current command (the packets of a
+    /// LOCAL INFILE file).
+    pub async fn send_more(&mut self, raw: &[u8]) -> Result<(), Error> {
         self.stream
             .write_all(raw)
             .await
@@ -351,6 +374,7 @@ impl BackendConn {
 
     /// Sends COM_QUIT and closes.
     pub async fn quit(mut self) {
+        self.stream.start_command();
         let _ = self.stream.write_all(&packet(0, &[com::QUIT])).await;
         let _ = self.stream.shutdown().await;
     }

@@ -29,6 +29,7 @@ fn params(t: &CheckTarget) -> ConnectParams {
         charset: MONITOR_COLLATION,
         client_caps: 0,
         tls: None,
+        compress: false,
         timeout: t.timeout,
         max_packet: 1 << 20,
     }

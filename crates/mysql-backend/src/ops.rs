@@ -50,6 +50,13 @@ impl BackendConn {
                     server: self.server.clone(),
                     why,
                 })?;
+            if tracker.wants_local_file() {
+                // Sluice's own commands (mirrors, checks) have no file to give: an empty packet
+                // ends the request, and the server answers as for an empty file.
+                self.send_more(&packet(pk.seq.wrapping_add(1), &[])).await?;
+                tracker.local_file_sent();
+                continue;
+            }
             out.push(pk.payload);
         }
         Ok((tracker, out))

@@ -31,6 +31,10 @@ pub enum RelayOutcome {
     },
     /// Writing to the client failed; the backend connection is mid-reply and must be dropped.
     ClientGone(std::io::Error),
+    /// The server asked for a local file (LOAD DATA LOCAL INFILE) and the request reached the
+    /// client: the client's file packets go to the server next, then
+    /// [`BackendConn::relay_after_local_file`] relays the rest of the reply.
+    LocalInfile(ReplyTracker),
 }
 
 impl BackendConn {
@@ -40,7 +44,25 @@ impl BackendConn {
         kind: ReplyKind,
         client: &mut W,
     ) -> RelayOutcome {
-        let mut tracker = ReplyTracker::new(kind, self.deprecate_eof());
+        let tracker = ReplyTracker::new(kind, self.deprecate_eof());
+        self.relay_with(tracker, client).await
+    }
+
+    /// Relays the rest of a reply after the client's local file went to the server.
+    pub async fn relay_after_local_file<W: AsyncWrite + Unpin>(
+        &mut self,
+        mut tracker: ReplyTracker,
+        client: &mut W,
+    ) -> RelayOutcome {
+        tracker.local_file_sent();
+        self.relay_with(tracker, client).await
+    }
+
+    async fn relay_with<W: AsyncWrite + Unpin>(
+        &mut self,
+        mut tracker: ReplyTracker,
+        client: &mut W,
+    ) -> RelayOutcome {
         let mut forwarded = 0usize;
         let mut next_seq = 1u8;
         let mut skip = 0usize; // body bytes of a large packet still to pass through unseen
@@ -58,7 +80,7 @@ impl BackendConn {
                     }
                     continue;
                 }
-                if tracker.done() || buf.len() - pos < 4 {
+                if tracker.done() || tracker.wants_local_file() || buf.len() - pos < 4 {
                     break;
                 }
                 let len = header_len(&buf[pos..]);
@@ -104,7 +126,16 @@ impl BackendConn {
                     next_seq,
                 };
             }
-            if tracker.done() && skip == 0 {
+            let pause = if tracker.wants_local_file() {
+                Some("bytes after a LOCAL INFILE request")
+            } else if tracker.done() && skip == 0 {
+                Some("bytes after the end of the reply")
+            } else {
+                None
+            };
+            if let Some(why) = pause {
+                // The server now waits (for the next command, or for the client's file): the
+                // client gets everything, and nothing may be left unread.
                 if let Err(e) = client.flush().await {
                     return RelayOutcome::ClientGone(e);
                 }
@@ -112,14 +143,18 @@ impl BackendConn {
                     return RelayOutcome::BackendFailed {
                         error: crate::Error::UnexpectedReply {
                             server: self.server.clone(),
-                            why: "bytes after the end of the reply",
+                            why,
                         },
                         forwarded,
                         next_seq,
                     };
                 }
                 self.reader.put_back(buf);
-                return RelayOutcome::Complete(tracker);
+                return if tracker.wants_local_file() {
+                    RelayOutcome::LocalInfile(tracker)
+                } else {
+                    RelayOutcome::Complete(tracker)
+                };
             }
             if buf.capacity() - buf.len() < 4 * 1024 {
                 // Reclaims the same allocation when everything before was forwarded.

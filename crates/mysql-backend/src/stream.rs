@@ -1,10 +1,13 @@
-//! A backend socket: plain TCP or client-side TLS over TCP.
+//! A backend socket: plain TCP or client-side TLS over TCP, compressed or not.
 
 use tokio::net::TcpStream;
 
-/// Plain or TLS stream to a backend.
-pub type BackendStream =
+/// Plain or TLS socket to a backend.
+pub type BackendSocket =
     sluice_mysql_proto::stream::MaybeTls<tokio_rustls::client::TlsStream<TcpStream>>;
+
+/// A backend socket, compressed when the server row has `compression=1` and the server agreed.
+pub type BackendStream = sluice_mysql_proto::compress::MaybeCompressed<BackendSocket>;
 
 /// A duplicate of a backend connection's socket, kept so that the connection can be killed
 /// (`shutdown`) from outside the session that owns it, e.g. when the monitor shuns its server.

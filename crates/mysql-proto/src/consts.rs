@@ -10,6 +10,8 @@ pub mod cap {
     pub const LONG_FLAG: u32 = 1 << 2;
     /// Database name in the handshake response.
     pub const CONNECT_WITH_DB: u32 = 1 << 3;
+    /// The compressed protocol (zlib).
+    pub const COMPRESS: u32 = 1 << 5;
     /// LOAD DATA LOCAL.
     pub const LOCAL_FILES: u32 = 1 << 7;
     /// Parser ignores spaces before '('.

@@ -4,6 +4,7 @@
 //! scrambles ([`scramble`]) and the reply tracker that finds where a backend reply ends without
 //! decoding rows ([`reply`]). Every decoder is bounded and returns [`Error`] on malformed input.
 
+pub mod compress;
 pub mod consts;
 pub mod error;
 pub mod framing;

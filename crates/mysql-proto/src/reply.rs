@@ -26,12 +26,20 @@ enum State {
     Columns(u64),
     ColumnsEof,
     Rows,
-    PrepParams { left: u64, columns: u64 },
-    PrepParamsEof { columns: u64 },
+    PrepParams {
+        left: u64,
+        columns: u64,
+    },
+    PrepParamsEof {
+        columns: u64,
+    },
     PrepColumns(u64),
     PrepColumnsEof,
     FieldList,
     Single,
+    /// The server asked for a local file (LOAD DATA LOCAL INFILE): the client's file packets go
+    /// to the server, then its OK/ERR follows.
+    LocalInfile,
     Done,
 }
 
@@ -108,6 +116,19 @@ impl ReplyTracker {
         self.state == State::Done
     }
 
+    /// True when the server asked for a local file (0xFB, LOAD DATA LOCAL INFILE): the reply
+    /// pauses until the client's file has been relayed, then [`ReplyTracker::local_file_sent`].
+    pub fn wants_local_file(&self) -> bool {
+        self.state == State::LocalInfile
+    }
+
+    /// The client's file went to the server: its OK/ERR (and any further results) follow.
+    pub fn local_file_sent(&mut self) {
+        if self.state == State::LocalInfile {
+            self.state = State::Start;
+        }
+    }
+
     fn is_terminator(first: u8, len: usize) -> bool {
         first == 0xfe && len < MAX_CHUNK
     }
@@ -159,6 +180,11 @@ impl ReplyTracker {
         }
         match self.state {
             State::Done => return Err(ReplyError::Unexpected("packet after the end of the reply")),
+            State::LocalInfile => {
+                return Err(ReplyError::Unexpected(
+                    "packet while a local file is awaited",
+                ));
+            }
             State::Single => {
                 if first == 0x00 {
                     if let Ok(ok) = parse_ok(payload) {
@@ -178,7 +204,7 @@ impl ReplyTracker {
                     self.last_insert_id = ok.last_insert_id;
                     self.end_of_result(ok.status);
                 }
-                0xfb => return Err(ReplyError::Unexpected("LOCAL INFILE request")),
+                0xfb => self.state = State::LocalInfile,
                 _ => {
                     let n = Reader::new(payload, "column count")
                         .lenenc_int()

@@ -4,11 +4,11 @@
 use crate::auth::{self, Verdict};
 use crate::error::Error;
 use crate::registry::SessionSlot;
-use crate::stream::ClientStream;
+use crate::stream::{ClientSocket, ClientStream};
 use sluice_core::config::MysqlUser;
 use sluice_core::runtime::RuntimeConfig;
 use sluice_mysql_backend::BackendSecret;
-use sluice_mysql_proto::consts::{cap, status};
+use sluice_mysql_proto::consts::{MAX_CHUNK, cap, status};
 use sluice_mysql_proto::framing::{Packet, PacketReader, packet};
 use sluice_mysql_proto::handshake::{Greeting, HandshakeResponse, is_ssl_request};
 use sluice_mysql_proto::packets::{auth_switch_payload, ok_payload};
@@ -25,8 +25,9 @@ const HANDSHAKE_PACKET_LIMIT: usize = 64 * 1024;
 /// Collation announced in the greeting: utf8mb4_general_ci (known to MySQL and MariaDB).
 pub const GREETING_COLLATION: u8 = 45;
 
-/// Capabilities Sluice offers clients (no compression, no LOCAL INFILE, no session tracking).
-pub fn server_capabilities(tls: bool) -> u32 {
+/// Capabilities Sluice offers clients (compression; no session tracking; LOCAL INFILE when
+/// `mysql-enable_load_data_local_infile` is on).
+pub fn server_capabilities(tls: bool, local_infile: bool) -> u32 {
     let mut c = cap::LONG_PASSWORD
         | cap::FOUND_ROWS
         | cap::LONG_FLAG
@@ -42,9 +43,13 @@ pub fn server_capabilities(tls: bool) -> u32 {
         | cap::PLUGIN_AUTH
         | cap::CONNECT_ATTRS
         | cap::PLUGIN_AUTH_LENENC_CLIENT_DATA
-        | cap::DEPRECATE_EOF;
+        | cap::DEPRECATE_EOF
+        | cap::COMPRESS;
     if tls {
         c |= cap::SSL;
+    }
+    if local_infile {
+        c |= cap::LOCAL_FILES;
     }
     c
 }
@@ -65,7 +70,11 @@ pub struct ClientIo {
 impl ClientIo {
     /// Reads one packet.
     pub async fn read(&mut self) -> Result<Packet, Error> {
-        Ok(self.reader.read(&mut self.stream).await?)
+        let mut pk = self.reader.read(&mut self.stream).await?;
+        if self.stream.is_compressed() && pk.raw.len() > MAX_CHUNK + 4 {
+            pk.raw = renumber_chunks(&pk.raw, pk.seq);
+        }
+        Ok(pk)
     }
 
     /// Writes one payload as a packet with sequence id `seq`.
@@ -76,6 +85,24 @@ impl ClientIo {
             .map_err(|e| Error::Protocol(e.into()))?;
         Ok(())
     }
+}
+
+/// The frames of one packet of 16 MiB or more, numbered `first`, `first + 1`, … Compressed
+/// clients (libmariadb) number every frame of a command 0, as the compressed protocol ignores
+/// those ids; an uncompressed backend leg checks them.
+fn renumber_chunks(raw: &[u8], first: u8) -> bytes::Bytes {
+    let mut out = raw.to_vec();
+    let mut pos = 0;
+    let mut seq = first;
+    while pos + 4 <= out.len() {
+        let len = usize::from(out[pos])
+            | (usize::from(out[pos + 1]) << 8)
+            | (usize::from(out[pos + 2]) << 16);
+        out[pos + 3] = seq;
+        seq = seq.wrapping_add(1);
+        pos += 4 + len;
+    }
+    out.into()
 }
 
 /// A logged-in client.
@@ -164,7 +191,7 @@ pub async fn exchange(
             io.write(*seq, &[0x01, 0x04]).await?;
             let pk = io.read().await?;
             *seq = pk.seq.wrapping_add(1);
-            if !io.stream.is_tls() {
+            if !io.stream.get_ref().is_tls() {
                 return Err(denied(
                     username,
                     &io.peer,
@@ -200,7 +227,7 @@ pub async fn connection_phase(
 ) -> Result<(ClientIo, LoggedIn), Error> {
     let vars = &rt.mysql.variables;
     let nonce = auth::nonce();
-    let ours = server_capabilities(tls.is_some());
+    let ours = server_capabilities(tls.is_some(), vars.enable_load_data_local_infile);
     let greeting = Greeting {
         server_version: vars.server_version.clone(),
         connection_id,
@@ -212,7 +239,7 @@ pub async fn connection_phase(
     };
     let local = tcp.local_addr().unwrap_or(peer);
     let mut io = ClientIo {
-        stream: ClientStream::Plain(tcp),
+        stream: ClientStream::new(ClientSocket::Plain(tcp)),
         reader: PacketReader::new(HANDSHAKE_PACKET_LIMIT),
         peer,
         local,
@@ -225,7 +252,7 @@ pub async fn connection_phase(
                 "client asked for TLS, which is not enabled".into(),
             ));
         };
-        let ClientStream::Plain(tcp) = io.stream else {
+        let ClientSocket::Plain(tcp) = io.stream.into_inner() else {
             return Err(Error::Unsupported("TLS requested twice".into()));
         };
         let early = io.reader.take_buffered();
@@ -233,7 +260,7 @@ pub async fn connection_phase(
             .accept(crate::stream::Prefixed::new(early, tcp))
             .await
             .map_err(|e| Error::Protocol(e.into()))?;
-        io.stream = ClientStream::Tls(Box::new(tls_stream));
+        io.stream = ClientStream::new(ClientSocket::Tls(Box::new(tls_stream)));
         pk = io.read().await?;
     }
     let mut seq = pk.seq.wrapping_add(1);
@@ -277,7 +304,7 @@ pub async fn connection_phase(
         );
         return fail(&mut io, seq, e).await;
     }
-    if user.use_ssl.0 && !io.stream.is_tls() {
+    if user.use_ssl.0 && !io.stream.get_ref().is_tls() {
         let e = denied(
             &resp.username,
             &peer,
@@ -296,6 +323,14 @@ pub async fn connection_phase(
         .unwrap_or_else(|| vars.default_schema.clone());
     io.write(seq, &ok_payload(0, 0, status::AUTOCOMMIT, 0))
         .await?;
+    if capabilities & cap::COMPRESS != 0 {
+        // Everything after the handshake's last OK is compressed, both ways.
+        io.stream
+            .flush()
+            .await
+            .map_err(|e| Error::Protocol(e.into()))?;
+        io.stream.start_compression();
+    }
     io.reader.set_limit(vars.max_allowed_packet as usize);
     Ok((
         io,

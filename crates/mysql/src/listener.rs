@@ -169,7 +169,7 @@ async fn handle(fe: Arc<MysqlFrontend>, mut tcp: TcpStream, peer: std::net::Sock
             return;
         }
     };
-    info!(session = id, user = %login.user.username, client = %peer, tls = io.stream.is_tls(), schema = %login.schema, "client logged in");
+    info!(session = id, user = %login.user.username, client = %peer, tls = io.stream.get_ref().is_tls(), compressed = io.stream.is_compressed(), schema = %login.schema, "client logged in");
     drop(rt);
     Session::new(id, io, login, fe, slot).run().await;
 }

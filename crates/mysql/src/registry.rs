@@ -1,4 +1,5 @@
-//! Live client sessions: counts per user and in total, checked against `max_connections`.
+//! Live client sessions: counts per user and in total, checked against `max_connections`, and
+//! what `KILL [QUERY|CONNECTION] id` needs to reach a session by the id its client was given.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -11,7 +12,29 @@ pub struct SessionRegistry {
     per_user: Mutex<HashMap<String, u32>>,
     next_id: AtomicU32,
     processes: Mutex<HashMap<u32, ProcessInfo>>,
-    kills: Mutex<HashMap<u32, tokio_util::sync::CancellationToken>>,
+    kills: Mutex<HashMap<u32, KillTarget>>,
+}
+
+/// What another session needs to stop this one.
+#[derive(Debug, Clone)]
+pub(crate) struct KillTarget {
+    /// Cancelled to end the session (`KILL CONNECTION`, the admin's `KILL CONNECTION`).
+    pub(crate) killed: tokio_util::sync::CancellationToken,
+    /// The statement running now on a backend connection, if any. A killer holds the lock while
+    /// its `KILL QUERY` reaches the server, and the session takes it before its backend
+    /// connection may go back to the pool: the kill can never hit another client's statement.
+    pub(crate) running: Arc<tokio::sync::Mutex<Option<RunningOn>>>,
+}
+
+/// Where a session's statement is running: the backend connection's server and thread id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RunningOn {
+    /// Hostgroup of the connection.
+    pub(crate) hostgroup: u32,
+    /// The server.
+    pub(crate) server: sluice_core::runtime::ServerKey,
+    /// The backend connection's thread id on that server.
+    pub(crate) thread_id: u32,
 }
 
 /// One row of the processlist: who is connected and whether the session is multiplexed.
@@ -35,7 +58,7 @@ pub struct SessionSlot {
     registry: Arc<SessionRegistry>,
     user: Option<String>,
     id: u32,
-    killed: tokio_util::sync::CancellationToken,
+    target: KillTarget,
 }
 
 impl SessionRegistry {
@@ -72,13 +95,16 @@ impl SessionRegistry {
             pin_reason: None,
         };
         lock(&self.processes).insert(id, info);
-        let killed = tokio_util::sync::CancellationToken::new();
-        lock(&self.kills).insert(id, killed.clone());
+        let target = KillTarget {
+            killed: tokio_util::sync::CancellationToken::new(),
+            running: Arc::default(),
+        };
+        lock(&self.kills).insert(id, target.clone());
         Some(SessionSlot {
             registry: self.clone(),
             user: None,
             id,
-            killed,
+            target,
         })
     }
 
@@ -86,11 +112,19 @@ impl SessionRegistry {
     pub fn kill(&self, id: u32) -> bool {
         match lock(&self.kills).get(&id) {
             Some(t) => {
-                t.cancel();
+                t.killed.cancel();
                 true
             }
             None => false,
         }
+    }
+
+    /// Session `id`'s user and kill target, for a client's `KILL`; `None` when there is no such
+    /// session.
+    pub(crate) fn target(&self, id: u32) -> Option<(String, KillTarget)> {
+        let target = lock(&self.kills).get(&id)?.clone();
+        let user = lock(&self.processes).get(&id)?.user.clone();
+        Some((user, target))
     }
 
     /// The processlist, ordered by session id.
@@ -106,9 +140,14 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl SessionSlot {
-    /// Cancelled when the admin kills this session.
+    /// Cancelled when the admin or a client's `KILL CONNECTION` kills this session.
     pub fn killed(&self) -> tokio_util::sync::CancellationToken {
-        self.killed.clone()
+        self.target.killed.clone()
+    }
+
+    /// Where this session publishes the statement it is running (see [`KillTarget::running`]).
+    pub(crate) fn running(&self) -> &Arc<tokio::sync::Mutex<Option<RunningOn>>> {
+        &self.target.running
     }
 
     /// Publishes the session's user, schema and pin reason to the processlist.

@@ -1,4 +1,4 @@
-//! A client socket: plain TCP or TLS over TCP.
+//! A client socket: plain TCP or TLS over TCP, compressed or not.
 
 use std::io;
 use std::pin::Pin;
@@ -7,8 +7,12 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::server::TlsStream;
 
-/// Plain or TLS stream from a client.
-pub type ClientStream = sluice_mysql_proto::stream::MaybeTls<TlsStream<Prefixed>>;
+/// Plain or TLS stream from a client, compressed once the client and Sluice agreed to
+/// CLIENT_COMPRESS.
+pub type ClientStream = sluice_mysql_proto::compress::MaybeCompressed<ClientSocket>;
+
+/// Plain or TLS socket from a client.
+pub type ClientSocket = sluice_mysql_proto::stream::MaybeTls<TlsStream<Prefixed>>;
 
 /// A TCP stream that first yields bytes already read from it. Clients may send the TLS
 /// ClientHello right behind the SSLRequest, so those bytes can sit in the packet buffer.

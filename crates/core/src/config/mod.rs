@@ -192,12 +192,6 @@ impl Config {
                     "mysql_servers.port: must be between 1 and 65535".into(),
                 ));
             }
-            if s.compression.0 {
-                return Err(invalid(
-                    offset,
-                    "mysql_servers.compression: the compressed protocol is not supported yet; set 0".into(),
-                ));
-            }
             if !seen_servers.insert((s.hostgroup_id.0, s.hostname.clone(), s.port.0)) {
                 return Err(invalid(
                     offset,

@@ -57,6 +57,9 @@ pub struct MysqlVariables {
     pub wait_timeout: u64,
     /// Forward `SELECT @@version` / `VERSION()` to the backend instead of answering them.
     pub select_version_forwarding: bool,
+    /// Offer clients `LOAD DATA LOCAL INFILE` (their files are streamed to the server); off by
+    /// default, as in ProxySQL.
+    pub enable_load_data_local_infile: bool,
     /// The monitor: account, intervals, thresholds.
     pub monitor: super::MonitorVariables,
     /// Query processor: digests, cache, hints, delay, timeout.
@@ -92,6 +95,7 @@ impl Default for MysqlVariables {
             auto_increment_delay_multiplex_timeout_ms: 10_000,
             wait_timeout: 28_800_000,
             select_version_forwarding: false,
+            enable_load_data_local_infile: false,
             monitor: super::MonitorVariables::defaults("mysql"),
             query: super::QueryVariables::default(),
             accepted_unimplemented: BTreeMap::new(),
@@ -193,6 +197,9 @@ impl MysqlVariables {
             }
             "wait_timeout" => self.wait_timeout = int(name, v, 0, 31_536_000_000)?,
             "select_version_forwarding" => self.select_version_forwarding = int(name, v, 0, 3)? > 0,
+            "enable_load_data_local_infile" => {
+                self.enable_load_data_local_infile = boolean(name, v)?
+            }
             _ if PROXYSQL_MYSQL_VARIABLES.contains(&name) => {
                 self.accepted_unimplemented
                     .insert(name.to_string(), v.to_string());
@@ -257,6 +264,10 @@ impl MysqlVariables {
                 self.auto_increment_delay_multiplex_timeout_ms.to_string(),
             ),
             ("wait_timeout".into(), self.wait_timeout.to_string()),
+            (
+                "enable_load_data_local_infile".into(),
+                self.enable_load_data_local_infile.to_string(),
+            ),
             (
                 "select_version_forwarding".into(),
                 u8::from(self.select_version_forwarding).to_string(),

@@ -18,7 +18,6 @@ pub const PROXYSQL_MYSQL_VARIABLES: &[&str] = &[
     "connect_timeout_server_max",
     "enable_client_deprecate_eof",
     "enable_server_deprecate_eof",
-    "enable_load_data_local_infile",
     "eventslog_filename",
     "eventslog_filesize",
     "eventslog_default_log",

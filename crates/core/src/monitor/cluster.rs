@@ -170,6 +170,7 @@ mod tests {
                 weight,
                 max_connections: 10,
                 use_ssl: false,
+                compression: false,
                 max_replication_lag: 0,
                 max_latency_ms: 0,
                 too_slow: false,

@@ -111,6 +111,7 @@ impl MysqlPool {
             } else {
                 None
             },
+            compress: server.compression,
             timeout: req
                 .connect_timeout
                 .min(remaining)

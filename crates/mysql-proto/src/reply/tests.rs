@@ -144,7 +144,15 @@ fn field_list_and_single() {
 }
 
 #[test]
-fn local_infile_is_rejected() {
+fn local_infile_request_pauses_the_reply_until_the_file_is_sent() {
     let mut t = ReplyTracker::new(ReplyKind::ResultSets, false);
-    assert!(t.feed(&[0xfb, b'f'], 2).is_err());
+    assert_eq!(t.feed(b"\xfb/tmp/data.csv", 14), Ok(()));
+    assert!(t.wants_local_file() && !t.done());
+    // Nothing may come from the server while it waits for the file.
+    assert!(t.clone().feed(&[0x00, 0, 0, 2, 0, 0, 0], 7).is_err());
+    t.local_file_sent();
+    assert!(!t.wants_local_file());
+    assert_eq!(t.feed(&[0x00, 5, 0, 2, 0, 0, 0], 7), Ok(()));
+    assert!(t.done());
+    assert_eq!(t.affected_rows, 5);
 }

@@ -1,5 +1,5 @@
 //! Replies Sluice builds itself: one-row result sets for `SELECT @@version`, `VERSION()`,
-//! `@@version_comment` and `LAST_INSERT_ID()`.
+//! `@@version_comment`, `LAST_INSERT_ID()` and `CONNECTION_ID()`.
 
 use super::{Next, Session};
 use crate::sql::classify::ProxyAnswer;
@@ -41,6 +41,9 @@ impl Session {
                 ColType::UnsignedBigint,
                 self.last_insert_id.to_string(),
             ),
+            ProxyAnswer::ConnectionId(n) => {
+                (n.as_str(), ColType::UnsignedBigint, self.id.to_string())
+            }
         };
         let dep = self.login.capabilities & cap::DEPRECATE_EOF != 0;
         let bytes = one_value_result(seq, dep, self.pins.status, name, ty, &value);

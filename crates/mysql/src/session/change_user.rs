@@ -53,7 +53,7 @@ impl Session {
             let _ = fail::<()>(&mut self.io, seq, e).await;
             return Next::Close;
         }
-        if user.use_ssl.0 && !self.io.stream.is_tls() {
+        if user.use_ssl.0 && !self.io.stream.get_ref().is_tls() {
             let e = Error::AccessDenied {
                 user: cu.username.clone(),
                 host: self.io.peer.ip().to_string(),

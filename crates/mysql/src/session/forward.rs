@@ -159,6 +159,7 @@ impl Session {
                 self.report(reply_seq, f).await;
                 return None;
             }
+            self.publish_running().await;
             let pooled = self.backend.as_mut()?;
             let reused_fresh = attempt < retries && self.backend_fresh && pooled.reused;
             let conn = pooled.conn();
@@ -183,6 +184,12 @@ impl Session {
                     reused_fresh,
                 ),
             };
+            let mut outcome = outcome;
+            while let RelayOutcome::LocalInfile(t) = outcome {
+                outcome = self.relay_local_file(t).await;
+            }
+            // Before the connection can go back to the pool, and after any KILL in flight.
+            self.unpublish_running().await;
             match self.handle_outcome(outcome, retryable).await {
                 Outcome::Done(t) => return t,
                 Outcome::Retry => continue,
@@ -223,6 +230,17 @@ impl Session {
                     self.backend = None;
                 }
                 Outcome::Done(Some(t))
+            }
+            RelayOutcome::LocalInfile(_) => {
+                // `forward_bytes` relays the file before it gets here; a request left over means
+                // the connection is mid-statement: it cannot be reused.
+                warn!(
+                    session = self.id,
+                    "LOCAL INFILE request left unanswered; closing the backend connection"
+                );
+                self.backend = None;
+                self.client_gone = true;
+                Outcome::Done(None)
             }
             RelayOutcome::ClientGone(e) => {
                 warn!(session = self.id, client = %self.io.peer, "client went away during a reply: {e}");

@@ -9,6 +9,8 @@
 mod answer;
 mod change_user;
 mod forward;
+mod kill;
+mod local_infile;
 pub mod pins;
 mod prepared;
 mod processor;
@@ -169,7 +171,7 @@ impl Session {
                     break;
                 }
                 _ = killed.cancelled() => {
-                    info!(session = self.id, user = %self.login.user.username, "session killed by the admin (KILL CONNECTION)");
+                    info!(session = self.id, user = %self.login.user.username, "session killed (KILL CONNECTION from the admin or a client)");
                     break;
                 }
                 r = tokio::time::timeout(idle, self.io.read()) => r,
@@ -275,13 +277,6 @@ impl Session {
         }
     }
 
-    async fn reply_err(&mut self, seq: u8, e: &Error) -> Next {
-        match self.io.write(seq, &e.to_err_payload()).await {
-            Ok(()) => Next::Continue,
-            Err(_) => Next::Close,
-        }
-    }
-
     async fn dispatch(&mut self, pk: Packet) -> Next {
         let Some(&cmd) = pk.payload.first() else {
             warn!(session = self.id, client = %self.io.peer, "closing client session: empty command packet");
@@ -331,13 +326,7 @@ impl Session {
                 self.reply_ok(reply_seq).await
             }
             com::CHANGE_USER => self.change_user(pk).await,
-            com::PROCESS_KILL => {
-                let e = Error::Unsupported(
-                    "COM_PROCESS_KILL is not supported through Sluice; use KILL on the backend"
-                        .into(),
-                );
-                self.reply_err(reply_seq, &e).await
-            }
+            com::PROCESS_KILL => self.process_kill(reply_seq, &pk.payload).await,
             other => {
                 let msg = format!("Unknown command {other:#04x}");
                 match self

@@ -253,52 +253,34 @@ impl Session {
     /// Starts a timer that runs `KILL QUERY` on the server connection this session holds, from
     /// another connection to the same server. The caller aborts it when the query ends.
     pub(super) fn arm_killer(&mut self, after: Duration) -> Option<tokio::task::JoinHandle<()>> {
-        let rt = self.fe.config.load();
         let b = self.backend.as_mut()?;
-        let thread_id = b.conn().thread_id;
         let key = b.key().clone();
-        let server = rt
-            .mysql
-            .hostgroups
-            .get(&key.hostgroup)?
-            .iter()
-            .find(|s| s.key == key.server)?
-            .clone();
-        let secret = self.backend_secret(&rt).ok()?;
-        let pool = self.fe.pool.clone();
+        let on = crate::registry::RunningOn {
+            hostgroup: key.hostgroup,
+            server: key.server.clone(),
+            thread_id: b.conn().thread_id,
+        };
+        let kill = self.kill_query_for(&on)?;
         let counters = self.fe.counters.clone();
-        let user = self.login.user.username.clone();
-        let (charset, caps) = (self.login.charset, self.login.capabilities);
-        let vars = rt.mysql.variables.clone();
         let session = self.id;
         Some(tokio::spawn(async move {
             tokio::time::sleep(after).await;
             // From here on the kill runs in its own task: the caller aborts this timer when the
             // query ends, which the KILL itself causes.
             tokio::spawn(async move {
-                let req = checkout_request(
-                    &vars,
-                    key.hostgroup,
-                    std::slice::from_ref(&server),
-                    (&user, &secret),
-                    (charset, caps),
-                );
                 counters
                     .query
                     .killed_by_timeout
                     .fetch_add(1, Ordering::Relaxed);
-                match pool.checkout(&req).await {
-                    Ok(mut c) => {
-                        let r = c.conn().run_sql(&format!("KILL QUERY {thread_id}")).await;
+                let thread_id = kill.thread_id;
+                match kill.send().await {
+                    Ok(()) => {
                         warn!(session, server = %key.server, hostgroup = key.hostgroup, thread_id,
-                        timeout_ms = after.as_millis() as u64, ok = matches!(r, Ok(Ok(()))),
-                        "query exceeded its timeout; sent KILL QUERY to the server");
-                        if r.is_ok() {
-                            c.release();
-                        }
+                        timeout_ms = after.as_millis() as u64,
+                        "query exceeded its timeout; sent KILL QUERY to the server")
                     }
                     Err(e) => warn!(session, server = %key.server, thread_id,
-                    "query exceeded its timeout but KILL QUERY could not be sent: {e}"),
+                        "query exceeded its timeout but KILL QUERY could not be sent: {e}"),
                 }
             });
         }))

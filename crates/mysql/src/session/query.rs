@@ -6,6 +6,7 @@ use crate::sql::classify::{Effects, ProxyAnswer, classify};
 use crate::sql::lexer::split_statements;
 use crate::sql::set::{SetItem, SetParse, SetValue};
 use sluice_mysql_proto::framing::Packet;
+use sluice_mysql_proto::packets::err_payload;
 use sluice_mysql_proto::reply::ReplyKind;
 use std::sync::atomic::Ordering;
 use tracing::warn;
@@ -26,6 +27,9 @@ const INTERESTING: &[&[u8]] = &[
     b"version",
     b"last_insert_id",
     b"flush",
+    b"kill",
+    b"connection_id",
+    b"local",
 ];
 
 fn contains_ci(hay: &[u8], needle: &[u8]) -> bool {
@@ -71,7 +75,27 @@ impl Session {
         } else {
             Vec::new()
         };
+        if effects.iter().any(|e| e.load_local) && !self.local_infile_allowed() {
+            let msg = if self
+                .fe
+                .config
+                .load()
+                .mysql
+                .variables
+                .enable_load_data_local_infile
+            {
+                "LOAD DATA LOCAL INFILE needs a client that allows it (e.g. mariadb --local-infile=1)"
+            } else {
+                "LOAD DATA LOCAL INFILE is disabled in Sluice (mysql-enable_load_data_local_infile=false)"
+            };
+            self.send_err(reply_seq, &err_payload(1148, "42000", msg))
+                .await;
+            return Next::Continue;
+        }
         if let [only] = effects.as_slice() {
+            if let Some(kill) = &only.kill {
+                return self.kill(reply_seq, kill).await;
+            }
             if let Some(answer) = &only.answer {
                 let forward_version = self
                     .fe

@@ -14,6 +14,23 @@ pub enum ProxyAnswer {
     VersionComment(String),
     /// `SELECT LAST_INSERT_ID()`.
     LastInsertId(String),
+    /// `SELECT CONNECTION_ID()`: the Sluice session id, the thread id the client was given.
+    ConnectionId(String),
+}
+
+/// A `KILL` statement: it names a Sluice session, since that is the thread id clients know.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KillRequest {
+    /// `KILL [HARD|SOFT] [CONNECTION|QUERY] id`.
+    Session {
+        /// The Sluice session id (the client's thread id).
+        id: u32,
+        /// True for `KILL QUERY` (stop the statement), false for `KILL [CONNECTION]`.
+        query: bool,
+    },
+    /// A form Sluice cannot map onto its sessions (`KILL QUERY ID`, `KILL USER`): the text says
+    /// which.
+    Unsupported(&'static str),
 }
 
 /// The effects of one statement on session state.
@@ -49,6 +66,43 @@ pub struct Effects {
     pub untrackable: Option<&'static str>,
     /// A query Sluice answers itself.
     pub answer: Option<ProxyAnswer>,
+    /// A `KILL` Sluice carries out on its own sessions.
+    pub kill: Option<KillRequest>,
+    /// `LOAD DATA|XML [LOW_PRIORITY|CONCURRENT] LOCAL INFILE`: the server will ask the client
+    /// for a file.
+    pub load_local: bool,
+}
+
+/// Reads `KILL [HARD|SOFT] [CONNECTION|QUERY] id` (MySQL and MariaDB forms).
+fn parse_kill(t: &[Tok<'_>]) -> KillRequest {
+    let mut i = 1;
+    if t.get(i).is_some_and(|x| x.is_kw("HARD") || x.is_kw("SOFT")) {
+        i += 1;
+    }
+    let mut query = false;
+    if t.get(i).is_some_and(|x| x.is_kw("QUERY")) {
+        query = true;
+        i += 1;
+        if t.get(i).is_some_and(|x| x.is_kw("ID")) {
+            return KillRequest::Unsupported("KILL QUERY ID (by query id)");
+        }
+    } else if t.get(i).is_some_and(|x| x.is_kw("CONNECTION")) {
+        i += 1;
+    }
+    if t.get(i).is_some_and(|x| x.is_kw("USER")) {
+        return KillRequest::Unsupported("KILL USER");
+    }
+    let rest = match &t[i.min(t.len())..] {
+        [id, semi] if semi.is_punct(";") => std::slice::from_ref(id),
+        r => r,
+    };
+    match rest {
+        [Tok::Num(n)] => match n.parse::<u32>() {
+            Ok(id) => KillRequest::Session { id, query },
+            Err(_) => KillRequest::Unsupported("KILL with a thread id out of range"),
+        },
+        _ => KillRequest::Unsupported("KILL without a literal thread id"),
+    }
 }
 
 fn last_name(toks: &[Tok<'_>], mut i: usize) -> (Option<String>, usize) {
@@ -115,6 +169,9 @@ fn proxy_answer(sql: &str, t: &[Tok<'_>]) -> Option<ProxyAnswer> {
         [f, o, c] if f.is_kw("LAST_INSERT_ID") && o.is_punct("(") && c.is_punct(")") => {
             Some(ProxyAnswer::LastInsertId(name()))
         }
+        [f, o, c] if f.is_kw("CONNECTION_ID") && o.is_punct("(") && c.is_punct(")") => {
+            Some(ProxyAnswer::ConnectionId(name()))
+        }
         _ => None,
     }
 }
@@ -172,6 +229,15 @@ pub fn classify(sql: &str) -> Effects {
         e.untrackable = Some("HANDLER");
     } else if first.is_kw("SELECT") {
         e.answer = proxy_answer(sql, &toks);
+    } else if first.is_kw("KILL") {
+        e.kill = Some(parse_kill(&toks));
+    } else if first.is_kw("LOAD") && (kw(1, "DATA") || kw(1, "XML")) {
+        let at = if kw(2, "LOW_PRIORITY") || kw(2, "CONCURRENT") {
+            3
+        } else {
+            2
+        };
+        e.load_local = kw(at, "LOCAL");
     }
     for (i, t) in toks.iter().enumerate() {
         let call = toks.get(i + 1).is_some_and(|n| n.is_punct("("));
@@ -270,7 +336,50 @@ mod tests {
             classify("SELECT LAST_INSERT_ID()").answer,
             Some(ProxyAnswer::LastInsertId("LAST_INSERT_ID()".into()))
         );
+        assert_eq!(
+            classify("select connection_id() as id").answer,
+            Some(ProxyAnswer::ConnectionId("id".into()))
+        );
         assert_eq!(classify("SELECT @@version, 1").answer, None);
         assert_eq!(classify("SELECT LAST_INSERT_ID() + 1").answer, None);
+    }
+
+    #[test]
+    fn load_data_local_is_recognised() {
+        for sql in [
+            "LOAD DATA LOCAL INFILE '/tmp/x' INTO TABLE t",
+            "load data concurrent local infile 'x' into table t",
+            "LOAD XML LOCAL INFILE 'x' INTO TABLE t",
+            "/* batch */ LOAD DATA LOW_PRIORITY LOCAL INFILE 'x' INTO TABLE t",
+        ] {
+            assert!(classify(sql).load_local, "{sql}");
+        }
+        assert!(!classify("LOAD DATA INFILE '/tmp/x' INTO TABLE t").load_local);
+        assert!(!classify("SELECT 'LOAD DATA LOCAL'").load_local);
+    }
+
+    #[test]
+    fn kill_statements_name_sessions() {
+        let k = |sql: &str| classify(sql).kill;
+        let session = |id, query| Some(KillRequest::Session { id, query });
+        assert_eq!(k("KILL 12"), session(12, false));
+        assert_eq!(k("kill connection 7;"), session(7, false));
+        assert_eq!(k("KILL QUERY 7"), session(7, true));
+        assert_eq!(k("KILL HARD QUERY 9"), session(9, true));
+        assert_eq!(k("KILL SOFT CONNECTION 9"), session(9, false));
+        for sql in [
+            "KILL QUERY ID 5",
+            "KILL USER app",
+            "KILL @x",
+            "KILL 99999999999",
+            "KILL",
+        ] {
+            assert!(
+                matches!(k(sql), Some(KillRequest::Unsupported(_))),
+                "{sql}: {:?}",
+                k(sql)
+            );
+        }
+        assert_eq!(k("SELECT 1"), None);
     }
 }

@@ -1,0 +1,175 @@
+//! `KILL [QUERY|CONNECTION] id` and COM_PROCESS_KILL from clients, where `id` is the thread id
+//! the client was given: a Sluice session id. `KILL QUERY` stops the statement that session is
+//! running with a `KILL QUERY` on its backend server, sent through another connection; `KILL
+//! CONNECTION` ends the session. Only sessions of the same user can be killed (MySQL's rule
+//! without the PROCESS/CONNECTION_ADMIN privileges Sluice does not model).
+
+use super::forward::checkout_request;
+use super::{Next, Session};
+use crate::registry::RunningOn;
+use crate::sql::classify::KillRequest;
+use sluice_mysql_backend::{BackendSecret, MysqlPool};
+use sluice_mysql_proto::packets::err_payload;
+use std::sync::Arc;
+use tracing::{info, warn};
+
+/// A `KILL QUERY` to send to a server, owned so that it can run in a task of its own.
+pub(super) struct KillQuery {
+    pool: Arc<MysqlPool>,
+    vars: sluice_core::config::MysqlVariables,
+    server: sluice_core::runtime::HostgroupServer,
+    hostgroup: u32,
+    user: String,
+    secret: BackendSecret,
+    shape: (u8, u32),
+    /// The backend thread whose statement is stopped.
+    pub(super) thread_id: u32,
+}
+
+impl KillQuery {
+    /// Sends `KILL QUERY thread_id` through a pooled connection to the same server.
+    pub(super) async fn send(self) -> Result<(), String> {
+        let req = checkout_request(
+            &self.vars,
+            self.hostgroup,
+            std::slice::from_ref(&self.server),
+            (&self.user, &self.secret),
+            self.shape,
+        );
+        let mut c = self.pool.checkout(&req).await.map_err(|e| e.to_string())?;
+        match c
+            .conn()
+            .run_sql(&format!("KILL QUERY {}", self.thread_id))
+            .await
+        {
+            Ok(Ok(())) => {
+                c.release();
+                Ok(())
+            }
+            Ok(Err(e)) => {
+                c.release();
+                // ERR payload: 0xff, code, '#', SQLSTATE, then the message.
+                Err(String::from_utf8_lossy(e.get(9..).unwrap_or_default()).into_owned())
+            }
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}
+
+impl Session {
+    /// The `KILL QUERY` that stops a statement running on `on`, with this session's backend
+    /// credentials; `None` when the server is no longer in the runtime config.
+    pub(super) fn kill_query_for(&self, on: &RunningOn) -> Option<KillQuery> {
+        let rt = self.fe.config.load();
+        let server = rt
+            .mysql
+            .hostgroups
+            .get(&on.hostgroup)?
+            .iter()
+            .find(|s| s.key == on.server)?
+            .clone();
+        Some(KillQuery {
+            pool: self.fe.pool.clone(),
+            vars: rt.mysql.variables.clone(),
+            server,
+            hostgroup: on.hostgroup,
+            user: self.login.user.username.clone(),
+            secret: self.backend_secret(&rt).ok()?,
+            shape: (self.login.charset, self.login.capabilities),
+            thread_id: on.thread_id,
+        })
+    }
+
+    /// Publishes the statement about to run on the held backend connection, for a `KILL QUERY`
+    /// from another session.
+    pub(super) async fn publish_running(&mut self) {
+        let on = self.backend.as_mut().map(|b| {
+            let k = b.key();
+            RunningOn {
+                hostgroup: k.hostgroup,
+                server: k.server.clone(),
+                thread_id: b.conn().thread_id,
+            }
+        });
+        *self.slot.running().lock().await = on;
+    }
+
+    /// The statement ended: waits for a kill being sent to it, so the backend connection goes
+    /// back to the pool only after that.
+    pub(super) async fn unpublish_running(&mut self) {
+        *self.slot.running().lock().await = None;
+    }
+
+    /// COM_PROCESS_KILL: `KILL CONNECTION` of the id in its payload.
+    pub(super) async fn process_kill(&mut self, seq: u8, payload: &[u8]) -> Next {
+        match payload.get(1..5) {
+            Some(b) => {
+                let id = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+                self.kill(seq, &KillRequest::Session { id, query: false })
+                    .await
+            }
+            None => {
+                let p = err_payload(1047, "08S01", "malformed COM_PROCESS_KILL");
+                self.send_err(seq, &p).await;
+                Next::Continue
+            }
+        }
+    }
+
+    /// Carries out a client's `KILL` on a Sluice session.
+    pub(super) async fn kill(&mut self, seq: u8, req: &KillRequest) -> Next {
+        let (id, query) = match req {
+            KillRequest::Session { id, query } => (*id, *query),
+            KillRequest::Unsupported(what) => {
+                let msg = format!(
+                    "{what} is not supported through Sluice: use KILL [QUERY|CONNECTION] with the \
+                     thread id of CONNECTION_ID()"
+                );
+                self.send_err(seq, &err_payload(1235, "42000", &msg)).await;
+                return Next::Continue;
+            }
+        };
+        let Some((owner, target)) = self.fe.registry.target(id) else {
+            let msg = format!("Unknown thread id: {id}");
+            self.send_err(seq, &err_payload(1094, "HY000", &msg)).await;
+            return Next::Continue;
+        };
+        if owner != self.login.user.username {
+            let msg = format!("You are not owner of thread {id}");
+            self.send_err(seq, &err_payload(1095, "HY000", &msg)).await;
+            return Next::Continue;
+        }
+        if id == self.id && !query {
+            info!(session = self.id, "session killed itself (KILL CONNECTION)");
+            let p = err_payload(1927, "70100", "Connection was killed");
+            self.send_err(seq, &p).await;
+            return Next::Close;
+        }
+        {
+            // Held while the KILL reaches the server: the target cannot hand its backend
+            // connection to another client meanwhile.
+            let running = target.running.lock().await;
+            if let Some(on) = running.as_ref()
+                && let Some(k) = self.kill_query_for(on)
+            {
+                let thread_id = k.thread_id;
+                match k.send().await {
+                    Ok(()) => info!(session = self.id, target = id, server = %on.server, thread_id,
+                        "KILL {} from a client: sent KILL QUERY to the server",
+                        if query { "QUERY" } else { "CONNECTION" }),
+                    Err(e) => warn!(session = self.id, target = id, server = %on.server, thread_id,
+                        "KILL from a client: KILL QUERY could not be sent to the server: {e}"),
+                }
+            }
+            if !query {
+                target.killed.cancel();
+                info!(
+                    session = self.id,
+                    target = id,
+                    "KILL CONNECTION from a client: session closed"
+                );
+            }
+        }
+        self.reply_ok(seq).await
+    }
+}

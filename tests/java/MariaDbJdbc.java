@@ -1,0 +1,84 @@
+// MariaDB Connector/J (Debian's libmariadb-java) through Sluice: server-side prepared statements,
+// batches, rollback, and query timeouts and Statement.cancel(), which Connector/J implements with
+// `KILL QUERY <thread id from the handshake>` on a second connection. Run by
+// tests/tests/mysql_kill.rs:  java -cp /usr/share/java/mariadb-java-client.jar MariaDbJdbc.java PORT
+import java.sql.*;
+
+public class MariaDbJdbc {
+    static void check(boolean ok, String what) {
+        if (!ok) throw new AssertionError(what);
+    }
+
+    public static void main(String[] args) throws Exception {
+        String url = "jdbc:mariadb://127.0.0.1:" + args[0] + "/?user=app&password=app&useServerPrepStmts=true";
+        try (Connection c = DriverManager.getConnection(url)) {
+            try (Statement s = c.createStatement()) {
+                s.execute("CREATE DATABASE IF NOT EXISTS jdbc_e2e");
+                s.execute("DROP TABLE IF EXISTS jdbc_e2e.t");
+                s.execute("CREATE TABLE jdbc_e2e.t (id int primary key, v varchar(20))");
+            }
+            long threadId;
+            try (Statement s = c.createStatement(); ResultSet r = s.executeQuery("SELECT CONNECTION_ID()")) {
+                r.next();
+                threadId = r.getLong(1);
+            }
+            PreparedStatement ps = c.prepareStatement("SELECT ? + 1");
+            for (int i = 0; i < 10; i++) {
+                ps.setInt(1, i);
+                try (ResultSet r = ps.executeQuery()) {
+                    r.next();
+                    check(r.getInt(1) == i + 1, "prepared result");
+                }
+            }
+            c.setAutoCommit(false);
+            PreparedStatement ins = c.prepareStatement("INSERT INTO jdbc_e2e.t VALUES (?, ?)");
+            for (int i = 0; i < 20; i++) { ins.setInt(1, i); ins.setString(2, "x"); ins.addBatch(); }
+            ins.executeBatch();
+            c.rollback();
+            for (int i = 0; i < 5; i++) { ins.setInt(1, i); ins.setString(2, "y"); ins.addBatch(); }
+            ins.executeBatch();
+            c.commit();
+            c.setAutoCommit(true);
+            try (Statement s = c.createStatement(); ResultSet r = s.executeQuery("SELECT count(*) FROM jdbc_e2e.t")) {
+                r.next();
+                check(r.getInt(1) == 5, "rows after rollback and commit: " + r.getInt(1));
+            }
+            // setQueryTimeout: Connector/J sends KILL QUERY with the handshake's thread id.
+            try (Statement s = c.createStatement()) {
+                s.setQueryTimeout(1);
+                long t0 = System.nanoTime();
+                try {
+                    s.executeQuery("SELECT SLEEP(10)").next();
+                } catch (SQLException e) {
+                    // A killed SLEEP() may also just return 1 early.
+                }
+                long ms = (System.nanoTime() - t0) / 1_000_000;
+                check(ms < 2000, "query timeout took " + ms + " ms");
+                System.out.println("timeout within 2s");
+            }
+            // Statement.cancel() from another thread.
+            try (Statement s = c.createStatement()) {
+                Thread canceller = new Thread(() -> {
+                    try { Thread.sleep(500); s.cancel(); } catch (Exception e) { throw new RuntimeException(e); }
+                });
+                long t0 = System.nanoTime();
+                canceller.start();
+                try {
+                    s.executeQuery("SELECT SLEEP(10)").next();
+                } catch (SQLException e) {
+                    // Interrupted: the statement ended early, as it should.
+                }
+                canceller.join();
+                long ms = (System.nanoTime() - t0) / 1_000_000;
+                check(ms < 2000, "cancel took " + ms + " ms");
+                System.out.println("cancel within 2s");
+            }
+            try (Statement s = c.createStatement(); ResultSet r = s.executeQuery("SELECT CONNECTION_ID()")) {
+                r.next();
+                check(r.getLong(1) == threadId, "same session after the kills");
+            }
+            try (Statement s = c.createStatement()) { s.execute("DROP DATABASE jdbc_e2e"); }
+        }
+        System.out.println("ok");
+    }
+}
