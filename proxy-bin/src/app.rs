@@ -13,7 +13,6 @@ use sluice_mysql_backend::MysqlPool;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
@@ -25,45 +24,7 @@ pub struct Options {
     pub shutdown_timeout: Duration,
 }
 
-/// Accept-queue length asked of the kernel (it caps it at `net.core.somaxconn`). The default
-/// of the standard library and tokio (128) overflows when hundreds of clients connect at once:
-/// the kernel then answers with SYN cookies and drops the handshakes it cannot queue, and a
-/// MySQL client (the server speaks first) waits forever for a greeting that never comes.
-const LISTEN_BACKLOG: u32 = 4096;
-
-async fn bind_all(list: &str, what: &str) -> Result<Vec<TcpListener>, String> {
-    let mut out = Vec::new();
-    for addr in list.split(';').map(str::trim).filter(|s| !s.is_empty()) {
-        let l = listen(addr)
-            .await
-            .map_err(|e| format!("cannot listen on {addr} ({what}): {e}"))?;
-        info!("{what} listening on {addr}");
-        out.push(l);
-    }
-    Ok(out)
-}
-
-/// A listener on `addr` (`host:port`, resolved; the first address that binds) with
-/// [`LISTEN_BACKLOG`].
-async fn listen(addr: &str) -> std::io::Result<TcpListener> {
-    let mut last = None;
-    for a in tokio::net::lookup_host(addr).await? {
-        let socket = if a.is_ipv4() {
-            tokio::net::TcpSocket::new_v4()?
-        } else {
-            tokio::net::TcpSocket::new_v6()?
-        };
-        // As std and tokio do: a restarted Sluice can bind while old connections linger.
-        socket.set_reuseaddr(true)?;
-        match socket.bind(a) {
-            Ok(()) => return socket.listen(LISTEN_BACKLOG),
-            Err(e) => last = Some(e),
-        }
-    }
-    Err(last.unwrap_or_else(|| {
-        std::io::Error::new(std::io::ErrorKind::InvalidInput, "no address to listen on")
-    }))
-}
+use sluice_net::bind_all;
 
 /// Runs Sluice until SIGTERM/SIGINT (or PROXYSQL SHUTDOWN); returns after a graceful stop.
 pub async fn run(file: Config, opts: Options) -> Result<(), String> {
@@ -148,7 +109,7 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
     };
     let cpus = std::thread::available_parallelism().map_or(1, usize::from);
     let pg_threads = pg_vars.session_threads(cpus);
-    let pg_workers = sluice_pgsql::workers::PgWorkers::start(pg_threads)
+    let pg_workers = sluice_net::Workers::start(pg_threads, "sluice-pg")
         .map_err(|e| format!("cannot start {pg_threads} PostgreSQL session thread(s): {e}"))?;
     let pg_fe = Arc::new(sluice_pgsql::frontend::PgFrontend {
         config: config.clone(),
@@ -164,7 +125,9 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
         commands: Default::default(),
         sessions: Default::default(),
         server_stats: Default::default(),
-        workers: Some(pg_workers),
+        workers: Some(Arc::new(pg_workers)),
+        // One PROXYSQL PAUSE for both data ports.
+        paused: fe.paused.clone(),
     });
     // The monitors: health checks per protocol, publishing their verdicts through the config
     // handle; a shunned server's idle connections are closed at once.
@@ -235,6 +198,9 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
         shutdown: shutdown.clone(),
         tasks: tasks.clone(),
     };
+    // Both protocols' sessions count when Sluice stops.
+    let pg_sessions = pg_fe.sessions.clone();
+    let sessions = move || fe.registry.total() as usize + pg_sessions.len();
     let pg_server = tokio::spawn(sluice_pgsql::frontend::serve(pg_fe, pg_listeners));
     let pg_admin_server = tokio::spawn(sluice_pgsql::serve_admin(
         Arc::new(pg_admin),
@@ -255,7 +221,7 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
     info!(
         "received {why}: no longer accepting connections; waiting up to {}s for {} session(s) to finish their current statement",
         opts.shutdown_timeout.as_secs(),
-        fe.registry.total()
+        sessions()
     );
     shutdown.cancel();
     my_monitor_task.abort();
@@ -271,7 +237,7 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
     {
         warn!(
             "{} session(s) still busy after {}s; closing them",
-            fe.registry.total(),
+            sessions(),
             opts.shutdown_timeout.as_secs()
         );
     }

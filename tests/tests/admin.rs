@@ -558,16 +558,26 @@ fn pause_resume_shutdown_and_load_from_config() {
         s.admin_ok("SELECT username FROM mysql_users;").trim(),
         "app"
     );
-    // PAUSE: new client connections wait; RESUME lets them in.
+    // PAUSE: new client connections wait on both data ports; RESUME lets them in.
     s.admin_ok("PROXYSQL PAUSE;");
-    let port = s.port;
+    let (port, pg_port) = (s.port, s.pg_port);
     let waiting =
         std::thread::spawn(move || mariadb(port, "app", "app", &["--skip-ssl"], "SELECT 42;"));
+    let pg_waiting = std::thread::spawn(move || psql_app(pg_port, "SELECT 43"));
     std::thread::sleep(Duration::from_millis(800));
-    assert!(!waiting.is_finished(), "a new client waits while paused");
+    assert!(
+        !waiting.is_finished(),
+        "a new MySQL client waits while paused"
+    );
+    assert!(
+        !pg_waiting.is_finished(),
+        "a new PostgreSQL client waits while paused"
+    );
     s.admin_ok("PROXYSQL RESUME;");
     let out = waiting.join().expect("client thread");
     assert_eq!(ok_stdout(&out).trim(), "42");
+    let out = pg_waiting.join().expect("client thread");
+    assert_eq!(ok_stdout(&out).trim(), "43");
     // SHUTDOWN stops the process cleanly.
     let _ = s.admin("PROXYSQL SHUTDOWN;");
     let status = s.wait_exit(Duration::from_secs(20)).expect("sluice exits");

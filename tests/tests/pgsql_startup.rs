@@ -175,6 +175,32 @@ print("ok")
 }
 
 #[test]
+fn without_handoff_reset_all_only_tracked_settings_follow_sessions() {
+    if !backends_ready() {
+        return;
+    }
+    // The documented trade-off of pgsql-handoff_reset_all=false: a setting changed inside a
+    // function reaches the next session on the connection (as with PgBouncer); tracked SETs
+    // and startup parameters still never do.
+    let s = Sluice::start(&pool_of(1, "handoff_reset_all = false"));
+    let script = r#"
+import sys, psycopg
+port = sys.argv[1]
+def connect(**kw):
+    return psycopg.connect(host="127.0.0.1", port=port, user="app", password="app", dbname="app",
+                           sslmode="disable", autocommit=True, **kw)
+a, b = connect(application_name="alpha"), connect()
+a.execute("SET work_mem = '9MB'")
+a.execute("DO $$ BEGIN EXECUTE 'SET lock_timeout = 4321'; END $$")
+row = b.execute("SELECT current_setting('work_mem'), current_setting('lock_timeout'), current_setting('application_name')").fetchone()
+print(*row)
+"#;
+    let out = python_pg_pair(script, s.pg_port);
+    // Trimmed output: the last value, application_name, is empty.
+    assert_eq!(out, "4MB 4321ms");
+}
+
+#[test]
 fn a_rejected_startup_parameter_fails_the_login_and_can_be_ignored() {
     if !backends_ready() {
         return;

@@ -149,6 +149,12 @@ async fn a_stop_lets_statements_on_session_threads_finish() {
         status.1
     );
     assert!(status.1.contains("sluice stopped"), "log:\n{}", status.1);
+    // The stop counted both PostgreSQL sessions (it used to count MySQL sessions only).
+    assert!(
+        status.1.contains("waiting up to 30s for 2 session(s)"),
+        "log:\n{}",
+        status.1
+    );
     // The idle session was closed by the stop, not left hanging.
     assert!(idle.query_one("SELECT 1", &[]).await.is_err());
 }

@@ -6,7 +6,9 @@
 //! (default 16) and `BENCH_POOL` (server connections for PgBouncer and Sluice, default 32) tune
 //! the run. `BENCH_BASELINE_BIN=/path/to/sluice` adds a `sluice-baseline` target run from that
 //! binary (e.g. built from the commit before a change), interleaved with the others so the two
-//! are compared under the same machine load.
+//! are compared under the same machine load. `BENCH_PGSQL_VARS` adds lines to the
+//! `[pgsql_variables]` of the `sluice` target (e.g. `handoff_reset_all = false`; the baseline
+//! binary may not know a new variable, so it runs with its defaults).
 
 use crate::bench::{build_release, cpu_ticks, env_num, spawn_sluice, spawn_sluice_bin};
 use std::path::{Path, PathBuf};
@@ -153,11 +155,16 @@ fn start_sluice(dir: &Path, baseline: Option<&Path>) -> xtask::Result<std::proce
     let config = format!(
         "[admin_variables]\nmysql_ifaces = \"127.0.0.1:0\"\npgsql_ifaces = \"127.0.0.1:0\"\n\
          [mysql_variables]\ninterfaces = \"127.0.0.1:0\"\n\
-         [pgsql_variables]\ninterfaces = \"127.0.0.1:{port}\"\n\
+         [pgsql_variables]\ninterfaces = \"127.0.0.1:{port}\"\n{vars}\n\
          [[pgsql_servers]]\nhostname = \"127.0.0.1\"\nport = {}\nmax_connections = {}\n\
          [[pgsql_users]]\nusername = \"app\"\npassword = \"app\"\n",
         xtask::ports::PG_PRIMARY,
         env_num("BENCH_POOL", 32),
+        vars = if baseline.is_none() {
+            std::env::var("BENCH_PGSQL_VARS").unwrap_or_default()
+        } else {
+            String::new()
+        },
     );
     match baseline {
         Some(bin) => spawn_sluice_bin(bin, dir, "sluice-baseline", &config, port),

@@ -15,6 +15,7 @@ pub mod kill_registry;
 pub mod monitor;
 pub mod query;
 pub mod runtime;
+pub mod util;
 
 pub use error::Error;
 pub use runtime::{ConfigHandle, RuntimeConfig};

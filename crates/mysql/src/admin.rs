@@ -35,34 +35,17 @@ const DEFAULT_ADMIN: (&str, &str) = ("admin", "admin");
 
 /// Accepts admin clients on `listeners` until shutdown.
 pub async fn serve_admin(admin: Arc<MysqlAdmin>, listeners: Vec<TcpListener>) {
-    let mut loops = Vec::new();
-    for l in listeners {
-        let admin = admin.clone();
-        loops.push(tokio::spawn(async move {
-            loop {
-                let accepted = tokio::select! {
-                    _ = admin.shutdown.cancelled() => break,
-                    a = l.accept() => a,
-                };
-                match accepted {
-                    Ok((tcp, peer)) => {
-                        let _ = tcp.set_nodelay(true);
-                        let a = admin.clone();
-                        admin
-                            .tasks
-                            .spawn(async move { admin_session(a, tcp, peer).await });
-                    }
-                    Err(e) => {
-                        warn!("admin accept failed: {e}");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                    }
-                }
-            }
-        }));
-    }
-    for l in loops {
-        let _ = l.await;
-    }
+    let ctl = sluice_net::AcceptControl {
+        name: "MySQL admin",
+        shutdown: admin.shutdown.clone(),
+        paused: None,
+        tasks: admin.tasks.clone(),
+        workers: None,
+    };
+    sluice_net::serve(listeners, ctl, move |tcp, peer, _| {
+        admin_session(admin.clone(), tcp, peer)
+    })
+    .await;
 }
 
 /// A runtime view holding only the admin logins, so the data port's connection phase serves.

@@ -82,55 +82,23 @@ impl FrontendCounters {
     }
 }
 
-/// Accepts clients on `listeners` until shutdown.
+/// Accepts clients on `listeners` until shutdown; new connections wait while `PROXYSQL PAUSE` is
+/// in force.
 pub async fn serve(fe: Arc<MysqlFrontend>, listeners: Vec<TcpListener>) {
-    let mut loops = Vec::new();
-    for l in listeners {
-        let fe = fe.clone();
-        loops.push(tokio::spawn(async move { accept_loop(fe, l).await }));
-    }
-    for l in loops {
-        let _ = l.await;
-    }
-}
-
-async fn accept_loop(fe: Arc<MysqlFrontend>, listener: TcpListener) {
-    loop {
-        if fe.paused.load(std::sync::atomic::Ordering::Relaxed) {
-            // PROXYSQL PAUSE: leave new connections in the kernel's backlog until RESUME.
-            tokio::select! {
-                _ = fe.shutdown.cancelled() => break,
-                _ = tokio::time::sleep(Duration::from_millis(100)) => continue,
-            }
-        }
-        let accepted = tokio::select! {
-            _ = fe.shutdown.cancelled() => break,
-            a = listener.accept() => a,
-        };
-        match accepted {
-            Ok((tcp, peer)) => {
-                let _ = tcp.set_nodelay(true);
-                let fe2 = fe.clone();
-                fe.tasks.spawn(async move { handle(fe2, tcp, peer).await });
-            }
-            Err(e) => {
-                // Typically EMFILE: back off instead of spinning.
-                warn!("accept failed on {:?}: {e}", listener.local_addr().ok());
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
-    }
-    debug!("MySQL listener {:?} closed", listener.local_addr().ok());
+    let ctl = sluice_net::AcceptControl {
+        name: "MySQL",
+        shutdown: fe.shutdown.clone(),
+        paused: Some(fe.paused.clone()),
+        tasks: fe.tasks.clone(),
+        workers: None,
+    };
+    sluice_net::serve(listeners, ctl, move |tcp, peer, _| {
+        handle(fe.clone(), tcp, peer)
+    })
+    .await;
 }
 
 async fn handle(fe: Arc<MysqlFrontend>, mut tcp: TcpStream, peer: std::net::SocketAddr) {
-    // Accepted while PROXYSQL PAUSE is in force: the client waits for its greeting until RESUME.
-    while fe.paused.load(std::sync::atomic::Ordering::Relaxed) {
-        tokio::select! {
-            _ = fe.shutdown.cancelled() => return,
-            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
-        }
-    }
     let rt = fe.config.load();
     let vars = &rt.mysql.variables;
     let id = fe.registry.next_id();

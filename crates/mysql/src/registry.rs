@@ -1,6 +1,7 @@
 //! Live client sessions: counts per user and in total, checked against `max_connections`, and
 //! what `KILL [QUERY|CONNECTION] id` needs to reach a session by the id its client was given.
 
+use sluice_core::util::lock;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -133,10 +134,6 @@ impl SessionRegistry {
         v.sort_by_key(|p| p.id);
         v
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl SessionSlot {

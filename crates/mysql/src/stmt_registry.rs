@@ -3,6 +3,7 @@
 //! map entries to their server-side ids (see `sluice_mysql_backend::StmtCache`).
 
 use bytes::Bytes;
+use sluice_core::util::lock;
 use sluice_mysql_backend::Prepared;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -65,10 +66,6 @@ pub struct StmtInfo {
     pub num_columns: u16,
     /// Text.
     pub query: String,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl StmtRegistry {

@@ -128,7 +128,7 @@ impl PgConn {
                             stream.write_all(&message(b'p', &pw)).await?;
                         }
                         5 => {
-                            let salt = data.get(..4).ok_or(Error::Malformed("MD5 salt"))?;
+                            let salt = data.get(..4).ok_or(Error::malformed("MD5 salt"))?;
                             let mut pw =
                                 crate::md5auth::response(&p.user, &p.password, salt).into_bytes();
                             pw.push(0);
@@ -145,7 +145,7 @@ impl PgConn {
                         11 => {
                             let c = scram
                                 .as_mut()
-                                .ok_or(Error::Malformed("SASL continue without start"))?;
+                                .ok_or(Error::malformed("SASL continue without start"))?;
                             let fin = c
                                 .finish(&String::from_utf8_lossy(data))
                                 .map_err(Error::Auth)?;
@@ -154,7 +154,7 @@ impl PgConn {
                         12 => {
                             let c = scram
                                 .as_ref()
-                                .ok_or(Error::Malformed("SASL final without start"))?;
+                                .ok_or(Error::malformed("SASL final without start"))?;
                             c.verify(&String::from_utf8_lossy(data))
                                 .map_err(Error::Auth)?;
                         }

@@ -1,32 +1,22 @@
-//! sluice-pgsql-backend: the PostgreSQL wire pieces Sluice needs on both sides — message
-//! framing ([`frame`]), SCRAM-SHA-256 for clients and servers ([`scram`]) — and server
-//! connections with their pool ([`conn`], [`pool`]).
+//! sluice-pgsql-backend: connections to PostgreSQL servers and their pools ([`conn`],
+//! [`pool`]), and the monitor's checks. The wire pieces (framing, SCRAM, MD5) live in
+//! `sluice-pgsql-proto` and are re-exported here for the connection code.
 
 pub mod conn;
-pub mod frame;
 mod idle;
-pub mod md5auth;
 pub mod monitor;
 pub mod pool;
 pub mod prepared;
-pub mod scram;
 pub mod stream;
+
+pub use sluice_pgsql_proto::{frame, md5auth, scram};
 
 /// Errors talking to a PostgreSQL server or client.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// Socket error.
-    #[error("i/o error: {0}")]
-    Io(#[from] std::io::Error),
-    /// The peer closed the connection.
-    #[error("connection closed by peer")]
-    Closed,
-    /// A message larger than the bound.
-    #[error("message of {0} bytes exceeds the limit")]
-    TooLarge(usize),
-    /// A malformed message.
-    #[error("malformed message: {0}")]
-    Malformed(&'static str),
+    /// The wire: a socket error, the peer closing, a message over the bound or malformed.
+    #[error(transparent)]
+    Wire(#[from] sluice_pgsql_proto::Error),
     /// The server sent an ErrorResponse; its fields.
     #[error("server error {code}: {message}")]
     Server {
@@ -48,4 +38,17 @@ pub enum Error {
         /// Time spent.
         elapsed_ms: u64,
     },
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Self {
+        Error::Wire(sluice_pgsql_proto::Error::Io(e))
+    }
+}
+
+impl Error {
+    /// A malformed message from the server.
+    pub(crate) fn malformed(what: &'static str) -> Self {
+        Error::Wire(sluice_pgsql_proto::Error::Malformed(what))
+    }
 }

@@ -7,6 +7,7 @@ use crate::conn::{ConnectParams, PgConn};
 use crate::idle::{IdleConns, KeyRef};
 use sluice_core::hostgroup::{pick, random_u64};
 use sluice_core::runtime::{HostgroupServer, ServerKey};
+use sluice_core::util::lock;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -80,10 +81,6 @@ pub struct PgPooled {
     permit: Option<OwnedSemaphorePermit>,
     key: Arc<PgKey>,
     pool: Arc<PgPool>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl PgPool {

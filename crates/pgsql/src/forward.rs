@@ -2,13 +2,14 @@
 //! goes in one write, prepared statement names are mapped, and each Query/Parse/Bind passes
 //! through the query processor (rewrite, stats) on its way.
 
-use crate::frontend::{PgFrontend, RULE_PIN, note};
+use crate::frontend::PgFrontend;
 use crate::processor::{SessionProcessor, query_text, with_query};
+use crate::session::{RULE_PIN, note};
 use crate::session_sets::Change;
 use crate::statements::SessionStatements;
 use sluice_pgsql_backend::Error as PgError;
 use sluice_pgsql_backend::conn::PgConn;
-use sluice_pgsql_backend::frame::{Reader, complete_len};
+use sluice_pgsql_proto::frame::{Reader, complete_len};
 use tokio::io::AsyncWriteExt;
 
 /// The session's statement bookkeeping the pump passes around.
@@ -31,7 +32,8 @@ pub(crate) struct Flow<'a> {
     pub batch_open: &'a mut bool,
     pub pinned: &'a mut crate::pins::PinSet,
     pub pending: &'a mut Vec<Change>,
-    pub outstanding: &'a mut u32,
+    /// Counts the messages whose ReadyForQuery is awaited.
+    pub replies: &'a mut sluice_pgsql_proto::reply::ReplyTracker,
 }
 
 /// Forwards `first` and every further complete client message already buffered (up to a
@@ -83,7 +85,7 @@ pub(crate) async fn forward(
         let m = rewritten.as_deref().unwrap_or(m);
         note(m, flow.pinned, flow.pending);
         if matches!(m[0], b'Q' | b'S' | b'F') {
-            *flow.outstanding += 1;
+            flow.replies.sent_sync();
         }
         s.qp.sent(m[0], digest);
         stage(conn, s.stmts, m, max, flow.batch_open, out);

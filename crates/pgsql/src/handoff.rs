@@ -17,12 +17,13 @@ use std::collections::BTreeMap;
 use tracing::warn;
 
 /// Stages in `out` the Query messages that make `conn` carry the settings `want` of session
-/// `owner`, and records them on the connection. Returns how many ReadyForQuery replies they
-/// produce (0: nothing to send).
+/// `owner`, and records them on the connection; `reset_all` (`pgsql-handoff_reset_all`) clears
+/// what another session left first. Returns how many ReadyForQuery replies they produce (0:
+/// nothing to send).
 pub(crate) fn stage(
     conn: &mut PgConn,
-    owner: u64,
-    want: &BTreeMap<String, String>,
+    (owner, want): (u64, &BTreeMap<String, String>),
+    reset_all: bool,
     signals: &SessionSignals,
     out: &mut Vec<u8>,
 ) -> u8 {
@@ -31,7 +32,7 @@ pub(crate) fn stage(
         // Notifications sent from this connection now name this session's pid.
         signals.note_owner(&conn.server, conn.key.0, (owner >> 32) as u32);
     }
-    if conn.owner.is_some_and(|o| o != owner) {
+    if reset_all && conn.owner.is_some_and(|o| o != owner) {
         // A Query of its own: if the settings that follow failed, the reset still holds (one
         // Query with both would roll it back with them).
         query_message("RESET ALL", out);
@@ -57,7 +58,8 @@ pub(crate) async fn at_login(
     signals: &SessionSignals,
 ) -> Result<Vec<(String, String)>, PgError> {
     let mut wire = Vec::new();
-    match stage(conn, owner, want, signals, &mut wire) {
+    // At login the connection's ParameterStatus values must be its neutral ones: always reset.
+    match stage(conn, (owner, want), true, signals, &mut wire) {
         0 => Ok(Vec::new()),
         n => conn.run_messages(&wire, usize::from(n)).await,
     }
@@ -79,54 +81,6 @@ pub(crate) fn login_parameters(
     params
 }
 
-/// The replies of the staged handoff messages, cut out of the server's reply stream.
-#[derive(Debug, Default)]
-pub(crate) struct HandoffReplies {
-    /// ReadyForQuery replies still to come.
-    left: u8,
-    /// The first error among them: (SQLSTATE, message).
-    error: Option<(String, String)>,
-}
-
-impl HandoffReplies {
-    /// Expects `n` more handoff replies ahead of the session's own.
-    pub(crate) fn expect(&mut self, n: u8) {
-        self.left += n;
-        self.error = None;
-    }
-
-    /// True while handoff replies are still to come.
-    pub(crate) fn pending(&self) -> bool {
-        self.left > 0
-    }
-
-    /// Takes one server frame if it belongs to the handoff (true: do not forward it). Returns
-    /// the error when the handoff's last reply arrived after one failed.
-    pub(crate) fn frame(&mut self, kind: u8, body: &[u8]) -> (bool, Option<(String, String)>) {
-        if self.left == 0 {
-            return (false, None);
-        }
-        match kind {
-            b'E' if self.error.is_none() => {
-                self.error = Some(sluice_pgsql_backend::frame::parse_error(body));
-            }
-            b'Z' => {
-                self.left -= 1;
-                if self.left == 0 {
-                    return (true, self.error.take());
-                }
-            }
-            _ => {}
-        }
-        (true, None)
-    }
-
-    /// Forgets what was expected (the connection is gone).
-    pub(crate) fn clear(&mut self) {
-        *self = HandoffReplies::default();
-    }
-}
-
 /// Logs a handoff that failed on `server`: the session cannot be sure its settings hold there.
 pub(crate) fn log_failure(user: &str, server: &str, code: &str, message: &str) {
     warn!(user = %user, server = %server, "pgsql: applying the session's settings to a server connection failed ({code}: {message}); the session is closed and the connection discarded");
@@ -135,24 +89,6 @@ pub(crate) fn log_failure(user: &str, server: &str, code: &str, message: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn handoff_replies_are_cut_out_up_to_the_last_ready() {
-        let mut h = HandoffReplies::default();
-        assert_eq!(h.frame(b'C', b"SELECT 1\0"), (false, None));
-        h.expect(2);
-        assert!(h.pending());
-        assert_eq!(h.frame(b'C', b"RESET\0"), (true, None));
-        assert_eq!(h.frame(b'Z', b"I"), (true, None));
-        let err = b"SERROR\0C22023\0Minvalid value\0\0";
-        assert_eq!(h.frame(b'E', err), (true, None));
-        assert_eq!(
-            h.frame(b'Z', b"I"),
-            (true, Some(("22023".into(), "invalid value".into())))
-        );
-        assert!(!h.pending());
-        assert_eq!(h.frame(b'Z', b"I"), (false, None));
-    }
 
     #[test]
     fn login_parameters_take_the_reported_values() {

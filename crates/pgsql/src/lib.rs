@@ -9,6 +9,7 @@ pub mod limits;
 mod login;
 mod pins;
 pub mod processor;
+mod session;
 mod session_sets;
 pub mod sessions;
 pub mod signals;
@@ -16,7 +17,6 @@ mod split;
 mod start;
 mod startup;
 mod statements;
-pub mod workers;
 
 use async_trait::async_trait;
 use futures::stream;
@@ -30,11 +30,10 @@ use pgwire::api::{ClientInfo, PgWireServerHandlers, Type};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use sluice_core::admin::{AdminError, AdminExecutor, AdminReply, AdminRole};
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::{debug, warn};
+use tracing::debug;
 
 /// What the PostgreSQL admin listener needs.
 pub struct PgAdmin {
@@ -184,33 +183,20 @@ pub async fn serve_admin(admin: Arc<PgAdmin>, listeners: Vec<TcpListener>) {
         )),
         query: Arc::new(AdminQuery(admin.executor.clone())),
     });
-    let mut loops = Vec::new();
-    for l in listeners {
-        let (admin, handlers) = (admin.clone(), handlers.clone());
-        loops.push(tokio::spawn(async move {
-            loop {
-                let accepted = tokio::select! {
-                    _ = admin.shutdown.cancelled() => break,
-                    a = l.accept() => a,
-                };
-                match accepted {
-                    Ok((tcp, peer)) => {
-                        let h = handlers.clone();
-                        admin.tasks.spawn(async move {
-                            if let Err(e) = pgwire::tokio::process_socket(tcp, None, h).await {
-                                debug!(client = %peer, "pgsql admin session ended: {e}");
-                            }
-                        });
-                    }
-                    Err(e) => {
-                        warn!("pgsql admin accept failed: {e}");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                    }
-                }
+    let ctl = sluice_net::AcceptControl {
+        name: "PostgreSQL admin",
+        shutdown: admin.shutdown.clone(),
+        paused: None,
+        tasks: admin.tasks.clone(),
+        workers: None,
+    };
+    sluice_net::serve(listeners, ctl, move |tcp, peer, _| {
+        let h = handlers.clone();
+        async move {
+            if let Err(e) = pgwire::tokio::process_socket(tcp, None, h).await {
+                debug!(client = %peer, "pgsql admin session ended: {e}");
             }
-        }));
-    }
-    for l in loops {
-        let _ = l.await;
-    }
+        }
+    })
+    .await;
 }

@@ -4,8 +4,8 @@
 
 use crate::frontend::{PgFrontend, cancel};
 use bytes::Bytes;
-use sluice_pgsql_backend::frame::{Reader, auth, error_response, parse_pairs};
-use sluice_pgsql_backend::scram;
+use sluice_pgsql_proto::frame::{Reader, auth, error_response, parse_pairs};
+use sluice_pgsql_proto::scram;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
@@ -213,7 +213,7 @@ async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
                 .message_within(io, MAX_AUTH_MESSAGE)
                 .await
                 .map_err(|e| e.to_string())?;
-            let expected = sluice_pgsql_backend::md5auth::response(username, password, &salt);
+            let expected = sluice_pgsql_proto::md5auth::response(username, password, &salt);
             Ok(password_message(m)? == expected)
         }
         _ => {

@@ -8,10 +8,11 @@ use sluice_core::query::{
     process_digested,
 };
 use sluice_core::runtime::RuntimeConfig;
-use sluice_pgsql_backend::frame::message;
+use sluice_core::util::unix_now;
+use sluice_pgsql_proto::frame::message;
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 /// Longest statement whose digest is remembered for the next statement.
 const MEMO_MAX_SQL: usize = 4096;
@@ -132,12 +133,6 @@ pub fn with_query(m: &[u8], sql: &str) -> Option<Vec<u8>> {
         }
         _ => None,
     }
-}
-
-fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }
 
 /// Rows from a CommandComplete tag: (affected, sent). Read in place: every statement has one.

@@ -142,9 +142,18 @@ fn set_statement(name: &str, value: &str) -> String {
     format!("SET {name} TO {value}")
 }
 
-/// The statement that gives `name` the raw string `value`, as a startup parameter does:
-/// `set_config` takes the value as it is (a list like `search_path` is not quoted again, as
-/// `SET` would), and an `E''` literal reads the same whatever `standard_conforming_strings` is.
+/// GUCs whose list values `SET name TO 'a,b'` would quote as one element (GUC_LIST_QUOTE).
+const LIST_QUOTED: [&str; 4] = [
+    "search_path",
+    "temp_tablespaces",
+    "session_preload_libraries",
+    "local_preload_libraries",
+];
+
+/// The statement that gives `name` the raw string `value`, as a startup parameter does. `SET`
+/// (a utility statement, cheaper than a query) for plain names; `set_config`, which takes the
+/// value as it is, for the list GUCs `SET` would re-quote and for names that are not plain
+/// identifiers. `E''` literals read the same whatever `standard_conforming_strings` is.
 pub(crate) fn config_statement(name: &str, value: &str) -> String {
     fn literal(s: &str) -> String {
         let mut out = String::with_capacity(s.len() + 3);
@@ -158,6 +167,9 @@ pub(crate) fn config_statement(name: &str, value: &str) -> String {
         }
         out.push('\'');
         out
+    }
+    if is_name(name) && !LIST_QUOTED.contains(&name) {
+        return format!("SET {name} TO {}", literal(value));
     }
     format!(
         "SELECT pg_catalog.set_config({}, {}, false)",
@@ -335,8 +347,11 @@ mod tests {
         );
         assert_eq!(
             vars.want().get("application_name").map(String::as_str),
-            Some("SELECT pg_catalog.set_config(E'application_name', E'it''s\\\\mine', false)")
+            Some("SET application_name TO E'it''s\\\\mine'")
         );
+        // A name that is not a plain identifier is never spliced into SQL.
+        let odd = config_statement("x;drop", "v");
+        assert_eq!(odd, "SELECT pg_catalog.set_config(E'x;drop', E'v', false)");
         vars.apply(&Change::Set("search_path".into(), "bar".into()));
         vars.apply(&Change::Set("work_mem".into(), "'8MB'".into()));
         assert_eq!(

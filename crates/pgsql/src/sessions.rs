@@ -52,6 +52,16 @@ impl PgSessions {
         }
     }
 
+    /// How many sessions are logged in.
+    pub fn len(&self) -> usize {
+        self.map.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// True when no session is logged in.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Every session, by id.
     pub fn list(&self) -> Vec<PgSessionInfo> {
         let mut v: Vec<PgSessionInfo> = self

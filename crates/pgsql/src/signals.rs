@@ -4,7 +4,8 @@
 //! NotificationResponse names (the notifying session's Sluice pid, so `Notify.pid` matches the
 //! other client's `backend_pid`).
 
-use sluice_pgsql_backend::frame::{error_response, message, ready};
+use sluice_core::util::lock;
+use sluice_pgsql_proto::frame::{error_response, message, ready};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
@@ -43,10 +44,6 @@ pub(crate) struct SessionHandle {
 pub struct SessionSignals {
     by_pid: Mutex<HashMap<u32, Entry>>,
     owners: Mutex<HashMap<(Arc<str>, u32), u32>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl SessionSignals {
@@ -145,10 +142,12 @@ impl Signal {
 /// Reads a Query that is exactly `SELECT [pg_catalog.]pg_cancel_backend(pid)` or
 /// `…pg_terminate_backend(pid)` (any case, optional `;`).
 pub(crate) fn parse(sql: &[u8]) -> Option<(Signal, u32)> {
-    let text = std::str::from_utf8(sql.strip_suffix(&[0]).unwrap_or(sql)).ok()?;
-    if text.len() > 128 {
+    // Runs for every Query that starts a transaction: anything without "_backend" is decided
+    // without allocating.
+    if sql.len() > 128 || !sql.windows(8).any(|w| w.eq_ignore_ascii_case(b"_backend")) {
         return None;
     }
+    let text = std::str::from_utf8(sql.strip_suffix(&[0]).unwrap_or(sql)).ok()?;
     let lower = text
         .trim()
         .trim_end_matches(';')

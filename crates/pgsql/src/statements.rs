@@ -6,8 +6,8 @@
 //! of Parse/Bind/Describe/Close are rewritten; everything else goes through as raw bytes.
 
 use bytes::Bytes;
-use sluice_pgsql_backend::frame::message;
 use sluice_pgsql_backend::prepared::PreparedSet;
+use sluice_pgsql_proto::frame::message;
 use std::collections::{HashMap, VecDeque};
 
 /// A client statement as the server knows it.

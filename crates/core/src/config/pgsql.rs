@@ -123,6 +123,11 @@ pub struct PgsqlVariables {
     /// PgBouncer's `ignore_startup_parameters`: every other parameter is applied to the
     /// session, and one the server rejects fails the login.
     pub ignore_startup_parameters: String,
+    /// `RESET ALL` when a server connection passes from one session to another, so state
+    /// changed without a visible `SET` (functions, triggers, `DO` blocks) never reaches the next
+    /// session. Off: only the settings Sluice tracks follow sessions (PgBouncer's transaction
+    /// pooling behaviour), cheaper when many sessions share few connections.
+    pub handoff_reset_all: bool,
     /// Query processor: digests, cache, hints, delay, timeout.
     pub query: super::QueryVariables,
     /// The monitor: account, intervals, thresholds.
@@ -146,6 +151,7 @@ impl Default for PgsqlVariables {
             // 4 is a known source of kernel CPU on small machines).
             threads: 0,
             ignore_startup_parameters: String::new(),
+            handoff_reset_all: true,
             query: super::QueryVariables::default(),
             monitor: super::MonitorVariables::defaults("pgsql"),
         }
@@ -182,6 +188,13 @@ impl PgsqlVariables {
             "ssl_cert" => self.ssl_cert = v.to_string(),
             "ssl_key" => self.ssl_key = v.to_string(),
             "threads" => self.threads = int(0, 255)? as u32,
+            "handoff_reset_all" => {
+                self.handoff_reset_all = match v.trim().to_ascii_lowercase().as_str() {
+                    "true" | "1" => true,
+                    "false" | "0" => false,
+                    _ => return Err(format!("pgsql-handoff_reset_all: {v:?} is not true/false")),
+                }
+            }
             "ignore_startup_parameters" => {
                 self.ignore_startup_parameters = v.trim().to_ascii_lowercase()
             }
@@ -229,6 +242,10 @@ impl PgsqlVariables {
             (
                 "ignore_startup_parameters".into(),
                 self.ignore_startup_parameters.clone(),
+            ),
+            (
+                "handoff_reset_all".into(),
+                self.handoff_reset_all.to_string(),
             ),
         ];
         v.extend(self.query.pairs());

@@ -1,10 +1,11 @@
 //! Counters the admin's stats tables read: per-command counts and latency histograms
 //! (`stats_{mysql,pgsql}_commands_counters`) and backend errors (`stats_mysql_errors`).
 
+use crate::util::unix_now;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 /// Command names as ProxySQL reports them; the last one is for everything else.
 pub const COMMANDS: &[&str] = &[
@@ -207,13 +208,6 @@ pub fn named(name: &str) -> usize {
         .iter()
         .position(|c| *c == name)
         .unwrap_or(COMMANDS.len() - 1)
-}
-
-fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
 }
 
 impl CommandCounters {

@@ -7,22 +7,17 @@ use super::{Next, Session};
 use sluice_core::query::{
     CacheKey, Decision, Dialect, DigestSample, QueryContext, StatementKind, process,
 };
+use sluice_core::util::unix_now;
 use sluice_mysql_proto::packets::{err_payload, ok_payload};
 use sluice_mysql_proto::reply::ReplyTracker;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 use tracing::{info, warn};
 
 /// ProxySQL's default `default_query_timeout` (10 h): below it, every query gets a timer.
 const UNARMED_TIMEOUT_MS: u64 = 36_000_000;
 /// Mirror copies in flight at most; beyond it copies are dropped (and counted).
 const MIRROR_QUEUE: usize = 64;
-
-fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
 
 impl Session {
     /// Digest and rules for one query; `None` for `fast_forward` users, whose traffic bypasses

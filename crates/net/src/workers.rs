@@ -1,6 +1,6 @@
-//! Event-loop threads for PostgreSQL sessions (`pgsql-threads`), ProxySQL's worker model: each
-//! thread runs a single-threaded runtime with its own poll, and a session lives on one thread
-//! from accept to close. Its client socket, its server connections and its timers are all
+//! Event-loop threads for sessions (`pgsql-threads`), ProxySQL's worker model: each thread runs
+//! a single-threaded runtime with its own poll, and a session lives on one thread from accept to
+//! close. Its client socket, its server connections and its timers are all
 //! served by that thread, so forwarding a transaction never wakes another thread — on a
 //! work-stealing runtime those cross-thread wake-ups cost more than parsing and pooling together
 //! (measured in docs/benchmarks.md).
@@ -13,14 +13,14 @@ use tracing::warn;
 
 /// The session threads. Dropping this stops them; their sessions end with their runtime.
 #[derive(Debug)]
-pub struct PgWorkers {
+pub struct Workers {
     handles: Vec<Handle>,
     /// Dropped (closing the channel) to let each thread's runtime end.
     _stop: Vec<oneshot::Sender<()>>,
     next: AtomicUsize,
 }
 
-/// One thread's runtime, for [`PgWorkers::next`].
+/// One thread's runtime, for [`Workers::next`].
 #[derive(Debug, Clone, Copy)]
 pub struct Worker<'a> {
     /// The thread's position (0-based): server connections remember where they were opened.
@@ -29,9 +29,9 @@ pub struct Worker<'a> {
     pub handle: &'a Handle,
 }
 
-impl PgWorkers {
-    /// Starts `n` threads (at least one), named `sluice-pg-N`.
-    pub fn start(n: usize) -> std::io::Result<PgWorkers> {
+impl Workers {
+    /// Starts `n` threads (at least one), named `<prefix>-N` (`sluice-pg-0`, … in `top -H`).
+    pub fn start(n: usize, prefix: &str) -> std::io::Result<Workers> {
         let mut handles = Vec::new();
         let mut stops = Vec::new();
         for i in 0..n.max(1) {
@@ -42,14 +42,14 @@ impl PgWorkers {
             let (tx, rx) = oneshot::channel::<()>();
             stops.push(tx);
             std::thread::Builder::new()
-                .name(format!("sluice-pg-{i}"))
+                .name(format!("{prefix}-{i}"))
                 .spawn(move || {
                     // Runs the spawned sessions until told to stop; dropping the runtime then
                     // cancels what is left.
                     let _ = rt.block_on(rx);
                 })?;
         }
-        Ok(PgWorkers {
+        Ok(Workers {
             handles,
             _stop: stops,
             next: AtomicUsize::new(0),
@@ -79,7 +79,7 @@ impl PgWorkers {
 /// Moves an accepted client socket to `worker`'s poll and runs `session` there. A socket is
 /// registered with the poll of the runtime that accepted it, so it is handed over as a plain
 /// file descriptor and registered again on the session's own thread.
-pub(crate) fn spawn_session<F, Fut>(
+pub fn spawn_session<F, Fut>(
     tasks: &tokio_util::task::TaskTracker,
     worker: Worker<'_>,
     tcp: tokio::net::TcpStream,
@@ -91,7 +91,7 @@ pub(crate) fn spawn_session<F, Fut>(
     let std = match tcp.into_std() {
         Ok(s) => s,
         Err(e) => {
-            warn!("pgsql: cannot hand an accepted connection to a session thread: {e}");
+            warn!("cannot hand an accepted connection to a session thread: {e}");
             return;
         }
     };
@@ -99,7 +99,7 @@ pub(crate) fn spawn_session<F, Fut>(
         async move {
             match tokio::net::TcpStream::from_std(std) {
                 Ok(tcp) => session(tcp).await,
-                Err(e) => warn!("pgsql: cannot register a client connection: {e}"),
+                Err(e) => warn!("cannot register a client connection with its thread: {e}"),
             }
         },
         worker.handle,
@@ -112,7 +112,7 @@ mod tests {
 
     #[test]
     fn sessions_are_spread_over_every_thread() {
-        let w = PgWorkers::start(3).expect("threads");
+        let w = Workers::start(3, "sluice-pg").expect("threads");
         let picks: Vec<usize> = (0..6).map(|_| w.next().index).collect();
         assert_eq!(picks, [0, 1, 2, 0, 1, 2]);
         let names: Vec<String> = (0..3)

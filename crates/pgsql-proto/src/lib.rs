@@ -1,0 +1,27 @@
+//! sluice-pgsql-proto: the PostgreSQL wire pieces Sluice needs on both sides of a connection —
+//! message framing with a size bound and the messages Sluice writes ([`frame`]), SCRAM-SHA-256
+//! for clients and servers ([`scram`]), MD5 password hashing ([`md5auth`]) and a pure tracker of
+//! a server's replies ([`reply`]). No sockets beyond `AsyncRead` for reading frames; the twin
+//! of `sluice-mysql-proto`.
+
+pub mod frame;
+pub mod md5auth;
+pub mod reply;
+pub mod scram;
+
+/// Errors reading PostgreSQL messages.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Socket error.
+    #[error("i/o error: {0}")]
+    Io(#[from] std::io::Error),
+    /// The peer closed the connection.
+    #[error("connection closed by peer")]
+    Closed,
+    /// A message larger than the bound.
+    #[error("message of {0} bytes exceeds the limit")]
+    TooLarge(usize),
+    /// A malformed message.
+    #[error("malformed message: {0}")]
+    Malformed(&'static str),
+}

@@ -1,0 +1,571 @@
+//! One logged-in PostgreSQL client under transaction pooling: [`PgSession`] holds a server
+//! connection from the first message of a transaction until the server reports ReadyForQuery
+//! "idle" with nothing outstanding, then gives it back. Client messages and server frames are
+//! forwarded raw, pipelined in both directions; the session only notes what pooling needs
+//! (pins, `SET`s, prepared statements, the reply tracker of `sluice-pgsql-proto`).
+
+use crate::forward::{Flow, SessionIo, forward};
+use crate::frontend::{PgFrontend, checkout, error_for, set_target};
+use crate::login::Login;
+use crate::pins::PinSet;
+use crate::session_sets::{Change, Effect, SessionVars, apply, classify};
+use crate::signals::SessionHandle;
+use crate::start::{CacheFill, Forward, Start};
+use crate::statements::Reply;
+use bytes::Bytes;
+use sluice_pgsql_backend::Error as PgError;
+use sluice_pgsql_backend::pool::PgPooled;
+use sluice_pgsql_proto::frame::{Reader, error_response, message, parse_error, ready};
+use sluice_pgsql_proto::reply::{ReplyTracker, SetsVerdict};
+use std::ops::Range;
+use std::time::Instant;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tracing::{info, warn};
+
+/// The pin reason a query rule with `multiplex=0` / `sticky_conn=1` gives a session.
+pub(crate) const RULE_PIN: &str = "query rule (multiplex=0)";
+
+/// Whether the session goes on after a step.
+enum Step {
+    Continue,
+    End,
+}
+
+/// What woke a session that holds a server connection.
+enum Ev {
+    Client(Result<Bytes, PgError>),
+    Server(Result<(), PgError>),
+    /// `pg_terminate_backend` from another session.
+    Terminated,
+}
+
+/// One client session: its streams, its bookkeeping and the server connection it holds.
+pub(crate) struct PgSession<'a, S> {
+    fe: &'a PgFrontend,
+    l: &'a Login,
+    tcp: &'a mut S,
+    reader: &'a mut Reader,
+    handle: &'a SessionHandle,
+    io: SessionIo<'a>,
+    /// The session's settings: startup parameters and committed SETs.
+    vars: SessionVars,
+    /// SET/RESET changes of the current transaction, kept when it commits.
+    pending: Vec<Change>,
+    backend: Option<PgPooled>,
+    /// The held connection's replies: outstanding syncs, transaction status, handoff, SETs.
+    replies: ReplyTracker,
+    /// An extended batch whose statement a rule blocked: its messages are dropped until Sync.
+    skip_until_sync: bool,
+    /// The reply being copied into the query cache.
+    fill: Option<CacheFill>,
+    /// The statement timeout's timer.
+    timer: Option<tokio::task::JoinHandle<()>>,
+    /// An extended-protocol batch runs until its Sync: the connection stays with the session.
+    batch_open: bool,
+    pinned: PinSet,
+    /// The pin reason last shown in the processlist.
+    published: Option<&'static str>,
+    counted: crate::sessions::StatementCounter,
+    /// The session's identity towards the pool (connection owner): its cancel key.
+    owner: u64,
+}
+
+impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
+    /// A session for a client that logged in, with its startup settings in `vars`.
+    pub(crate) fn new(
+        (fe, l, handle): (&'a PgFrontend, &'a Login, &'a SessionHandle),
+        tcp: &'a mut S,
+        reader: &'a mut Reader,
+        io: SessionIo<'a>,
+        vars: SessionVars,
+    ) -> Self {
+        let owner = io.stmts.session_key();
+        PgSession {
+            fe,
+            l,
+            tcp,
+            reader,
+            handle,
+            io,
+            vars,
+            pending: Vec::new(),
+            backend: None,
+            replies: ReplyTracker::default(),
+            skip_until_sync: false,
+            fill: None,
+            timer: None,
+            batch_open: false,
+            pinned: PinSet::with_sticky(l.user.fast_forward.0.then_some("session pooling")),
+            published: None,
+            counted: crate::sessions::StatementCounter::default(),
+            owner,
+        }
+    }
+
+    /// Forwards client messages and server replies until the client leaves, Sluice stops or
+    /// the session is terminated.
+    pub(crate) async fn run(mut self) -> Result<(), PgError> {
+        let (fe, handle) = (self.fe, self.handle);
+        let terminated = handle.terminate.cancelled();
+        tokio::pin!(terminated);
+        // One registration for the session's life, not one per transaction.
+        let shutdown = fe.shutdown.cancelled();
+        tokio::pin!(shutdown);
+        loop {
+            self.publish_pin();
+            let step = match self.backend.as_mut() {
+                None => {
+                    // Idle between transactions: wait for the client only.
+                    let m = tokio::select! {
+                        _ = &mut shutdown => return Ok(()),
+                        _ = &mut terminated => return terminate(self.tcp).await.map(drop),
+                        m = self.reader.message(self.tcp) => m?,
+                    };
+                    self.idle_message(m).await?
+                }
+                Some(b) => {
+                    let conn = b.conn();
+                    let ev = tokio::select! {
+                        m = self.reader.message(self.tcp) => Ev::Client(m.map_err(PgError::from)),
+                        r = conn.reader.fill(&mut conn.stream) => Ev::Server(r.map_err(PgError::from)),
+                        _ = &mut terminated => Ev::Terminated,
+                    };
+                    self.event(ev).await?
+                }
+            };
+            if let Step::End = step {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Shows why the session holds its connection in the processlist, when that changed.
+    fn publish_pin(&mut self) {
+        let reason = self
+            .pinned
+            .reason()
+            .or((self.replies.status() != b'I').then_some("transaction"));
+        if reason != self.published {
+            self.io.entry.set_pin(reason);
+            self.published = reason;
+        }
+    }
+
+    /// A client message while the session holds no server connection.
+    async fn idle_message(&mut self, m: Bytes) -> Result<Step, PgError> {
+        if m[0] == b'X' {
+            return Ok(Step::End);
+        }
+        if self.skip_until_sync {
+            if m[0] == b'S' {
+                self.skip_until_sync = false;
+                self.tcp.write_all(&ready(b'I')).await?;
+            }
+            return Ok(Step::Continue);
+        }
+        // Answered without a server connection (see `SessionStatements::define_locally`): with
+        // no connection held there is no transaction and nothing outstanding, so the replies are
+        // in order.
+        if self.io.stmts.define_locally(&m) {
+            self.tcp.write_all(&message(b'1', b"")).await?;
+            return Ok(Step::Continue);
+        }
+        match m[0] {
+            b'S' => {
+                self.tcp.write_all(&ready(b'I')).await?;
+                return Ok(Step::Continue);
+            }
+            b'H' => return Ok(Step::Continue),
+            _ => {}
+        }
+        if m[0] == b'Q'
+            && let Some(sig) = crate::signals::parse(&m[5..])
+            && let crate::signals::Outcome::Reply(reply) =
+                crate::signals::carry_out(&self.fe.cancels, &self.l.user.username, sig).await
+        {
+            self.tcp.write_all(&reply).await?;
+            return Ok(Step::Continue);
+        }
+        self.begin_transaction(m).await?;
+        Ok(Step::Continue)
+    }
+
+    /// The first message of a transaction: the query processor decides, a server connection is
+    /// taken and handed to the session, and the message goes out.
+    async fn begin_transaction(&mut self, m: Bytes) -> Result<(), PgError> {
+        let fe = self.fe;
+        // One snapshot for the whole start of the transaction.
+        let rt = fe.config.load();
+        let who = (self.l.user.as_ref(), self.l.database.as_str());
+        let f = match crate::start::start(fe, &rt, who, &mut self.io, self.vars.want(), m).await {
+            Start::Answered {
+                reply,
+                skip_until_sync,
+            } => {
+                self.skip_until_sync = skip_until_sync;
+                self.tcp.write_all(&reply).await?;
+                return Ok(());
+            }
+            Start::Forward(f) => *f,
+        };
+        let Forward {
+            message: m,
+            hostgroup,
+            digest: decided,
+            timeout,
+            fill,
+            pin,
+        } = f;
+        self.fill = fill;
+        match pin {
+            Some(true) => self.pinned.sticky = Some(RULE_PIN),
+            Some(false) if self.pinned.sticky == Some(RULE_PIN) => self.pinned.sticky = None,
+            _ => {}
+        }
+        self.io.qp.hostgroup = i64::from(hostgroup);
+        let mut c = match checkout(fe, &rt, self.l, hostgroup, self.owner).await {
+            Ok(c) => c,
+            Err(e) => {
+                warn!(user = %self.l.user.username, "pgsql: {e}");
+                let mut out = error_for(&e);
+                if matches!(m[0], b'Q' | b'S' | b'F') {
+                    out.extend(ready(b'I'));
+                }
+                self.tcp.write_all(&out).await?;
+                return Ok(());
+            }
+        };
+        let conn = c.conn();
+        // Staged ahead of the client's messages, in the same write.
+        self.io.out.clear();
+        let staged = crate::handoff::stage(
+            conn,
+            (self.owner, self.vars.want()),
+            rt.pgsql.variables.handoff_reset_all,
+            &fe.cancels,
+            &mut self.io.out,
+        );
+        self.replies.expect_handoff(staged);
+        let target = Some((conn.server.clone(), conn.key.0, conn.key.1));
+        set_target(&self.handle.target, target);
+        if let Some(after) = timeout {
+            let server = conn.server.to_string();
+            self.timer = Some(crate::start::arm_timeout(fe, server, conn.key, after));
+        }
+        let flow = Flow {
+            batch_open: &mut self.batch_open,
+            pinned: &mut self.pinned,
+            pending: &mut self.pending,
+            replies: &mut self.replies,
+        };
+        forward(fe, &rt, conn, &mut self.io, self.reader, &m, decided, flow).await?;
+        self.backend = Some(c);
+        Ok(())
+    }
+
+    /// What woke the session while it holds a server connection.
+    async fn event(&mut self, ev: Ev) -> Result<Step, PgError> {
+        match ev {
+            Ev::Terminated => {
+                // The terminator cancelled the statement; the connection is closed.
+                set_target(&self.handle.target, None);
+                drop(self.backend.take());
+                terminate(self.tcp).await?;
+                Ok(Step::End)
+            }
+            Ev::Client(Err(e)) => {
+                // The client went away with the connection mid-use: it is closed (dropped).
+                drop(self.backend.take());
+                Err(e)
+            }
+            Ev::Client(Ok(m)) => self.client_message(m).await,
+            Ev::Server(Err(e)) => {
+                self.server_lost(e).await?;
+                Ok(Step::Continue)
+            }
+            Ev::Server(Ok(())) => self.server_frames().await,
+        }
+    }
+
+    /// A client message while the session holds a server connection.
+    async fn client_message(&mut self, m: Bytes) -> Result<Step, PgError> {
+        if m[0] == b'X' {
+            if let Some(b) = self.backend.take() {
+                if self.pinned.reason().is_some() || !self.replies.at_rest() {
+                    b.release_discard();
+                } else {
+                    b.release_clean();
+                }
+            }
+            return Ok(Step::End);
+        }
+        if let Some(b) = self.backend.as_mut() {
+            let flow = Flow {
+                batch_open: &mut self.batch_open,
+                pinned: &mut self.pinned,
+                pending: &mut self.pending,
+                replies: &mut self.replies,
+            };
+            let rt = self.fe.config.load();
+            forward(
+                self.fe,
+                &rt,
+                b.conn(),
+                &mut self.io,
+                self.reader,
+                &m,
+                None,
+                flow,
+            )
+            .await?;
+        }
+        Ok(Step::Continue)
+    }
+
+    /// The server connection broke: the client is told, and the session goes on without it.
+    async fn server_lost(&mut self, e: PgError) -> Result<(), PgError> {
+        self.backend = None;
+        self.replies.lost();
+        set_target(&self.handle.target, None);
+        self.io.stmts.reset_inflight();
+        self.io.qp.reset();
+        self.fill = None;
+        if let Some(t) = self.timer.take() {
+            t.abort();
+        }
+        self.batch_open = false;
+        self.pending.clear();
+        let mut out = error_response(
+            "ERROR",
+            "08006",
+            &format!("the server connection was lost: {e}"),
+        );
+        out.extend(ready(b'I'));
+        self.tcp.write_all(&out).await?;
+        Ok(())
+    }
+
+    /// Forwards every complete server frame, noting what pooling needs; gives the connection
+    /// back when the transaction is over.
+    async fn server_frames(&mut self) -> Result<Step, PgError> {
+        let (fe, l) = (self.fe, self.l);
+        let Some(b) = self.backend.as_mut() else {
+            return Ok(Step::Continue);
+        };
+        let conn = b.conn();
+        let rt = fe.config.load();
+        let now = Instant::now();
+        // Replies to messages Sluice sent on its own (handoff, re-Parse, Close) are cut out.
+        let mut swallowed: Vec<Range<usize>> = Vec::new();
+        // NotificationResponses, whose server pid becomes the notifier's Sluice pid.
+        let mut notifications: Vec<usize> = Vec::new();
+        let mut saw_ready = false;
+        let mut pos = 0;
+        self.replies.watch_sets(!self.pending.is_empty());
+        while let Some(f) = self.replies.next(&conn.reader.buf[pos..])? {
+            let range = pos..pos + f.len;
+            pos += f.len;
+            if let Some((code, message)) = f.handoff_failed {
+                // The session's statements may run without its settings: end it rather than
+                // answer under the server's defaults. Every frame so far was the handoff's own.
+                crate::handoff::log_failure(&l.user.username, &conn.server, &code, &message);
+                set_target(&self.handle.target, None);
+                drop(self.backend.take());
+                let msg = format!(
+                    "Sluice could not apply this session's settings on a server connection: {message}"
+                );
+                self.tcp
+                    .write_all(&error_response("FATAL", &code, &msg))
+                    .await?;
+                return Ok(Step::End);
+            }
+            if f.own {
+                swallowed.push(range);
+                continue;
+            }
+            let body = &conn.reader.buf[range.start + 5..range.end];
+            match f.kind {
+                b'C' | b'Z' => {
+                    let frame = (f.kind, body);
+                    self.io
+                        .qp
+                        .received(&rt, (&fe.query, &fe.commands), frame, now);
+                }
+                b'E' => {
+                    if let Some(fill) = self.fill.as_mut() {
+                        fill.failed();
+                    }
+                    let (code, message) = parse_error(body);
+                    let hg = self.io.qp.hostgroup;
+                    fe.server_stats.error(
+                        (hg, &conn.server, &l.user.username, &l.database),
+                        self.io.qp.client_ip(),
+                        &code,
+                        &message,
+                    );
+                }
+                b'A' => notifications.push(range.start),
+                _ => {}
+            }
+            if f.kind == b'Z' {
+                saw_ready = true;
+                let hg = self.io.qp.hostgroup;
+                self.counted.count(&fe.server_stats, hg, &conn.server);
+            }
+            match f.sets {
+                Some(SetsVerdict::Kept) => {
+                    for c in &self.pending {
+                        self.vars.apply(c);
+                        apply(&mut conn.session_vars, c);
+                    }
+                    self.pending.clear();
+                }
+                Some(SetsVerdict::Unclear) => {
+                    // Committed after an error (savepoints): which SETs survived is unclear,
+                    // so the session keeps this connection.
+                    self.pinned.sticky = Some("session state");
+                    self.pending.clear();
+                }
+                Some(SetsVerdict::Undone) => self.pending.clear(),
+                None => {}
+            }
+            if matches!(f.kind, b'1' | b'3' | b'Z')
+                && self.io.stmts.incoming(f.kind, &mut conn.prepared) == Reply::Swallow
+            {
+                swallowed.push(range);
+            }
+        }
+        for at in notifications {
+            let frame = &mut conn.reader.buf[at..];
+            crate::signals::rewrite_notify_pid(&fe.cancels, &conn.server, frame);
+        }
+        if pos > 0 {
+            let chunk = conn.reader.buf.split_to(pos);
+            let kept = without(&chunk, &swallowed);
+            if let Some(fill) = self.fill.as_mut() {
+                fill.copy(&kept);
+            }
+            self.tcp.write_all(&kept).await?;
+        }
+        let drained = conn.reader.buf.is_empty();
+        if saw_ready && self.replies.outstanding() == 0 {
+            self.transaction_replied(&rt);
+        }
+        if self.replies.at_rest()
+            && self.pinned.reason().is_none()
+            && !self.batch_open
+            && self.io.stmts.settled()
+            && drained
+            && let Some(b) = self.backend.take()
+        {
+            set_target(&self.handle.target, None);
+            b.release_clean_at(now);
+        }
+        Ok(Step::Continue)
+    }
+
+    /// Everything the session sent was answered: the timer stops, the cache is filled or
+    /// invalidated.
+    fn transaction_replied(&mut self, rt: &sluice_core::runtime::RuntimeConfig) {
+        if let Some(t) = self.timer.take() {
+            t.abort();
+        }
+        let (fe, l) = (self.fe, self.l);
+        if let Some(f) = self.fill.take() {
+            let max = rt.pgsql.variables.query.query_cache_size_mb as usize * 1024 * 1024;
+            f.store(&fe.cache, &l.user.username, &l.database, max);
+        }
+        if let Some((tables, complete)) = self.io.qp.take_writes() {
+            fe.cache.invalidate(&tables, complete);
+        }
+    }
+}
+
+/// `chunk` without the byte ranges in `cut` (sorted, disjoint); borrowed when nothing is cut.
+fn without<'c>(chunk: &'c [u8], cut: &[Range<usize>]) -> std::borrow::Cow<'c, [u8]> {
+    if cut.is_empty() {
+        return std::borrow::Cow::Borrowed(chunk);
+    }
+    let mut kept = Vec::with_capacity(chunk.len());
+    let mut from = 0;
+    for r in cut {
+        kept.extend_from_slice(&chunk[from..r.start]);
+        from = r.end;
+    }
+    kept.extend_from_slice(&chunk[from..]);
+    std::borrow::Cow::Owned(kept)
+}
+
+/// Notes what a client message does to session state: a pin (the reason kept for admins) or a
+/// `SET`/`RESET` to confirm at the end of its transaction.
+pub(crate) fn note(msg: &[u8], pins: &mut PinSet, pending: &mut Vec<Change>) {
+    // A Query runs once; so does, in practice, an unnamed Parse (drivers such as pgjdbc send
+    // `SET application_name` that way and execute it in the same batch). A named statement may
+    // run any number of times later, so its SETs pin instead.
+    let (sql, trackable) = match msg[0] {
+        b'Q' => (&msg[5..], true),
+        // Parse: the statement name, then the query.
+        b'P' => match msg[5..].iter().position(|b| *b == 0) {
+            Some(end) => {
+                // The query ends at its NUL; parameter types follow.
+                let rest = &msg[5 + end + 1..];
+                let len = rest.iter().position(|b| *b == 0).unwrap_or(rest.len());
+                (&rest[..len], end == 0)
+            }
+            None => return,
+        },
+        _ => return,
+    };
+    let text = String::from_utf8_lossy(sql.strip_suffix(&[0]).unwrap_or(sql));
+    pins.apply(&text);
+    match classify(sql, trackable) {
+        Effect::None => {}
+        Effect::Pin(why) => pins.sticky = Some(why),
+        Effect::Track(change) => pending.push(change),
+    }
+}
+
+/// Ends a session terminated with `pg_terminate_backend`, as PostgreSQL does.
+async fn terminate<S: AsyncWrite + Unpin>(tcp: &mut S) -> Result<Step, PgError> {
+    let msg = "terminating connection due to administrator command";
+    tcp.write_all(&error_response("FATAL", "57P01", msg))
+        .await?;
+    info!("pgsql session ended by pg_terminate_backend()");
+    Ok(Step::End)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cut_ranges_are_removed_in_order() {
+        let chunk = b"aaBBccDDee";
+        assert_eq!(&*without(chunk, &[]), chunk);
+        assert_eq!(&*without(chunk, &[2..4, 6..8]), b"aaccee");
+        assert_eq!(&*without(chunk, &[0..4, 4..10]), b"");
+    }
+
+    #[test]
+    fn sets_in_queries_and_unnamed_parses_are_tracked_named_parses_pin() {
+        let mut pins = PinSet::default();
+        let mut pending = Vec::new();
+        note(
+            b"Q\0\0\0\x19SET work_mem = '8MB'\0",
+            &mut pins,
+            &mut pending,
+        );
+        let mut unnamed = b"P\0\0\0\0\0SET application_name = 'x'\0\0\0".to_vec();
+        let len = (unnamed.len() - 1) as u32;
+        unnamed[1..5].copy_from_slice(&len.to_be_bytes());
+        note(&unnamed, &mut pins, &mut pending);
+        assert_eq!(pending.len(), 2);
+        assert_eq!(pins.reason(), None);
+        note(
+            b"P\0\0\0\0s1\0SET work_mem = 1\0\0\0",
+            &mut pins,
+            &mut pending,
+        );
+        assert_eq!(pins.reason(), Some("session state"));
+    }
+}
