@@ -43,6 +43,13 @@ fn build_and_test(root: &std::path::Path, extra: &[&str]) -> xtask::Result<()> {
         "-p",
         "sluice-bin",
     ]))?;
+    step("building the examples (each crate's embedding examples, run by tests/tests/examples.rs)");
+    run_visible(Command::new("cargo").current_dir(root).args([
+        "build",
+        "--quiet",
+        "--workspace",
+        "--examples",
+    ]))?;
     let bin = root.join("target").join("debug").join("sluice");
     step("running the test suite (unit + end-to-end against the real backends)");
     let mut cmd = Command::new("cargo");

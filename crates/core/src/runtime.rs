@@ -51,6 +51,28 @@ pub struct HostgroupServer {
 }
 
 impl HostgroupServer {
+    /// An ONLINE server `hostname:port` in `hostgroup` with `mysql_servers`' column defaults
+    /// (weight 1, max_connections 1000, no TLS, no compression, no lag or latency limit): what
+    /// an embedding service hands a pool without a runtime configuration.
+    pub fn new(hostname: &str, port: u16, hostgroup: u32) -> Self {
+        HostgroupServer {
+            key: ServerKey {
+                hostname: hostname.to_string(),
+                port,
+            },
+            hostgroup,
+            status: ServerStatus::Online,
+            weight: 1,
+            max_connections: 1000,
+            use_ssl: false,
+            compression: false,
+            max_replication_lag: 0,
+            max_latency_ms: 0,
+            too_slow: false,
+            shunned_since: None,
+        }
+    }
+
     fn from_row(s: &MysqlServer) -> Self {
         HostgroupServer {
             key: ServerKey {

@@ -118,6 +118,121 @@ fn caseless() -> Option<String> {
     Some("CASELESS".into())
 }
 
+impl Default for QueryRule {
+    /// An inactive rule that matches everything and does nothing, with ProxySQL's column
+    /// defaults (`re_modifiers = 'CASELESS'`); set what the rule is for on top of it.
+    fn default() -> Self {
+        QueryRule {
+            rule_id: 0,
+            active: Flag(false),
+            username: None,
+            schemaname: None,
+            flag_in: 0,
+            client_addr: None,
+            proxy_addr: None,
+            proxy_port: None,
+            digest: None,
+            match_digest: None,
+            match_pattern: None,
+            negate_match_pattern: Flag(false),
+            re_modifiers: caseless(),
+            flag_out: None,
+            replace_pattern: None,
+            destination_hostgroup: None,
+            cache_ttl: None,
+            cache_empty_result: None,
+            cache_timeout: None,
+            reconnect: None,
+            timeout: None,
+            retries: None,
+            delay: None,
+            next_query_flag_in: None,
+            mirror_flag_out: None,
+            mirror_hostgroup: None,
+            error_msg: None,
+            ok_msg: None,
+            sticky_conn: None,
+            multiplex: None,
+            gtid_from_hostgroup: None,
+            log: None,
+            apply: Flag(false),
+            attributes: String::new(),
+            comment: None,
+        }
+    }
+}
+
+impl QueryRule {
+    /// An active rule `rule_id` that matches everything and does nothing yet: the start of a
+    /// rule built in code, as `INSERT INTO mysql_query_rules (rule_id, active) VALUES (…, 1)`.
+    ///
+    /// ```
+    /// use sluice_core::config::QueryRule;
+    /// let rule = QueryRule::new(10)
+    ///     .match_digest("^SELECT")
+    ///     .destination_hostgroup(1)
+    ///     .apply();
+    /// assert_eq!(rule.destination_hostgroup, Some(1));
+    /// assert!(rule.active.0 && rule.apply.0);
+    /// ```
+    pub fn new(rule_id: u32) -> Self {
+        QueryRule {
+            rule_id,
+            active: Flag(true),
+            ..QueryRule::default()
+        }
+    }
+
+    /// Matches statements whose digest (normalised text) matches the regular expression.
+    pub fn match_digest(mut self, re: &str) -> Self {
+        self.match_digest = Some(re.to_string());
+        self
+    }
+
+    /// Matches statements whose text matches the regular expression (and is the pattern
+    /// [`QueryRule::replace_pattern`] rewrites).
+    pub fn match_pattern(mut self, re: &str) -> Self {
+        self.match_pattern = Some(re.to_string());
+        self
+    }
+
+    /// Rewrites the matched text with this replacement (`\1` for groups).
+    pub fn replace_pattern(mut self, replacement: &str) -> Self {
+        self.replace_pattern = Some(replacement.to_string());
+        self
+    }
+
+    /// Only for this user.
+    pub fn username(mut self, user: &str) -> Self {
+        self.username = Some(user.to_string());
+        self
+    }
+
+    /// Routes matching statements to this hostgroup.
+    pub fn destination_hostgroup(mut self, hostgroup: u32) -> Self {
+        self.destination_hostgroup = Some(hostgroup);
+        self
+    }
+
+    /// Caches results of matching statements this long (ms).
+    pub fn cache_ttl(mut self, ms: u64) -> Self {
+        self.cache_ttl = Some(ms);
+        self
+    }
+
+    /// Answers matching statements with this error instead of running them.
+    pub fn error_msg(mut self, message: &str) -> Self {
+        self.error_msg = Some(message.to_string());
+        self
+    }
+
+    /// Stops evaluating further rules when this one matches.
+    pub fn apply(mut self) -> Self {
+        self.apply = Flag(true);
+        self
+    }
+}
+
 /// One `*_query_rules_fast_routing` row: (user, schema, flagIN) → hostgroup.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
