@@ -79,6 +79,35 @@ public class MariaDbJdbc {
             }
             try (Statement s = c.createStatement()) { s.execute("DROP DATABASE jdbc_e2e"); }
         }
+        // Several threads with server-side prepared statements and transactions share a pool of
+        // two backend connections.
+        java.util.List<Thread> workers = new java.util.ArrayList<>();
+        java.util.concurrent.ConcurrentLinkedQueue<Throwable> failures = new java.util.concurrent.ConcurrentLinkedQueue<>();
+        for (int t = 0; t < 4; t++) {
+            final int id = t;
+            workers.add(new Thread(() -> {
+                try (Connection c = DriverManager.getConnection(url);
+                     PreparedStatement ps = c.prepareStatement("SELECT ? * 3")) {
+                    for (int i = 0; i < 20; i++) {
+                        ps.setInt(1, id * 100 + i);
+                        try (ResultSet r = ps.executeQuery()) {
+                            r.next();
+                            check(r.getInt(1) == 3 * (id * 100 + i), "threaded prepared result");
+                        }
+                    }
+                    c.setAutoCommit(false);
+                    try (Statement s = c.createStatement()) {
+                        s.execute("SELECT 1");
+                    }
+                    c.rollback();
+                } catch (Throwable e) {
+                    failures.add(e);
+                }
+            }));
+        }
+        for (Thread w : workers) w.start();
+        for (Thread w : workers) w.join(60_000);
+        check(failures.isEmpty(), "threads failed: " + failures);
         System.out.println("ok");
     }
 }

@@ -96,6 +96,31 @@ public class PgJdbc {
             check(settings(b).equals(want.get(false)), "plain after cancel");
             try (Statement s = a.createStatement()) { s.execute("DROP TABLE jdbc_e2e"); }
         }
+        // Several threads, each with its own connection and startup settings, share the pool of
+        // one server connection: prepared statements past prepareThreshold, own settings always.
+        java.util.List<Thread> workers = new java.util.ArrayList<>();
+        java.util.concurrent.ConcurrentLinkedQueue<Throwable> failures = new java.util.concurrent.ConcurrentLinkedQueue<>();
+        for (int t = 0; t < 4; t++) {
+            final boolean configured = t % 2 == 0;
+            workers.add(new Thread(() -> {
+                try (Connection c = connect(port, configured);
+                     PreparedStatement ps = c.prepareStatement("SELECT ?::int * 2, current_setting('application_name')")) {
+                    for (int i = 0; i < 20; i++) {
+                        ps.setInt(1, i);
+                        try (ResultSet r = ps.executeQuery()) {
+                            r.next();
+                            check(r.getInt(1) == 2 * i, "threaded prepared result");
+                            check(r.getString(2).equals(want.get(configured).get(2)), "threaded app name " + r.getString(2));
+                        }
+                    }
+                } catch (Throwable e) {
+                    failures.add(e);
+                }
+            }));
+        }
+        for (Thread w : workers) w.start();
+        for (Thread w : workers) w.join(60_000);
+        check(failures.isEmpty(), "threads failed: " + failures);
         System.out.println("ok");
     }
 }

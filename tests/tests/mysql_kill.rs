@@ -151,7 +151,12 @@ fn connector_j_query_timeout_cancels_through_sluice() {
     if !backends_ready() {
         return;
     }
-    let s = Sluice::start(&config());
+    // A pool of two backend connections: the timeout and cancel need the second for their KILL.
+    let s = Sluice::start(&capped_config(
+        2,
+        "",
+        "[[mysql_users]]\nusername = \"other\"\npassword = \"other\"\ndefault_hostgroup = 0\n",
+    ));
     let out = java(
         xtask::packages::MARIADB_JDBC_JAR,
         "MariaDbJdbc.java",

@@ -164,3 +164,53 @@ fn prepared_on_server() -> u64 {
         .parse()
         .unwrap_or(u64::MAX)
 }
+
+/// A connection reset on its way back to the pool (its session held pinned state) forgets its
+/// prepared statements and session variables on the server: Sluice's record of it must too, or
+/// the next session runs a statement id that no longer exists (MariaDB Connector/J threads on a
+/// small pool found it).
+#[tokio::test]
+async fn a_reset_connection_forgets_its_prepared_statements_and_variables() {
+    if !backends_ready() {
+        return;
+    }
+    let s = Sluice::start(&capped_config(1, "", ""));
+    let url = s.url("app", "app", "app");
+    let mut a = Conn::new(Opts::from_url(&url).expect("url"))
+        .await
+        .expect("a");
+    let n: i64 = a
+        .exec_first("SELECT ? + 1", (41,))
+        .await
+        .expect("a exec")
+        .expect("row");
+    assert_eq!(n, 42);
+    a.query_drop("SET SESSION sql_mode = 'ANSI_QUOTES'")
+        .await
+        .expect("set");
+    // A user variable pins the session; leaving resets the connection before it is pooled.
+    a.query_drop("SET @pin = 1").await.expect("pin");
+    a.disconnect().await.expect("disconnect");
+    let mut b = Conn::new(Opts::from_url(&url).expect("url"))
+        .await
+        .expect("b");
+    let n: i64 = b
+        .exec_first("SELECT ? + 1", (1,))
+        .await
+        .expect("b exec on the reset connection")
+        .expect("row");
+    assert_eq!(n, 2);
+    b.query_drop("SET SESSION sql_mode = 'ANSI_QUOTES'")
+        .await
+        .expect("set");
+    let mode: String = b
+        .query_first("SELECT @@sql_mode")
+        .await
+        .expect("mode")
+        .expect("row");
+    assert_eq!(
+        mode, "ANSI_QUOTES",
+        "b's own SET is in force on the reset connection"
+    );
+    b.disconnect().await.expect("disconnect");
+}

@@ -369,6 +369,13 @@ impl BackendConn {
         let (t, _) = self
             .command(&[com::RESET_CONNECTION], ReplyKind::Single)
             .await?;
+        if !t.error {
+            // The server forgot the prepared statements and the session variables (it keeps
+            // the schema): so does Sluice's record of the connection, or the next session would
+            // run a statement id that no longer exists, or skip SETs it believes are in place.
+            self.stmts.clear();
+            self.state = self.state.reset_keep_schema();
+        }
         Ok(!t.error)
     }
 
