@@ -588,3 +588,41 @@ fn pause_resume_shutdown_and_load_from_config() {
         s.log()
     );
 }
+
+#[test]
+fn the_admin_sqlite_refuses_files_code_and_writable_pragmas() {
+    if !backends_ready() {
+        return;
+    }
+    let s = Sluice::start(&standard_config("", ""));
+    let target = s.dir.join("attached.db");
+    let copy = s.dir.join("copy.db");
+    for sql in [
+        format!("ATTACH DATABASE '{}' AS x;", target.display()),
+        format!("/* sneaky */ attach '{}' as x;", target.display()),
+        format!("VACUUM INTO '{}';", copy.display()),
+        "SELECT load_extension('/nonexistent/evil.so');".to_string(),
+        "PRAGMA writable_schema = 1;".to_string(),
+        "DETACH disk;".to_string(),
+    ] {
+        let out = s.admin(&sql);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{sql} ran");
+        assert!(
+            err.contains("ERROR 1142") && err.contains("refused by Sluice's admin"),
+            "{sql}: {err}"
+        );
+        // The same over the PostgreSQL admin port.
+        let out = s.psql_admin(&sql, false);
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("refused by Sluice's admin"),
+            "{sql} over psql: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert!(!target.exists() && !copy.exists(), "no file was created");
+    // Reading PRAGMAs, and the disk layer, still work.
+    let cols = s.admin_ok("PRAGMA table_info(mysql_servers);");
+    assert!(cols.contains("hostname"), "{cols}");
+    s.admin_ok("SAVE MYSQL SERVERS TO DISK;");
+}

@@ -436,6 +436,14 @@ impl Admin {
     }
 
     async fn run_sql(&self, role: AdminRole, sql: &str) -> Result<AdminReply, AdminError> {
+        if let Some(why) = crate::guard::refused(sql) {
+            warn!("admin statement refused: {why}");
+            return Err(AdminError {
+                code: 1142,
+                sqlstate: "42000",
+                message: why,
+            });
+        }
         let sql = &*crate::functions::rewrite_mysql_functions(sql);
         let lower = sql.trim_start().to_ascii_lowercase();
         let is_read = lower.starts_with("select")

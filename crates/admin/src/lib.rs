@@ -9,6 +9,7 @@ mod command;
 mod engine;
 mod export;
 mod functions;
+mod guard;
 mod layers;
 mod schema;
 mod schema_defs;
