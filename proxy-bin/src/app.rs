@@ -39,7 +39,8 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
         initial: opts.initial,
         file,
     })
-    .await?;
+    .await
+    .map_err(|e| e.to_string())?;
     match source {
         StartupSource::Disk => info!(
             "configuration loaded from the admin database on disk (start with --initial to use the config file)"
@@ -51,22 +52,27 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
     let vars = rt.mysql.variables.clone();
     let config = ConfigHandle::new(rt);
 
-    let listeners = bind_all(&vars.interfaces, "MySQL frontend (mysql-interfaces)").await?;
+    let listeners = bind_all(&vars.interfaces, "MySQL frontend (mysql-interfaces)")
+        .await
+        .map_err(|e| e.to_string())?;
     let admin_listeners = bind_all(
         &cfg.admin_variables.mysql_ifaces,
         "MySQL admin (admin-mysql_ifaces)",
     )
-    .await?;
+    .await
+    .map_err(|e| e.to_string())?;
     let pg_listeners = bind_all(
         &cfg.pgsql_variables.interfaces,
         "PostgreSQL frontend (pgsql-interfaces)",
     )
-    .await?;
+    .await
+    .map_err(|e| e.to_string())?;
     let pg_admin_listeners = bind_all(
         &cfg.admin_variables.pgsql_ifaces,
         "PostgreSQL admin (admin-pgsql_ifaces)",
     )
-    .await?;
+    .await
+    .map_err(|e| e.to_string())?;
     let tls = if vars.have_ssl {
         Some(sluice_mysql::tls::acceptor(
             "mysql",

@@ -80,7 +80,7 @@ const ALL_MODULES: [Module; 11] = [
 impl Admin {
     /// Opens the store and decides the starting configuration: the disk database's when it holds
     /// one (unless `initial`), else the config file's, which is then also saved to disk.
-    pub async fn open(opts: AdminOptions) -> Result<(Admin, Config, StartupSource), String> {
+    pub async fn open(opts: AdminOptions) -> Result<(Admin, Config, StartupSource), crate::Error> {
         let disk = opts.datadir.as_ref().map(|d| d.join("sluice.db"));
         if disk.is_none() {
             warn!(
@@ -89,11 +89,11 @@ impl Admin {
         }
         let store = Store::open(disk.as_deref())
             .await
-            .map_err(|e| format!("admin database: {e}"))?;
+            .map_err(|e| crate::Error::Open(e.to_string()))?;
         store
             .exec_all(&ddl())
             .await
-            .map_err(|e| format!("admin database schema: {e}"))?;
+            .map_err(|e| crate::Error::Schema(e.to_string()))?;
         let admin = Admin {
             store,
             running: Mutex::new(opts.file.clone()),
@@ -114,27 +114,29 @@ impl Admin {
                     .store
                     .exec_all(&copy_module_sql(m, ("disk", ""), ("main", "")))
                     .await
-                    .map_err(|e| e.to_string())?;
+                    .map_err(|e| crate::Error::Layers(e.to_string()))?;
             }
             let cfg = memory_to_config(&admin.store, &opts.file, &RUNTIME_MODULES)
                 .await
-                .map_err(|e| {
-                    format!(
-                        "the saved configuration in {} is invalid: {e}",
-                        disk.as_ref()
-                            .map(|p| p.display().to_string())
-                            .unwrap_or_default()
-                    )
+                .map_err(|e| crate::Error::SavedConfig {
+                    path: disk
+                        .as_ref()
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_default(),
+                    why: e.to_string(),
                 })?;
             (cfg, StartupSource::Disk)
         } else {
             for m in ALL_MODULES {
-                admin.config_to_memory(m).await.map_err(|e| e.to_string())?;
+                admin
+                    .config_to_memory(m)
+                    .await
+                    .map_err(|e| crate::Error::Layers(e.to_string()))?;
                 admin
                     .store
                     .exec_all(&copy_module_sql(m, ("main", ""), ("disk", "")))
                     .await
-                    .map_err(|e| e.to_string())?;
+                    .map_err(|e| crate::Error::Layers(e.to_string()))?;
             }
             (opts.file.clone(), StartupSource::ConfigFile)
         };
@@ -143,7 +145,7 @@ impl Admin {
             admin
                 .refresh_runtime_tables(m)
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| crate::Error::Layers(e.to_string()))?;
         }
         Ok((admin, cfg, source))
     }

@@ -17,5 +17,28 @@ mod stats;
 mod store;
 
 pub use command::{Command, Direction, Module, parse_command};
+
+/// Why the admin store could not be opened at start.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The SQLite database (the datadir's `sluice.db`, or memory) could not be opened.
+    #[error("admin database: {0}")]
+    Open(String),
+    /// Creating ProxySQL's tables failed.
+    #[error("admin database schema: {0}")]
+    Schema(String),
+    /// The configuration saved on disk does not validate (start with `--initial` to use the
+    /// config file instead).
+    #[error("the saved configuration in {path} is invalid: {why}")]
+    SavedConfig {
+        /// The database file.
+        path: String,
+        /// What is wrong, naming the table and row.
+        why: String,
+    },
+    /// Copying configuration between the layers failed.
+    #[error("admin database: {0}")]
+    Layers(String),
+}
 pub use engine::{Admin, AdminOptions, StartupSource};
 pub use export::config_to_toml;

@@ -15,3 +15,34 @@ pub enum Error {
     #[error("invalid config: {0}")]
     ConfigInvalid(String),
 }
+
+/// Why a set of query rules does not compile; each names the rule and the column at fault.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RuleError {
+    /// A `match_digest` / `match_pattern` that is not a valid regular expression.
+    #[error("rule_id={rule_id}: {column} {pattern:?} is not a valid regular expression: {why}")]
+    InvalidRegex {
+        /// The rule.
+        rule_id: u32,
+        /// `match_digest` or `match_pattern`.
+        column: &'static str,
+        /// The expression as configured.
+        pattern: String,
+        /// The regex engine's reason, on one line.
+        why: String,
+    },
+    /// A `digest` that is not a `0x…` hexadecimal value.
+    #[error("rule_id={rule_id}: digest {digest:?} is not a 0x… hex value")]
+    InvalidDigest {
+        /// The rule.
+        rule_id: u32,
+        /// The value as configured.
+        digest: String,
+    },
+    /// `replace_pattern` without the `match_pattern` it rewrites.
+    #[error("rule_id={rule_id}: replace_pattern needs match_pattern")]
+    ReplaceWithoutMatch {
+        /// The rule.
+        rule_id: u32,
+    },
+}

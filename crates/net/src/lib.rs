@@ -15,5 +15,5 @@ pub mod workers;
 
 pub use accept::{AcceptControl, serve};
 pub use kill::{KillHandle, with_kill_handle};
-pub use listen::{bind_all, listen};
+pub use listen::{ListenError, bind_all, listen};
 pub use workers::{Worker, Workers};

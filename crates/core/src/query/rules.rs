@@ -6,6 +6,7 @@
 
 use super::digest::Digest;
 use crate::config::{FastRoute, QueryRule};
+use crate::error::RuleError;
 use regex::{Regex, RegexBuilder};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -126,7 +127,7 @@ fn parse_digest(s: &str) -> Option<u64> {
 
 impl RuleSet {
     /// Compiles `rows` (any order; inactive rows are dropped). Errors name the rule and column.
-    pub fn compile(rows: &[QueryRule], fast: &[FastRoute]) -> Result<RuleSet, String> {
+    pub fn compile(rows: &[QueryRule], fast: &[FastRoute]) -> Result<RuleSet, RuleError> {
         let mut rules = Vec::new();
         let mut sorted: Vec<&QueryRule> = rows.iter().filter(|r| r.active.0).collect();
         sorted.sort_by_key(|r| r.rule_id);
@@ -134,42 +135,43 @@ impl RuleSet {
             let mods = r.re_modifiers.as_deref().unwrap_or("").to_ascii_uppercase();
             let caseless = mods.contains("CASELESS");
             let global = mods.contains("GLOBAL");
-            let build = |col: &str, p: &Option<String>| -> Result<Option<Regex>, String> {
-                p.as_deref()
-                    .map(|p| {
-                        RegexBuilder::new(p)
-                            .case_insensitive(caseless)
-                            .size_limit(1 << 20)
-                            .build()
-                            .map_err(|e| {
-                                // The regex error spans lines (a caret diagram); one line reads
-                                // better in an admin error and a log.
-                                let text = e.to_string();
-                                let why = text
-                                    .lines()
-                                    .rfind(|l| !l.trim().is_empty())
-                                    .unwrap_or(&text)
-                                    .trim()
-                                    .trim_start_matches("error: ");
-                                format!(
-                                    "rule_id={}: {col} {p:?} is not a valid regular expression: {why}",
-                                    r.rule_id
-                                )
-                            })
-                    })
-                    .transpose()
-            };
+            let build =
+                |col: &'static str, p: &Option<String>| -> Result<Option<Regex>, RuleError> {
+                    p.as_deref()
+                        .map(|p| {
+                            RegexBuilder::new(p)
+                                .case_insensitive(caseless)
+                                .size_limit(1 << 20)
+                                .build()
+                                .map_err(|e| {
+                                    // The regex error spans lines (a caret diagram); one line reads
+                                    // better in an admin error and a log.
+                                    let text = e.to_string();
+                                    let why = text
+                                        .lines()
+                                        .rfind(|l| !l.trim().is_empty())
+                                        .unwrap_or(&text)
+                                        .trim()
+                                        .trim_start_matches("error: ");
+                                    RuleError::InvalidRegex {
+                                        rule_id: r.rule_id,
+                                        column: col,
+                                        pattern: p.to_string(),
+                                        why: why.to_string(),
+                                    }
+                                })
+                        })
+                        .transpose()
+                };
             let digest = match &r.digest {
-                Some(d) => Some(parse_digest(d).ok_or_else(|| {
-                    format!("rule_id={}: digest {d:?} is not a 0x… hex value", r.rule_id)
+                Some(d) => Some(parse_digest(d).ok_or_else(|| RuleError::InvalidDigest {
+                    rule_id: r.rule_id,
+                    digest: d.clone(),
                 })?),
                 None => None,
             };
             if r.replace_pattern.is_some() && r.match_pattern.is_none() {
-                return Err(format!(
-                    "rule_id={}: replace_pattern needs match_pattern",
-                    r.rule_id
-                ));
+                return Err(RuleError::ReplaceWithoutMatch { rule_id: r.rule_id });
             }
             rules.push(CompiledRule {
                 digest,
