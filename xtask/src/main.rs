@@ -1,6 +1,7 @@
 //! `cargo xtask`: backends up|down|status|reset, test, bench, demo.
 
 mod bench;
+mod bench_memory;
 mod bench_pgsql;
 mod demo;
 mod test;
@@ -14,6 +15,7 @@ const USAGE: &str = "usage: cargo xtask <command>
   bench [mysql]                   sysbench direct vs HAProxy vs sluice, printed as a table
   bench pgsql                     pgbench -S direct vs PgBouncer vs sluice, printed as a table
   bench core                      criterion: query digest and rule evaluation per query
+  bench memory                    Sluice's RSS idle and per idle MySQL / PostgreSQL client
   demo                            backends + sluice with docs/demo.toml until Ctrl-C";
 
 fn main() {
@@ -32,6 +34,7 @@ fn main() {
         ["bench"] | ["bench", "mysql"] => bench::mysql(),
         ["bench", "pgsql"] => bench_pgsql::pgsql(),
         ["bench", "core"] => bench::core(),
+        ["bench", "memory"] => bench_memory::memory(),
         ["demo"] => demo::run(),
         _ => Err(USAGE.to_string()),
     };

@@ -1,0 +1,133 @@
+//! `cargo xtask bench memory`: Sluice's resident memory idle, then with N idle logged-in MySQL
+//! clients and (after those leave) N idle PostgreSQL clients, printed as KiB per client.
+//!
+//! `BENCH_IDLE_CLIENTS` (default 10,000) sets N. The clients are PyMySQL and psycopg connections
+//! held open by one Python process; the file-descriptor limit is raised as far as the hard limit
+//! allows (Sluice needs one per client, the Python side one per client too, one protocol at a
+//! time).
+
+use crate::bench::{build_release, env_num, spawn_sluice};
+use std::process::Command;
+use xtask::proc::{self, run_capture, step};
+
+const MYSQL_PORT: u16 = 16534;
+const PGSQL_PORT: u16 = 16535;
+
+/// Holds N connections of one protocol open, prints Sluice's RSS (KiB) with them, then closes.
+const CLIENT: &str = r#"
+import resource, sys, time
+proto, port, n, pid = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+def rss():
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+def connect():
+    if proto == "mysql":
+        import pymysql
+        return pymysql.connect(host="127.0.0.1", port=port, user="app", password="app", autocommit=True)
+    import psycopg
+    return psycopg.connect(host="127.0.0.1", port=port, user="app", password="app", dbname="app",
+                           sslmode="disable", autocommit=True)
+conns, t0 = [], time.time()
+for i in range(n):
+    conns.append(connect())
+# Every client ran one statement and went idle; give the sessions a moment to settle.
+for c in conns[:1]:
+    c.cursor().execute("SELECT 1")
+time.sleep(2)
+print(rss(), len(conns), round(time.time() - t0, 1))
+for c in conns:
+    c.close()
+"#;
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Runs the memory benchmark and prints the table (also written to target/bench-memory.md).
+pub fn memory() -> xtask::Result<()> {
+    let root = xtask::workspace_root();
+    xtask::packages::ensure_test_tools()?;
+    xtask::backends_up()?;
+    build_release()?;
+    let n = env_num("BENCH_IDLE_CLIENTS", 10_000);
+    let config = format!(
+        "[admin_variables]\nmysql_ifaces = \"127.0.0.1:0\"\npgsql_ifaces = \"127.0.0.1:0\"\n\
+         [mysql_variables]\ninterfaces = \"127.0.0.1:{MYSQL_PORT}\"\nmax_connections = 100000\n\
+         [pgsql_variables]\ninterfaces = \"127.0.0.1:{PGSQL_PORT}\"\nmax_connections = 100000\nauthentication_method = 2\n\
+         [[mysql_servers]]\nhostname = \"127.0.0.1\"\nport = {}\nmax_connections = 32\n\
+         [[mysql_users]]\nusername = \"app\"\npassword = \"app\"\n\
+         [[pgsql_servers]]\nhostname = \"127.0.0.1\"\nport = {}\nmax_connections = 32\n\
+         [[pgsql_users]]\nusername = \"app\"\npassword = \"app\"\n",
+        xtask::ports::MY_PRIMARY,
+        xtask::ports::PG_PRIMARY
+    );
+    let dir = xtask::state_dir().join("bench-memory");
+    let mut sluice = spawn_sluice(&dir, "sluice", &config, MYSQL_PORT)?;
+    proc::wait_until(std::time::Duration::from_secs(10), || {
+        proc::port_open(PGSQL_PORT)
+    });
+    let pid = sluice.id();
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let idle = rss_kib(pid);
+    let mut rows = Vec::new();
+    let mut result = Ok(());
+    for (proto, port) in [("mysql", MYSQL_PORT), ("pgsql", PGSQL_PORT)] {
+        step(&format!("{n} idle {proto} clients"));
+        let before = rss_kib(pid);
+        let out = run_capture(Command::new("python3").args([
+            "-c",
+            CLIENT,
+            proto,
+            &port.to_string(),
+            &n.to_string(),
+            &pid.to_string(),
+        ]));
+        match out {
+            Ok(text) => {
+                let f: Vec<u64> = text
+                    .split_whitespace()
+                    .filter_map(|w| w.parse::<f64>().ok())
+                    .map(|v| v as u64)
+                    .collect();
+                let with = f.first().copied().unwrap_or(0);
+                let per = with.saturating_sub(before) as f64 / n as f64;
+                rows.push((proto, before, with, per, f.get(2).copied().unwrap_or(0)));
+            }
+            Err(e) => {
+                result = Err(e);
+                break;
+            }
+        }
+        // Let the sessions end and their memory return before the next protocol.
+        std::thread::sleep(std::time::Duration::from_secs(3));
+    }
+    let after = rss_kib(pid);
+    proc::signal(pid, "TERM");
+    let _ = sluice.wait();
+    result?;
+    let mut t = format!(
+        "Sluice RSS: {idle} KiB idle (after start), {after} KiB after all clients left\n\n\
+         | clients | RSS before (KiB) | RSS with {n} idle clients (KiB) | KiB per idle client | seconds to connect |\n|---|---|---|---|---|\n"
+    );
+    for (proto, before, with, per, secs) in rows {
+        t.push_str(&format!(
+            "| {n} {proto} | {before} | {with} | {per:.1} | {secs} |\n"
+        ));
+    }
+    println!("\n{t}");
+    let out = root.join("target/bench-memory.md");
+    std::fs::write(&out, &t).map_err(|e| e.to_string())?;
+    step(&format!("table written to {}", out.display()));
+    Ok(())
+}
