@@ -73,18 +73,18 @@ pub fn memory() -> xtask::Result<()> {
         xtask::ports::PG_PRIMARY
     );
     let dir = xtask::state_dir().join("bench-memory");
-    let mut sluice = spawn_sluice(&dir, "sluice", &config, MYSQL_PORT)?;
-    proc::wait_until(std::time::Duration::from_secs(10), || {
-        proc::port_open(PGSQL_PORT)
-    });
-    let pid = sluice.id();
-    std::thread::sleep(std::time::Duration::from_secs(1));
-    let idle = rss_kib(pid);
     let mut rows = Vec::new();
-    let mut result = Ok(());
+    // A fresh Sluice per protocol: memory one protocol's sessions freed would otherwise be
+    // reused by the other's and hide its cost.
     for (proto, port) in [("mysql", MYSQL_PORT), ("pgsql", PGSQL_PORT)] {
+        let mut sluice = spawn_sluice(&dir, &format!("sluice-{proto}"), &config, MYSQL_PORT)?;
+        proc::wait_until(std::time::Duration::from_secs(10), || {
+            proc::port_open(PGSQL_PORT)
+        });
+        let pid = sluice.id();
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        let idle = rss_kib(pid);
         step(&format!("{n} idle {proto} clients"));
-        let before = rss_kib(pid);
         let out = run_capture(Command::new("python3").args([
             "-c",
             CLIENT,
@@ -93,36 +93,34 @@ pub fn memory() -> xtask::Result<()> {
             &n.to_string(),
             &pid.to_string(),
         ]));
-        match out {
-            Ok(text) => {
-                let f: Vec<u64> = text
-                    .split_whitespace()
-                    .filter_map(|w| w.parse::<f64>().ok())
-                    .map(|v| v as u64)
-                    .collect();
-                let with = f.first().copied().unwrap_or(0);
-                let per = with.saturating_sub(before) as f64 / n as f64;
-                rows.push((proto, before, with, per, f.get(2).copied().unwrap_or(0)));
-            }
-            Err(e) => {
-                result = Err(e);
-                break;
-            }
-        }
-        // Let the sessions end and their memory return before the next protocol.
+        // Let the sessions end, then see what memory went back.
         std::thread::sleep(std::time::Duration::from_secs(3));
+        let after = rss_kib(pid);
+        proc::signal(pid, "TERM");
+        let _ = sluice.wait();
+        let text = out?;
+        let f: Vec<u64> = text
+            .split_whitespace()
+            .filter_map(|w| w.parse::<f64>().ok())
+            .map(|v| v as u64)
+            .collect();
+        let with = f.first().copied().unwrap_or(0);
+        let per = with.saturating_sub(idle) as f64 / n as f64;
+        rows.push((
+            proto,
+            idle,
+            with,
+            per,
+            after,
+            f.get(2).copied().unwrap_or(0),
+        ));
     }
-    let after = rss_kib(pid);
-    proc::signal(pid, "TERM");
-    let _ = sluice.wait();
-    result?;
     let mut t = format!(
-        "Sluice RSS: {idle} KiB idle (after start), {after} KiB after all clients left\n\n\
-         | clients | RSS before (KiB) | RSS with {n} idle clients (KiB) | KiB per idle client | seconds to connect |\n|---|---|---|---|---|\n"
+        "| clients | RSS idle (KiB) | RSS with {n} idle clients (KiB) | KiB per idle client | RSS after they left (KiB) | seconds to connect |\n|---|---|---|---|---|---|\n"
     );
-    for (proto, before, with, per, secs) in rows {
+    for (proto, idle, with, per, after, secs) in rows {
         t.push_str(&format!(
-            "| {n} {proto} | {before} | {with} | {per:.1} | {secs} |\n"
+            "| {n} {proto} | {idle} | {with} | {per:.1} | {after} | {secs} |\n"
         ));
     }
     println!("\n{t}");
