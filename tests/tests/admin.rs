@@ -626,3 +626,28 @@ fn the_admin_sqlite_refuses_files_code_and_writable_pragmas() {
     assert!(cols.contains("hostname"), "{cols}");
     s.admin_ok("SAVE MYSQL SERVERS TO DISK;");
 }
+
+#[test]
+fn show_variables_lists_every_module_as_proxysql_does() {
+    if !backends_ready() {
+        return;
+    }
+    let s = Sluice::start(&standard_config("", ""));
+    let all = s.admin_ok("SHOW GLOBAL VARIABLES;");
+    for name in [
+        "admin-mysql_ifaces",
+        "mysql-max_connections",
+        "mysql-enable_load_data_local_infile",
+        "pgsql-handoff_reset_all",
+        "pgsql-ignore_startup_parameters",
+    ] {
+        assert!(
+            all.lines().any(|l| l.split('\t').next() == Some(name)),
+            "{name} missing from SHOW GLOBAL VARIABLES"
+        );
+    }
+    let some = s.admin_ok("SHOW VARIABLES LIKE 'mysql-max_conn%';");
+    assert_eq!(some.trim(), "mysql-max_connections\t10000", "{some}");
+    let out = s.psql_admin("SHOW VARIABLES LIKE 'pgsql-handoff%'", false);
+    assert_eq!(ok_stdout(&out).trim(), "pgsql-handoff_reset_all\ttrue");
+}

@@ -92,6 +92,9 @@ pub enum Command {
     SetVariable(String, String),
     /// `SHOW MYSQL|PGSQL|ADMIN VARIABLES`.
     ShowVariables(&'static str),
+    /// `SHOW [GLOBAL|SESSION] VARIABLES [LIKE 'pattern']`: every `admin-`, `mysql-` and
+    /// `pgsql-` variable (ProxySQL's answer; tools such as PMM and dolphie read it).
+    ShowAllVariables(Option<String>),
     /// `SHOW TABLES [FROM db]`.
     ShowTables(Option<String>),
     /// `SHOW DATABASES` / `SHOW SCHEMAS`.
@@ -115,6 +118,15 @@ pub enum Command {
     SessionSet,
     /// `SHOW WARNINGS` / `SHOW VARIABLES ...`: an empty answer with the right columns.
     EmptyShow(&'static [&'static str]),
+}
+
+/// The pattern of a trailing `LIKE 'pattern'` (quotes removed, case kept).
+fn like_pattern(sql: &str) -> Option<String> {
+    let body = sql.trim().trim_end_matches(';').trim_end();
+    let upper = body.to_ascii_uppercase();
+    let at = upper.rfind(" LIKE ")?;
+    let p = body.get(at + 6..)?.trim();
+    Some(unquote(p))
 }
 
 fn words(sql: &str) -> Vec<String> {
@@ -222,7 +234,7 @@ pub fn parse_command(sql: &str) -> Option<Command> {
                     Some(Command::EmptyShow(&["Level", "Code", "Message"]))
                 }
                 ["VARIABLES", ..] | ["SESSION", "VARIABLES", ..] | ["GLOBAL", "VARIABLES", ..] => {
-                    Some(Command::EmptyShow(&["Variable_name", "Value"]))
+                    Some(Command::ShowAllVariables(like_pattern(sql)))
                 }
                 _ => None,
             }
@@ -378,6 +390,14 @@ mod tests {
         assert_eq!(
             parse_command("SHOW MYSQL VARIABLES"),
             Some(Command::ShowVariables("mysql-"))
+        );
+        assert_eq!(
+            parse_command("show global variables"),
+            Some(Command::ShowAllVariables(None))
+        );
+        assert_eq!(
+            parse_command("SHOW VARIABLES LIKE 'mysql-max_%';"),
+            Some(Command::ShowAllVariables(Some("mysql-max_%".into())))
         );
         assert_eq!(
             parse_command("show full processlist"),

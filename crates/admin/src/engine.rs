@@ -326,6 +326,7 @@ impl Admin {
             matches!(
                 c,
                 Command::ShowVariables(_)
+                    | Command::ShowAllVariables(_)
                     | Command::ShowTables(_)
                     | Command::ShowDatabases
                     | Command::ShowCreateTable(_)
@@ -353,6 +354,21 @@ impl Admin {
                     ))
                     .await?,
             )),
+            Command::ShowAllVariables(pattern) => Ok(AdminReply::Rows(match pattern {
+                Some(p) => {
+                    self.store
+                        .query_bound(
+                            "SELECT variable_name AS Variable_name, variable_value AS Value FROM main.global_variables WHERE variable_name LIKE ?1 ORDER BY variable_name",
+                            &[&p],
+                        )
+                        .await?
+                }
+                None => {
+                    self.store
+                        .query("SELECT variable_name AS Variable_name, variable_value AS Value FROM main.global_variables ORDER BY variable_name")
+                        .await?
+                }
+            })),
             Command::ShowTables(db) => {
                 let schema = match db.as_deref() {
                     None | Some("main") => "main",
