@@ -25,7 +25,20 @@ fn pymysql_kill_query_and_connection_by_the_thread_id_it_was_given() {
     let s = Sluice::start(&config());
     let script = r#"
 import sys, threading, time, pymysql
-port = int(sys.argv[1])
+port, direct_port = int(sys.argv[1]), int(sys.argv[2])
+def wait_running(sql):
+    """Polls the server until `sql` runs (a fixed sleep races on a loaded machine)."""
+    d = pymysql.connect(host="127.0.0.1", port=direct_port, user="root", password="root")
+    try:
+        for _ in range(400):
+            with d.cursor() as cur:
+                cur.execute("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO = %s", (sql,))
+                if cur.fetchone()[0] > 0:
+                    return time.time()
+            time.sleep(0.025)
+    finally:
+        d.close()
+    raise AssertionError(f"{sql} never started")
 def connect(user="app"):
     return pymysql.connect(host="127.0.0.1", port=port, user=user, password=user, autocommit=True)
 a, b, c = connect(), connect(), connect()
@@ -36,21 +49,20 @@ assert len({a.thread_id(), b.thread_id(), c.thread_id()}) == 3
 # KILL QUERY from another connection stops A's statement; A goes on.
 result = {}
 def sleeper():
-    t0 = time.time()
     try:
         with a.cursor() as cur:
             cur.execute("SELECT SLEEP(20)")
             result["row"] = cur.fetchone()
     except pymysql.MySQLError as e:
         result["error"] = e.args[0]
-    result["secs"] = time.time() - t0
+    result["end"] = time.time()
 t = threading.Thread(target=sleeper)
 t.start()
-time.sleep(0.5)
+started = wait_running("SELECT SLEEP(20)")
 with b.cursor() as cur:
     cur.execute(f"KILL QUERY {a.thread_id()}")
 t.join(10)
-assert result["secs"] < 2, result
+assert result["end"] - started < 2, result
 # MariaDB answers a killed SLEEP() with 1 (interrupted) or error 1317.
 assert result.get("row") == (1,) or result.get("error") == 1317, result
 with a.cursor() as cur:
@@ -80,7 +92,6 @@ try:
 except pymysql.MySQLError as e:
     pass
 # KILL CONNECTION of a session running a statement ends the statement and the session.
-t0 = time.time()
 def sleeper_c():
     try:
         with c.cursor() as cur:
@@ -92,17 +103,20 @@ def sleeper_c():
         result["c"] = "ended"
 tc = threading.Thread(target=sleeper_c)
 tc.start()
-time.sleep(0.5)
+started = wait_running("SELECT SLEEP(20)")
 b.cursor().execute(f"KILL CONNECTION {c.thread_id()}")
 tc.join(10)
-assert result["c"] == "ended" and time.time() - t0 < 3, result
+assert result["c"] == "ended" and time.time() - started < 3, result
 # The killer itself is unharmed.
 with b.cursor() as cur:
     cur.execute("SELECT 7")
     assert cur.fetchone()[0] == 7
 print("ok")
 "#;
-    let out = python(script, &[&s.port.to_string()]);
+    let out = python(
+        script,
+        &[&s.port.to_string(), &ports::MY_PRIMARY.to_string()],
+    );
     assert_eq!(ok_stdout(&out).trim(), "ok", "{}", s.log());
     assert!(
         s.log().contains("sent KILL QUERY to the server"),
