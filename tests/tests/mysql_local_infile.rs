@@ -40,17 +40,6 @@ fn csv(dir: &Path, rows: u64, width: usize) -> std::path::PathBuf {
     path
 }
 
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        })
-        .unwrap_or(0)
-}
-
 fn load_sql(path: &Path, table: &str) -> String {
     format!(
         "LOAD DATA LOCAL INFILE '{}' INTO TABLE infile_e2e.{table} FIELDS TERMINATED BY ','",
@@ -161,7 +150,7 @@ fn a_100_mb_file_streams_with_bounded_memory() {
     let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
     assert!(size > 100_000_000, "{size}");
     let pid = s.pid();
-    let before = rss_kib(pid);
+    let before = xtask::proc::rss_kib(pid);
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let sampler = {
         let done = done.clone();
@@ -171,7 +160,7 @@ fn a_100_mb_file_streams_with_bounded_memory() {
             while !done.load(std::sync::atomic::Ordering::Relaxed)
                 && start.elapsed() < Duration::from_secs(300)
             {
-                peak = peak.max(rss_kib(pid));
+                peak = peak.max(xtask::proc::rss_kib(pid));
                 std::thread::sleep(Duration::from_millis(20));
             }
             peak

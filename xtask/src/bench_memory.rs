@@ -43,17 +43,6 @@ for c in conns:
     c.close()
 "#;
 
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        })
-        .unwrap_or(0)
-}
-
 /// Runs the memory benchmark and prints the table (also written to target/bench-memory.md).
 pub fn memory() -> xtask::Result<()> {
     let root = xtask::workspace_root();
@@ -83,7 +72,7 @@ pub fn memory() -> xtask::Result<()> {
         });
         let pid = sluice.id();
         std::thread::sleep(std::time::Duration::from_secs(1));
-        let idle = rss_kib(pid);
+        let idle = proc::rss_kib(pid);
         step(&format!("{n} idle {proto} clients"));
         let out = run_capture(Command::new("python3").args([
             "-c",
@@ -95,7 +84,7 @@ pub fn memory() -> xtask::Result<()> {
         ]));
         // Let the sessions end, then see what memory went back.
         std::thread::sleep(std::time::Duration::from_secs(3));
-        let after = rss_kib(pid);
+        let after = proc::rss_kib(pid);
         proc::signal(pid, "TERM");
         let _ = sluice.wait();
         let text = out?;

@@ -120,6 +120,25 @@ pub enum Command {
     EmptyShow(&'static [&'static str]),
 }
 
+impl Command {
+    /// True for what the stats user may run: commands that only read.
+    pub fn is_read_only(&self) -> bool {
+        matches!(
+            self,
+            Command::ShowVariables(_)
+                | Command::ShowAllVariables(_)
+                | Command::ShowTables(_)
+                | Command::ShowDatabases
+                | Command::ShowCreateTable(_)
+                | Command::ShowProcesslist
+                | Command::SelectVersion
+                | Command::SelectSysvars(_)
+                | Command::SessionSet
+                | Command::EmptyShow(_)
+        )
+    }
+}
+
 /// The pattern of a trailing `LIKE 'pattern'` (quotes removed, case kept).
 fn like_pattern(sql: &str) -> Option<String> {
     let body = sql.trim().trim_end_matches(';').trim_end();

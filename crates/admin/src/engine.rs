@@ -321,23 +321,55 @@ impl Admin {
             .ok_or_else(|| AdminError::new("the data path is not running"))
     }
 
-    async fn run_command(&self, role: AdminRole, c: Command) -> Result<AdminReply, AdminError> {
-        let read_only = |c: &Command| {
-            matches!(
-                c,
-                Command::ShowVariables(_)
-                    | Command::ShowAllVariables(_)
-                    | Command::ShowTables(_)
-                    | Command::ShowDatabases
-                    | Command::ShowCreateTable(_)
-                    | Command::ShowProcesslist
-                    | Command::SelectVersion
-                    | Command::SelectSysvars(_)
-                    | Command::SessionSet
-                    | Command::EmptyShow(_)
+    /// `PROXYSQL PAUSE|RESUME|SHUTDOWN|FLUSH …` on the running data path.
+    fn proxysql(&self, what: &str) -> Result<AdminReply, AdminError> {
+        let live = self.live()?;
+        match what {
+            "PAUSE" => live.set_paused(true),
+            "RESUME" => live.set_paused(false),
+            "SHUTDOWN" | "SHUTDOWN SLOW" | "STOP" | "KILL" => live.shutdown(),
+            "FLUSH LOGS" => {}
+            "FLUSH QUERY CACHE" | "FLUSH MYSQL QUERY CACHE" => {
+                let n = live.flush_query_cache(sluice_core::admin::Protocol::Mysql);
+                return Ok(AdminReply::Done {
+                    affected: n as u64,
+                    message: None,
+                });
+            }
+            "FLUSH PGSQL QUERY CACHE" => {
+                let n = live.flush_query_cache(sluice_core::admin::Protocol::Pgsql);
+                return Ok(AdminReply::Done {
+                    affected: n as u64,
+                    message: None,
+                });
+            }
+            other => {
+                return Err(AdminError::new(format!(
+                    "PROXYSQL {other} is not supported by Sluice"
+                )));
+            }
+        }
+        Ok(AdminReply::Done {
+            affected: 0,
+            message: None,
+        })
+    }
+
+    /// `global_variables` rows whose name matches the `LIKE` pattern, as `SHOW … VARIABLES` lists
+    /// them.
+    async fn show_variables(&self, like: &str) -> Result<AdminReply, AdminError> {
+        let rows = self
+            .store
+            .query_bound(
+                "SELECT variable_name AS Variable_name, variable_value AS Value FROM main.global_variables WHERE variable_name LIKE ?1 ORDER BY variable_name",
+                &[like],
             )
-        };
-        if role == AdminRole::Stats && !read_only(&c) {
+            .await?;
+        Ok(AdminReply::Rows(rows))
+    }
+
+    async fn run_command(&self, role: AdminRole, c: Command) -> Result<AdminReply, AdminError> {
+        if role == AdminRole::Stats && !c.is_read_only() {
             return Err(AdminError {
                 code: 1045,
                 sqlstate: "28000",
@@ -347,35 +379,19 @@ impl Admin {
         match c {
             Command::Move(m, d) => self.move_module(m, d).await,
             Command::SetVariable(n, v) => self.set_variable(&n, &v).await,
-            Command::ShowVariables(prefix) => Ok(AdminReply::Rows(
-                self.store
-                    .query(&format!(
-                        "SELECT variable_name AS Variable_name, variable_value AS Value FROM main.global_variables WHERE variable_name LIKE '{prefix}%' ORDER BY variable_name"
-                    ))
-                    .await?,
-            )),
-            Command::ShowAllVariables(pattern) => Ok(AdminReply::Rows(match pattern {
-                Some(p) => {
-                    self.store
-                        .query_bound(
-                            "SELECT variable_name AS Variable_name, variable_value AS Value FROM main.global_variables WHERE variable_name LIKE ?1 ORDER BY variable_name",
-                            &[&p],
-                        )
-                        .await?
-                }
-                None => {
-                    self.store
-                        .query("SELECT variable_name AS Variable_name, variable_value AS Value FROM main.global_variables ORDER BY variable_name")
-                        .await?
-                }
-            })),
+            Command::ShowVariables(prefix) => self.show_variables(&format!("{prefix}%")).await,
+            Command::ShowAllVariables(pattern) => {
+                self.show_variables(pattern.as_deref().unwrap_or("%")).await
+            }
             Command::ShowTables(db) => {
                 let schema = match db.as_deref() {
                     None | Some("main") => "main",
                     Some("disk") => "disk",
                     Some("stats") => "stats",
                     Some("monitor") => "monitor",
-                    Some(other) => return Err(AdminError::new(format!("unknown database {other}"))),
+                    Some(other) => {
+                        return Err(AdminError::new(format!("unknown database {other}")));
+                    }
                 };
                 Ok(AdminReply::Rows(
                     self.store
@@ -383,7 +399,11 @@ impl Admin {
                         .await?,
                 ))
             }
-            Command::ShowDatabases => Ok(AdminReply::Rows(self.store.query("SELECT seq, name, file FROM pragma_database_list").await?)),
+            Command::ShowDatabases => Ok(AdminReply::Rows(
+                self.store
+                    .query("SELECT seq, name, file FROM pragma_database_list")
+                    .await?,
+            )),
             Command::ShowCreateTable(t) => {
                 let rows = self
                     .store
@@ -405,39 +425,35 @@ impl Admin {
                         .await?,
                 ))
             }
-            Command::Proxysql(what) => {
-                let live = self.live()?;
-                match what.as_str() {
-                    "PAUSE" => live.set_paused(true),
-                    "RESUME" => live.set_paused(false),
-                    "SHUTDOWN" | "SHUTDOWN SLOW" | "STOP" | "KILL" => live.shutdown(),
-                    "FLUSH LOGS" => {}
-                    "FLUSH QUERY CACHE" | "FLUSH MYSQL QUERY CACHE" => {
-                        let n = live.flush_query_cache(sluice_core::admin::Protocol::Mysql);
-                        return Ok(AdminReply::Done { affected: n as u64, message: None });
-                    }
-                    "FLUSH PGSQL QUERY CACHE" => {
-                        let n = live.flush_query_cache(sluice_core::admin::Protocol::Pgsql);
-                        return Ok(AdminReply::Done { affected: n as u64, message: None });
-                    }
-                    other => return Err(AdminError::new(format!("PROXYSQL {other} is not supported by Sluice"))),
-                }
-                Ok(AdminReply::Done { affected: 0, message: None })
-            }
+            Command::Proxysql(what) => self.proxysql(&what),
             Command::Kill(id) => {
                 if self.live()?.kill_session(id) {
-                    Ok(AdminReply::Done { affected: 0, message: None })
+                    Ok(AdminReply::Done {
+                        affected: 0,
+                        message: None,
+                    })
                 } else {
-                    Err(AdminError { code: 1094, sqlstate: "HY000", message: format!("Unknown thread id: {id}") })
+                    Err(AdminError {
+                        code: 1094,
+                        sqlstate: "HY000",
+                        message: format!("Unknown thread id: {id}"),
+                    })
                 }
             }
             Command::SaveConfigToFile(path) => {
-                let cfg = memory_to_config(&self.store, &self.running_config(), &RUNTIME_MODULES).await?;
+                let cfg =
+                    memory_to_config(&self.store, &self.running_config(), &RUNTIME_MODULES).await?;
                 let text = config_to_toml(&cfg).map_err(AdminError::new)?;
                 std::fs::write(&path, text).map_err(|e| AdminError::new(format!("{path}: {e}")))?;
-                Ok(AdminReply::Done { affected: 0, message: None })
+                Ok(AdminReply::Done {
+                    affected: 0,
+                    message: None,
+                })
             }
-            Command::SessionSet => Ok(AdminReply::Done { affected: 0, message: None }),
+            Command::SessionSet => Ok(AdminReply::Done {
+                affected: 0,
+                message: None,
+            }),
             Command::EmptyShow(cols) => Ok(AdminReply::Rows(AdminRows {
                 columns: cols.iter().map(|c| c.to_string()).collect(),
                 rows: Vec::new(),
@@ -448,7 +464,10 @@ impl Admin {
             })),
             Command::SelectVersion => Ok(AdminReply::Rows(AdminRows {
                 columns: vec!["@@version".into()],
-                rows: vec![vec![Some(format!("{}-sluice-admin", env!("CARGO_PKG_VERSION")))]],
+                rows: vec![vec![Some(format!(
+                    "{}-sluice-admin",
+                    env!("CARGO_PKG_VERSION")
+                ))]],
             })),
         }
     }

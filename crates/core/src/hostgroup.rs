@@ -116,7 +116,6 @@ pub fn random_u64() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::ServerKey;
 
     fn now() -> Instant {
         Instant::now()
@@ -124,20 +123,10 @@ mod tests {
 
     fn srv(port: u16, weight: u32, status: ServerStatus, max: u32) -> HostgroupServer {
         HostgroupServer {
-            key: ServerKey {
-                hostname: "h".into(),
-                port,
-            },
-            hostgroup: 0,
             status,
             weight,
             max_connections: max,
-            use_ssl: false,
-            compression: false,
-            max_replication_lag: 0,
-            max_latency_ms: 0,
-            too_slow: false,
-            shunned_since: None,
+            ..HostgroupServer::new("h", port, 0)
         }
     }
 

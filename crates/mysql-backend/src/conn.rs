@@ -210,63 +210,13 @@ impl BackendConn {
                 })?;
             stream = BackendSocket::Tls(Box::new(tls_stream));
         }
-        let mut plugin = greeting.auth_plugin.clone();
+        let plugin = greeting.auth_plugin.clone();
         resp.auth_response = auth_data(&plugin, &greeting.nonce, &p.secret, &server)?;
         stream
             .write_all(&packet(seq, &resp.encode()))
             .await
             .map_err(|e| proto(e.into()))?;
-        loop {
-            let pk = reader.read(&mut stream).await.map_err(proto)?;
-            let reply_seq = pk.seq.wrapping_add(1);
-            match pk.payload.first() {
-                Some(0x00) => break,
-                Some(0xff) => {
-                    let info = parse_err(&pk.payload).map_err(proto)?;
-                    return Err(Error::Auth {
-                        server,
-                        user: p.user.clone(),
-                        info,
-                    });
-                }
-                Some(0xfe) => {
-                    let (new_plugin, nonce) = parse_auth_switch(&pk.payload).map_err(proto)?;
-                    plugin = new_plugin;
-                    let data = if plugin == "mysql_clear_password" && stream.is_tls() {
-                        clear_password(&p.secret, &server)?
-                    } else {
-                        auth_data(&plugin, &nonce, &p.secret, &server)?
-                    };
-                    stream
-                        .write_all(&packet(reply_seq, &data))
-                        .await
-                        .map_err(|e| proto(e.into()))?;
-                }
-                Some(0x01) if plugin == scramble::CACHING_SHA2 => match pk.payload.get(1) {
-                    Some(0x03) => {}
-                    Some(0x04) if stream.is_tls() => {
-                        let data = clear_password(&p.secret, &server)?;
-                        stream
-                            .write_all(&packet(reply_seq, &data))
-                            .await
-                            .map_err(|e| proto(e.into()))?;
-                    }
-                    _ => {
-                        return Err(Error::AuthUnsupported {
-                            server,
-                            why: "caching_sha2_password full authentication needs TLS: set use_ssl=1 for this server"
-                                .into(),
-                        });
-                    }
-                },
-                _ => {
-                    return Err(Error::UnexpectedReply {
-                        server,
-                        why: "unknown packet during authentication",
-                    });
-                }
-            }
-        }
+        finish_auth(&mut stream, &mut reader, p, &server, plugin).await?;
         let mut stream = BackendStream::new(stream);
         if caps & cap::COMPRESS != 0 {
             // Everything after the handshake's last OK is compressed, both ways.
@@ -385,6 +335,73 @@ impl BackendConn {
         let _ = self.stream.write_all(&packet(0, &[com::QUIT])).await;
         let _ = self.stream.shutdown().await;
     }
+}
+
+/// Answers the server after the handshake response — an auth switch, caching_sha2's fast or
+/// full authentication — until its OK (or the error that refuses the login).
+async fn finish_auth(
+    stream: &mut BackendSocket,
+    reader: &mut PacketReader,
+    p: &ConnectParams,
+    server: &str,
+    mut plugin: String,
+) -> Result<(), Error> {
+    let proto = |source| Error::Protocol {
+        server: server.to_string(),
+        source,
+    };
+    loop {
+        let pk = reader.read(stream).await.map_err(proto)?;
+        let reply_seq = pk.seq.wrapping_add(1);
+        match pk.payload.first() {
+            Some(0x00) => break,
+            Some(0xff) => {
+                let info = parse_err(&pk.payload).map_err(proto)?;
+                return Err(Error::Auth {
+                    server: server.to_string(),
+                    user: p.user.clone(),
+                    info,
+                });
+            }
+            Some(0xfe) => {
+                let (new_plugin, nonce) = parse_auth_switch(&pk.payload).map_err(proto)?;
+                plugin = new_plugin;
+                let data = if plugin == "mysql_clear_password" && stream.is_tls() {
+                    clear_password(&p.secret, server)?
+                } else {
+                    auth_data(&plugin, &nonce, &p.secret, server)?
+                };
+                stream
+                    .write_all(&packet(reply_seq, &data))
+                    .await
+                    .map_err(|e| proto(e.into()))?;
+            }
+            Some(0x01) if plugin == scramble::CACHING_SHA2 => match pk.payload.get(1) {
+                Some(0x03) => {}
+                Some(0x04) if stream.is_tls() => {
+                    let data = clear_password(&p.secret, server)?;
+                    stream
+                        .write_all(&packet(reply_seq, &data))
+                        .await
+                        .map_err(|e| proto(e.into()))?;
+                }
+                _ => {
+                    return Err(Error::AuthUnsupported {
+                        server: server.to_string(),
+                        why: "caching_sha2_password full authentication needs TLS: set use_ssl=1 for this server"
+                            .into(),
+                    });
+                }
+            },
+            _ => {
+                return Err(Error::UnexpectedReply {
+                    server: server.to_string(),
+                    why: "unknown packet during authentication",
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 fn auth_data(

@@ -58,6 +58,18 @@ impl BackendConn {
         self.relay_with(tracker, client).await
     }
 
+    /// The backend sent what does not fit the reply: the connection cannot be trusted.
+    fn unexpected(&self, why: &'static str, forwarded: usize, next_seq: u8) -> RelayOutcome {
+        RelayOutcome::BackendFailed {
+            error: crate::Error::UnexpectedReply {
+                server: self.server.clone(),
+                why,
+            },
+            forwarded,
+            next_seq,
+        }
+    }
+
     async fn relay_with<W: AsyncWrite + Unpin>(
         &mut self,
         mut tracker: ReplyTracker,
@@ -117,14 +129,7 @@ impl BackendConn {
                 buf.advance(pos);
             }
             if let Some(why) = failure {
-                return RelayOutcome::BackendFailed {
-                    error: crate::Error::UnexpectedReply {
-                        server: self.server.clone(),
-                        why,
-                    },
-                    forwarded,
-                    next_seq,
-                };
+                return self.unexpected(why, forwarded, next_seq);
             }
             let pause = if tracker.wants_local_file() {
                 Some("bytes after a LOCAL INFILE request")
@@ -140,14 +145,7 @@ impl BackendConn {
                     return RelayOutcome::ClientGone(e);
                 }
                 if !buf.is_empty() {
-                    return RelayOutcome::BackendFailed {
-                        error: crate::Error::UnexpectedReply {
-                            server: self.server.clone(),
-                            why,
-                        },
-                        forwarded,
-                        next_seq,
-                    };
+                    return self.unexpected(why, forwarded, next_seq);
                 }
                 self.reader.put_back(buf);
                 return if tracker.wants_local_file() {

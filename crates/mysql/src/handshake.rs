@@ -215,6 +215,26 @@ pub async fn exchange(
     }
 }
 
+/// The client sent SSLRequest: the TLS handshake, with the bytes it pipelined behind the request
+/// (its ClientHello) replayed into the TLS layer.
+async fn upgrade_to_tls(mut io: ClientIo, tls: Option<&TlsAcceptor>) -> Result<ClientIo, Error> {
+    let Some(acceptor) = tls else {
+        return Err(Error::Unsupported(
+            "client asked for TLS, which is not enabled".into(),
+        ));
+    };
+    let ClientSocket::Plain(tcp) = io.stream.into_inner() else {
+        return Err(Error::Unsupported("TLS requested twice".into()));
+    };
+    let early = io.reader.take_buffered();
+    let tls_stream = acceptor
+        .accept(crate::stream::Prefixed::new(early, tcp))
+        .await
+        .map_err(|e| Error::Protocol(e.into()))?;
+    io.stream = ClientStream::new(ClientSocket::Tls(Box::new(tls_stream)));
+    Ok(io)
+}
+
 /// Runs the whole connection phase on a fresh socket. On failure the client has been sent the
 /// error packet (when the socket still works) and the error is returned for logging.
 pub async fn connection_phase(
@@ -247,20 +267,7 @@ pub async fn connection_phase(
     io.write(0, &greeting.encode()).await?;
     let mut pk = io.read().await?;
     if is_ssl_request(&pk.payload) {
-        let Some(acceptor) = tls else {
-            return Err(Error::Unsupported(
-                "client asked for TLS, which is not enabled".into(),
-            ));
-        };
-        let ClientSocket::Plain(tcp) = io.stream.into_inner() else {
-            return Err(Error::Unsupported("TLS requested twice".into()));
-        };
-        let early = io.reader.take_buffered();
-        let tls_stream = acceptor
-            .accept(crate::stream::Prefixed::new(early, tcp))
-            .await
-            .map_err(|e| Error::Protocol(e.into()))?;
-        io.stream = ClientStream::new(ClientSocket::Tls(Box::new(tls_stream)));
+        io = upgrade_to_tls(io, tls).await?;
         pk = io.read().await?;
     }
     let mut seq = pk.seq.wrapping_add(1);

@@ -136,7 +136,6 @@ pub fn place_group(
 mod tests {
     use super::*;
     use crate::config::Flag;
-    use crate::runtime::ServerKey;
 
     fn cfg(max_writers: u32, also_reader: u8, max_behind: u64) -> GroupReplicationHostgroup {
         GroupReplicationHostgroup {
@@ -161,20 +160,9 @@ mod tests {
     ) -> (HostgroupServer, MemberState) {
         (
             HostgroupServer {
-                key: ServerKey {
-                    hostname: "h".into(),
-                    port,
-                },
-                hostgroup: 10,
-                status: ServerStatus::Online,
                 weight,
                 max_connections: 10,
-                use_ssl: false,
-                compression: false,
-                max_replication_lag: 0,
-                max_latency_ms: 0,
-                too_slow: false,
-                shunned_since: None,
+                ..HostgroupServer::new("h", port, 10)
             },
             MemberState {
                 state: state.into(),

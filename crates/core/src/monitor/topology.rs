@@ -208,20 +208,8 @@ mod tests {
 
     fn srv(hg: u32, port: u16) -> HostgroupServer {
         HostgroupServer {
-            key: ServerKey {
-                hostname: "h".into(),
-                port,
-            },
-            hostgroup: hg,
-            status: ServerStatus::Online,
-            weight: 1,
             max_connections: 10,
-            use_ssl: false,
-            compression: false,
-            max_replication_lag: 0,
-            max_latency_ms: 0,
-            too_slow: false,
-            shunned_since: None,
+            ..HostgroupServer::new("h", port, hg)
         }
     }
 

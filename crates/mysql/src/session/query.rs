@@ -75,51 +75,8 @@ impl Session {
         } else {
             Vec::new()
         };
-        if effects.iter().any(|e| e.load_local) && !self.local_infile_allowed() {
-            let msg = if self
-                .fe
-                .config
-                .load()
-                .mysql
-                .variables
-                .enable_load_data_local_infile
-            {
-                "LOAD DATA LOCAL INFILE needs a client that allows it (e.g. mariadb --local-infile=1)"
-            } else {
-                "LOAD DATA LOCAL INFILE is disabled in Sluice (mysql-enable_load_data_local_infile=false)"
-            };
-            self.send_err(reply_seq, &err_payload(1148, "42000", msg))
-                .await;
-            return Next::Continue;
-        }
-        if let [only] = effects.as_slice() {
-            if let Some(kill) = &only.kill {
-                return self.kill(reply_seq, kill).await;
-            }
-            if let Some(answer) = &only.answer {
-                let forward_version = self
-                    .fe
-                    .config
-                    .load()
-                    .mysql
-                    .variables
-                    .select_version_forwarding;
-                if !(forward_version
-                    && matches!(
-                        answer,
-                        ProxyAnswer::Version(_) | ProxyAnswer::VersionComment(_)
-                    ))
-                {
-                    return self.answer(reply_seq, answer).await;
-                }
-            }
-            if let Some(SetParse::Items(items)) = &only.set
-                && let Some(ms) = only_wait_timeout(items)
-            {
-                let global = self.fe.config.load().mysql.variables.wait_timeout;
-                self.client_wait_timeout = Some(ms.min(global));
-                return self.reply_ok(reply_seq).await;
-            }
+        if let Some(next) = self.answer_locally(&effects, reply_seq).await {
+            return next;
         }
         self.delay(plan.as_ref()).await;
         if let Some(hg) = plan.as_ref().and_then(|d| d.action.destination_hostgroup) {
@@ -148,6 +105,73 @@ impl Session {
             return Next::Continue;
         };
         let keep_multiplexing = plan.as_ref().and_then(|d| d.action.multiplex) == Some(2);
+        self.record_effects(&effects, &t, keep_multiplexing, sql_bytes)
+            .await;
+        self.note_insert_id(&t);
+        Next::Continue
+    }
+
+    /// Statements Sluice answers without a backend: a refused LOAD DATA LOCAL INFILE, KILL,
+    /// its own result sets and a lone `SET wait_timeout`. `None`: the query goes to a server.
+    async fn answer_locally(&mut self, effects: &[Effects], reply_seq: u8) -> Option<Next> {
+        if effects.iter().any(|e| e.load_local) && !self.local_infile_allowed() {
+            let msg = if self
+                .fe
+                .config
+                .load()
+                .mysql
+                .variables
+                .enable_load_data_local_infile
+            {
+                "LOAD DATA LOCAL INFILE needs a client that allows it (e.g. mariadb --local-infile=1)"
+            } else {
+                "LOAD DATA LOCAL INFILE is disabled in Sluice (mysql-enable_load_data_local_infile=false)"
+            };
+            self.send_err(reply_seq, &err_payload(1148, "42000", msg))
+                .await;
+            return Some(Next::Continue);
+        }
+        if let [only] = effects {
+            if let Some(kill) = &only.kill {
+                return Some(self.kill(reply_seq, kill).await);
+            }
+            if let Some(answer) = &only.answer {
+                let forward_version = self
+                    .fe
+                    .config
+                    .load()
+                    .mysql
+                    .variables
+                    .select_version_forwarding;
+                if !(forward_version
+                    && matches!(
+                        answer,
+                        ProxyAnswer::Version(_) | ProxyAnswer::VersionComment(_)
+                    ))
+                {
+                    return Some(self.answer(reply_seq, answer).await);
+                }
+            }
+            if let Some(SetParse::Items(items)) = &only.set
+                && let Some(ms) = only_wait_timeout(items)
+            {
+                let global = self.fe.config.load().mysql.variables.wait_timeout;
+                self.client_wait_timeout = Some(ms.min(global));
+                return Some(self.reply_ok(reply_seq).await);
+            }
+        }
+        None
+    }
+
+    /// Records what the statements that ran did to the session (pins, schema, SETs), reading
+    /// back values only the server knows.
+    async fn record_effects(
+        &mut self,
+        effects: &[Effects],
+        t: &sluice_mysql_proto::reply::ReplyTracker,
+        keep_multiplexing: bool,
+        sql_bytes: &[u8],
+    ) {
         // With multi-statements, the statements before an error ran; the rest did not.
         let ran = if t.error {
             (t.results as usize).min(effects.len())
@@ -190,8 +214,6 @@ impl Session {
         if state_changed {
             self.sync_conn_state();
         }
-        self.note_insert_id(&t);
-        Next::Continue
     }
 
     /// Forwards a COM_QUERY (or its rewritten form) under an optional timeout: a timer sends
