@@ -5,14 +5,19 @@ use sluice_admin::{Admin, AdminOptions, StartupSource};
 use sluice_core::admin::Protocol;
 use sluice_core::config::Config;
 use sluice_core::monitor::{ConnectErrorHook, Monitor};
+use sluice_core::runtime::ServerKey;
 use sluice_core::{ConfigHandle, RuntimeConfig};
+use sluice_mysql::MysqlFrontend;
 use sluice_mysql::admin::{MysqlAdmin, serve_admin};
-use sluice_mysql::registry::SessionRegistry;
-use sluice_mysql::{MysqlFrontend, serve};
 use sluice_mysql_backend::MysqlPool;
+use sluice_net::bind_all;
+use sluice_pgsql::frontend::PgFrontend;
+use sluice_pgsql_backend::pool::PgPool;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
@@ -24,10 +29,71 @@ pub struct Options {
     pub shutdown_timeout: Duration,
 }
 
-use sluice_net::bind_all;
-
 /// Runs Sluice until SIGTERM/SIGINT (or PROXYSQL SHUTDOWN); returns after a graceful stop.
 pub async fn run(file: Config, opts: Options) -> Result<(), String> {
+    let (admin, cfg) = open_admin(file, &opts).await?;
+    let config = ConfigHandle::new(RuntimeConfig::build(&cfg));
+    let listeners = Listeners::bind(&cfg).await?;
+    let shutdown = CancellationToken::new();
+    let tasks = TaskTracker::new();
+    let (fe, pg_fe, pg_threads) = frontends(&cfg, &config, &opts, &shutdown, &tasks)?;
+    let monitors = start_monitors(&config, fe.pool(), pg_fe.pool());
+    let stop_requested = CancellationToken::new();
+    admin.attach(
+        config.clone(),
+        Arc::new(Live {
+            mysql: fe.clone(),
+            pgsql: pg_fe.clone(),
+            monitors: [monitors.mysql.clone(), monitors.pgsql.clone()],
+            config: config.clone(),
+            stop: stop_requested.clone(),
+        }),
+    );
+    let servers = listeners.serve(&fe, &pg_fe, &admin, (&shutdown, &tasks));
+    // Both protocols' sessions count when Sluice stops.
+    let (my_sessions, pg_sessions) = (fe.registry().clone(), pg_fe.sessions().clone());
+    let sessions = move || my_sessions.total() as usize + pg_sessions.len();
+    info!(
+        servers = cfg.mysql_servers.len(),
+        users = cfg.mysql_users.len(),
+        pgsql_threads = pg_threads,
+        version = env!("CARGO_PKG_VERSION"),
+        "sluice started"
+    );
+
+    let why = tokio::select! {
+        sig = crate::signals::stop_requested() => sig,
+        _ = stop_requested.cancelled() => "PROXYSQL SHUTDOWN",
+    };
+    info!(
+        "received {why}: no longer accepting connections; waiting up to {}s for {} session(s) to finish their current statement",
+        opts.shutdown_timeout.as_secs(),
+        sessions()
+    );
+    shutdown.cancel();
+    monitors.stop();
+    for server in servers {
+        let _ = server.await;
+    }
+    tasks.close();
+    if tokio::time::timeout(opts.shutdown_timeout, tasks.wait())
+        .await
+        .is_err()
+    {
+        warn!(
+            "{} session(s) still busy after {}s; closing them",
+            sessions(),
+            opts.shutdown_timeout.as_secs()
+        );
+    }
+    fe.pool().close_idle().await;
+    info!("sluice stopped");
+    Ok(())
+}
+
+/// Opens the admin store (from disk, or from the config file with `--initial` or a new datadir)
+/// and returns it with the configuration to start with.
+async fn open_admin(file: Config, opts: &Options) -> Result<(Arc<Admin>, Config), String> {
     for w in &file.warnings {
         warn!("config: {w}");
     }
@@ -47,207 +113,169 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
         ),
         StartupSource::ConfigFile => info!("configuration loaded from the config file"),
     }
-    let admin = Arc::new(admin);
-    let rt = RuntimeConfig::build(&cfg);
-    let vars = rt.mysql.variables.clone();
-    let config = ConfigHandle::new(rt);
+    Ok((Arc::new(admin), cfg))
+}
 
-    let listeners = bind_all(&vars.interfaces, "MySQL frontend (mysql-interfaces)")
-        .await
-        .map_err(|e| e.to_string())?;
-    let admin_listeners = bind_all(
-        &cfg.admin_variables.mysql_ifaces,
-        "MySQL admin (admin-mysql_ifaces)",
-    )
-    .await
-    .map_err(|e| e.to_string())?;
-    let pg_listeners = bind_all(
-        &cfg.pgsql_variables.interfaces,
-        "PostgreSQL frontend (pgsql-interfaces)",
-    )
-    .await
-    .map_err(|e| e.to_string())?;
-    let pg_admin_listeners = bind_all(
-        &cfg.admin_variables.pgsql_ifaces,
-        "PostgreSQL admin (admin-pgsql_ifaces)",
-    )
-    .await
-    .map_err(|e| e.to_string())?;
-    let tls = if vars.have_ssl {
-        Some(sluice_mysql::tls::acceptor(
-            "mysql",
-            &vars.ssl_cert,
-            &vars.ssl_key,
-            opts.datadir.as_deref(),
-        )?)
-    } else {
-        None
-    };
+/// The four ports' listeners, bound before anything serves so a taken port fails the start.
+struct Listeners {
+    mysql: Vec<TcpListener>,
+    mysql_admin: Vec<TcpListener>,
+    pgsql: Vec<TcpListener>,
+    pgsql_admin: Vec<TcpListener>,
+}
+
+impl Listeners {
+    async fn bind(cfg: &Config) -> Result<Listeners, String> {
+        let bind =
+            |addrs, what| async move { bind_all(addrs, what).await.map_err(|e| e.to_string()) };
+        Ok(Listeners {
+            mysql: bind(
+                &cfg.mysql_variables.interfaces,
+                "MySQL frontend (mysql-interfaces)",
+            )
+            .await?,
+            mysql_admin: bind(
+                &cfg.admin_variables.mysql_ifaces,
+                "MySQL admin (admin-mysql_ifaces)",
+            )
+            .await?,
+            pgsql: bind(
+                &cfg.pgsql_variables.interfaces,
+                "PostgreSQL frontend (pgsql-interfaces)",
+            )
+            .await?,
+            pgsql_admin: bind(
+                &cfg.admin_variables.pgsql_ifaces,
+                "PostgreSQL admin (admin-pgsql_ifaces)",
+            )
+            .await?,
+        })
+    }
+
+    /// Starts accepting on every port; the tasks end when `shutdown` is cancelled.
+    fn serve(
+        self,
+        fe: &Arc<MysqlFrontend>,
+        pg_fe: &Arc<PgFrontend>,
+        admin: &Arc<Admin>,
+        (shutdown, tasks): (&CancellationToken, &TaskTracker),
+    ) -> Vec<JoinHandle<()>> {
+        let my_admin = Arc::new(MysqlAdmin {
+            executor: admin.clone(),
+            shutdown: shutdown.clone(),
+            tasks: tasks.clone(),
+        });
+        let pg_admin = Arc::new(sluice_pgsql::PgAdmin {
+            executor: admin.clone(),
+            shutdown: shutdown.clone(),
+            tasks: tasks.clone(),
+        });
+        vec![
+            tokio::spawn(sluice_mysql::serve(fe.clone(), self.mysql)),
+            tokio::spawn(serve_admin(my_admin, self.mysql_admin)),
+            tokio::spawn(sluice_pgsql::frontend::serve(pg_fe.clone(), self.pgsql)),
+            tokio::spawn(sluice_pgsql::serve_admin(pg_admin, self.pgsql_admin)),
+        ]
+    }
+}
+
+/// The two data-port frontends with their pools and TLS, sharing one shutdown and one
+/// `PROXYSQL PAUSE`; also the number of PostgreSQL session threads started.
+fn frontends(
+    cfg: &Config,
+    config: &ConfigHandle,
+    opts: &Options,
+    shutdown: &CancellationToken,
+    tasks: &TaskTracker,
+) -> Result<(Arc<MysqlFrontend>, Arc<PgFrontend>, usize), String> {
+    let vars = &cfg.mysql_variables;
+    let datadir = opts.datadir.as_deref();
     let backend_tls = sluice_mysql_backend::tls::client_config(
         &vars.ssl_p2s_ca,
         &vars.ssl_p2s_cert,
         &vars.ssl_p2s_key,
     )?;
-    let pool = MysqlPool::new(Some(backend_tls.clone()));
-    let shutdown = CancellationToken::new();
-    let tasks = TaskTracker::new();
-    let fe = Arc::new(MysqlFrontend {
-        config: config.clone(),
-        pool: pool.clone(),
-        tls,
-        registry: SessionRegistry::new(),
-        shutdown: shutdown.clone(),
-        tasks: tasks.clone(),
-        statements: sluice_mysql::stmt_registry::StmtRegistry::new(vars.max_stmts_cache as usize),
-        counters: Default::default(),
-        paused: Default::default(),
-    });
+    let mut fe = MysqlFrontend::new(config.clone(), MysqlPool::new(Some(backend_tls.clone())))
+        .with_shutdown(shutdown.clone(), tasks.clone());
+    if vars.have_ssl {
+        let tls = sluice_mysql::tls::acceptor("mysql", &vars.ssl_cert, &vars.ssl_key, datadir)?;
+        fe = fe.with_tls(tls);
+    }
     let pg_vars = &cfg.pgsql_variables;
-    let pg_tls = if pg_vars.have_ssl {
-        Some(sluice_mysql::tls::acceptor(
-            "pgsql",
-            &pg_vars.ssl_cert,
-            &pg_vars.ssl_key,
-            opts.datadir.as_deref(),
-        )?)
-    } else {
-        None
-    };
     let cpus = std::thread::available_parallelism().map_or(1, usize::from);
     let pg_threads = pg_vars.session_threads(cpus);
     let pg_workers = sluice_net::Workers::start(pg_threads, "sluice-pg")
         .map_err(|e| format!("cannot start {pg_threads} PostgreSQL session thread(s): {e}"))?;
-    let pg_fe = Arc::new(sluice_pgsql::frontend::PgFrontend {
-        config: config.clone(),
-        tls: pg_tls,
-        clients: Default::default(),
-        // The same TLS client settings serve PostgreSQL servers with use_ssl=1.
-        pool: sluice_pgsql_backend::pool::PgPool::new(Some(backend_tls.clone())),
-        shutdown: shutdown.clone(),
-        tasks: tasks.clone(),
-        cancels: Default::default(),
-        query: Default::default(),
-        cache: Default::default(),
-        commands: Default::default(),
-        sessions: Default::default(),
-        server_stats: Default::default(),
-        workers: Some(Arc::new(pg_workers)),
+    // The same TLS client settings serve PostgreSQL servers with use_ssl=1.
+    let mut pg_fe = PgFrontend::new(config.clone(), PgPool::new(Some(backend_tls)))
+        .with_shutdown(shutdown.clone(), tasks.clone())
+        .with_workers(Arc::new(pg_workers))
         // One PROXYSQL PAUSE for both data ports.
-        paused: fe.paused.clone(),
-    });
-    // The monitors: health checks per protocol, publishing their verdicts through the config
-    // handle; a shunned server's idle connections are closed at once.
+        .with_pause(fe.paused().clone());
+    if pg_vars.have_ssl {
+        let tls =
+            sluice_mysql::tls::acceptor("pgsql", &pg_vars.ssl_cert, &pg_vars.ssl_key, datadir)?;
+        pg_fe = pg_fe.with_tls(tls);
+    }
+    Ok((Arc::new(fe), Arc::new(pg_fe), pg_threads))
+}
+
+/// The health monitors of both protocols and their tasks.
+struct Monitors {
+    mysql: Arc<Monitor>,
+    pgsql: Arc<Monitor>,
+    tasks: [JoinHandle<()>; 2],
+}
+
+impl Monitors {
+    fn stop(&self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// Starts the monitors: health checks per protocol, publishing their verdicts through the config
+/// handle; failed and successful connects of the pools count towards shunning, and a shunned
+/// server's connections are killed and its idle ones closed at once.
+fn start_monitors(config: &ConfigHandle, pool: &Arc<MysqlPool>, pg_pool: &Arc<PgPool>) -> Monitors {
     let my_monitor = Monitor::new(Protocol::Mysql);
     let pg_monitor = Monitor::new(Protocol::Pgsql);
-    {
-        let (m, c) = (my_monitor.clone(), config.clone());
-        pool.on_connect_error(ConnectErrorHook(Arc::new(
-            move |s: &sluice_core::runtime::ServerKey, ok: bool| {
-                if ok {
-                    m.connect_ok(s, &c)
-                } else {
-                    m.connect_error(s, &c)
-                }
-            },
-        )));
-        let (m, c) = (pg_monitor.clone(), config.clone());
-        pg_fe.pool.on_connect_error(ConnectErrorHook(Arc::new(
-            move |s: &sluice_core::runtime::ServerKey, ok: bool| {
-                if ok {
-                    m.connect_ok(s, &c)
-                } else {
-                    m.connect_error(s, &c)
-                }
-            },
-        )));
-    }
+    pool.on_connect_error(connect_hook(&my_monitor, config));
+    pg_pool.on_connect_error(connect_hook(&pg_monitor, config));
     let my_pool = pool.clone();
-    let my_monitor_task = tokio::spawn(my_monitor.clone().run(
+    let my_task = tokio::spawn(my_monitor.clone().run(
         config.clone(),
         Arc::new(sluice_mysql_backend::monitor::MysqlChecker::new()),
-        Arc::new(move |shunned: &sluice_core::runtime::ServerKey| {
+        Arc::new(move |shunned: &ServerKey| {
             my_pool.kill_server(shunned);
             my_pool.purge_idle(|_, s| s != shunned);
         }),
     ));
-    let pg_pool = pg_fe.pool.clone();
-    let pg_monitor_task = tokio::spawn(pg_monitor.clone().run(
+    let pg_pool = pg_pool.clone();
+    let pg_task = tokio::spawn(pg_monitor.clone().run(
         config.clone(),
         Arc::new(sluice_pgsql_backend::monitor::PgChecker::new()),
-        Arc::new(move |shunned: &sluice_core::runtime::ServerKey| {
+        Arc::new(move |shunned: &ServerKey| {
             pg_pool.kill_server(shunned);
             pg_pool.purge_idle(shunned);
         }),
     ));
-    let stop_requested = CancellationToken::new();
-    admin.attach(
-        config.clone(),
-        Arc::new(Live {
-            mysql: fe.clone(),
-            pgsql: pg_fe.clone(),
-            monitors: [my_monitor.clone(), pg_monitor.clone()],
-            config: config.clone(),
-            stop: stop_requested.clone(),
-        }),
-    );
-    let server = tokio::spawn(serve(fe.clone(), listeners));
-    let admin_server = tokio::spawn(serve_admin(
-        Arc::new(MysqlAdmin {
-            executor: admin.clone(),
-            shutdown: shutdown.clone(),
-            tasks: tasks.clone(),
-        }),
-        admin_listeners,
-    ));
-    let pg_admin = sluice_pgsql::PgAdmin {
-        executor: admin.clone(),
-        shutdown: shutdown.clone(),
-        tasks: tasks.clone(),
-    };
-    // Both protocols' sessions count when Sluice stops.
-    let pg_sessions = pg_fe.sessions.clone();
-    let sessions = move || fe.registry.total() as usize + pg_sessions.len();
-    let pg_server = tokio::spawn(sluice_pgsql::frontend::serve(pg_fe, pg_listeners));
-    let pg_admin_server = tokio::spawn(sluice_pgsql::serve_admin(
-        Arc::new(pg_admin),
-        pg_admin_listeners,
-    ));
-    info!(
-        servers = cfg.mysql_servers.len(),
-        users = cfg.mysql_users.len(),
-        pgsql_threads = pg_threads,
-        version = env!("CARGO_PKG_VERSION"),
-        "sluice started"
-    );
-
-    let why = tokio::select! {
-        sig = crate::signals::stop_requested() => sig,
-        _ = stop_requested.cancelled() => "PROXYSQL SHUTDOWN",
-    };
-    info!(
-        "received {why}: no longer accepting connections; waiting up to {}s for {} session(s) to finish their current statement",
-        opts.shutdown_timeout.as_secs(),
-        sessions()
-    );
-    shutdown.cancel();
-    my_monitor_task.abort();
-    pg_monitor_task.abort();
-    let _ = server.await;
-    let _ = admin_server.await;
-    let _ = pg_admin_server.await;
-    let _ = pg_server.await;
-    tasks.close();
-    if tokio::time::timeout(opts.shutdown_timeout, tasks.wait())
-        .await
-        .is_err()
-    {
-        warn!(
-            "{} session(s) still busy after {}s; closing them",
-            sessions(),
-            opts.shutdown_timeout.as_secs()
-        );
+    Monitors {
+        mysql: my_monitor,
+        pgsql: pg_monitor,
+        tasks: [my_task, pg_task],
     }
-    pool.close_idle().await;
-    info!("sluice stopped");
-    Ok(())
+}
+
+/// Reports a pool's connect outcomes to `monitor`.
+fn connect_hook(monitor: &Arc<Monitor>, config: &ConfigHandle) -> ConnectErrorHook {
+    let (m, c) = (monitor.clone(), config.clone());
+    ConnectErrorHook(Arc::new(move |s: &ServerKey, ok: bool| {
+        if ok {
+            m.connect_ok(s, &c)
+        } else {
+            m.connect_error(s, &c)
+        }
+    }))
 }

@@ -32,8 +32,8 @@ impl Live {
 
     fn query_stats(&self, p: Protocol) -> &QueryProcessorStats {
         match p {
-            Protocol::Mysql => &self.mysql.counters.query,
-            Protocol::Pgsql => &self.pgsql.query,
+            Protocol::Mysql => &self.mysql.counters().query,
+            Protocol::Pgsql => self.pgsql.query_stats(),
         }
     }
 }
@@ -43,7 +43,7 @@ impl LiveStats for Live {
         // Every server of the live hostgroups (like ProxySQL), plus pools of servers that left
         // the configuration but still hold connections (shown as OFFLINE_HARD).
         let rt = self.config.load();
-        let stats = self.mysql.pool.stats();
+        let stats = self.mysql.pool().stats();
         let counts = |hg: u32, key: &sluice_core::runtime::ServerKey| {
             stats
                 .iter()
@@ -54,7 +54,7 @@ impl LiveStats for Live {
             let (used, free) = counts(hg, key);
             PoolRow {
                 latency_us: self.monitors[0].latency_us(key),
-                queries: self.mysql.counters.server_queries(hg, key),
+                queries: self.mysql.counters().server_queries(hg, key),
                 hostgroup: hg,
                 srv_host: key.hostname.clone(),
                 srv_port: key.port,
@@ -86,7 +86,7 @@ impl LiveStats for Live {
     fn mysql_processlist(&self) -> Vec<ProcessRow> {
         let rt = self.config.load();
         self.mysql
-            .registry
+            .registry()
             .processlist()
             .into_iter()
             .map(|p| ProcessRow {
@@ -108,42 +108,42 @@ impl LiveStats for Live {
         vec![
             (
                 "Client_Connections_connected".into(),
-                self.mysql.registry.total().to_string(),
+                self.mysql.registry().total().to_string(),
             ),
             (
                 "Stmt_Cached".into(),
-                self.mysql.statements.len().to_string(),
+                self.mysql.statements().len().to_string(),
             ),
             (
                 "Unparsed_SET_statements".into(),
                 self.mysql
-                    .counters
+                    .counters()
                     .unparsed_set
                     .load(Ordering::Relaxed)
                     .to_string(),
             ),
             (
                 "Paused".into(),
-                self.mysql.paused.load(Ordering::Relaxed).to_string(),
+                self.mysql.paused().load(Ordering::Relaxed).to_string(),
             ),
         ]
     }
 
     fn mysql_commands_counters(&self) -> Vec<Vec<Option<String>>> {
-        command_rows(&self.mysql.counters.commands)
+        command_rows(&self.mysql.counters().commands)
     }
 
     fn pgsql_commands_counters(&self) -> Vec<Vec<Option<String>>> {
-        command_rows(&self.pgsql.commands)
+        command_rows(self.pgsql.commands())
     }
 
     fn mysql_errors(&self) -> Vec<Vec<Option<String>>> {
-        error_rows(&self.mysql.counters.commands)
+        error_rows(&self.mysql.counters().commands)
     }
 
     fn mysql_free_connections(&self) -> Vec<Vec<Option<String>>> {
         self.mysql
-            .pool
+            .pool()
             .free_connections()
             .into_iter()
             .map(|f| {
@@ -199,8 +199,8 @@ impl LiveStats for Live {
             ),
         ];
         v.extend(match p {
-            Protocol::Mysql => self.mysql.counters.cache.global_rows(),
-            Protocol::Pgsql => self.pgsql.cache.global_rows(),
+            Protocol::Mysql => self.mysql.counters().cache.global_rows(),
+            Protocol::Pgsql => self.pgsql.cache().global_rows(),
         });
         v.extend(self.monitor(p).counters());
         v
@@ -220,7 +220,7 @@ impl LiveStats for Live {
 
     fn pgsql_processlist(&self) -> Vec<ProcessRow> {
         self.pgsql
-            .sessions
+            .sessions()
             .list()
             .into_iter()
             .map(|p| ProcessRow {
@@ -235,12 +235,12 @@ impl LiveStats for Live {
     }
 
     fn pgsql_errors(&self) -> Vec<Vec<Option<String>>> {
-        error_rows(&self.pgsql.server_stats.errors)
+        error_rows(&self.pgsql.server_stats().errors)
     }
 
     fn pgsql_free_connections(&self) -> Vec<Vec<Option<String>>> {
         self.pgsql
-            .pool
+            .pool()
             .free_connections()
             .into_iter()
             .map(|(k, pid, idle_ms)| {
@@ -265,7 +265,7 @@ impl LiveStats for Live {
 
     fn pgsql_connection_pool(&self) -> Vec<PoolRow> {
         let rt = self.config.load();
-        let stats = self.pgsql.pool.stats();
+        let stats = self.pgsql.pool().stats();
         rt.pgsql
             .hostgroups
             .iter()
@@ -282,7 +282,7 @@ impl LiveStats for Live {
                     status: s.status.as_str().to_string(),
                     conn_used: used,
                     conn_free: free,
-                    queries: self.pgsql.server_stats.statements(hg, &s.key.to_string()),
+                    queries: self.pgsql.server_stats().statements(hg, &s.key.to_string()),
                     latency_us: self.monitors[1].latency_us(&s.key),
                 }
             })
@@ -291,20 +291,20 @@ impl LiveStats for Live {
 
     fn flush_query_cache(&self, p: Protocol) -> usize {
         match p {
-            Protocol::Mysql => self.mysql.counters.cache.flush(),
-            Protocol::Pgsql => self.pgsql.cache.flush(),
+            Protocol::Mysql => self.mysql.counters().cache.flush(),
+            Protocol::Pgsql => self.pgsql.cache().flush(),
         }
     }
 
     fn runtime_changed(&self) {
         let rt = self.config.load();
         self.mysql
-            .pool
+            .pool()
             .purge_idle(|hg, server| rt.mysql.server_in_service(hg, server));
     }
 
     fn kill_session(&self, id: u32) -> bool {
-        self.mysql.registry.kill(id)
+        self.mysql.registry().kill(id)
     }
 
     fn shutdown(&self) {
@@ -312,7 +312,7 @@ impl LiveStats for Live {
     }
 
     fn set_paused(&self, paused: bool) {
-        self.mysql.paused.store(paused, Ordering::Relaxed);
+        self.mysql.paused().store(paused, Ordering::Relaxed);
     }
 }
 

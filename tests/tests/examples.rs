@@ -65,3 +65,123 @@ fn mysql_pool_serves_a_service_from_one_pooled_connection() {
         "{out}"
     );
 }
+
+/// An example that serves clients until it is killed (on drop).
+struct ServingExample(std::process::Child);
+
+impl ServingExample {
+    /// Starts example `name` with `args` and waits until it accepts on `port`.
+    fn start(name: &str, port: u16, args: &[&str]) -> ServingExample {
+        let bin = xtask::workspace_root()
+            .join("target/debug/examples")
+            .join(name);
+        let child = Command::new(&bin)
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{} does not start: {e}", bin.display()));
+        let serving = ServingExample(child);
+        assert!(
+            xtask::proc::wait_until(std::time::Duration::from_secs(20), || {
+                xtask::proc::port_open(port)
+            }),
+            "{name} does not listen on {port}"
+        );
+        serving
+    }
+}
+
+impl Drop for ServingExample {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn mysql_mini_proxy_routes_reads_to_the_replica_with_its_own_hook() {
+    if !backends_ready() {
+        return;
+    }
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let primary = format!("127.0.0.1:{}", ports::MY_PRIMARY);
+    let replica = format!("127.0.0.1:{}", ports::MY_REPLICA);
+    let _proxy = ServingExample::start(
+        "mysql_mini_proxy",
+        port,
+        &[&listen, &primary, &replica, "app", "app"],
+    );
+    let out = ok_stdout(&mariadb(
+        port,
+        "app",
+        "app",
+        &[],
+        "SELECT @@port; SHOW VARIABLES LIKE 'port'; SELECT @@port FROM DUAL FOR UPDATE;",
+    ));
+    let expected = format!(
+        "{}\nport\t{}\n{}\n",
+        ports::MY_REPLICA,
+        ports::MY_PRIMARY,
+        ports::MY_PRIMARY
+    );
+    assert_eq!(out, expected);
+}
+
+#[test]
+fn pgsql_mini_proxy_routes_reads_to_the_replica_with_its_own_hook() {
+    if !backends_ready() {
+        return;
+    }
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let primary = format!("127.0.0.1:{}", ports::PG_PRIMARY);
+    let replica = format!("127.0.0.1:{}", ports::PG_REPLICA);
+    let _proxy = ServingExample::start(
+        "pg_mini_proxy",
+        port,
+        &[&listen, &primary, &replica, "app", "app"],
+    );
+    let read = ok_stdout(&psql_app(port, "SELECT inet_server_port()"));
+    assert_eq!(read.trim(), ports::PG_REPLICA.to_string());
+    let other = ok_stdout(&psql_app(port, "SHOW port"));
+    assert_eq!(other.trim(), ports::PG_PRIMARY.to_string());
+}
+
+#[test]
+fn mysql_custom_handler_answers_in_process_and_forwards_the_rest() {
+    if !backends_ready() {
+        return;
+    }
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let server = format!("127.0.0.1:{}", ports::MY_PRIMARY);
+    let _proxy = ServingExample::start(
+        "mysql_custom_handler",
+        port,
+        &[&listen, &server, "app", "app"],
+    );
+    // Forwarded: the server's own answer.
+    let out = ok_stdout(&mariadb(port, "app", "app", &[], "SELECT @@port, 6 * 7;"));
+    assert_eq!(out, format!("{}\t42\n", ports::MY_PRIMARY));
+    // In-process: the handler's table, which counted the statement it forwarded above.
+    let out = ok_stdout(&mariadb(port, "app", "app", &[], "SHOW APP STATUS;"));
+    let cells: Vec<&str> = out.trim_end().split('\t').collect();
+    assert_eq!(cells[0], "app", "{out}");
+    assert!(cells[1].parse::<u32>().is_ok_and(|id| id > 0), "{out}");
+    assert!(cells[2].parse::<u64>().is_ok_and(|n| n >= 1), "{out}");
+    // Refused in-process with the handler's error; the server never sees the DROP.
+    primary_root("CREATE TABLE IF NOT EXISTS app.handler_keep (id INT)");
+    let refused = mariadb(port, "app", "app", &[], "DROP TABLE app.handler_keep;");
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        err.contains("ERROR 1142 (42000)")
+            && err.contains("DROP is not allowed through this service"),
+        "{err}"
+    );
+    let still = primary_root(
+        "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = 'app' AND table_name = 'handler_keep'",
+    );
+    assert_eq!(still.trim(), "1");
+}

@@ -4,6 +4,7 @@ use crate::handshake::connection_phase;
 use crate::registry::SessionRegistry;
 use crate::session::Session;
 use sluice_core::ConfigHandle;
+use sluice_core::query::StatementHook;
 use sluice_mysql_backend::MysqlPool;
 use sluice_mysql_proto::framing::packet;
 use sluice_mysql_proto::packets::err_payload;
@@ -16,26 +17,139 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
-/// Everything the MySQL frontend's sessions share.
+/// The MySQL data port: what its sessions share. Build it with [`MysqlFrontend::new`], adjust
+/// it with the `with_*` methods, and run it with [`serve`].
+///
+/// ```no_run
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// use sluice_core::{ConfigHandle, RuntimeConfig, config::Config};
+/// use sluice_mysql::MysqlFrontend;
+/// use sluice_mysql_backend::MysqlPool;
+/// use std::sync::Arc;
+///
+/// let config = Config::parse(r#"
+/// [[mysql_servers]]
+/// hostgroup_id = 0
+/// hostname = "127.0.0.1"
+/// port = 3306
+/// [[mysql_users]]
+/// username = "app"
+/// password = "app"
+/// "#)?;
+/// let handle = ConfigHandle::new(RuntimeConfig::build(&config));
+/// let frontend = Arc::new(MysqlFrontend::new(handle, Arc::new(MysqlPool::new(None))));
+/// let listeners = sluice_net::bind_all("127.0.0.1:6033", "MySQL clients").await?;
+/// sluice_mysql::serve(frontend, listeners).await;
+/// # Ok(()) }
+/// ```
 pub struct MysqlFrontend {
     /// The runtime config.
-    pub config: ConfigHandle,
+    pub(crate) config: ConfigHandle,
     /// Backend connection pools.
-    pub pool: Arc<MysqlPool>,
+    pub(crate) pool: Arc<MysqlPool>,
     /// TLS for clients that ask for it (`mysql-have_ssl`).
-    pub tls: Option<TlsAcceptor>,
+    pub(crate) tls: Option<TlsAcceptor>,
     /// Connected clients.
-    pub registry: Arc<SessionRegistry>,
+    pub(crate) registry: Arc<SessionRegistry>,
     /// Cancelled when Sluice stops: listeners stop accepting, idle sessions close.
-    pub shutdown: CancellationToken,
+    pub(crate) shutdown: CancellationToken,
     /// Every session task, so shutdown can wait for them.
-    pub tasks: TaskTracker,
+    pub(crate) tasks: TaskTracker,
     /// The global prepared-statement registry.
-    pub statements: Arc<crate::stmt_registry::StmtRegistry>,
+    pub(crate) statements: Arc<crate::stmt_registry::StmtRegistry>,
     /// Counters for the admin views.
-    pub counters: Arc<FrontendCounters>,
+    pub(crate) counters: Arc<FrontendCounters>,
     /// Set by the admin's `PROXYSQL PAUSE`: new connections wait until `RESUME`.
-    pub paused: Arc<std::sync::atomic::AtomicBool>,
+    pub(crate) paused: Arc<std::sync::atomic::AtomicBool>,
+    /// The embedding service's statement hook, if any.
+    pub(crate) hook: Option<Arc<dyn StatementHook>>,
+}
+
+impl MysqlFrontend {
+    /// A frontend serving the users and servers of `config` through `pool`: no TLS, its own
+    /// shutdown token and task tracker, a prepared-statement registry sized by
+    /// `mysql-max_stmts_cache`, no hook.
+    pub fn new(config: ConfigHandle, pool: Arc<MysqlPool>) -> MysqlFrontend {
+        let max_stmts = config.load().mysql.variables.max_stmts_cache as usize;
+        MysqlFrontend {
+            config,
+            pool,
+            tls: None,
+            registry: SessionRegistry::new(),
+            shutdown: CancellationToken::new(),
+            tasks: TaskTracker::new(),
+            statements: crate::stmt_registry::StmtRegistry::new(max_stmts),
+            counters: Default::default(),
+            paused: Default::default(),
+            hook: None,
+        }
+    }
+
+    /// Offers TLS to clients that ask for it (see [`crate::tls::acceptor`]).
+    pub fn with_tls(mut self, tls: TlsAcceptor) -> MysqlFrontend {
+        self.tls = Some(tls);
+        self
+    }
+
+    /// Stops with `shutdown` (listeners stop accepting, idle sessions close) and tracks session
+    /// tasks in `tasks`, so the caller can wait for them.
+    pub fn with_shutdown(
+        mut self,
+        shutdown: CancellationToken,
+        tasks: TaskTracker,
+    ) -> MysqlFrontend {
+        self.shutdown = shutdown;
+        self.tasks = tasks;
+        self
+    }
+
+    /// Shares the `PROXYSQL PAUSE` flag with other listeners: while it is set new connections
+    /// wait.
+    pub fn with_pause(mut self, paused: Arc<std::sync::atomic::AtomicBool>) -> MysqlFrontend {
+        self.paused = paused;
+        self
+    }
+
+    /// Shows every `COM_QUERY` to `hook` before the query rules (see [`StatementHook`]).
+    pub fn with_hook(mut self, hook: Arc<dyn StatementHook>) -> MysqlFrontend {
+        self.hook = Some(hook);
+        self
+    }
+
+    /// The runtime configuration the sessions read.
+    pub fn config(&self) -> &ConfigHandle {
+        &self.config
+    }
+
+    /// The backend pools.
+    pub fn pool(&self) -> &Arc<MysqlPool> {
+        &self.pool
+    }
+
+    /// Connected clients (`stats_mysql_processlist`, `KILL`).
+    pub fn registry(&self) -> &Arc<SessionRegistry> {
+        &self.registry
+    }
+
+    /// Prepared statements shared by all sessions (`stats_mysql_prepared_statements_info`).
+    pub fn statements(&self) -> &crate::stmt_registry::StmtRegistry {
+        &self.statements
+    }
+
+    /// Counters for the admin's stats tables.
+    pub fn counters(&self) -> &FrontendCounters {
+        &self.counters
+    }
+
+    /// The `PROXYSQL PAUSE` flag.
+    pub fn paused(&self) -> &Arc<std::sync::atomic::AtomicBool> {
+        &self.paused
+    }
+
+    /// Cancelled when the frontend stops.
+    pub fn shutdown(&self) -> &CancellationToken {
+        &self.shutdown
+    }
 }
 
 /// Counters kept by the MySQL frontend.

@@ -11,6 +11,7 @@ use crate::session_sets::SessionVars;
 use crate::signals::CancelTarget;
 use crate::statements::SessionStatements;
 use sluice_core::ConfigHandle;
+use sluice_core::query::StatementHook;
 use sluice_pgsql_backend::Error as PgError;
 use sluice_pgsql_backend::pool::{PgCheckout, PgPool, PgPooled};
 use sluice_pgsql_proto::frame::{Reader, error_response, message, parameter_status, ready};
@@ -24,38 +25,162 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
-/// What the PostgreSQL frontend's sessions share.
+/// The PostgreSQL data port: what its sessions share. Build it with [`PgFrontend::new`], adjust
+/// it with the `with_*` methods, and run it with [`serve`].
+///
+/// ```no_run
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// use sluice_core::{ConfigHandle, RuntimeConfig, config::Config};
+/// use sluice_pgsql::frontend::PgFrontend;
+/// use sluice_pgsql_backend::pool::PgPool;
+/// use std::sync::Arc;
+///
+/// let config = Config::parse(r#"
+/// [[pgsql_servers]]
+/// hostgroup_id = 0
+/// hostname = "127.0.0.1"
+/// port = 5432
+/// [[pgsql_users]]
+/// username = "app"
+/// password = "app"
+/// "#)?;
+/// let handle = ConfigHandle::new(RuntimeConfig::build(&config));
+/// let frontend = Arc::new(PgFrontend::new(handle, PgPool::new(None)));
+/// let listeners = sluice_net::bind_all("127.0.0.1:6133", "PostgreSQL clients").await?;
+/// sluice_pgsql::frontend::serve(frontend, listeners).await;
+/// # Ok(()) }
+/// ```
 pub struct PgFrontend {
     /// Runtime configuration.
-    pub config: ConfigHandle,
+    pub(crate) config: ConfigHandle,
     /// Server connection pools.
-    pub pool: Arc<PgPool>,
+    pub(crate) pool: Arc<PgPool>,
     /// Logged-in clients, for `max_connections` caps.
-    pub clients: Arc<crate::limits::ClientCounts>,
+    pub(crate) clients: Arc<crate::limits::ClientCounts>,
     /// Answers SSLRequest with TLS when set (`pgsql-have_ssl`).
-    pub tls: Option<TlsAcceptor>,
+    pub(crate) tls: Option<TlsAcceptor>,
     /// Cancelled when Sluice stops.
-    pub shutdown: CancellationToken,
+    pub(crate) shutdown: CancellationToken,
     /// Session tasks.
-    pub tasks: TaskTracker,
+    pub(crate) tasks: TaskTracker,
     /// Logged-in sessions by the pid Sluice gave them: cancel requests, `pg_cancel_backend` /
     /// `pg_terminate_backend` with those pids, the notifying session's pid in notifications.
-    pub cancels: Arc<crate::signals::SessionSignals>,
+    pub(crate) cancels: Arc<crate::signals::SessionSignals>,
     /// Digests, rule hits and query-processor counters.
-    pub query: Arc<sluice_core::query::QueryProcessorStats>,
+    pub(crate) query: Arc<sluice_core::query::QueryProcessorStats>,
     /// The query cache (simple-protocol SELECTs).
-    pub cache: sluice_core::query::QueryCache,
+    pub(crate) cache: sluice_core::query::QueryCache,
     /// `stats_pgsql_commands_counters`.
-    pub commands: sluice_core::query::commands::CommandCounters,
+    pub(crate) commands: sluice_core::query::commands::CommandCounters,
     /// Logged-in sessions (`stats_pgsql_processlist`).
-    pub sessions: Arc<crate::sessions::PgSessions>,
+    pub(crate) sessions: Arc<crate::sessions::PgSessions>,
     /// Statements per (hostgroup, server) and the servers' errors (`stats_pgsql_errors`).
-    pub server_stats: crate::sessions::ServerStats,
+    pub(crate) server_stats: crate::sessions::ServerStats,
     /// The session threads (`pgsql-threads`); `None` runs sessions on the caller's runtime.
-    pub workers: Option<Arc<sluice_net::Workers>>,
+    pub(crate) workers: Option<Arc<sluice_net::Workers>>,
     /// Set by the admin's `PROXYSQL PAUSE` (shared with the MySQL frontend): new connections
     /// wait until `RESUME`.
-    pub paused: Arc<std::sync::atomic::AtomicBool>,
+    pub(crate) paused: Arc<std::sync::atomic::AtomicBool>,
+    /// The embedding service's statement hook, if any.
+    pub(crate) hook: Option<Arc<dyn StatementHook>>,
+}
+
+impl PgFrontend {
+    /// A frontend serving the users and servers of `config` through `pool`: no TLS, sessions on
+    /// the caller's runtime, its own shutdown token and task tracker, no hook.
+    pub fn new(config: ConfigHandle, pool: Arc<PgPool>) -> PgFrontend {
+        PgFrontend {
+            config,
+            pool,
+            clients: Default::default(),
+            tls: None,
+            shutdown: CancellationToken::new(),
+            tasks: TaskTracker::new(),
+            cancels: Default::default(),
+            query: Default::default(),
+            cache: Default::default(),
+            commands: Default::default(),
+            sessions: Default::default(),
+            server_stats: Default::default(),
+            workers: None,
+            paused: Default::default(),
+            hook: None,
+        }
+    }
+
+    /// Answers SSLRequest with TLS.
+    pub fn with_tls(mut self, tls: TlsAcceptor) -> PgFrontend {
+        self.tls = Some(tls);
+        self
+    }
+
+    /// Runs each session on one of `workers`' single-threaded event loops (`pgsql-threads`)
+    /// instead of the caller's runtime.
+    pub fn with_workers(mut self, workers: Arc<sluice_net::Workers>) -> PgFrontend {
+        self.workers = Some(workers);
+        self
+    }
+
+    /// Stops with `shutdown` and tracks session tasks in `tasks`, so the caller can wait for them.
+    pub fn with_shutdown(mut self, shutdown: CancellationToken, tasks: TaskTracker) -> PgFrontend {
+        self.shutdown = shutdown;
+        self.tasks = tasks;
+        self
+    }
+
+    /// Shares the `PROXYSQL PAUSE` flag with other listeners: while it is set new connections
+    /// wait.
+    pub fn with_pause(mut self, paused: Arc<std::sync::atomic::AtomicBool>) -> PgFrontend {
+        self.paused = paused;
+        self
+    }
+
+    /// Shows the statement that begins each transaction to `hook` before the query rules (see
+    /// [`StatementHook`]).
+    pub fn with_hook(mut self, hook: Arc<dyn StatementHook>) -> PgFrontend {
+        self.hook = Some(hook);
+        self
+    }
+
+    /// The runtime configuration the sessions read.
+    pub fn config(&self) -> &ConfigHandle {
+        &self.config
+    }
+
+    /// The server pools.
+    pub fn pool(&self) -> &Arc<PgPool> {
+        &self.pool
+    }
+
+    /// Digests, rule hits and query-processor counters (`stats_pgsql_query_digest`, ...).
+    pub fn query_stats(&self) -> &Arc<sluice_core::query::QueryProcessorStats> {
+        &self.query
+    }
+
+    /// The query cache.
+    pub fn cache(&self) -> &sluice_core::query::QueryCache {
+        &self.cache
+    }
+
+    /// `stats_pgsql_commands_counters`.
+    pub fn commands(&self) -> &sluice_core::query::commands::CommandCounters {
+        &self.commands
+    }
+
+    /// Logged-in sessions (`stats_pgsql_processlist`).
+    pub fn sessions(&self) -> &Arc<crate::sessions::PgSessions> {
+        &self.sessions
+    }
+
+    /// Statements and errors per server (`stats_pgsql_connection_pool`, `stats_pgsql_errors`).
+    pub fn server_stats(&self) -> &crate::sessions::ServerStats {
+        &self.server_stats
+    }
+
+    /// Cancelled when the frontend stops.
+    pub fn shutdown(&self) -> &CancellationToken {
+        &self.shutdown
+    }
 }
 
 /// Records which server connection runs the session's statements now (for cancels).

@@ -5,6 +5,7 @@
 mod forward;
 pub mod frontend;
 mod handoff;
+mod hook;
 pub mod limits;
 mod login;
 mod pins;

@@ -136,7 +136,13 @@ pub(crate) async fn start(
         b'B' => s.stmts.bound_query(&f.message),
         _ => query_text(&f.message),
     };
+    let who = (user.username.as_str(), database);
+    let routed = match crate::hook::route(fe, s.entry.id, who, f.message[0], sql) {
+        Ok(routed) => routed,
+        Err(answered) => return answered,
+    };
     let Some(sql) = sql.filter(|_| !user.fast_forward.0) else {
+        f.hostgroup = routed.unwrap_or(f.hostgroup);
         return Start::Forward(Box::new(f));
     };
     let started = Instant::now();
@@ -211,6 +217,7 @@ pub(crate) async fn start(
         tokio::time::sleep(Duration::from_millis(delay)).await;
     }
     apply(fe, s, &mut f, &d, qvars.default_query_timeout);
+    f.hostgroup = routed.unwrap_or(f.hostgroup);
     f.digest = Some((d.digest.hash, d.digest.text));
     Start::Forward(Box::new(f))
 }

@@ -6,6 +6,7 @@ pub mod cache;
 pub mod commands;
 pub mod digest;
 pub mod hints;
+pub mod hook;
 mod keywords;
 pub mod rules;
 pub mod stats;
@@ -16,6 +17,7 @@ mod digest_tests;
 pub use cache::{CacheKey, QueryCache};
 pub use digest::{Dialect, Digest, StatementKind, digest};
 pub use hints::Hints;
+pub use hook::{HookDecision, HookStatement, LocalReply, StatementHook};
 pub use rules::{QueryAction, QueryContext, RuleSet};
 pub use stats::{DigestRow, DigestSample, DigestStats, QueryProcessorStats};
 

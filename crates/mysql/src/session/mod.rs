@@ -9,6 +9,7 @@
 mod answer;
 mod change_user;
 mod forward;
+mod hook;
 mod kill;
 mod local_infile;
 pub mod pins;

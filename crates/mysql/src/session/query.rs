@@ -1,6 +1,7 @@
 //! COM_QUERY: answered by Sluice when it can be, otherwise forwarded; what the statements did to
 //! the session (SET, USE, temporary tables, locks, ...) is recorded afterwards.
 
+use super::hook::Hooked;
 use super::{Next, Session};
 use crate::sql::classify::{Effects, ProxyAnswer, classify};
 use crate::sql::lexer::split_statements;
@@ -50,7 +51,18 @@ impl Session {
         let started = std::time::Instant::now();
         let reply_seq = pk.seq.wrapping_add(1);
         let original = String::from_utf8_lossy(&pk.payload[1..]);
-        let plan = self.plan_query(&original);
+        let routed = match self.consult_hook(&original, reply_seq).await {
+            Hooked::Answered(next) => return next,
+            Hooked::Route(hostgroup) => Some(hostgroup),
+            Hooked::Continue => None,
+        };
+        let mut plan = self.plan_query(&original);
+        if let Some(hostgroup) = routed {
+            match plan.as_mut() {
+                Some(d) => d.action.destination_hostgroup = Some(hostgroup),
+                None => self.route_hostgroup = hostgroup,
+            }
+        }
         if let Some(d) = &plan
             && let Some(next) = self.rule_answer(d, reply_seq, started).await
         {
