@@ -37,6 +37,8 @@ pub enum Error {
         hostgroup: u32,
         /// Time spent.
         elapsed_ms: u64,
+        /// The last connect error, for the log.
+        last_error: Option<String>,
     },
 }
 

@@ -5,10 +5,11 @@
 use crate::Error;
 use crate::conn::{ConnectParams, PgConn};
 use crate::idle::{IdleConns, KeyRef};
+use sluice_core::checkout::{Attempt, CheckoutBudget};
 use sluice_core::hostgroup::{pick, random_u64};
 use sluice_core::runtime::{HostgroupServer, ServerKey};
 use sluice_core::util::lock;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -168,176 +169,195 @@ impl PgPool {
         self.sockets.kill_server(server, "PostgreSQL")
     }
 
-    /// Gets a connection for the request, waiting for a free slot up to the budget.
+    /// Gets a connection for the request: an idle one when possible, else a new one under the
+    /// server's `max_connections` (waiting in line for a slot); servers that fail are skipped
+    /// and retried until `connect_timeout_max` is spent.
     pub async fn checkout(self: &Arc<Self>, req: &PgCheckout<'_>) -> Result<PgPooled, Error> {
-        let start = Instant::now();
-        let deadline = start + req.connect_timeout_max;
-        let outer = req;
-        let mut fresh: Option<Vec<HostgroupServer>> = None;
-        let mut first = true;
-        loop {
-            // One clock read per attempt: this runs for every transaction.
-            let now = if std::mem::take(&mut first) {
-                start
-            } else {
-                Instant::now()
-            };
-            let current = PgCheckout {
-                servers: fresh.as_deref().unwrap_or(outer.servers),
-                ..outer.clone()
-            };
-            let req = &current;
-            let in_use = |s: &HostgroupServer| {
-                let sem = self.semaphore(req.hostgroup, s);
-                s.max_connections
-                    .saturating_sub(sem.available_permits() as u32)
-            };
-            // Prefer a server with room; when all are full, queue on a random ONLINE one.
-            let server = pick(req.servers, in_use, |_| false, random_u64(), now)
-                .or_else(|_| pick(req.servers, |_| 0, |_| false, random_u64(), now))
-                .ok();
-            let Some(server) = server else {
-                if Instant::now() >= deadline {
-                    return Err(Error::ConnectTimeout {
-                        hostgroup: req.hostgroup,
-                        elapsed_ms: start.elapsed().as_millis() as u64,
-                    });
-                }
-                tokio::time::sleep(
-                    Duration::from_millis(50)
-                        .min(deadline.saturating_duration_since(Instant::now())),
-                )
-                .await;
-                fresh = reread(outer);
-                continue;
-            };
-            let sem = self.semaphore(req.hostgroup, server);
-            // A free slot is taken without arming a timer; waiters queue in order otherwise.
-            let permit = match sem.clone().try_acquire_owned() {
-                Ok(p) => p,
-                Err(_) => {
-                    let remaining = deadline.saturating_duration_since(Instant::now());
-                    match tokio::time::timeout(remaining, sem.acquire_owned()).await {
-                        Ok(Ok(p)) => p,
-                        _ => {
-                            return Err(Error::ConnectTimeout {
-                                hostgroup: req.hostgroup,
-                                elapsed_ms: start.elapsed().as_millis() as u64,
-                            });
-                        }
-                    }
-                }
-            };
-            let wanted = KeyRef {
-                hostgroup: req.hostgroup,
-                server: &server.key,
-                user: req.user,
-                database: req.database,
-            };
-            let (key, idle) = loop {
-                let (key, c) = lock(&self.idle).take(wanted, req.worker, req.session);
-                let Some(mut c) = c else { break (key, None) };
-                // Like PgBouncer's server_check_delay: a connection used moments ago is trusted
-                // without the extra syscall; one idle longer is checked for a server-side close.
-                if now.saturating_duration_since(c.idle_since) >= RECHECK_AFTER_IDLE
-                    && c.looks_dead()
-                {
-                    info!(server = %c.server, "dropping an idle PostgreSQL connection the server closed");
-                    continue;
-                }
-                if let Some(w) = req.worker
-                    && c.home != Some(w)
-                {
-                    c = match c.rehomed(w) {
-                        Ok(c) => c,
-                        Err(e) => {
-                            warn!(server = %server.key, "closing a PostgreSQL connection that could not move to session thread {w}: {e}");
-                            continue;
-                        }
-                    };
-                }
-                break (key, Some(c));
-            };
-            if let Some(conn) = idle {
-                return Ok(PgPooled {
-                    conn: Some(conn),
-                    permit: Some(permit),
-                    key,
-                    pool: self.clone(),
-                });
+        let budget = CheckoutBudget {
+            start: Instant::now(),
+            total: req.connect_timeout_max,
+            round_pause: ROUND_PAUSE,
+        };
+        let attempts = PgAttempts { pool: self, req };
+        sluice_core::checkout::checkout(&attempts, req.servers, budget).await
+    }
+
+    /// A connection from the pool or a new one, for `server` whose slot `permit` holds.
+    async fn connection_on(
+        self: &Arc<Self>,
+        req: &PgCheckout<'_>,
+        server: &HostgroupServer,
+        permit: OwnedSemaphorePermit,
+        deadline: Instant,
+    ) -> Attempt<PgPooled, Error> {
+        let wanted = KeyRef {
+            hostgroup: req.hostgroup,
+            server: &server.key,
+            user: req.user,
+            database: req.database,
+        };
+        let (key, idle) = self.take_idle(wanted, req.worker, req.session);
+        let pooled = |conn| PgPooled {
+            conn: Some(conn),
+            permit: Some(permit),
+            key,
+            pool: self.clone(),
+        };
+        if let Some(conn) = idle {
+            return Attempt::Ready(pooled(conn));
+        }
+        let tls = match (server.use_ssl, &self.tls) {
+            (false, _) => None,
+            (true, Some(t)) => Some(t.clone()),
+            (true, None) => {
+                return Attempt::Fatal(Error::Auth(format!(
+                    "{}: use_ssl=1 but no TLS client configuration",
+                    server.key
+                )));
             }
-            let params = ConnectParams {
-                host: server.key.hostname.clone(),
-                port: server.key.port,
-                user: req.user.to_string(),
-                password: req.password.to_string(),
-                database: req.database.to_string(),
-                options: Vec::new(),
-                timeout: req
-                    .connect_timeout
-                    .min(deadline.saturating_duration_since(Instant::now()))
-                    .max(Duration::from_millis(1)),
-                tls: if server.use_ssl {
-                    match &self.tls {
-                        Some(t) => Some(t.clone()),
-                        None => {
-                            return Err(Error::Auth(format!(
-                                "{}: use_ssl=1 but no TLS client configuration",
-                                server.key
-                            )));
-                        }
-                    }
-                } else {
-                    None
-                },
-            };
-            match PgConn::connect(&params).await {
-                Ok(mut conn) => {
-                    conn.home = req.worker;
-                    debug!(server = %server.key, hostgroup = req.hostgroup, "opened PostgreSQL backend connection");
-                    self.sockets.register(&server.key, &conn.kill_handle);
-                    if let Some(h) = self.connect_errors.get() {
-                        (h.0)(&server.key, true);
-                    }
-                    return Ok(PgPooled {
-                        conn: Some(conn),
-                        permit: Some(permit),
-                        key,
-                        pool: self.clone(),
-                    });
-                }
-                Err(e @ Error::Server { .. }) => return Err(e),
-                Err(e) => {
-                    warn!(server = %server.key, hostgroup = req.hostgroup, "error connecting to PostgreSQL backend: {e}; trying again");
-                    if let Some(h) = self.connect_errors.get() {
-                        (h.0)(&server.key, false);
-                    }
-                    drop(permit);
-                    if Instant::now() >= deadline {
-                        return Err(Error::ConnectTimeout {
-                            hostgroup: req.hostgroup,
-                            elapsed_ms: start.elapsed().as_millis() as u64,
-                        });
-                    }
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    fresh = reread(outer);
+        };
+        let params = ConnectParams {
+            host: server.key.hostname.clone(),
+            port: server.key.port,
+            user: req.user.to_string(),
+            password: req.password.to_string(),
+            database: req.database.to_string(),
+            options: Vec::new(),
+            timeout: req
+                .connect_timeout
+                .min(deadline.saturating_duration_since(Instant::now()))
+                .max(Duration::from_millis(1)),
+            tls,
+        };
+        match PgConn::connect(&params).await {
+            Ok(mut conn) => {
+                conn.home = req.worker;
+                debug!(server = %server.key, hostgroup = req.hostgroup, "opened PostgreSQL backend connection");
+                self.sockets.register(&server.key, &conn.kill_handle);
+                self.connect_outcome(&server.key, true);
+                Attempt::Ready(pooled(conn))
+            }
+            Err(e @ Error::Server { .. }) => Attempt::Fatal(e),
+            Err(e) => {
+                warn!(server = %server.key, hostgroup = req.hostgroup, "error connecting to PostgreSQL backend: {e}; trying again");
+                self.connect_outcome(&server.key, false);
+                Attempt::Failed {
+                    server: server.key.clone(),
+                    error: e.to_string(),
                 }
             }
         }
     }
+
+    /// An idle connection for `wanted`, checked and moved to the asking session thread; dead
+    /// ones are dropped on the way. Also the pool key a new connection is filed under.
+    fn take_idle(
+        &self,
+        wanted: KeyRef<'_>,
+        worker: Option<usize>,
+        session: Option<u64>,
+    ) -> (Arc<PgKey>, Option<PgConn>) {
+        let now = Instant::now();
+        loop {
+            let (key, c) = lock(&self.idle).take(wanted, worker, session);
+            let Some(mut c) = c else { return (key, None) };
+            // Like PgBouncer's server_check_delay: a connection used moments ago is trusted
+            // without the extra syscall; one idle longer is checked for a server-side close.
+            if now.saturating_duration_since(c.idle_since) >= RECHECK_AFTER_IDLE && c.looks_dead() {
+                info!(server = %c.server, "dropping an idle PostgreSQL connection the server closed");
+                continue;
+            }
+            if let Some(w) = worker
+                && c.home != Some(w)
+            {
+                c = match c.rehomed(w) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        warn!(server = %wanted.server, "closing a PostgreSQL connection that could not move to session thread {w}: {e}");
+                        continue;
+                    }
+                };
+            }
+            return (key, Some(c));
+        }
+    }
+
+    /// Tells the monitor's hook how a connect went.
+    fn connect_outcome(&self, server: &ServerKey, ok: bool) {
+        if let Some(h) = self.connect_errors.get() {
+            (h.0)(server, ok);
+        }
+    }
 }
 
-/// The hostgroup's servers as the runtime has them now, when the request says where to look.
-fn reread(req: &PgCheckout<'_>) -> Option<Vec<HostgroupServer>> {
-    let cfg = req.config?;
-    Some(
-        cfg.load()
-            .pgsql
-            .hostgroups
-            .get(&req.hostgroup)
-            .cloned()
-            .unwrap_or_default(),
-    )
+/// Pause between checkout rounds when no server is usable (PostgreSQL has no
+/// `connect_retries_delay`).
+const ROUND_PAUSE: Duration = Duration::from_millis(50);
+
+/// One checkout's attempts, for the shared loop.
+struct PgAttempts<'a> {
+    pool: &'a Arc<PgPool>,
+    req: &'a PgCheckout<'a>,
+}
+
+impl sluice_core::checkout::Connector for PgAttempts<'_> {
+    type Conn = PgPooled;
+    type Error = Error;
+
+    async fn attempt(
+        &self,
+        servers: &[HostgroupServer],
+        failed: &HashSet<ServerKey>,
+        deadline: Instant,
+    ) -> Attempt<PgPooled, Error> {
+        let (pool, req) = (self.pool, self.req);
+        let now = Instant::now();
+        let in_use = |s: &HostgroupServer| {
+            let sem = pool.semaphore(req.hostgroup, s);
+            s.max_connections
+                .saturating_sub(sem.available_permits() as u32)
+        };
+        let skip = |s: &HostgroupServer| failed.contains(&s.key);
+        // Prefer a server with room; when all are full, queue on a random usable one.
+        let server = pick(servers, in_use, skip, random_u64(), now)
+            .or_else(|_| pick(servers, |_| 0, skip, random_u64(), now));
+        let Ok(server) = server else {
+            return Attempt::Exhausted;
+        };
+        let sem = pool.semaphore(req.hostgroup, server);
+        // A free slot is taken without arming a timer; waiters queue in order otherwise.
+        let permit = match sem.clone().try_acquire_owned() {
+            Ok(p) => p,
+            Err(_) => {
+                let remaining = deadline.saturating_duration_since(Instant::now());
+                match tokio::time::timeout(remaining, sem.acquire_owned()).await {
+                    Ok(Ok(p)) => p,
+                    _ => return Attempt::Again,
+                }
+            }
+        };
+        pool.connection_on(req, server, permit, deadline).await
+    }
+
+    fn reread(&self) -> Option<Vec<HostgroupServer>> {
+        let cfg = self.req.config?;
+        Some(
+            cfg.load()
+                .pgsql
+                .hostgroups
+                .get(&self.req.hostgroup)
+                .cloned()
+                .unwrap_or_default(),
+        )
+    }
+
+    fn timed_out(&self, elapsed: Duration, last_error: Option<String>) -> Error {
+        Error::ConnectTimeout {
+            hostgroup: self.req.hostgroup,
+            elapsed_ms: elapsed.as_millis() as u64,
+            last_error,
+        }
+    }
 }
 
 /// Idle time after which a pooled connection is checked for a server-side close before reuse.

@@ -5,6 +5,7 @@ use super::handoff::{Handoff, Waiter};
 use super::{CheckoutRequest, MysqlPool, PooledConn, lock};
 use crate::conn::{BackendConn, ConnectParams, REPLY_SHAPING_CAPS};
 use crate::error::Error;
+use sluice_core::checkout::{Attempt, CheckoutBudget, Connector};
 use sluice_core::hostgroup::{NoServer, pick, random_u64};
 use sluice_core::runtime::{HostgroupServer, ServerKey};
 use std::collections::HashSet;
@@ -144,106 +145,127 @@ impl MysqlPool {
     }
 
     /// Gets a connection: an idle one when possible, else a new one, else a place in the queue;
-    /// servers that fail are retried until `connect_timeout_max` is spent.
+    /// servers that fail are skipped and retried until `connect_timeout_max` is spent.
     pub async fn checkout(
         self: &Arc<Self>,
         req: &CheckoutRequest<'_>,
     ) -> Result<PooledConn, Error> {
-        let start = Instant::now();
-        let deadline = start + req.connect_timeout_max;
-        let mut failed: HashSet<ServerKey> = HashSet::new();
-        let mut last_error: Option<String> = None;
-        let outer = req;
-        let mut fresh: Option<Vec<HostgroupServer>> = None;
-        loop {
-            let current = CheckoutRequest {
-                servers: fresh.as_deref().unwrap_or(outer.servers),
-                ..outer.clone()
-            };
-            let req = &current;
-            let mut reread = false;
-            let connect_to = match self.decide(req, &failed) {
-                Decision::Reuse(server, conn) => {
-                    if conn.looks_dead() {
-                        debug!(server = %server.key, "dropping idle backend connection closed by the server");
-                        self.release_slot(req.hostgroup, &server.key);
-                        continue;
-                    }
-                    return Ok(PooledConn::new(
-                        *conn,
-                        req.key_for(&server),
-                        self.clone(),
-                        true,
-                    ));
-                }
-                Decision::Connect(server) => Some(server),
-                Decision::Wait(mut rx) => {
-                    let remaining = deadline.saturating_duration_since(Instant::now());
-                    let handed = match tokio::time::timeout(remaining, &mut rx).await {
-                        Ok(r) => r.ok(),
-                        // A connection or slot handed over just as the wait timed out is still
-                        // ours: take it rather than lose it (its slot would stay counted).
-                        Err(_) => {
-                            rx.close();
-                            rx.try_recv().ok()
-                        }
-                    };
-                    match handed {
-                        Some(Handoff::Conn(key, conn)) => {
-                            return Ok(PooledConn::new(*conn, key, self.clone(), false));
-                        }
-                        Some(Handoff::Slot(sk)) => match req.servers.iter().find(|s| s.key == sk) {
-                            Some(s) => Some(s.clone()),
-                            None => {
-                                self.release_slot(req.hostgroup, &sk);
-                                None
-                            }
-                        },
-                        None => None,
-                    }
-                }
-                Decision::Retry => {
-                    // Every usable server failed once in this round: all get another chance,
-                    // and the hostgroup is read again (a failover may have changed it).
-                    failed.clear();
-                    reread = true;
-                    let remaining = deadline.saturating_duration_since(Instant::now());
-                    tokio::time::sleep(
-                        req.retry_delay
-                            .max(Duration::from_millis(10))
-                            .min(remaining),
-                    )
-                    .await;
-                    None
-                }
-            };
-            if let Some(server) = connect_to {
-                match self.connect_on(req, &server, deadline).await {
-                    Ok(p) => return Ok(p),
-                    Err(e) if fatal(&e) => return Err(e),
-                    Err(e) => {
-                        failed.insert(server.key.clone());
-                        last_error = Some(e.to_string());
-                    }
-                }
+        let budget = CheckoutBudget {
+            start: Instant::now(),
+            total: req.connect_timeout_max,
+            round_pause: req.retry_delay,
+        };
+        let attempts = MysqlAttempts { pool: self, req };
+        sluice_core::checkout::checkout(&attempts, req.servers, budget).await
+    }
+
+    /// Opens a connection to `server` (its slot counted) as one attempt's outcome.
+    async fn connect_attempt(
+        self: &Arc<Self>,
+        req: &CheckoutRequest<'_>,
+        server: &HostgroupServer,
+        deadline: Instant,
+    ) -> Attempt<PooledConn, Error> {
+        match self.connect_on(req, server, deadline).await {
+            Ok(p) => Attempt::Ready(p),
+            Err(e) if fatal(&e) => Attempt::Fatal(e),
+            Err(e) => Attempt::Failed {
+                server: server.key.clone(),
+                error: e.to_string(),
+            },
+        }
+    }
+
+    /// Waits in the queue until a connection or a slot is handed over, or `deadline`.
+    async fn wait_in_line(
+        self: &Arc<Self>,
+        req: &CheckoutRequest<'_>,
+        mut rx: oneshot::Receiver<Handoff>,
+        deadline: Instant,
+    ) -> Attempt<PooledConn, Error> {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        let handed = match tokio::time::timeout(remaining, &mut rx).await {
+            Ok(r) => r.ok(),
+            // A connection or slot handed over just as the wait timed out is still ours: take
+            // it rather than lose it (its slot would stay counted).
+            Err(_) => {
+                rx.close();
+                rx.try_recv().ok()
             }
-            if Instant::now() >= deadline {
-                return Err(Error::ConnectTimeout {
-                    hostgroup: req.hostgroup,
-                    elapsed_ms: start.elapsed().as_millis() as u64,
-                    last_error,
-                });
+        };
+        match handed {
+            Some(Handoff::Conn(key, conn)) => {
+                Attempt::Ready(PooledConn::new(*conn, key, self.clone(), false))
             }
-            if reread && let Some(cfg) = outer.config {
-                fresh = Some(
-                    cfg.load()
-                        .mysql
-                        .hostgroups
-                        .get(&outer.hostgroup)
-                        .cloned()
-                        .unwrap_or_default(),
-                );
+            Some(Handoff::Slot(sk)) => match req.servers.iter().find(|s| s.key == sk) {
+                Some(s) => self.connect_attempt(req, s, deadline).await,
+                None => {
+                    self.release_slot(req.hostgroup, &sk);
+                    Attempt::Again
+                }
+            },
+            None => Attempt::Again,
+        }
+    }
+}
+
+/// One checkout's attempts, for the shared loop.
+struct MysqlAttempts<'a> {
+    pool: &'a Arc<MysqlPool>,
+    req: &'a CheckoutRequest<'a>,
+}
+
+impl Connector for MysqlAttempts<'_> {
+    type Conn = PooledConn;
+    type Error = Error;
+
+    async fn attempt(
+        &self,
+        servers: &[HostgroupServer],
+        failed: &HashSet<ServerKey>,
+        deadline: Instant,
+    ) -> Attempt<PooledConn, Error> {
+        let pool = self.pool;
+        let req = &CheckoutRequest {
+            servers,
+            ..self.req.clone()
+        };
+        match pool.decide(req, failed) {
+            Decision::Reuse(server, conn) if conn.looks_dead() => {
+                debug!(server = %server.key, "dropping idle backend connection closed by the server");
+                pool.release_slot(req.hostgroup, &server.key);
+                Attempt::Again
             }
+            Decision::Reuse(server, conn) => Attempt::Ready(PooledConn::new(
+                *conn,
+                req.key_for(&server),
+                pool.clone(),
+                true,
+            )),
+            Decision::Connect(server) => pool.connect_attempt(req, &server, deadline).await,
+            Decision::Wait(rx) => pool.wait_in_line(req, rx, deadline).await,
+            // Every usable server failed once in this round.
+            Decision::Retry => Attempt::Exhausted,
+        }
+    }
+
+    fn reread(&self) -> Option<Vec<HostgroupServer>> {
+        let cfg = self.req.config?;
+        Some(
+            cfg.load()
+                .mysql
+                .hostgroups
+                .get(&self.req.hostgroup)
+                .cloned()
+                .unwrap_or_default(),
+        )
+    }
+
+    fn timed_out(&self, elapsed: Duration, last_error: Option<String>) -> Error {
+        Error::ConnectTimeout {
+            hostgroup: self.req.hostgroup,
+            elapsed_ms: elapsed.as_millis() as u64,
+            last_error,
         }
     }
 }
