@@ -300,6 +300,17 @@ impl ConfigHandle {
         self.current.load_full()
     }
 
+    /// The servers of `hostgroup` on the `protocol` side as the current snapshot has them
+    /// (empty when the hostgroup has none).
+    pub fn hostgroup_servers(&self, protocol: Protocol, hostgroup: u32) -> Vec<HostgroupServer> {
+        let rt = self.load();
+        let hostgroups = match protocol {
+            Protocol::Mysql => &rt.mysql.hostgroups,
+            Protocol::Pgsql => &rt.pgsql.hostgroups,
+        };
+        hostgroups.get(&hostgroup).cloned().unwrap_or_default()
+    }
+
     /// The configuration as loaded, without the monitor's verdicts.
     pub fn load_base(&self) -> Arc<RuntimeConfig> {
         self.base.load_full()
@@ -307,14 +318,14 @@ impl ConfigHandle {
 
     /// Publishes a new configuration with one atomic store; readers see it at their next `load`.
     pub fn store(&self, rt: RuntimeConfig) {
-        let t = self.topology.lock().unwrap_or_else(|p| p.into_inner());
+        let t = crate::util::lock(&self.topology);
         self.base.store(Arc::new(rt));
         self.publish(&t);
     }
 
     /// Replaces the monitor's verdicts for one protocol and publishes the result.
     pub fn set_topology(&self, p: Protocol, topology: Topology) {
-        let mut t = self.topology.lock().unwrap_or_else(|p| p.into_inner());
+        let mut t = crate::util::lock(&self.topology);
         match p {
             Protocol::Mysql => t.0 = topology,
             Protocol::Pgsql => t.1 = topology,

@@ -5,6 +5,7 @@
 use crate::Error;
 use crate::conn::{ConnectParams, PgConn};
 use crate::idle::{IdleConns, KeyRef};
+use sluice_core::admin::Protocol;
 use sluice_core::checkout::{Attempt, CheckoutBudget};
 use sluice_core::hostgroup::{pick, random_u64};
 use sluice_core::runtime::{HostgroupServer, ServerKey};
@@ -341,14 +342,7 @@ impl sluice_core::checkout::Connector for PgAttempts<'_> {
 
     fn reread(&self) -> Option<Vec<HostgroupServer>> {
         let cfg = self.req.config?;
-        Some(
-            cfg.load()
-                .pgsql
-                .hostgroups
-                .get(&self.req.hostgroup)
-                .cloned()
-                .unwrap_or_default(),
-        )
+        Some(cfg.hostgroup_servers(Protocol::Pgsql, self.req.hostgroup))
     }
 
     fn timed_out(&self, elapsed: Duration, last_error: Option<String>) -> Error {

@@ -5,6 +5,7 @@ use super::handoff::{Handoff, Waiter};
 use super::{CheckoutRequest, MysqlPool, PooledConn, lock};
 use crate::conn::{BackendConn, ConnectParams, REPLY_SHAPING_CAPS};
 use crate::error::Error;
+use sluice_core::admin::Protocol;
 use sluice_core::checkout::{Attempt, CheckoutBudget, Connector};
 use sluice_core::hostgroup::{NoServer, pick, random_u64};
 use sluice_core::runtime::{HostgroupServer, ServerKey};
@@ -251,14 +252,7 @@ impl Connector for MysqlAttempts<'_> {
 
     fn reread(&self) -> Option<Vec<HostgroupServer>> {
         let cfg = self.req.config?;
-        Some(
-            cfg.load()
-                .mysql
-                .hostgroups
-                .get(&self.req.hostgroup)
-                .cloned()
-                .unwrap_or_default(),
-        )
+        Some(cfg.hostgroup_servers(Protocol::Mysql, self.req.hostgroup))
     }
 
     fn timed_out(&self, elapsed: Duration, last_error: Option<String>) -> Error {
