@@ -194,11 +194,13 @@ fn frontends(
         &vars.ssl_p2s_ca,
         &vars.ssl_p2s_cert,
         &vars.ssl_p2s_key,
-    )?;
+    )
+    .map_err(|e| e.to_string())?;
     let mut fe = MysqlFrontend::new(config.clone(), MysqlPool::new(Some(backend_tls.clone())))
         .with_shutdown(shutdown.clone(), tasks.clone());
     if vars.have_ssl {
-        let tls = sluice_mysql::tls::acceptor("mysql", &vars.ssl_cert, &vars.ssl_key, datadir)?;
+        let tls = sluice_net::tls::acceptor("mysql", &vars.ssl_cert, &vars.ssl_key, datadir)
+            .map_err(|e| e.to_string())?;
         fe = fe.with_tls(tls);
     }
     let pg_vars = &cfg.pgsql_variables;
@@ -213,8 +215,8 @@ fn frontends(
         // One PROXYSQL PAUSE for both data ports.
         .with_pause(fe.paused().clone());
     if pg_vars.have_ssl {
-        let tls =
-            sluice_mysql::tls::acceptor("pgsql", &pg_vars.ssl_cert, &pg_vars.ssl_key, datadir)?;
+        let tls = sluice_net::tls::acceptor("pgsql", &pg_vars.ssl_cert, &pg_vars.ssl_key, datadir)
+            .map_err(|e| e.to_string())?;
         pg_fe = pg_fe.with_tls(tls);
     }
     Ok((Arc::new(fe), Arc::new(pg_fe), pg_threads))

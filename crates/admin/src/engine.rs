@@ -12,7 +12,7 @@ use sluice_core::admin::{
     AdminCredential, AdminError, AdminExecutor, AdminFuture, AdminReply, AdminRole, AdminRows,
     LiveStats,
 };
-use sluice_core::config::{AdminVariables, Config, MysqlVariables, PgsqlVariables};
+use sluice_core::config::{AdminVariables, Config, MysqlVariables, PgsqlVariables, SetOutcome};
 use sluice_core::{ConfigHandle, RuntimeConfig};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -288,15 +288,16 @@ impl Admin {
 
     async fn set_variable(&self, name: &str, value: &str) -> Result<AdminReply, AdminError> {
         // Check the name and value now, as ProxySQL does; LOAD ... TO RUNTIME applies it.
-        if let Some(n) = name.strip_prefix("mysql-") {
-            MysqlVariables::default()
-                .set(n, value)
-                .map_err(AdminError::new)?;
+        let checked = if let Some(n) = name.strip_prefix("mysql-") {
+            MysqlVariables::default().set(n, value)
+        } else if let Some(n) = name.strip_prefix("pgsql-") {
+            PgsqlVariables::default().set(n, value)
         } else if let Some(n) = name.strip_prefix("admin-") {
-            AdminVariables::default()
-                .set(n, value)
-                .map_err(AdminError::new)?;
-        }
+            AdminVariables::default().set(n, value)
+        } else {
+            Ok(SetOutcome::Applied)
+        };
+        checked.map_err(|e| AdminError::new(e.to_string()))?;
         let n = self
             .store
             .exec_bound(
@@ -443,7 +444,7 @@ impl Admin {
             Command::SaveConfigToFile(path) => {
                 let cfg =
                     memory_to_config(&self.store, &self.running_config(), &RUNTIME_MODULES).await?;
-                let text = config_to_toml(&cfg).map_err(AdminError::new)?;
+                let text = config_to_toml(&cfg).map_err(|e| AdminError::new(e.to_string()))?;
                 std::fs::write(&path, text).map_err(|e| AdminError::new(format!("{path}: {e}")))?;
                 Ok(AdminReply::Done {
                     affected: 0,

@@ -3,10 +3,10 @@
 use sluice_core::config::Config;
 use toml::{Table, Value};
 
-fn rows<T: serde::Serialize>(items: &[T]) -> Result<Value, String> {
+fn rows<T: serde::Serialize>(items: &[T]) -> Result<Value, crate::Error> {
     let mut arr = Vec::with_capacity(items.len());
     for i in items {
-        arr.push(Value::try_from(i).map_err(|e| e.to_string())?);
+        arr.push(Value::try_from(i)?);
     }
     Ok(Value::Array(arr))
 }
@@ -21,7 +21,7 @@ fn vars(pairs: Vec<(String, String)>) -> Value {
 }
 
 /// Serializes `cfg` in the config-file format ([`Config::parse`] reads it back).
-pub fn config_to_toml(cfg: &Config) -> Result<String, String> {
+pub fn config_to_toml(cfg: &Config) -> Result<String, crate::Error> {
     let mut t = Table::new();
     if let Some(d) = &cfg.datadir {
         t.insert("datadir".into(), Value::String(d.clone()));
@@ -63,7 +63,7 @@ pub fn config_to_toml(cfg: &Config) -> Result<String, String> {
         "pgsql_query_rules_fast_routing".into(),
         rows(&cfg.pgsql_query_rules_fast_routing)?,
     );
-    let body = toml::to_string(&t).map_err(|e| e.to_string())?;
+    let body = toml::to_string(&t)?;
     Ok(format!(
         "# Sluice configuration exported by SAVE CONFIG TO FILE.\n{body}"
     ))

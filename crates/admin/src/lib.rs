@@ -39,6 +39,10 @@ pub enum Error {
     /// Copying configuration between the layers failed.
     #[error("admin database: {0}")]
     Layers(String),
+    /// The configuration could not be written as TOML (`SAVE CONFIG TO FILE`, `SELECT CONFIG
+    /// FILE`).
+    #[error("writing the configuration as TOML: {0}")]
+    Export(#[from] toml::ser::Error),
 }
 pub use engine::{Admin, AdminOptions, StartupSource};
 pub use export::config_to_toml;

@@ -53,7 +53,7 @@ pub struct ConnectParams {
     pub schema: Option<String>,
     /// Collation id to connect with (the client's).
     pub charset: u8,
-    /// The client's reply-shaping capability bits ([`REPLY_SHAPING_CAPS`]).
+    /// The client's reply-shaping capability bits (only the bits that shape replies, e.g. `CLIENT_DEPRECATE_EOF`, matter).
     pub client_caps: u32,
     /// TLS client config when the server row has `use_ssl=1`.
     pub tls: Option<Arc<rustls::ClientConfig>>,

@@ -1,19 +1,21 @@
 //! sluice-mysql-backend: Sluice's connections to MySQL/MariaDB servers.
 //!
-//! - [`conn`]: one authenticated server connection (TLS optional) that forwards commands and relays
-//!   the raw reply to a client writer.
-//! - [`pool`]: connections per (hostgroup, server, user, capability class), `max_connections`
-//!   honoured, reset and reused across client sessions.
+//! - [`BackendConn`]: one authenticated server connection (TLS and compression optional) that
+//!   forwards commands and relays the raw reply to a client writer.
+//! - [`MysqlPool`]: connections per (hostgroup, server, user, capability class),
+//!   `max_connections` honoured, reset and reused across client sessions; [`PooledConn`] is
+//!   one checked out.
+//! - [`monitor`]: the health checks the monitor runs; [`tls`]: client TLS towards servers.
 
-pub mod conn;
-pub mod error;
+mod conn;
+mod error;
 pub mod monitor;
 mod ops;
-pub mod pool;
+mod pool;
 mod relay;
-pub mod state;
-pub mod stmt_cache;
-pub mod stream;
+mod state;
+mod stmt_cache;
+mod stream;
 pub mod tls;
 
 pub use conn::{BackendConn, BackendSecret, ConnectParams};

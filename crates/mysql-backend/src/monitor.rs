@@ -61,7 +61,10 @@ const GALERA_SQL: &str = "SELECT \
 /// The lag of the worst channel: `Seconds_Behind_Master` (or `Seconds_Behind_Source`) of every
 /// row; any NULL makes the result NULL (that channel is not replicating). No rows: not a
 /// replica, lag 0.
-pub fn worst_lag(names: &[String], rows: &[Vec<Option<String>>]) -> Result<Option<u64>, String> {
+pub(crate) fn worst_lag(
+    names: &[String],
+    rows: &[Vec<Option<String>>],
+) -> Result<Option<u64>, String> {
     let col = names
         .iter()
         .position(|n| n == "Seconds_Behind_Master" || n == "Seconds_Behind_Source")

@@ -3,8 +3,7 @@
 use tokio::net::TcpStream;
 
 /// Plain or TLS socket to a backend.
-pub type BackendSocket =
-    sluice_mysql_proto::stream::MaybeTls<tokio_rustls::client::TlsStream<TcpStream>>;
+pub type BackendSocket = sluice_net::MaybeTls<tokio_rustls::client::TlsStream<TcpStream>>;
 
 /// A backend socket, compressed when the server row has `compression=1` and the server agreed.
 pub type BackendStream = sluice_mysql_proto::compress::MaybeCompressed<BackendSocket>;

@@ -61,29 +61,33 @@ impl ServerCertVerifier for AcceptAnyCert {
 
 /// Builds the backend TLS client config from `ssl_p2s_ca` / `ssl_p2s_cert` / `ssl_p2s_key`
 /// (empty strings mean unset).
-pub fn client_config(ca: &str, cert: &str, key: &str) -> Result<Arc<rustls::ClientConfig>, String> {
+pub fn client_config(
+    ca: &str,
+    cert: &str,
+    key: &str,
+) -> Result<Arc<rustls::ClientConfig>, crate::Error> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS setup: {e}"))?;
+        .map_err(|e| tls_config("TLS setup", e))?;
     let builder = if ca.is_empty() {
         builder
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(AcceptAnyCert(provider)))
     } else {
         let mut roots = rustls::RootCertStore::empty();
-        for c in
-            CertificateDer::pem_file_iter(ca).map_err(|e| format!("mysql-ssl_p2s_ca {ca}: {e}"))?
+        for c in CertificateDer::pem_file_iter(ca)
+            .map_err(|e| tls_config(format!("mysql-ssl_p2s_ca {ca}"), e))?
         {
-            let c = c.map_err(|e| format!("mysql-ssl_p2s_ca {ca}: {e}"))?;
+            let c = c.map_err(|e| tls_config(format!("mysql-ssl_p2s_ca {ca}"), e))?;
             roots
                 .add(c)
-                .map_err(|e| format!("mysql-ssl_p2s_ca {ca}: {e}"))?;
+                .map_err(|e| tls_config(format!("mysql-ssl_p2s_ca {ca}"), e))?;
         }
         let verifier =
             rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
                 .build()
-                .map_err(|e| format!("mysql-ssl_p2s_ca {ca}: {e}"))?;
+                .map_err(|e| tls_config(format!("mysql-ssl_p2s_ca {ca}"), e))?;
         builder
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(ChainOnly(verifier)))
@@ -92,16 +96,24 @@ pub fn client_config(ca: &str, cert: &str, key: &str) -> Result<Arc<rustls::Clie
         builder.with_no_client_auth()
     } else {
         let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
-            .map_err(|e| format!("mysql-ssl_p2s_cert {cert}: {e}"))?
+            .map_err(|e| tls_config(format!("mysql-ssl_p2s_cert {cert}"), e))?
             .collect::<Result<_, _>>()
-            .map_err(|e| format!("mysql-ssl_p2s_cert {cert}: {e}"))?;
+            .map_err(|e| tls_config(format!("mysql-ssl_p2s_cert {cert}"), e))?;
         let key = PrivateKeyDer::from_pem_file(key)
-            .map_err(|e| format!("mysql-ssl_p2s_key {key}: {e}"))?;
+            .map_err(|e| tls_config(format!("mysql-ssl_p2s_key {key}"), e))?;
         builder
             .with_client_auth_cert(chain, key)
-            .map_err(|e| format!("mysql-ssl_p2s_cert: {e}"))?
+            .map_err(|e| tls_config("mysql-ssl_p2s_cert", e))?
     };
     Ok(Arc::new(config))
+}
+
+/// `setting` cannot be used, for reason `e`.
+fn tls_config(setting: impl Into<String>, e: impl std::fmt::Display) -> crate::Error {
+    crate::Error::TlsConfig {
+        setting: setting.into(),
+        why: e.to_string(),
+    }
 }
 
 /// Verifies the chain against the configured CA but not the host name.

@@ -14,6 +14,5 @@ pub mod packets;
 pub mod reply;
 pub mod resultset;
 pub mod scramble;
-pub mod stream;
 
 pub use error::Error;

@@ -1,23 +1,28 @@
 //! sluice-mysql: Sluice's MySQL frontend.
 //!
-//! [`listener`] accepts clients; [`handshake`] runs the connection phase (TLS, authentication
-//! against `mysql_users`); [`session`] runs the command loop, forwarding commands to a backend
-//! connection from the pool and relaying raw replies.
+//! [`MysqlFrontend`] is the data port: built with [`MysqlFrontend::new`] and run with [`serve`],
+//! it accepts clients, runs the connection phase (TLS, authentication against `mysql_users`) and
+//! the command loop, forwarding commands to backend connections from a
+//! [`MysqlPool`](sluice_mysql_backend::MysqlPool) and relaying raw replies; an embedding service
+//! can see each query first through a
+//! [`StatementHook`](sluice_core::query::StatementHook). [`admin`] serves the admin port over
+//! the MySQL protocol. Sessions, the SQL classifier and the handshake are internal.
 
 pub mod admin;
-pub mod auth;
-pub mod capture;
+mod auth;
+mod capture;
 /// Per-command counters and backend errors (shared with the PostgreSQL side).
 pub use sluice_core::query::commands as counters;
-pub mod error;
-pub mod handshake;
-pub mod listener;
+mod error;
+mod handshake;
+mod listener;
 pub mod registry;
-pub mod session;
-pub mod sql;
+mod session;
+mod sql;
 pub mod stmt_registry;
-pub mod stream;
-pub mod tls;
+mod stream;
 
 pub use error::Error;
-pub use listener::{MysqlFrontend, serve};
+pub use listener::{FrontendCounters, MysqlFrontend, serve};
+pub use registry::SessionRegistry;
+pub use stmt_registry::StmtRegistry;

@@ -85,7 +85,7 @@ impl MysqlFrontend {
         }
     }
 
-    /// Offers TLS to clients that ask for it (see [`crate::tls::acceptor`]).
+    /// Offers TLS to clients that ask for it (see [`sluice_net::tls::acceptor`]).
     pub fn with_tls(mut self, tls: TlsAcceptor) -> MysqlFrontend {
         self.tls = Some(tls);
         self

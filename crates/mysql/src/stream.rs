@@ -12,7 +12,7 @@ use tokio_rustls::server::TlsStream;
 pub type ClientStream = sluice_mysql_proto::compress::MaybeCompressed<ClientSocket>;
 
 /// Plain or TLS socket from a client.
-pub type ClientSocket = sluice_mysql_proto::stream::MaybeTls<TlsStream<Prefixed>>;
+pub type ClientSocket = sluice_net::MaybeTls<TlsStream<Prefixed>>;
 
 /// A TCP stream that first yields bytes already read from it. Clients may send the TLS
 /// ClientHello right behind the SSLRequest, so those bytes can sit in the packet buffer.

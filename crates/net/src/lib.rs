@@ -1,19 +1,29 @@
 //! sluice-net: the networking pieces both protocol stacks (MySQL and PostgreSQL, data ports and
 //! admin ports) share, so each is written once:
 //!
-//! - [`listen`]: listeners with a deep accept queue;
+//! - [`listen`](mod@listen): listeners with a deep accept queue;
 //! - [`accept`]: the accept loop — `PROXYSQL PAUSE`, shutdown, backoff on accept errors, and
 //!   dealing each session to an event-loop thread;
 //! - [`workers`]: the event-loop threads (ProxySQL's worker model);
 //! - [`kill`]: a duplicate of a backend socket that lets the monitor end a connection from
-//!   outside the session that owns it.
+//!   outside the session that owns it;
+//! - [`stream`]: a socket that is plain TCP or TLS, for clients and servers of both protocols;
+//! - [`tls`]: the frontends' TLS acceptor (configured certificate, or a generated one kept in
+//!   the datadir).
+//!
+//! Errors are [`Error`]: a port that cannot be opened, a TLS file that cannot be used.
 
 pub mod accept;
+mod error;
 pub mod kill;
 pub mod listen;
+pub mod stream;
+pub mod tls;
 pub mod workers;
 
 pub use accept::{AcceptControl, serve};
+pub use error::Error;
 pub use kill::{KillHandle, with_kill_handle};
-pub use listen::{ListenError, bind_all, listen};
+pub use listen::{bind_all, listen};
+pub use stream::MaybeTls;
 pub use workers::{Worker, Workers};

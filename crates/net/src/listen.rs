@@ -1,5 +1,6 @@
 //! Listening sockets for the data and admin ports.
 
+use crate::Error;
 use tokio::net::TcpListener;
 use tracing::info;
 
@@ -9,24 +10,12 @@ use tracing::info;
 /// greeting that never comes.
 pub const LISTEN_BACKLOG: u32 = 4096;
 
-/// A port that could not be opened.
-#[derive(Debug, thiserror::Error)]
-#[error("cannot listen on {addr} ({what}): {source}")]
-pub struct ListenError {
-    /// The `host:port` asked for.
-    pub addr: String,
-    /// Which port it is ("MySQL frontend (mysql-interfaces)", …).
-    pub what: String,
-    /// The system's reason.
-    pub source: std::io::Error,
-}
-
 /// A listener for every `;`-separated `host:port` in `list` (ProxySQL's `*-interfaces` format);
 /// `what` names them in the log and in errors.
-pub async fn bind_all(list: &str, what: &str) -> Result<Vec<TcpListener>, ListenError> {
+pub async fn bind_all(list: &str, what: &str) -> Result<Vec<TcpListener>, Error> {
     let mut out = Vec::new();
     for addr in list.split(';').map(str::trim).filter(|s| !s.is_empty()) {
-        let l = listen(addr).await.map_err(|source| ListenError {
+        let l = listen(addr).await.map_err(|source| Error::Listen {
             addr: addr.to_string(),
             what: what.to_string(),
             source,

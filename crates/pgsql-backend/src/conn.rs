@@ -103,7 +103,7 @@ impl PgConn {
         let _ = tcp.set_nodelay(true);
         let (tcp, kill_handle) = crate::stream::with_kill_handle(tcp)?;
         let mut stream = match &p.tls {
-            Some(tls) => crate::stream::PgStream::upgrade(tcp, tls.clone(), &p.host).await?,
+            Some(tls) => crate::stream::upgrade(tcp, tls.clone(), &p.host).await?,
             None => crate::stream::PgStream::Plain(tcp),
         };
         stream.write_all(&startup_message(p)).await?;
@@ -148,7 +148,7 @@ impl PgConn {
                                 .ok_or(Error::malformed("SASL continue without start"))?;
                             let fin = c
                                 .finish(&String::from_utf8_lossy(data))
-                                .map_err(Error::Auth)?;
+                                .map_err(|e| Error::Auth(e.to_string()))?;
                             stream.write_all(&message(b'p', fin.as_bytes())).await?;
                         }
                         12 => {
@@ -156,7 +156,7 @@ impl PgConn {
                                 .as_ref()
                                 .ok_or(Error::malformed("SASL final without start"))?;
                             c.verify(&String::from_utf8_lossy(data))
-                                .map_err(Error::Auth)?;
+                                .map_err(|e| Error::Auth(e.to_string()))?;
                         }
                         other => {
                             return Err(Error::Auth(format!(

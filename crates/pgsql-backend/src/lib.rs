@@ -1,15 +1,15 @@
 //! sluice-pgsql-backend: connections to PostgreSQL servers and their pools ([`conn`],
 //! [`pool`]), and the monitor's checks. The wire pieces (framing, SCRAM, MD5) live in
-//! `sluice-pgsql-proto` and are re-exported here for the connection code.
+//! `sluice-pgsql-proto`.
 
 pub mod conn;
 mod idle;
 pub mod monitor;
 pub mod pool;
 pub mod prepared;
-pub mod stream;
+mod stream;
 
-pub use sluice_pgsql_proto::{frame, md5auth, scram};
+pub(crate) use sluice_pgsql_proto::{frame, md5auth, scram};
 
 /// Errors talking to a PostgreSQL server or client.
 #[derive(Debug, thiserror::Error)]

@@ -24,4 +24,8 @@ pub enum Error {
     /// A malformed message.
     #[error("malformed message: {0}")]
     Malformed(&'static str),
+    /// A SCRAM-SHA-256 exchange failed: a malformed message, a nonce or signature that does not
+    /// match, a wrong password.
+    #[error("SCRAM: {0}")]
+    Scram(&'static str),
 }

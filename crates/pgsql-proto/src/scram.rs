@@ -7,6 +7,8 @@ use ring::rand::{SecureRandom, SystemRandom};
 use ring::{digest, hmac, pbkdf2};
 use std::num::NonZeroU32;
 
+use crate::Error;
+
 /// Iterations for the salted password Sluice derives for clients.
 pub const ITERATIONS: u32 = 4096;
 
@@ -66,18 +68,18 @@ impl Client {
     }
 
     /// Takes server-first, returns client-final.
-    pub fn finish(&mut self, server_first: &str) -> Result<String, String> {
-        let r = attr(server_first, 'r').ok_or("server-first without nonce")?;
+    pub fn finish(&mut self, server_first: &str) -> Result<String, Error> {
+        let r = attr(server_first, 'r').ok_or(Error::Scram("server-first without nonce"))?;
         let ours = attr(&self.client_first_bare, 'r').unwrap_or_default();
         if !r.starts_with(ours) {
-            return Err("server nonce does not extend ours".into());
+            return Err(Error::Scram("server nonce does not extend ours"));
         }
         let salt = B64
-            .decode(attr(server_first, 's').ok_or("server-first without salt")?)
-            .map_err(|e| e.to_string())?;
+            .decode(attr(server_first, 's').ok_or(Error::Scram("server-first without salt"))?)
+            .map_err(|_| Error::Scram("salt is not base64"))?;
         let iters: u32 = attr(server_first, 'i')
             .and_then(|i| i.parse().ok())
-            .ok_or("bad iteration count")?;
+            .ok_or(Error::Scram("bad iteration count"))?;
         self.salted = salted(&self.password, &salt, iters);
         let without_proof = format!("c=biws,r={r}");
         self.auth_message = format!("{},{server_first},{without_proof}", self.client_first_bare);
@@ -89,15 +91,15 @@ impl Client {
     }
 
     /// Checks the server's final message (`v=<signature>`).
-    pub fn verify(&self, server_final: &str) -> Result<(), String> {
+    pub fn verify(&self, server_final: &str) -> Result<(), Error> {
         let v = B64
-            .decode(attr(server_final, 'v').ok_or("server-final without signature")?)
-            .map_err(|e| e.to_string())?;
+            .decode(attr(server_final, 'v').ok_or(Error::Scram("server-final without signature"))?)
+            .map_err(|_| Error::Scram("server signature is not base64"))?;
         let server_key = hmac(&self.salted, b"Server Key");
         if v == hmac(&server_key, self.auth_message.as_bytes()) {
             Ok(())
         } else {
-            Err("server signature mismatch".into())
+            Err(Error::Scram("server signature mismatch"))
         }
     }
 }
@@ -113,16 +115,18 @@ pub struct Server {
 
 impl Server {
     /// Takes client-first (`n,,n=...,r=...`), returns server-first.
-    pub fn new(password: &str, client_first: &str) -> Result<(Server, String), String> {
+    pub fn new(password: &str, client_first: &str) -> Result<(Server, String), Error> {
         let bare = if let Some(b) = client_first
             .strip_prefix("n,,")
             .or_else(|| client_first.strip_prefix("y,,"))
         {
             b
         } else {
-            return Err("channel binding is not supported on this connection".into());
+            return Err(Error::Scram(
+                "channel binding is not supported on this connection",
+            ));
         };
-        let cnonce = attr(bare, 'r').ok_or("client-first without nonce")?;
+        let cnonce = attr(bare, 'r').ok_or(Error::Scram("client-first without nonce"))?;
         let mut salt = [0u8; 16];
         let _ = SystemRandom::new().fill(&mut salt);
         let nonce = format!("{cnonce}{}", self::nonce());
@@ -137,14 +141,16 @@ impl Server {
     }
 
     /// Takes client-final; returns server-final (`v=...`) when the proof is right.
-    pub fn finish(&self, client_final: &str) -> Result<String, String> {
+    pub fn finish(&self, client_final: &str) -> Result<String, Error> {
         if attr(client_final, 'r') != Some(self.nonce.as_str()) {
-            return Err("nonce mismatch".into());
+            return Err(Error::Scram("nonce mismatch"));
         }
         let (without_proof, proof) = client_final
             .rsplit_once(",p=")
-            .ok_or("client-final without proof")?;
-        let proof = B64.decode(proof).map_err(|e| e.to_string())?;
+            .ok_or(Error::Scram("client-final without proof"))?;
+        let proof = B64
+            .decode(proof)
+            .map_err(|_| Error::Scram("proof is not base64"))?;
         let auth_message = format!(
             "{},{},{without_proof}",
             self.client_first_bare, self.server_first
@@ -160,7 +166,7 @@ impl Server {
                 .fold(0u8, |acc, (a, b)| acc | (a ^ b))
                 != 0
         {
-            return Err("wrong password".into());
+            return Err(Error::Scram("wrong password"));
         }
         let server_key = hmac(&self.salted, b"Server Key");
         Ok(format!(

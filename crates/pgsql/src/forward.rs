@@ -2,12 +2,12 @@
 //! goes in one write, prepared statement names are mapped, and each Query/Parse/Bind passes
 //! through the query processor (rewrite, stats) on its way.
 
+use crate::Error;
 use crate::frontend::PgFrontend;
 use crate::processor::{SessionProcessor, query_text, with_query};
 use crate::session::{RULE_PIN, note};
 use crate::session_sets::Change;
 use crate::statements::SessionStatements;
-use sluice_pgsql_backend::Error as PgError;
 use sluice_pgsql_backend::conn::PgConn;
 use sluice_pgsql_proto::frame::{Reader, complete_len};
 use tokio::io::AsyncWriteExt;
@@ -49,7 +49,7 @@ pub(crate) async fn forward(
     first: &[u8],
     first_digest: Option<(u64, String)>,
     flow: Flow<'_>,
-) -> Result<(), PgError> {
+) -> Result<(), Error> {
     let max = rt.pgsql.variables.max_prepared_statements as usize;
     let invalidate = rt.pgsql.variables.query.query_cache_invalidate_on_write;
     // May already hold the handoff's messages (see `handoff::stage`): they go first.
@@ -98,7 +98,10 @@ pub(crate) async fn forward(
         let m = reader.buf.split_to(n);
         add(&m, None, &mut out);
     }
-    conn.stream.write_all(&out).await?;
+    conn.stream
+        .write_all(&out)
+        .await
+        .map_err(Error::server_wire)?;
     out.clear();
     if out.capacity() <= KEEP_OUT {
         s.out = out;

@@ -379,12 +379,10 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         let session = PgSession::new((&fe, &l, &handle), &mut io, &mut reader, s, vars);
         match session.run().await {
             Ok(()) => {}
-            Err(
-                e @ PgError::Wire(
-                    sluice_pgsql_proto::Error::Malformed(_)
-                    | sluice_pgsql_proto::Error::TooLarge(_),
-                ),
-            ) => {
+            Err(crate::Error::Client(
+                e @ (sluice_pgsql_proto::Error::Malformed(_)
+                | sluice_pgsql_proto::Error::TooLarge(_)),
+            )) => {
                 // A protocol violation costs this session only: the client is told why.
                 warn!(client = %peer, user = %l.user.username, "closing client session: {e}");
                 let msg = format!("invalid message from the client: {e}");

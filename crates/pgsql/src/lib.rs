@@ -2,22 +2,25 @@
 //! interface on port 6132 (`psql -h 127.0.0.1 -p 6132 -U admin`): the same admin store the
 //! MySQL-protocol admin port reaches, with results as text columns.
 
+mod error;
 mod forward;
 pub mod frontend;
 mod handoff;
 mod hook;
-pub mod limits;
+mod limits;
 mod login;
 mod pins;
-pub mod processor;
+mod processor;
 mod session;
 mod session_sets;
 pub mod sessions;
-pub mod signals;
+mod signals;
 mod split;
 mod start;
 mod startup;
 mod statements;
+
+pub use error::Error;
 
 use async_trait::async_trait;
 use futures::stream;

@@ -2,8 +2,10 @@
 //! CancelRequest, the StartupMessage and the password exchange against `pgsql_users`
 //! (SCRAM-SHA-256, MD5 or cleartext per `pgsql-authentication_method` or the user's attributes).
 
+use crate::Error;
 use crate::frontend::{PgFrontend, cancel};
 use bytes::Bytes;
+use sluice_pgsql_proto::Error as ProtoError;
 use sluice_pgsql_proto::frame::{Reader, auth, error_response, parse_pairs};
 use sluice_pgsql_proto::scram;
 use std::net::SocketAddr;
@@ -101,6 +103,16 @@ pub(crate) async fn opening(fe: &PgFrontend, mut tcp: TcpStream, reader: &mut Re
     }
 }
 
+/// Sends the client a FATAL ErrorResponse and returns the matching error.
+async fn refuse<S: AsyncWrite + Unpin>(
+    io: &mut S,
+    sqlstate: &'static str,
+    message: String,
+) -> Error {
+    fail(io, sqlstate, &message).await;
+    Error::LoginRefused { sqlstate, message }
+}
+
 /// Startup parameters and authentication; on success the client has received AuthenticationOk.
 pub(crate) async fn login<S: AsyncRead + AsyncWrite + Unpin>(
     fe: &PgFrontend,
@@ -109,16 +121,13 @@ pub(crate) async fn login<S: AsyncRead + AsyncWrite + Unpin>(
     startup: &[u8],
     tls: bool,
     peer: SocketAddr,
-) -> Result<Login, String> {
+) -> Result<Login, Error> {
     let pairs = parse_pairs(startup.get(8..).unwrap_or_default());
     let rt = fe.config.load();
     let params = match crate::startup::parse(&pairs, &rt.pgsql.variables.ignore_startup_parameters)
     {
         Ok(p) => p,
-        Err(msg) => {
-            fail(io, "08P01", &msg).await;
-            return Err(msg);
-        }
+        Err(msg) => return Err(refuse(io, "08P01", msg).await),
     };
     let crate::startup::StartupParams {
         user: username,
@@ -142,14 +151,12 @@ pub(crate) async fn login<S: AsyncRead + AsyncWrite + Unpin>(
         (true, Some(u)) if u.active.0 => u,
         _ => {
             let msg = format!("password authentication failed for user \"{username}\"");
-            fail(io, "28P01", &msg).await;
-            return Err(msg);
+            return Err(refuse(io, "28P01", msg).await);
         }
     };
     if user.use_ssl.0 && !tls {
         let msg = format!("user \"{username}\" must connect with SSL (use_ssl=1)");
-        fail(io, "28000", &msg).await;
-        return Err(msg);
+        return Err(refuse(io, "28000", msg).await);
     }
     let slot = match fe.clients.admit(
         &username,
@@ -159,13 +166,10 @@ pub(crate) async fn login<S: AsyncRead + AsyncWrite + Unpin>(
         Ok(slot) => slot,
         Err(msg) => {
             warn!(client = %peer, user = %username, "pgsql client refused: {msg}");
-            fail(io, "53300", &msg).await;
-            return Err(msg);
+            return Err(refuse(io, "53300", msg).await);
         }
     };
-    io.write_all(&auth(0, b""))
-        .await
-        .map_err(|e| e.to_string())?;
+    io.write_all(&auth(0, b"")).await?;
     debug!(client = %peer, user = %username, tls, "pgsql login");
     Ok(Login {
         _slot: slot,
@@ -187,11 +191,12 @@ async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
     method: u32,
     username: &str,
     password: &str,
-) -> Result<bool, String> {
-    let io_err = |e: std::io::Error| e.to_string();
-    let password_message = |m: Bytes| -> Result<String, String> {
+) -> Result<bool, Error> {
+    let password_message = |m: Bytes| -> Result<String, Error> {
         if m[0] != b'p' {
-            return Err("expected a password message".into());
+            return Err(Error::Client(ProtoError::Malformed(
+                "expected a password message",
+            )));
         }
         let body = &m[5..];
         let end = body.iter().position(|b| *b == 0).unwrap_or(body.len());
@@ -199,56 +204,42 @@ async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
     };
     match method {
         1 => {
-            io.write_all(&auth(3, b"")).await.map_err(io_err)?;
-            let m = reader
-                .message_within(io, MAX_AUTH_MESSAGE)
-                .await
-                .map_err(|e| e.to_string())?;
+            io.write_all(&auth(3, b"")).await?;
+            let m = reader.message_within(io, MAX_AUTH_MESSAGE).await?;
             Ok(password_message(m)? == password)
         }
         2 => {
             let salt = (sluice_core::hostgroup::random_u64() as u32).to_be_bytes();
-            io.write_all(&auth(5, &salt)).await.map_err(io_err)?;
-            let m = reader
-                .message_within(io, MAX_AUTH_MESSAGE)
-                .await
-                .map_err(|e| e.to_string())?;
+            io.write_all(&auth(5, &salt)).await?;
+            let m = reader.message_within(io, MAX_AUTH_MESSAGE).await?;
             let expected = sluice_pgsql_proto::md5auth::response(username, password, &salt);
             Ok(password_message(m)? == expected)
         }
         _ => {
-            io.write_all(&auth(10, b"SCRAM-SHA-256\0\0"))
-                .await
-                .map_err(io_err)?;
-            let first = reader
-                .message_within(io, MAX_AUTH_MESSAGE)
-                .await
-                .map_err(|e| e.to_string())?;
+            io.write_all(&auth(10, b"SCRAM-SHA-256\0\0")).await?;
+            let first = reader.message_within(io, MAX_AUTH_MESSAGE).await?;
             let body = &first[5..];
-            let mech_end = body
-                .iter()
-                .position(|b| *b == 0)
-                .ok_or("malformed SASLInitialResponse")?;
+            let mech_end =
+                body.iter()
+                    .position(|b| *b == 0)
+                    .ok_or(Error::Client(ProtoError::Malformed(
+                        "malformed SASLInitialResponse",
+                    )))?;
             if &body[..mech_end] != b"SCRAM-SHA-256" {
-                return Err("client chose a SASL mechanism that was not offered".into());
+                return Err(Error::Client(ProtoError::Malformed(
+                    "client chose a SASL mechanism that was not offered",
+                )));
             }
             let client_first =
                 String::from_utf8_lossy(body.get(mech_end + 5..).unwrap_or_default()).into_owned();
             let Ok((server, server_first)) = scram::Server::new(password, &client_first) else {
                 return Ok(false);
             };
-            io.write_all(&auth(11, server_first.as_bytes()))
-                .await
-                .map_err(io_err)?;
-            let fin = reader
-                .message_within(io, MAX_AUTH_MESSAGE)
-                .await
-                .map_err(|e| e.to_string())?;
+            io.write_all(&auth(11, server_first.as_bytes())).await?;
+            let fin = reader.message_within(io, MAX_AUTH_MESSAGE).await?;
             match server.finish(&String::from_utf8_lossy(&fin[5..])) {
                 Ok(v) => {
-                    io.write_all(&auth(12, v.as_bytes()))
-                        .await
-                        .map_err(io_err)?;
+                    io.write_all(&auth(12, v.as_bytes())).await?;
                     Ok(true)
                 }
                 Err(_) => Ok(false),

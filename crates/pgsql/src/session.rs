@@ -4,6 +4,7 @@
 //! forwarded raw, pipelined in both directions; the session only notes what pooling needs
 //! (pins, `SET`s, prepared statements, the reply tracker of `sluice-pgsql-proto`).
 
+use crate::Error;
 use crate::forward::{Flow, SessionIo, forward};
 use crate::frontend::{PgFrontend, checkout, error_for, set_target};
 use crate::login::Login;
@@ -13,7 +14,6 @@ use crate::signals::SessionHandle;
 use crate::start::{CacheFill, Forward, Start};
 use crate::statements::Reply;
 use bytes::Bytes;
-use sluice_pgsql_backend::Error as PgError;
 use sluice_pgsql_backend::pool::PgPooled;
 use sluice_pgsql_proto::frame::{Reader, error_response, message, parse_error, ready};
 use sluice_pgsql_proto::reply::{ReplyTracker, SetsVerdict};
@@ -33,8 +33,8 @@ enum Step {
 
 /// What woke a session that holds a server connection.
 enum Ev {
-    Client(Result<Bytes, PgError>),
-    Server(Result<(), PgError>),
+    Client(Result<Bytes, Error>),
+    Server(Result<(), Error>),
     /// `pg_terminate_backend` from another session.
     Terminated,
 }
@@ -104,7 +104,7 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
 
     /// Forwards client messages and server replies until the client leaves, Sluice stops or
     /// the session is terminated.
-    pub(crate) async fn run(mut self) -> Result<(), PgError> {
+    pub(crate) async fn run(mut self) -> Result<(), Error> {
         let (fe, handle) = (self.fe, self.handle);
         let terminated = handle.terminate.cancelled();
         tokio::pin!(terminated);
@@ -126,8 +126,8 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
                 Some(b) => {
                     let conn = b.conn();
                     let ev = tokio::select! {
-                        m = self.reader.message(self.tcp) => Ev::Client(m.map_err(PgError::from)),
-                        r = conn.reader.fill(&mut conn.stream) => Ev::Server(r.map_err(PgError::from)),
+                        m = self.reader.message(self.tcp) => Ev::Client(m.map_err(Error::Client)),
+                        r = conn.reader.fill(&mut conn.stream) => Ev::Server(r.map_err(Error::server_wire)),
                         _ = &mut terminated => Ev::Terminated,
                     };
                     self.event(ev).await?
@@ -152,7 +152,7 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
     }
 
     /// A client message while the session holds no server connection.
-    async fn idle_message(&mut self, m: Bytes) -> Result<Step, PgError> {
+    async fn idle_message(&mut self, m: Bytes) -> Result<Step, Error> {
         if m[0] == b'X' {
             return Ok(Step::End);
         }
@@ -192,7 +192,7 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
 
     /// The first message of a transaction: the query processor decides, a server connection is
     /// taken and handed to the session, and the message goes out.
-    async fn begin_transaction(&mut self, m: Bytes) -> Result<(), PgError> {
+    async fn begin_transaction(&mut self, m: Bytes) -> Result<(), Error> {
         let fe = self.fe;
         // One snapshot for the whole start of the transaction.
         let rt = fe.config.load();
@@ -264,7 +264,7 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
     }
 
     /// What woke the session while it holds a server connection.
-    async fn event(&mut self, ev: Ev) -> Result<Step, PgError> {
+    async fn event(&mut self, ev: Ev) -> Result<Step, Error> {
         match ev {
             Ev::Terminated => {
                 // The terminator cancelled the statement; the connection is closed.
@@ -288,7 +288,7 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
     }
 
     /// A client message while the session holds a server connection.
-    async fn client_message(&mut self, m: Bytes) -> Result<Step, PgError> {
+    async fn client_message(&mut self, m: Bytes) -> Result<Step, Error> {
         if m[0] == b'X' {
             if let Some(b) = self.backend.take() {
                 if self.pinned.reason().is_some() || !self.replies.at_rest() {
@@ -323,7 +323,7 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
     }
 
     /// The server connection broke: the client is told, and the session goes on without it.
-    async fn server_lost(&mut self, e: PgError) -> Result<(), PgError> {
+    async fn server_lost(&mut self, e: Error) -> Result<(), Error> {
         self.backend = None;
         self.replies.lost();
         set_target(&self.handle.target, None);
@@ -347,7 +347,7 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
 
     /// Forwards every complete server frame, noting what pooling needs; gives the connection
     /// back when the transaction is over.
-    async fn server_frames(&mut self) -> Result<Step, PgError> {
+    async fn server_frames(&mut self) -> Result<Step, Error> {
         let (fe, l) = (self.fe, self.l);
         let Some(b) = self.backend.as_mut() else {
             return Ok(Step::Continue);
@@ -526,7 +526,7 @@ pub(crate) fn note(msg: &[u8], pins: &mut PinSet, pending: &mut Vec<Change>) {
 }
 
 /// Ends a session terminated with `pg_terminate_backend`, as PostgreSQL does.
-async fn terminate<S: AsyncWrite + Unpin>(tcp: &mut S) -> Result<Step, PgError> {
+async fn terminate<S: AsyncWrite + Unpin>(tcp: &mut S) -> Result<Step, Error> {
     let msg = "terminating connection due to administrator command";
     tcp.write_all(&error_response("FATAL", "57P01", msg))
         .await?;

@@ -2,6 +2,7 @@
 
 use super::SetOutcome;
 use super::proxysql_names::PROXYSQL_ADMIN_VARIABLES;
+use super::values::{VariableError, check_host_ports};
 use std::collections::BTreeMap;
 
 /// The `admin-` variables Sluice implements.
@@ -31,36 +32,25 @@ impl Default for AdminVariables {
     }
 }
 
-fn check_creds(name: &str, v: &str) -> Result<(), String> {
+fn check_creds(name: &str, v: &str) -> Result<(), VariableError> {
     if v.split(';')
         .filter(|c| !c.is_empty())
         .all(|c| c.split_once(':').is_some_and(|(u, _)| !u.is_empty()))
     {
         Ok(())
     } else {
-        Err(format!(
-            "admin-{name}: {v:?} is not a ';'-separated user:password list"
-        ))
-    }
-}
-
-fn check_ifaces(name: &str, v: &str) -> Result<(), String> {
-    if v.split(';').all(|i| {
-        i.trim()
-            .rsplit_once(':')
-            .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
-    }) {
-        Ok(())
-    } else {
-        Err(format!(
-            "admin-{name}: {v:?} is not a ';'-separated host:port list"
+        Err(VariableError::malformed(
+            "admin",
+            name,
+            v,
+            "a ';'-separated user:password list",
         ))
     }
 }
 
 impl AdminVariables {
     /// Sets one variable from text.
-    pub fn set(&mut self, name: &str, value: &str) -> Result<SetOutcome, String> {
+    pub fn set(&mut self, name: &str, value: &str) -> Result<SetOutcome, VariableError> {
         match name {
             "admin_credentials" => {
                 check_creds(name, value)?;
@@ -71,11 +61,11 @@ impl AdminVariables {
                 self.stats_credentials = value.to_string();
             }
             "mysql_ifaces" => {
-                check_ifaces(name, value)?;
+                check_host_ports("admin", name, value)?;
                 self.mysql_ifaces = value.to_string();
             }
             "pgsql_ifaces" => {
-                check_ifaces(name, value)?;
+                check_host_ports("admin", name, value)?;
                 self.pgsql_ifaces = value.to_string();
             }
             _ if PROXYSQL_ADMIN_VARIABLES.contains(&name) => {
@@ -83,7 +73,7 @@ impl AdminVariables {
                     .insert(name.to_string(), value.to_string());
                 return Ok(SetOutcome::AcceptedWithoutEffect);
             }
-            _ => return Err(format!("unknown variable admin-{name}")),
+            _ => return Err(VariableError::unknown("admin", name)),
         }
         Ok(SetOutcome::Applied)
     }

@@ -466,7 +466,7 @@ fn apply_variables(
     prefix: &str,
     section: &BTreeMap<String, Spanned<toml::Value>>,
     warnings: &mut Vec<String>,
-    mut set: impl FnMut(&str, &str) -> Result<SetOutcome, String>,
+    mut set: impl FnMut(&str, &str) -> Result<SetOutcome, VariableError>,
 ) -> Result<(), Error> {
     for (name, value) in section {
         let line = line_of(text, value.span().start);
@@ -481,7 +481,7 @@ fn apply_variables(
             Ok(SetOutcome::AcceptedWithoutEffect) => warnings.push(format!(
                 "{prefix}_variables.{name} (line {line}) is a ProxySQL variable this version of Sluice accepts but does not implement yet"
             )),
-            Err(e) => return Err(at(e)),
+            Err(e) => return Err(at(e.to_string())),
         }
     }
     Ok(())

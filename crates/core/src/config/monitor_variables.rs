@@ -1,6 +1,8 @@
 //! Monitor variables shared by the `mysql-` and `pgsql-` sides (each side has its own copy under
 //! its own prefix, as in ProxySQL). Intervals and timeouts are in ms.
 
+use super::values::VariableError;
+
 /// What the monitor checks, how often, and when it acts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MonitorVariables {
@@ -103,7 +105,7 @@ impl MonitorVariables {
     }
 
     /// Sets `monitor_<name>` if it is one of these; `None` when it is not.
-    pub fn set(&mut self, prefix: &str, name: &str, v: &str) -> Option<Result<(), String>> {
+    pub fn set(&mut self, prefix: &str, name: &str, v: &str) -> Option<Result<(), VariableError>> {
         let key = match name {
             "shun_on_failures" | "shun_recovery_time_sec" | "default_max_latency_ms" => name,
             _ => name.strip_prefix("monitor_")?,
@@ -139,7 +141,12 @@ impl MonitorVariables {
                             && v.chars()
                                 .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.'));
                     if !ok {
-                        return Err(format!("{prefix}-{name}: {v:?} is not a schema.table name"));
+                        return Err(VariableError::malformed(
+                            prefix,
+                            name,
+                            v,
+                            "a schema.table name",
+                        ));
                     }
                     self.replication_lag_use_percona_heartbeat = v.to_string()
                 }

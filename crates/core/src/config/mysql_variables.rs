@@ -4,6 +4,7 @@
 //! the config file and (later) the admin `SET` share one parser.
 
 use super::proxysql_names::PROXYSQL_MYSQL_VARIABLES;
+use super::values::{VariableError, check_host_ports, parse_var_bool, parse_var_int};
 use std::collections::BTreeMap;
 
 /// The `mysql-` variables Sluice implements.
@@ -112,28 +113,17 @@ pub enum SetOutcome {
     AcceptedWithoutEffect,
 }
 
-fn int(name: &str, v: &str, min: u64, max: u64) -> Result<u64, String> {
-    let n: u64 = v
-        .trim()
-        .parse()
-        .map_err(|_| format!("mysql-{name}: {v:?} is not a whole number"))?;
-    if n < min || n > max {
-        return Err(format!("mysql-{name}: {n} is out of range {min}..{max}"));
-    }
-    Ok(n)
+fn int(name: &str, v: &str, min: u64, max: u64) -> Result<u64, VariableError> {
+    parse_var_int("mysql", name, v, min, max)
 }
 
-fn boolean(name: &str, v: &str) -> Result<bool, String> {
-    match v.trim().to_ascii_lowercase().as_str() {
-        "true" | "1" => Ok(true),
-        "false" | "0" => Ok(false),
-        _ => Err(format!("mysql-{name}: {v:?} is not true/false")),
-    }
+fn boolean(name: &str, v: &str) -> Result<bool, VariableError> {
+    parse_var_bool("mysql", name, v)
 }
 
 impl MysqlVariables {
     /// Sets one variable from text. Unknown names and bad values are errors naming the variable.
-    pub fn set(&mut self, name: &str, value: &str) -> Result<SetOutcome, String> {
+    pub fn set(&mut self, name: &str, value: &str) -> Result<SetOutcome, VariableError> {
         let v = value;
         if let Some(r) = self.query.set("mysql", name, v) {
             return r.map(|()| SetOutcome::Applied);
@@ -143,17 +133,8 @@ impl MysqlVariables {
         }
         match name {
             "interfaces" => {
-                if v.split(';').all(|i| {
-                    i.trim()
-                        .rsplit_once(':')
-                        .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
-                }) {
-                    self.interfaces = v.to_string();
-                } else {
-                    return Err(format!(
-                        "mysql-interfaces: {v:?} is not a ';'-separated host:port list"
-                    ));
-                }
+                check_host_ports("mysql", name, v)?;
+                self.interfaces = v.to_string();
             }
             "server_version" => self.server_version = v.to_string(),
             "max_connections" => self.max_connections = int(name, v, 1, 1_000_000)? as u32,
@@ -172,8 +153,11 @@ impl MysqlVariables {
                     self.default_authentication_plugin = v.to_string()
                 }
                 _ => {
-                    return Err(format!(
-                        "mysql-default_authentication_plugin: {v:?} is not mysql_native_password or caching_sha2_password"
+                    return Err(VariableError::malformed(
+                        "mysql",
+                        name,
+                        v,
+                        "mysql_native_password or caching_sha2_password",
                     ));
                 }
             },
@@ -205,7 +189,7 @@ impl MysqlVariables {
                     .insert(name.to_string(), v.to_string());
                 return Ok(SetOutcome::AcceptedWithoutEffect);
             }
-            _ => return Err(format!("unknown variable mysql-{name}")),
+            _ => return Err(VariableError::unknown("mysql", name)),
         }
         Ok(SetOutcome::Applied)
     }
@@ -307,20 +291,23 @@ mod tests {
         let mut v = MysqlVariables::default();
         assert_eq!(v.set("max_connections", "50"), Ok(SetOutcome::Applied));
         assert_eq!(v.max_connections, 50);
-        assert!(
-            v.set("max_connections", "0")
-                .unwrap_err()
-                .contains("out of range")
+        assert_eq!(
+            v.set("max_connections", "0"),
+            Err(VariableError::OutOfRange {
+                name: "mysql-max_connections".into(),
+                value: 0,
+                min: 1,
+                max: 1_000_000
+            })
         );
-        assert!(
-            v.set("connect_timeout_server", "abc")
-                .unwrap_err()
-                .contains("not a whole number")
+        let not_a_number = v.set("connect_timeout_server", "abc").unwrap_err();
+        assert_eq!(
+            not_a_number.to_string(),
+            "mysql-connect_timeout_server: \"abc\" is not a whole number"
         );
-        assert!(
-            v.set("no_such_thing", "1")
-                .unwrap_err()
-                .contains("unknown variable mysql-no_such_thing")
+        assert_eq!(
+            v.set("no_such_thing", "1"),
+            Err(VariableError::Unknown("mysql-no_such_thing".into()))
         );
         assert_eq!(
             v.set("monitor_query_interval", "1000"),

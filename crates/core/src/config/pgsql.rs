@@ -160,17 +160,9 @@ impl Default for PgsqlVariables {
 
 impl PgsqlVariables {
     /// Sets one variable from text.
-    pub fn set(&mut self, name: &str, v: &str) -> Result<SetOutcome, String> {
-        let int = |min: u64, max: u64| -> Result<u64, String> {
-            let n: u64 = v
-                .trim()
-                .parse()
-                .map_err(|_| format!("pgsql-{name}: {v:?} is not a whole number"))?;
-            if n < min || n > max {
-                return Err(format!("pgsql-{name}: {n} is out of range {min}..{max}"));
-            }
-            Ok(n)
-        };
+    pub fn set(&mut self, name: &str, v: &str) -> Result<SetOutcome, VariableError> {
+        let int = |min: u64, max: u64| parse_var_int("pgsql", name, v, min, max);
+        let boolean = || parse_var_bool("pgsql", name, v);
         if let Some(r) = self.query.set("pgsql", name, v) {
             return r.map(|()| SetOutcome::Applied);
         }
@@ -188,27 +180,15 @@ impl PgsqlVariables {
             "ssl_cert" => self.ssl_cert = v.to_string(),
             "ssl_key" => self.ssl_key = v.to_string(),
             "threads" => self.threads = int(0, 255)? as u32,
-            "handoff_reset_all" => {
-                self.handoff_reset_all = match v.trim().to_ascii_lowercase().as_str() {
-                    "true" | "1" => true,
-                    "false" | "0" => false,
-                    _ => return Err(format!("pgsql-handoff_reset_all: {v:?} is not true/false")),
-                }
-            }
+            "handoff_reset_all" => self.handoff_reset_all = boolean()?,
             "ignore_startup_parameters" => {
                 self.ignore_startup_parameters = v.trim().to_ascii_lowercase()
             }
-            "have_ssl" => {
-                self.have_ssl = match v.trim().to_ascii_lowercase().as_str() {
-                    "true" | "1" => true,
-                    "false" | "0" => false,
-                    _ => return Err(format!("pgsql-have_ssl: {v:?} is not true/false")),
-                }
-            }
+            "have_ssl" => self.have_ssl = boolean()?,
             _ if super::PROXYSQL_MYSQL_VARIABLES.contains(&name) => {
                 return Ok(SetOutcome::AcceptedWithoutEffect);
             }
-            _ => return Err(format!("unknown variable pgsql-{name}")),
+            _ => return Err(VariableError::unknown("pgsql", name)),
         }
         Ok(SetOutcome::Applied)
     }

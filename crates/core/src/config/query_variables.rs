@@ -1,6 +1,8 @@
 //! Query-processor variables shared by the `mysql-` and `pgsql-` sides (each side has its own
 //! copy, under its own prefix, as in ProxySQL).
 
+use super::values::VariableError;
+
 /// Digest, cache, hint and rule-evaluation settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueryVariables {
@@ -48,7 +50,7 @@ impl Default for QueryVariables {
 
 impl QueryVariables {
     /// Sets `name` if it is one of these; `None` when it is not.
-    pub fn set(&mut self, prefix: &str, name: &str, v: &str) -> Option<Result<(), String>> {
+    pub fn set(&mut self, prefix: &str, name: &str, v: &str) -> Option<Result<(), VariableError>> {
         let int = |min: u64, max: u64| super::values::parse_var_int(prefix, name, v, min, max);
         let boolean = || super::values::parse_var_bool(prefix, name, v);
         let r = (|| {

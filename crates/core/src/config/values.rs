@@ -162,6 +162,74 @@ impl<'de> Deserialize<'de> for ServerStatus {
     }
 }
 
+/// Why `SET <prefix>-<name>` (or a `[<prefix>_variables]` entry) was refused. Each error names
+/// the variable as ProxySQL spells it (`mysql-max_connections`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VariableError {
+    /// No such variable (neither Sluice's nor one of ProxySQL's it accepts).
+    #[error("unknown variable {0}")]
+    Unknown(String),
+    /// A number was expected.
+    #[error("{name}: {value:?} is not a whole number")]
+    NotANumber {
+        /// The variable.
+        name: String,
+        /// The text given.
+        value: String,
+    },
+    /// The number is outside the variable's range.
+    #[error("{name}: {value} is out of range {min}..{max}")]
+    OutOfRange {
+        /// The variable.
+        name: String,
+        /// The number given.
+        value: u64,
+        /// Smallest allowed.
+        min: u64,
+        /// Largest allowed.
+        max: u64,
+    },
+    /// `true`/`false`/`1`/`0` was expected.
+    #[error("{name}: {value:?} is not true/false")]
+    NotABoolean {
+        /// The variable.
+        name: String,
+        /// The text given.
+        value: String,
+    },
+    /// The text does not have the variable's shape (a host:port list, a schema.table name, ...).
+    #[error("{name}: {value:?} is not {expected}")]
+    Malformed {
+        /// The variable.
+        name: String,
+        /// The text given.
+        value: String,
+        /// What the variable takes.
+        expected: &'static str,
+    },
+}
+
+impl VariableError {
+    /// `{prefix}-{name}` does not exist.
+    pub(crate) fn unknown(prefix: &str, name: &str) -> VariableError {
+        VariableError::Unknown(format!("{prefix}-{name}"))
+    }
+
+    /// `v` is not what `{prefix}-{name}` takes.
+    pub(crate) fn malformed(
+        prefix: &str,
+        name: &str,
+        v: &str,
+        expected: &'static str,
+    ) -> VariableError {
+        VariableError::Malformed {
+            name: format!("{prefix}-{name}"),
+            value: v.to_string(),
+            expected,
+        }
+    }
+}
+
 /// A whole number for variable `{prefix}-{name}` within `min..=max`, with an error naming it.
 pub(crate) fn parse_var_int(
     prefix: &str,
@@ -169,22 +237,49 @@ pub(crate) fn parse_var_int(
     v: &str,
     min: u64,
     max: u64,
-) -> Result<u64, String> {
-    let n: u64 = v
-        .trim()
-        .parse()
-        .map_err(|_| format!("{prefix}-{name}: {v:?} is not a whole number"))?;
+) -> Result<u64, VariableError> {
+    let n: u64 = v.trim().parse().map_err(|_| VariableError::NotANumber {
+        name: format!("{prefix}-{name}"),
+        value: v.to_string(),
+    })?;
     if n < min || n > max {
-        return Err(format!("{prefix}-{name}: {n} is out of range {min}..{max}"));
+        return Err(VariableError::OutOfRange {
+            name: format!("{prefix}-{name}"),
+            value: n,
+            min,
+            max,
+        });
     }
     Ok(n)
 }
 
 /// `true`/`false`/`1`/`0` for variable `{prefix}-{name}`, with an error naming it.
-pub(crate) fn parse_var_bool(prefix: &str, name: &str, v: &str) -> Result<bool, String> {
+pub(crate) fn parse_var_bool(prefix: &str, name: &str, v: &str) -> Result<bool, VariableError> {
     match v.trim().to_ascii_lowercase().as_str() {
         "true" | "1" => Ok(true),
         "false" | "0" => Ok(false),
-        _ => Err(format!("{prefix}-{name}: {v:?} is not true/false")),
+        _ => Err(VariableError::NotABoolean {
+            name: format!("{prefix}-{name}"),
+            value: v.to_string(),
+        }),
+    }
+}
+
+/// A `;`-separated `host:port` list for variable `{prefix}-{name}`.
+pub(crate) fn check_host_ports(prefix: &str, name: &str, v: &str) -> Result<(), VariableError> {
+    let ok = v.split(';').all(|i| {
+        i.trim()
+            .rsplit_once(':')
+            .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+    });
+    if ok {
+        Ok(())
+    } else {
+        Err(VariableError::malformed(
+            prefix,
+            name,
+            v,
+            "a ';'-separated host:port list",
+        ))
     }
 }

@@ -1,4 +1,4 @@
-//! The query processor, shared by both protocols: a digest per query ([`digest`]), the rules
+//! The query processor, shared by both protocols: a digest per query ([`digest`](mod@digest)), the rules
 //! that decide where it goes and what happens to it ([`rules`]), first-comment hints
 //! ([`hints`]), the result cache ([`cache`]) and the statistics ([`stats`]).
 

@@ -63,7 +63,7 @@ pub struct CheckoutRequest<'a> {
     pub secret: &'a BackendSecret,
     /// Client collation id.
     pub charset: u8,
-    /// Client capabilities (only [`REPLY_SHAPING_CAPS`] matter).
+    /// Client capabilities (only the bits that shape replies, e.g. `CLIENT_DEPRECATE_EOF`, matter).
     pub client_caps: u32,
     /// `mysql-connect_timeout_server` (per attempt).
     pub connect_timeout: Duration,

@@ -1,5 +1,5 @@
-//! A socket that is plain TCP or TLS over TCP; generic over the TLS stream type so the frontend
-//! (server-side TLS) and the backend (client-side TLS) share one implementation.
+//! A socket that is plain TCP or TLS over TCP; generic over the TLS stream type so frontends
+//! (server-side TLS) and backends (client-side TLS) of both protocols share one implementation.
 
 use std::io;
 use std::pin::Pin;
@@ -20,6 +20,30 @@ impl<T> MaybeTls<T> {
     /// True for TLS.
     pub fn is_tls(&self) -> bool {
         matches!(self, MaybeTls::Tls(_))
+    }
+
+    /// The same connection registered with the current runtime's poll (its file descriptor
+    /// taken out of the poll it was in), so it can move to another event-loop thread. TLS
+    /// connections are returned as they are.
+    pub fn reregistered(self) -> io::Result<MaybeTls<T>> {
+        match self {
+            MaybeTls::Plain(tcp) => Ok(MaybeTls::Plain(TcpStream::from_std(tcp.into_std()?)?)),
+            tls @ MaybeTls::Tls(_) => Ok(tls),
+        }
+    }
+
+    /// Whether bytes or an end of stream are waiting on a plain connection. TLS connections
+    /// say no: a peer may send TLS records (session tickets) at any time, which are not a
+    /// closed socket.
+    pub fn poll_peek(
+        &self,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<usize>> {
+        match self {
+            MaybeTls::Plain(s) => s.poll_peek(cx, buf),
+            MaybeTls::Tls(_) => Poll::Pending,
+        }
     }
 }
 

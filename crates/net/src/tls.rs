@@ -1,6 +1,7 @@
-//! Frontend TLS: the certificate from `mysql-ssl_cert`/`mysql-ssl_key`, or a self-signed pair
-//! generated into the datadir on first start (kept, so clients can pin it).
+//! Frontend TLS for both data ports: the certificate from `<prefix>-ssl_cert`/`<prefix>-ssl_key`,
+//! or a self-signed pair generated into the datadir on first start (kept, so clients can pin it).
 
+use crate::Error;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use std::path::Path;
@@ -14,67 +15,80 @@ pub const GENERATED_KEY: &str = "sluice-key.pem";
 
 /// Builds a TLS acceptor. `cert`/`key` are PEM paths (both empty = use or create the
 /// generated pair in `datadir`; no datadir = a pair kept in memory only); `prefix` names the
-/// variables they came from (`mysql` or `pgsql`) in errors. The PostgreSQL frontend uses it too.
+/// variables they came from (`mysql` or `pgsql`) in errors.
 pub fn acceptor(
     prefix: &str,
     cert: &str,
     key: &str,
     datadir: Option<&Path>,
-) -> Result<TlsAcceptor, String> {
+) -> Result<TlsAcceptor, Error> {
     let (cert_pem, key_pem) = match (cert.is_empty(), key.is_empty()) {
         (false, false) => (
-            std::fs::read(cert).map_err(|e| format!("{prefix}-ssl_cert {cert}: {e}"))?,
-            std::fs::read(key).map_err(|e| format!("{prefix}-ssl_key {key}: {e}"))?,
+            std::fs::read(cert).map_err(|e| tls_err(format!("{prefix}-ssl_cert {cert}"), e))?,
+            std::fs::read(key).map_err(|e| tls_err(format!("{prefix}-ssl_key {key}"), e))?,
         ),
         (true, true) => generated_pair(datadir)?,
         _ => {
-            return Err(format!(
-                "{prefix}-ssl_cert and {prefix}-ssl_key must be set together"
-            ));
+            return Err(Error::Tls {
+                setting: format!("{prefix}-ssl_cert/{prefix}-ssl_key"),
+                why: "both must be set, or neither".into(),
+            });
         }
     };
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&cert_pem)
         .collect::<Result<_, _>>()
-        .map_err(|e| format!("TLS certificate: {e}"))?;
+        .map_err(|e| tls_err(format!("{prefix}-ssl_cert {cert}"), e))?;
     if chain.is_empty() {
-        return Err("TLS certificate file holds no certificate".into());
+        return Err(Error::Tls {
+            setting: format!("{prefix}-ssl_cert {cert}"),
+            why: "the file holds no certificate".into(),
+        });
     }
-    let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| format!("TLS key: {e}"))?;
+    let key = PrivateKeyDer::from_pem_slice(&key_pem)
+        .map_err(|e| tls_err(format!("{prefix}-ssl_key {key}"), e))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS setup: {e}"))?
+        .map_err(|e| tls_err("TLS setup".into(), e))?
         .with_no_client_auth()
         .with_single_cert(chain, key)
-        .map_err(|e| format!("TLS certificate/key: {e}"))?;
+        .map_err(|e| tls_err(format!("{prefix}-ssl_cert/{prefix}-ssl_key"), e))?;
     Ok(TlsAcceptor::from(Arc::new(config)))
 }
 
-fn generated_pair(datadir: Option<&Path>) -> Result<(Vec<u8>, Vec<u8>), String> {
+/// `setting` could not be used, for reason `e`.
+fn tls_err(setting: String, e: impl std::fmt::Display) -> Error {
+    Error::Tls {
+        setting,
+        why: e.to_string(),
+    }
+}
+
+fn generated_pair(datadir: Option<&Path>) -> Result<(Vec<u8>, Vec<u8>), Error> {
     if let Some(dir) = datadir {
         let (c, k) = (dir.join(GENERATED_CERT), dir.join(GENERATED_KEY));
         if c.exists() && k.exists() {
-            let cert = std::fs::read(&c).map_err(|e| format!("{}: {e}", c.display()))?;
-            let key = std::fs::read(&k).map_err(|e| format!("{}: {e}", k.display()))?;
+            let cert = std::fs::read(&c).map_err(|e| tls_err(c.display().to_string(), e))?;
+            let key = std::fs::read(&k).map_err(|e| tls_err(k.display().to_string(), e))?;
             return Ok((cert, key));
         }
     }
     let ck =
         rcgen::generate_simple_self_signed(vec!["localhost".to_string(), "127.0.0.1".to_string()])
-            .map_err(|e| format!("generating a TLS certificate: {e}"))?;
+            .map_err(|e| tls_err("generating a TLS certificate".into(), e))?;
     let cert = ck.cert.pem().into_bytes();
     let key = ck.signing_key.serialize_pem().into_bytes();
     if let Some(dir) = datadir {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(|e| tls_err(dir.display().to_string(), e))?;
         let (c, k) = (dir.join(GENERATED_CERT), dir.join(GENERATED_KEY));
-        std::fs::write(&c, &cert).map_err(|e| format!("{}: {e}", c.display()))?;
+        std::fs::write(&c, &cert).map_err(|e| tls_err(c.display().to_string(), e))?;
         write_private(&k, &key)?;
         tracing::info!("generated a self-signed TLS certificate in {}", c.display());
     }
     Ok((cert, key))
 }
 
-fn write_private(path: &Path, data: &[u8]) -> Result<(), String> {
+fn write_private(path: &Path, data: &[u8]) -> Result<(), Error> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let mut f = std::fs::OpenOptions::new()
@@ -83,7 +97,7 @@ fn write_private(path: &Path, data: &[u8]) -> Result<(), String> {
         .truncate(true)
         .mode(0o600)
         .open(path)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+        .map_err(|e| tls_err(path.display().to_string(), e))?;
     f.write_all(data)
-        .map_err(|e| format!("{}: {e}", path.display()))
+        .map_err(|e| tls_err(path.display().to_string(), e))
 }
