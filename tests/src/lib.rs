@@ -21,8 +21,37 @@ pub use xtask::ports;
 /// handshake; inside a larger statement the server evaluates it.)
 pub const BACKEND_THREAD_ID: &str = "SELECT CONNECTION_ID() + 0";
 
-/// True when the MariaDB pair is reachable. Panics when backends are required but missing.
+/// True when the MariaDB pair is reachable. Panics when backends are required but missing;
+/// otherwise a skipped test says so on the terminal (past the test harness's output capture),
+/// with its name and why.
+///
+/// The calling test also takes a shared hold on the backends for as long as its thread runs, so
+/// a test that stops or reconfigures them ([`backends_exclusive`]) waits for it and it waits
+/// for such a test — across processes too, as under cargo-nextest.
 pub fn backends_ready() -> bool {
+    backends_held(Hold::Shared)
+}
+
+/// [`backends_ready`] for a test that stops, promotes or reconfigures the backends: it runs
+/// alone, with no other backend test of any process running meanwhile.
+pub fn backends_exclusive() -> bool {
+    backends_held(Hold::Exclusive)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Hold {
+    Shared,
+    Exclusive,
+}
+
+thread_local! {
+    /// The lock file this test thread holds, and how.
+    static HELD: std::cell::RefCell<Option<(Hold, std::fs::File)>> = const { std::cell::RefCell::new(None) };
+}
+
+fn backends_held(want: Hold) -> bool {
+    // The hold comes first: a test that stops a server holds it exclusively until it is back.
+    hold_backends(want);
     let up = xtask::proc::port_open(ports::MY_PRIMARY) && xtask::proc::port_open(ports::MY_REPLICA);
     if !up {
         if std::env::var("SLUICE_REQUIRE_BACKENDS").as_deref() == Ok("1") {
@@ -32,11 +61,42 @@ pub fn backends_ready() -> bool {
                 ports::MY_REPLICA
             );
         }
-        eprintln!(
-            "SKIPPED: test backends are not running; use `cargo xtask test` (or `cargo xtask backends up`)"
+        let test = std::thread::current()
+            .name()
+            .unwrap_or("a test")
+            .to_string();
+        // Straight to the terminal: libtest captures only the print macros.
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED {test}: the test backends are not running (use `cargo xtask test`, or `cargo xtask backends up` first)"
         );
     }
     up
+}
+
+/// Takes `want` on the backends' lock file for this test thread (kept until the thread ends).
+fn hold_backends(want: Hold) {
+    HELD.with(|held| {
+        let mut held = held.borrow_mut();
+        // One test thread may run several tests (--test-threads=1): a hold is kept or swapped.
+        if held.as_ref().is_some_and(|(h, _)| *h == want) {
+            return;
+        }
+        *held = None;
+        let path = xtask::workspace_root().join("target/sluice-test-backends.lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        match want {
+            Hold::Shared => file.lock_shared(),
+            Hold::Exclusive => file.lock(),
+        }
+        .unwrap_or_else(|e| panic!("locking {}: {e}", path.display()));
+        *held = Some((want, file));
+    });
 }
 
 /// The `sluice` binary: `SLUICE_BIN`, or `target/debug/sluice` of this workspace.
@@ -436,6 +496,50 @@ pub fn python_pg_pair(script: &str, sluice_pg_port: u16) -> String {
         &[&sluice_pg_port.to_string(), &ports::PG_PRIMARY.to_string()],
     );
     ok_stdout(&out).trim().to_string()
+}
+
+/// Polls until `running()` is true, checking every 25 ms for up to 20 s; panics naming `what`
+/// otherwise. For ordering a test's steps on what the servers report, not on a fixed sleep.
+pub fn wait_for(what: &str, mut running: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !running() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+/// Waits until the MariaDB server on `port` runs a statement starting with `prefix` (its
+/// processlist, read as root over TCP).
+pub fn wait_mysql_running(port: u16, prefix: &str) {
+    let sql = format!(
+        "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE '{}%'",
+        prefix.replace('\'', "''")
+    );
+    wait_for(&format!("{prefix:?} to run on :{port}"), || {
+        let out = mariadb(port, "root", "root", &["--skip-ssl"], &sql);
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse::<u32>()
+            .unwrap_or(0)
+            > 0
+    });
+}
+
+/// Waits until the PostgreSQL server on `port` runs a statement of user `app` starting with
+/// `prefix` (`pg_stat_activity`).
+pub fn wait_pg_running(port: u16, prefix: &str) {
+    let sql = format!(
+        "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query LIKE '{}%'",
+        prefix.replace('\'', "''")
+    );
+    wait_for(&format!("{prefix:?} to run on :{port}"), || {
+        let out = psql_app(port, &sql);
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse::<u32>()
+            .unwrap_or(0)
+            > 0
+    });
 }
 
 /// Root SQL on the MariaDB primary over TCP (fault injection, checks).

@@ -365,7 +365,23 @@ async fn processlist_shows_pins_and_kill_ends_a_session() {
     let rows = s.admin_ok("SHOW PROCESSLIST;");
     assert!(rows.contains("\tapp\t"), "{rows}");
     s.admin_ok(&format!("KILL CONNECTION {id};"));
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    let admin_port = s.admin_port;
+    let gone = tokio::task::spawn_blocking(move || {
+        xtask::proc::wait_until(Duration::from_secs(10), || {
+            let rows = mariadb(
+                admin_port,
+                "admin",
+                "admin",
+                &["--skip-ssl"],
+                "SHOW PROCESSLIST;",
+            );
+            !ok_stdout(&rows).contains("\tapp\t")
+        })
+    });
+    assert!(
+        gone.await.expect("poll"),
+        "the killed session leaves the processlist"
+    );
     assert!(
         a.query_drop("SELECT 1").await.is_err(),
         "the killed session is closed"

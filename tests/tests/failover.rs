@@ -4,12 +4,7 @@
 
 use sluice_tests::*;
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-/// These tests stop, promote and rebuild the servers the others need (`backends_ready` itself
-/// checks the MariaDB pair): one at a time.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn unix_ms() -> u64 {
     SystemTime::now()
@@ -156,8 +151,8 @@ impl Drop for RestoreMy {
 
 #[test]
 fn postgresql_failover_under_load_recovers_within_one_and_a_half_read_only_intervals() {
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if !backends_ready() {
+    // Stops, promotes and rebuilds the servers every other test needs: it runs alone.
+    if !backends_exclusive() {
         return;
     }
     let _restore = RestorePg;
@@ -249,8 +244,8 @@ fn postgresql_failover_under_load_recovers_within_one_and_a_half_read_only_inter
 
 #[test]
 fn mariadb_failover_under_load_and_heartbeat_shunning_of_a_stopped_server() {
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if !backends_ready() {
+    // Stops, promotes and rebuilds the servers every other test needs: it runs alone.
+    if !backends_exclusive() {
         return;
     }
     let _restore = RestoreMy;
@@ -289,7 +284,7 @@ fn mariadb_failover_under_load_and_heartbeat_shunning_of_a_stopped_server() {
         );
         (t0.elapsed(), out)
     });
-    std::thread::sleep(Duration::from_millis(500));
+    wait_mysql_running(ports::MY_REPLICA, "/* hostgroup=2 */ SELECT SLEEP(60)");
     let dir = xtask::state_dir();
     let replica = xtask::mariadb::replica(&dir);
     let pid = replica.pid().expect("replica pid");
@@ -403,8 +398,8 @@ impl Drop for ContPg {
 
 #[test]
 fn postgresql_heartbeat_shuns_a_stopped_server_and_kills_its_queries() {
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if !backends_ready() {
+    // Stops, promotes and rebuilds the servers every other test needs: it runs alone.
+    if !backends_exclusive() {
         return;
     }
     let cfg = format!(
@@ -423,7 +418,7 @@ fn postgresql_heartbeat_shuns_a_stopped_server_and_kills_its_queries() {
         let out = psql_app(port, "SELECT pg_sleep(60)");
         (t0.elapsed(), out)
     });
-    std::thread::sleep(Duration::from_millis(800));
+    wait_pg_running(ports::PG_REPLICA, "SELECT pg_sleep(60)");
     let dir = xtask::state_dir();
     let pid = xtask::postgres::replica(&dir).pid().expect("replica pid");
     let _cont = ContPg(pid);

@@ -21,12 +21,18 @@ async fn sigterm_lets_the_running_statement_finish_then_exits_0() {
             .expect("statement finishes");
         v
     });
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    tokio::task::spawn_blocking(|| wait_mysql_running(ports::MY_PRIMARY, "SELECT SLEEP(2)"))
+        .await
+        .expect("poll");
     s.terminate();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let refused = std::net::TcpStream::connect(("127.0.0.1", s.port));
+    let port = s.port;
+    let refused = tokio::task::spawn_blocking(move || {
+        xtask::proc::wait_until(Duration::from_secs(5), || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_err()
+        })
+    });
     assert!(
-        refused.is_err(),
+        refused.await.expect("poll"),
         "no new connections are accepted while stopping"
     );
     assert_eq!(
@@ -93,8 +99,13 @@ async fn backend_stopped_and_restarted() {
     // The server process dies mid-query (no error packet): the client gets 1927, Sluice logs
     // what happened, and the session continues once the server is back.
     let pid = db.pid().expect("mariadbd pid");
-    let killer = tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(500)).await;
+    let socket_db = MariaDb::new(xtask::state_dir().join("my-restart"), 13310, 10, &[]);
+    let killer = tokio::task::spawn_blocking(move || {
+        wait_for("SELECT SLEEP(20) to run on :13310", || {
+            socket_db
+                .sql("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE 'SELECT SLEEP(20)%'")
+                .is_ok_and(|n| n.trim() != "0")
+        });
         xtask::proc::signal(pid, "KILL");
     });
     match conn.query_drop("SELECT SLEEP(20)").await {

@@ -3,7 +3,6 @@
 
 use mysql_async::prelude::*;
 use sluice_tests::*;
-use std::time::Duration;
 
 const HASH_OF_SECRET_PW: &str = "*14E65567ABDB5135D0CFD9A70B3032C179A49EE7"; // PASSWORD('secret')
 
@@ -318,8 +317,22 @@ async fn pool_reuses_backend_connections_of_finished_sessions() {
         .await
         .expect("session state");
     c1.disconnect().await.expect("disconnect");
-    // The connection is reset in the background after the session ends.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The connection is reset in the background after the session ends, then idles in the pool.
+    let admin_port = s.admin_port;
+    tokio::task::spawn_blocking(move || {
+        wait_for("the connection back in the pool", || {
+            let free = ok_stdout(&mariadb(
+                admin_port,
+                "admin",
+                "admin",
+                &["--skip-ssl"],
+                "SELECT SUM(ConnFree) FROM stats_mysql_connection_pool;",
+            ));
+            free.trim().parse::<u32>().unwrap_or(0) >= 1
+        })
+    })
+    .await
+    .expect("poll");
     let mut c2 = mysql_async::Conn::new(opts).await.expect("connect again");
     let thread2: u32 = c2
         .query_first(BACKEND_THREAD_ID)

@@ -98,7 +98,13 @@ async fn too_many_connections_per_user_and_global() {
     // The global cap (3): a third client of another kind (failing login still counts while it
     // runs, so fill the last place with a connection that never logs in).
     let idle = std::net::TcpStream::connect(("127.0.0.1", s.port)).expect("raw connect");
-    std::thread::sleep(Duration::from_millis(200));
+    wait_for("the raw connection to be counted", || {
+        s.admin_ok(
+            "SELECT Variable_Value FROM stats_mysql_global WHERE Variable_Name = 'Client_Connections_connected'",
+        )
+        .trim()
+            == "3"
+    });
     let out = mariadb(s.port, "app", "app", &["--skip-ssl"], "SELECT 1;");
     assert!(stderr(&out).contains("ERROR 1040"), "{}", stderr(&out));
     drop(idle);
@@ -157,7 +163,9 @@ async fn backend_killed_mid_query_then_session_continues() {
         .expect("id")
         .expect("row");
     let killer = tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        tokio::task::spawn_blocking(|| wait_mysql_running(ports::MY_PRIMARY, "SELECT SLEEP(20)"))
+            .await
+            .expect("poll");
         primary_root(&format!("KILL CONNECTION {backend_id};"));
     });
     let r: Result<Option<i32>, _> = conn.query_first("SELECT SLEEP(20)").await;

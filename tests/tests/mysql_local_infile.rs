@@ -229,7 +229,7 @@ c.cursor().execute(f"LOAD DATA LOCAL INFILE '{sys.argv[2]}' INTO TABLE infile_e2
             >= 1
     });
     assert!(relayed);
-    std::thread::sleep(Duration::from_millis(300));
+    wait_mysql_running(ports::MY_PRIMARY, "LOAD DATA LOCAL INFILE");
     let _ = client.kill();
     let _ = client.wait();
     drop(feed);

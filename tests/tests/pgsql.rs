@@ -200,7 +200,7 @@ fn cancel_request_stops_a_running_query() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("psql");
-    std::thread::sleep(std::time::Duration::from_millis(1000));
+    wait_pg_running(ports::PG_PRIMARY, "SELECT pg_sleep(30)");
     // psql answers SIGINT with a CancelRequest on a new connection, carrying Sluice's key.
     xtask::proc::signal(child.id(), "INT");
     let out = child.wait_with_output().expect("psql ran");

@@ -129,7 +129,9 @@ async fn a_stop_lets_statements_on_session_threads_finish() {
             .await
             .map(|r| r.get::<_, i32>(0))
     });
-    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    tokio::task::spawn_blocking(|| wait_pg_running(ports::PG_PRIMARY, "SELECT 42 FROM pg_sleep"))
+        .await
+        .expect("poll");
     s.terminate();
     // The statement in flight is answered; then the session threads let Sluice exit.
     assert_eq!(

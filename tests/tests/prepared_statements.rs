@@ -8,16 +8,11 @@ use sluice_tests::*;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// The two tests take turns: the second lowers the server's `max_prepared_stmt_count`, and the
-/// first must not prepare while that limit is exhausted by the second's control run.
-static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
 #[tokio::test]
 async fn statements_follow_the_client_across_backend_connections() {
     if !backends_ready() {
         return;
     }
-    let _turn = ONE_AT_A_TIME.lock().await;
     primary_root(
         "CREATE TABLE IF NOT EXISTS app.ps_t (id INT PRIMARY KEY, name VARCHAR(20)); REPLACE INTO app.ps_t VALUES (1,'one'),(2,'two'),(3,'three');",
     );
@@ -119,10 +114,11 @@ async fn run_clients(url: String, clients: u64) -> (u64, u64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_clients_never_exhaust_max_prepared_stmt_count() {
-    if !backends_ready() {
+    // Lowers the server's max_prepared_stmt_count, which every test that prepares needs: it
+    // runs alone.
+    if !backends_exclusive() {
         return;
     }
-    let _turn = ONE_AT_A_TIME.lock().await;
     primary_root(
         "CREATE TABLE IF NOT EXISTS app.ps_t (id INT PRIMARY KEY, name VARCHAR(20)); REPLACE INTO app.ps_t VALUES (1,'one'),(2,'two'),(3,'three');",
     );

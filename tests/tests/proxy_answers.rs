@@ -2,7 +2,6 @@
 //! client idle timeout (`SET wait_timeout`, clamped by `mysql-wait_timeout`).
 
 use sluice_tests::*;
-use std::time::Duration;
 
 #[test]
 fn version_queries_come_from_server_version_unless_forwarded() {
@@ -109,6 +108,7 @@ fn idle_clients_are_closed_after_wait_timeout() {
         out.starts_with("closed"),
         "clamped to mysql-wait_timeout: {out}"
     );
-    std::thread::sleep(Duration::from_millis(100));
-    assert!(capped.log().contains("(wait_timeout)"), "{}", capped.log());
+    wait_for("the wait_timeout log line", || {
+        capped.log().contains("(wait_timeout)")
+    });
 }

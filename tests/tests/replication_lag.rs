@@ -4,11 +4,7 @@
 //! stops answering (SIGSTOP) stays out. The replica is restored afterwards.
 
 use sluice_tests::*;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
-
-/// Both tests stop and reconfigure the one replica: they take turns.
-static REPLICA: Mutex<()> = Mutex::new(());
 
 /// Runs `sql` as root on the replica.
 fn replica_query(sql: &str) -> std::process::Output {
@@ -79,10 +75,10 @@ fn status(s: &Sluice) -> String {
 
 #[test]
 fn lagging_replica_is_shunned_reads_move_and_it_returns() {
-    if !backends_ready() {
+    // Stops and reconfigures the replica the other tests read from: it runs alone.
+    if !backends_exclusive() {
         return;
     }
-    let _turn = REPLICA.lock().unwrap_or_else(|e| e.into_inner());
     let _restore = Restore;
     primary_root(
         "CREATE DATABASE IF NOT EXISTS lagtest; CREATE TABLE IF NOT EXISTS lagtest.t (id INT AUTO_INCREMENT PRIMARY KEY, at TIMESTAMP(6) DEFAULT CURRENT_TIMESTAMP(6));",
@@ -198,10 +194,10 @@ fn lagging_replica_is_shunned_reads_move_and_it_returns() {
 
 #[test]
 fn pt_heartbeat_table_gives_the_lag_when_replication_reports_null() {
-    if !backends_ready() {
+    // Stops and reconfigures the replica the other tests read from: it runs alone.
+    if !backends_exclusive() {
         return;
     }
-    let _turn = REPLICA.lock().unwrap_or_else(|e| e.into_inner());
     let _restore = Restore;
     primary_root(
         "CREATE DATABASE IF NOT EXISTS percona; CREATE TABLE IF NOT EXISTS percona.heartbeat (ts VARCHAR(26) NOT NULL, server_id INT UNSIGNED NOT NULL PRIMARY KEY); REPLACE INTO percona.heartbeat VALUES (NOW(6), 1); GRANT SELECT ON percona.heartbeat TO 'monitor'@'%';",
