@@ -217,132 +217,11 @@ pub async fn refresh_monitor_tables(
             if !sql_lower.contains(&table) {
                 continue;
             }
-            if kind == CheckKind::Galera {
-                let r = rows(
-                    &[
-                        "hostname",
-                        "port",
-                        "time_start_us",
-                        "success_time_us",
-                        "primary_partition",
-                        "read_only",
-                        "wsrep_local_recv_queue",
-                        "wsrep_local_state",
-                        "wsrep_desync",
-                        "wsrep_reject_queries",
-                        "wsrep_sst_donor_rejects_queries",
-                        "pxc_maint_mode",
-                        "error",
-                    ],
-                    live.monitor_log(p, kind)
-                        .into_iter()
-                        .map(|c| {
-                            let yes_no = |b: bool| s(if b { "YES" } else { "NO" });
-                            match &c.galera {
-                                Some(g) => vec![
-                                    Some(c.server.hostname.clone()),
-                                    s(c.server.port),
-                                    s(c.time_start_us),
-                                    s(c.success_time_us),
-                                    yes_no(g.primary_partition),
-                                    yes_no(g.read_only),
-                                    s(g.recv_queue),
-                                    s(g.local_state),
-                                    yes_no(g.desync),
-                                    yes_no(g.reject_queries),
-                                    yes_no(g.donor_rejects_queries),
-                                    s("NO"),
-                                    None,
-                                ],
-                                None => vec![
-                                    Some(c.server.hostname.clone()),
-                                    s(c.server.port),
-                                    s(c.time_start_us),
-                                    s(0),
-                                    s("NO"),
-                                    s("YES"),
-                                    s(0),
-                                    s(0),
-                                    s("NO"),
-                                    s("NO"),
-                                    s("NO"),
-                                    s("NO"),
-                                    c.error,
-                                ],
-                            }
-                        })
-                        .collect(),
-                );
-                sql.extend(replace_rows_sql("monitor", &table, &r));
-                continue;
-            }
-            if kind == CheckKind::GroupReplication {
-                let r = rows(
-                    &[
-                        "hostname",
-                        "port",
-                        "time_start_us",
-                        "success_time_us",
-                        "viable_candidate",
-                        "read_only",
-                        "transactions_behind",
-                        "error",
-                    ],
-                    live.monitor_log(p, kind)
-                        .into_iter()
-                        .map(|c| {
-                            let (state, role) = c.member.clone().unwrap_or_default();
-                            let yes_no = |b: bool| s(if b { "YES" } else { "NO" });
-                            vec![
-                                Some(c.server.hostname.clone()),
-                                s(c.server.port),
-                                s(c.time_start_us),
-                                s(c.success_time_us),
-                                yes_no(state.eq_ignore_ascii_case("ONLINE")),
-                                yes_no(!role.eq_ignore_ascii_case("PRIMARY")),
-                                c.value.map(|v| v.to_string()),
-                                c.error,
-                            ]
-                        })
-                        .collect(),
-                );
-                sql.extend(replace_rows_sql("monitor", &table, &r));
-                continue;
-            }
-            let (ok_col, err_col) = match kind {
-                CheckKind::Connect => ("connect_success_time_us", "connect_error"),
-                CheckKind::Ping => ("ping_success_time_us", "ping_error"),
-                CheckKind::ReadOnly
-                | CheckKind::ReplicationLag
-                | CheckKind::GroupReplication
-                | CheckKind::Galera => ("success_time_us", "error"),
+            let r = match kind {
+                CheckKind::Galera => galera_log_rows(live, p),
+                CheckKind::GroupReplication => group_replication_log_rows(live, p),
+                _ => check_log_rows(live, p, kind),
             };
-            let mut cols = vec!["hostname", "port", "time_start_us", ok_col];
-            match kind {
-                CheckKind::ReadOnly => cols.push("read_only"),
-                CheckKind::ReplicationLag => cols.push("repl_lag"),
-                _ => {}
-            }
-            cols.push(err_col);
-            let list = live.monitor_log(p, kind);
-            let r = rows(
-                &cols,
-                list.into_iter()
-                    .map(|c| {
-                        let mut v = vec![
-                            Some(c.server.hostname.clone()),
-                            s(c.server.port),
-                            s(c.time_start_us),
-                            s(c.success_time_us),
-                        ];
-                        if matches!(kind, CheckKind::ReadOnly | CheckKind::ReplicationLag) {
-                            v.push(c.value.map(|x| x.to_string()));
-                        }
-                        v.push(c.error);
-                        v
-                    })
-                    .collect(),
-            );
             sql.extend(replace_rows_sql("monitor", &table, &r));
         }
         let runtime = format!("runtime_{proto}_servers");
@@ -359,128 +238,288 @@ pub async fn refresh_monitor_tables(
     store.exec_all(&sql).await
 }
 
-/// Refreshes every stats table (cheap: a few hundred rows at most).
-pub async fn refresh(store: &Store, live: &dyn LiveStats, cfg: &Config) -> Result<(), AdminError> {
-    let pool_rows = pool_table(&live.mysql_connection_pool());
-    let pg_pool_rows = pool_table(&live.pgsql_connection_pool());
-    let procs = live.mysql_processlist();
-    let proc_rows = process_table(&procs);
-    let pg_proc_rows = process_table(&live.pgsql_processlist());
-    let mut globals = live.mysql_global();
-    globals.extend(live.query_globals(Protocol::Mysql));
-    let global = rows(
-        &["Variable_Name", "Variable_Value"],
-        globals
-            .into_iter()
-            .map(|(k, v)| vec![Some(k), Some(v)])
-            .collect(),
-    );
-    let users = user_table(
-        &procs,
-        cfg.mysql_users
-            .iter()
-            .filter(|u| u.frontend.0)
-            .map(|u| (u.username.as_str(), u.max_connections.0)),
-    );
-    let pg_procs = live.pgsql_processlist();
-    let pg_users = user_table(
-        &pg_procs,
-        cfg.pgsql_users
-            .iter()
-            .filter(|u| u.frontend.0)
-            .map(|u| (u.username.as_str(), u.max_connections.0)),
-    );
-    let command_columns = [
-        "Command",
-        "Total_Time_us",
-        "Total_cnt",
-        "cnt_100us",
-        "cnt_500us",
-        "cnt_1ms",
-        "cnt_5ms",
-        "cnt_10ms",
-        "cnt_50ms",
-        "cnt_100ms",
-        "cnt_500ms",
-        "cnt_1s",
-        "cnt_5s",
-        "cnt_10s",
-        "cnt_INFs",
-    ];
-    let commands = rows(&command_columns, live.mysql_commands_counters());
-    let pg_commands = rows(&command_columns, live.pgsql_commands_counters());
+/// `YES` / `NO`, as ProxySQL's monitor tables spell booleans.
+fn yes_no(b: bool) -> Option<String> {
+    s(if b { "YES" } else { "NO" })
+}
 
-    let error_columns = |db: &'static str, code: &'static str| {
-        [
-            "hostgroup",
+/// `mysql_server_galera_log`.
+fn galera_log_rows(live: &dyn LiveStats, p: Protocol) -> AdminRows {
+    use sluice_core::monitor::CheckKind;
+    rows(
+        &[
             "hostname",
             "port",
-            "username",
-            "client_address",
-            db,
-            code,
-            "count_star",
-            "first_seen",
-            "last_seen",
-            "last_error",
-        ]
+            "time_start_us",
+            "success_time_us",
+            "primary_partition",
+            "read_only",
+            "wsrep_local_recv_queue",
+            "wsrep_local_state",
+            "wsrep_desync",
+            "wsrep_reject_queries",
+            "wsrep_sst_donor_rejects_queries",
+            "pxc_maint_mode",
+            "error",
+        ],
+        live.monitor_log(p, CheckKind::Galera)
+            .into_iter()
+            .map(|c| match &c.galera {
+                Some(g) => vec![
+                    Some(c.server.hostname.clone()),
+                    s(c.server.port),
+                    s(c.time_start_us),
+                    s(c.success_time_us),
+                    yes_no(g.primary_partition),
+                    yes_no(g.read_only),
+                    s(g.recv_queue),
+                    s(g.local_state),
+                    yes_no(g.desync),
+                    yes_no(g.reject_queries),
+                    yes_no(g.donor_rejects_queries),
+                    s("NO"),
+                    None,
+                ],
+                None => vec![
+                    Some(c.server.hostname.clone()),
+                    s(c.server.port),
+                    s(c.time_start_us),
+                    s(0),
+                    s("NO"),
+                    s("YES"),
+                    s(0),
+                    s(0),
+                    s("NO"),
+                    s("NO"),
+                    s("NO"),
+                    s("NO"),
+                    c.error,
+                ],
+            })
+            .collect(),
+    )
+}
+
+/// `mysql_server_group_replication_log`.
+fn group_replication_log_rows(live: &dyn LiveStats, p: Protocol) -> AdminRows {
+    use sluice_core::monitor::CheckKind;
+    rows(
+        &[
+            "hostname",
+            "port",
+            "time_start_us",
+            "success_time_us",
+            "viable_candidate",
+            "read_only",
+            "transactions_behind",
+            "error",
+        ],
+        live.monitor_log(p, CheckKind::GroupReplication)
+            .into_iter()
+            .map(|c| {
+                let (state, role) = c.member.clone().unwrap_or_default();
+                vec![
+                    Some(c.server.hostname.clone()),
+                    s(c.server.port),
+                    s(c.time_start_us),
+                    s(c.success_time_us),
+                    yes_no(state.eq_ignore_ascii_case("ONLINE")),
+                    yes_no(!role.eq_ignore_ascii_case("PRIMARY")),
+                    c.value.map(|v| v.to_string()),
+                    c.error,
+                ]
+            })
+            .collect(),
+    )
+}
+
+/// The connect, ping, read_only and replication-lag log tables.
+fn check_log_rows(
+    live: &dyn LiveStats,
+    p: Protocol,
+    kind: sluice_core::monitor::CheckKind,
+) -> AdminRows {
+    use sluice_core::monitor::CheckKind;
+    let (ok_col, err_col) = match kind {
+        CheckKind::Connect => ("connect_success_time_us", "connect_error"),
+        CheckKind::Ping => ("ping_success_time_us", "ping_error"),
+        CheckKind::ReadOnly
+        | CheckKind::ReplicationLag
+        | CheckKind::GroupReplication
+        | CheckKind::Galera => ("success_time_us", "error"),
     };
-    let errors = rows(&error_columns("schemaname", "errno"), live.mysql_errors());
-    let pg_errors = rows(&error_columns("database", "sqlstate"), live.pgsql_errors());
-    let free_columns = |db: &'static str, info: &'static str| {
-        [
-            "fd",
-            "hostgroup",
-            "srv_host",
-            "srv_port",
-            "user",
-            db,
-            "init_connect",
-            "time_zone",
-            "sql_mode",
-            "autocommit",
-            "idle_ms",
-            "statistics",
-            info,
-        ]
-    };
-    let free = rows(
-        &free_columns("schema", "mysql_info"),
-        live.mysql_free_connections(),
-    );
-    let pg_free = rows(
-        &free_columns("database", "pgsql_info"),
-        live.pgsql_free_connections(),
-    );
-    let pg_global = rows(
+    let with_value = matches!(kind, CheckKind::ReadOnly | CheckKind::ReplicationLag);
+    let mut cols = vec!["hostname", "port", "time_start_us", ok_col];
+    match kind {
+        CheckKind::ReadOnly => cols.push("read_only"),
+        CheckKind::ReplicationLag => cols.push("repl_lag"),
+        _ => {}
+    }
+    cols.push(err_col);
+    rows(
+        &cols,
+        live.monitor_log(p, kind)
+            .into_iter()
+            .map(|c| {
+                let mut v = vec![
+                    Some(c.server.hostname.clone()),
+                    s(c.server.port),
+                    s(c.time_start_us),
+                    s(c.success_time_us),
+                ];
+                if with_value {
+                    v.push(c.value.map(|x| x.to_string()));
+                }
+                v.push(c.error);
+                v
+            })
+            .collect(),
+    )
+}
+
+/// Refreshes every stats table (cheap: a few hundred rows at most).
+pub async fn refresh(store: &Store, live: &dyn LiveStats, cfg: &Config) -> Result<(), AdminError> {
+    let mut sql = Vec::new();
+    for (table, r) in mysql_tables(live, cfg)
+        .iter()
+        .chain(&pgsql_tables(live, cfg))
+    {
+        sql.extend(replace_rows_sql("stats", table, r));
+    }
+    store.exec_all(&sql).await
+}
+
+/// `stats_*_commands_counters`' columns.
+const COMMAND_COLUMNS: [&str; 15] = [
+    "Command",
+    "Total_Time_us",
+    "Total_cnt",
+    "cnt_100us",
+    "cnt_500us",
+    "cnt_1ms",
+    "cnt_5ms",
+    "cnt_10ms",
+    "cnt_50ms",
+    "cnt_100ms",
+    "cnt_500ms",
+    "cnt_1s",
+    "cnt_5s",
+    "cnt_10s",
+    "cnt_INFs",
+];
+
+/// `stats_*_errors`' columns; `db` and `code` differ per protocol.
+fn error_columns(db: &'static str, code: &'static str) -> [&'static str; 11] {
+    [
+        "hostgroup",
+        "hostname",
+        "port",
+        "username",
+        "client_address",
+        db,
+        code,
+        "count_star",
+        "first_seen",
+        "last_seen",
+        "last_error",
+    ]
+}
+
+/// `stats_*_free_connections`' columns; `db` and `info` differ per protocol.
+fn free_columns(db: &'static str, info: &'static str) -> [&'static str; 13] {
+    [
+        "fd",
+        "hostgroup",
+        "srv_host",
+        "srv_port",
+        "user",
+        db,
+        "init_connect",
+        "time_zone",
+        "sql_mode",
+        "autocommit",
+        "idle_ms",
+        "statistics",
+        info,
+    ]
+}
+
+/// A `stats_*_global` table from (name, value) pairs.
+fn globals_table(pairs: Vec<(String, String)>) -> AdminRows {
+    rows(
         &["Variable_Name", "Variable_Value"],
-        live.query_globals(Protocol::Pgsql)
+        pairs
             .into_iter()
             .map(|(k, v)| vec![Some(k), Some(v)])
             .collect(),
-    );
-    let mut sql = Vec::new();
-    for (t, r) in [
-        ("stats_pgsql_global", &pg_global),
-        ("stats_mysql_connection_pool", &pool_rows),
-        ("stats_pgsql_connection_pool", &pg_pool_rows),
-        ("stats_mysql_connection_pool_reset", &pool_rows),
-        ("stats_mysql_processlist", &proc_rows),
-        ("stats_pgsql_processlist", &pg_proc_rows),
-        ("stats_mysql_global", &global),
-        ("stats_mysql_users", &users),
-        ("stats_mysql_commands_counters", &commands),
-        ("stats_pgsql_commands_counters", &pg_commands),
-        ("stats_mysql_errors", &errors),
-        ("stats_mysql_errors_reset", &errors),
-        ("stats_mysql_free_connections", &free),
-        ("stats_pgsql_free_connections", &pg_free),
-        ("stats_pgsql_errors", &pg_errors),
-        ("stats_pgsql_errors_reset", &pg_errors),
-        ("stats_pgsql_users", &pg_users),
-        ("stats_pgsql_connection_pool_reset", &pg_pool_rows),
-    ] {
-        sql.extend(replace_rows_sql("stats", t, r));
-    }
-    store.exec_all(&sql).await
+    )
+}
+
+/// The MySQL side's stats tables.
+fn mysql_tables(live: &dyn LiveStats, cfg: &Config) -> Vec<(&'static str, AdminRows)> {
+    let pool = pool_table(&live.mysql_connection_pool());
+    let procs = live.mysql_processlist();
+    let mut globals = live.mysql_global();
+    globals.extend(live.query_globals(Protocol::Mysql));
+    let users = cfg
+        .mysql_users
+        .iter()
+        .filter(|u| u.frontend.0)
+        .map(|u| (u.username.as_str(), u.max_connections.0));
+    let errors = rows(&error_columns("schemaname", "errno"), live.mysql_errors());
+    vec![
+        ("stats_mysql_connection_pool_reset", pool.clone()),
+        ("stats_mysql_connection_pool", pool),
+        ("stats_mysql_processlist", process_table(&procs)),
+        ("stats_mysql_global", globals_table(globals)),
+        ("stats_mysql_users", user_table(&procs, users)),
+        (
+            "stats_mysql_commands_counters",
+            rows(&COMMAND_COLUMNS, live.mysql_commands_counters()),
+        ),
+        ("stats_mysql_errors_reset", errors.clone()),
+        ("stats_mysql_errors", errors),
+        (
+            "stats_mysql_free_connections",
+            rows(
+                &free_columns("schema", "mysql_info"),
+                live.mysql_free_connections(),
+            ),
+        ),
+    ]
+}
+
+/// The PostgreSQL side's stats tables.
+fn pgsql_tables(live: &dyn LiveStats, cfg: &Config) -> Vec<(&'static str, AdminRows)> {
+    let pool = pool_table(&live.pgsql_connection_pool());
+    let procs = live.pgsql_processlist();
+    let users = cfg
+        .pgsql_users
+        .iter()
+        .filter(|u| u.frontend.0)
+        .map(|u| (u.username.as_str(), u.max_connections.0));
+    let errors = rows(&error_columns("database", "sqlstate"), live.pgsql_errors());
+    vec![
+        (
+            "stats_pgsql_global",
+            globals_table(live.query_globals(Protocol::Pgsql)),
+        ),
+        ("stats_pgsql_connection_pool_reset", pool.clone()),
+        ("stats_pgsql_connection_pool", pool),
+        ("stats_pgsql_processlist", process_table(&procs)),
+        ("stats_pgsql_users", user_table(&procs, users)),
+        (
+            "stats_pgsql_commands_counters",
+            rows(&COMMAND_COLUMNS, live.pgsql_commands_counters()),
+        ),
+        ("stats_pgsql_errors_reset", errors.clone()),
+        ("stats_pgsql_errors", errors),
+        (
+            "stats_pgsql_free_connections",
+            rows(
+                &free_columns("database", "pgsql_info"),
+                live.pgsql_free_connections(),
+            ),
+        ),
+    ]
 }

@@ -179,42 +179,65 @@ impl ReplyTracker {
             return Ok(());
         }
         match self.state {
-            State::Done => return Err(ReplyError::Unexpected("packet after the end of the reply")),
-            State::LocalInfile => {
-                return Err(ReplyError::Unexpected(
-                    "packet while a local file is awaited",
-                ));
-            }
+            State::Done => Err(ReplyError::Unexpected("packet after the end of the reply")),
+            State::LocalInfile => Err(ReplyError::Unexpected(
+                "packet while a local file is awaited",
+            )),
             State::Single => {
-                if first == 0x00 {
-                    if let Ok(ok) = parse_ok(payload) {
-                        self.status = ok.status;
-                        self.status_seen = true;
-                    }
-                } else if first == 0xfe && len < 9 {
-                    self.status = eof_status(payload);
-                    self.status_seen = true;
-                }
-                self.state = State::Done;
+                self.single(first, payload, len);
+                Ok(())
             }
-            State::Start => match first {
-                0x00 => {
-                    let ok = parse_ok(payload).map_err(|_| ReplyError::Unexpected("bad OK"))?;
-                    self.affected_rows = ok.affected_rows;
-                    self.last_insert_id = ok.last_insert_id;
-                    self.end_of_result(ok.status);
+            State::Start => self.start(first, payload),
+            State::Columns(_) | State::ColumnsEof | State::Rows | State::FieldList => {
+                self.result_set(first, payload, len)
+            }
+            State::PrepParams { .. }
+            | State::PrepParamsEof { .. }
+            | State::PrepColumns(_)
+            | State::PrepColumnsEof => self.prepare(first, payload, len),
+        }
+    }
+
+    /// A one-packet reply (OK, EOF or anything else) ends it.
+    fn single(&mut self, first: u8, payload: &[u8], len: usize) {
+        if first == 0x00 {
+            if let Ok(ok) = parse_ok(payload) {
+                self.status = ok.status;
+                self.status_seen = true;
+            }
+        } else if first == 0xfe && len < 9 {
+            self.status = eof_status(payload);
+            self.status_seen = true;
+        }
+        self.state = State::Done;
+    }
+
+    /// The first packet of a result: OK, a local-file request, or a column count.
+    fn start(&mut self, first: u8, payload: &[u8]) -> Result<(), ReplyError> {
+        match first {
+            0x00 => {
+                let ok = parse_ok(payload).map_err(|_| ReplyError::Unexpected("bad OK"))?;
+                self.affected_rows = ok.affected_rows;
+                self.last_insert_id = ok.last_insert_id;
+                self.end_of_result(ok.status);
+            }
+            0xfb => self.state = State::LocalInfile,
+            _ => {
+                let n = Reader::new(payload, "column count")
+                    .lenenc_int()
+                    .map_err(|_| ReplyError::Unexpected("bad column count"))?;
+                if n == 0 {
+                    return Err(ReplyError::Unexpected("zero columns"));
                 }
-                0xfb => self.state = State::LocalInfile,
-                _ => {
-                    let n = Reader::new(payload, "column count")
-                        .lenenc_int()
-                        .map_err(|_| ReplyError::Unexpected("bad column count"))?;
-                    if n == 0 {
-                        return Err(ReplyError::Unexpected("zero columns"));
-                    }
-                    self.state = State::Columns(n);
-                }
-            },
+                self.state = State::Columns(n);
+            }
+        }
+        Ok(())
+    }
+
+    /// Column definitions, their EOF, rows and the terminator of a result set (or a field list).
+    fn result_set(&mut self, first: u8, payload: &[u8], len: usize) -> Result<(), ReplyError> {
+        match self.state {
             State::Columns(n) => {
                 self.state = if n > 1 {
                     State::Columns(n - 1)
@@ -240,20 +263,25 @@ impl ReplyTracker {
                     self.state = State::Rows;
                 }
             }
-            State::Rows | State::FieldList => {
-                if Self::is_terminator(first, len) {
-                    let st = self.terminator_status(payload);
-                    if self.state == State::FieldList {
-                        self.status = st;
-                        self.status_seen = true;
-                        self.state = State::Done;
-                    } else {
-                        self.end_of_result(st);
-                    }
-                } else if self.state == State::Rows {
-                    self.rows += 1;
+            _ if Self::is_terminator(first, len) => {
+                let st = self.terminator_status(payload);
+                if self.state == State::FieldList {
+                    self.status = st;
+                    self.status_seen = true;
+                    self.state = State::Done;
+                } else {
+                    self.end_of_result(st);
                 }
             }
+            State::Rows => self.rows += 1,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The reply to COM_STMT_PREPARE: its OK, parameter and column definitions and their EOFs.
+    fn prepare(&mut self, first: u8, payload: &[u8], len: usize) -> Result<(), ReplyError> {
+        match self.state {
             State::PrepParams { left: u64::MAX, .. } => {
                 if first != 0x00 || payload.len() < 9 {
                     return Err(ReplyError::Unexpected("bad prepare OK"));
@@ -309,6 +337,7 @@ impl ReplyTracker {
                 }
                 self.state = State::Done;
             }
+            _ => {}
         }
         Ok(())
     }

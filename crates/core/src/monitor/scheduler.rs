@@ -361,6 +361,8 @@ impl Monitor {
         }
     }
 
+    /// One finished check: recorded in the log tables, folded into the server's health, and
+    /// any change of verdict logged and published.
     fn handle(
         &self,
         done: Done,
@@ -370,7 +372,52 @@ impl Monitor {
     ) {
         let base = config.load_base();
         let side = Self::side(&base, self.protocol);
-        let vars = side.vars;
+        self.record(&done, side.vars);
+        let s = &done.server;
+        if let Err(e) = &done.outcome {
+            checker.drop_connection(s);
+            if done.kind == CheckKind::Connect {
+                error!(
+                    "{} monitor connect failed addr='{s}' error='{e}'",
+                    self.protocol_name()
+                );
+            }
+        }
+        let floor = self.slow_floor_ms(config, s);
+        let slow = |us: Option<u64>| us.is_some_and(|us| us / 1000 > floor);
+        let (verdict, slowness_changed) = self.judge(&done, &side, slow);
+        if slowness_changed && verdict.is_none() {
+            let took = done.outcome.as_ref().map_or(0, |o| o.0);
+            let (position, effect) = if slow(Some(took)) {
+                (
+                    "over",
+                    "it gets no new connections while faster servers answer",
+                )
+            } else {
+                ("back under", "it is used again")
+            };
+            warn!("Server {s} ping time is {position} its max_latency_ms: {effect}");
+            self.publish(config);
+            return;
+        }
+        let Some(verdict) = verdict else { return };
+        self.log_verdict(s, &verdict, &side);
+        if let Verdict::Shun { .. } = verdict {
+            on_shun(s);
+        }
+        self.publish(config);
+    }
+
+    /// "MySQL" or "PgSQL", as ProxySQL's log lines name the monitors.
+    fn protocol_name(&self) -> &'static str {
+        match self.protocol {
+            Protocol::Mysql => "MySQL",
+            Protocol::Pgsql => "PgSQL",
+        }
+    }
+
+    /// Adds the check to its log table (`mysql_server_ping_log`, ...).
+    fn record(&self, done: &Done, vars: &MonitorVariables) {
         let (took, value) = match &done.outcome {
             Ok((us, v)) => (*us, *v),
             Err(_) => (0, None),
@@ -391,88 +438,70 @@ impl Monitor {
             },
             vars.history,
         );
-        let s = &done.server;
-        let proto = match self.protocol {
-            Protocol::Mysql => "MySQL",
-            Protocol::Pgsql => "PgSQL",
-        };
-        if let Err(e) = &done.outcome {
-            checker.drop_connection(s);
-            if done.kind == CheckKind::Connect {
-                error!("{proto} monitor connect failed addr='{s}' error='{e}'");
-            }
-        }
-        let floor = self.slow_floor_ms(config, s);
-        let slow = |us: Option<u64>| us.is_some_and(|us| us / 1000 > floor);
-        let slowness_changed;
-        let verdict = {
-            let mut g = self.health.lock().unwrap_or_else(|p| p.into_inner());
-            let h = g.entry(s.clone()).or_default();
-            let was_slow = slow(h.latency_us);
-            let v = match done.kind {
-                CheckKind::Connect => None,
-                CheckKind::Ping => h.ping(
-                    Instant::now(),
-                    done.outcome.as_ref().map(|o| o.0).map_err(|_| ()),
-                    vars.ping_max_failures,
-                ),
-                CheckKind::ReadOnly => h.read_only(
-                    done.outcome
-                        .as_ref()
-                        .map(|o| o.1 != Some(0))
-                        .map_err(|_| ()),
-                    vars.read_only_max_timeout_count,
-                ),
-                CheckKind::GroupReplication => h.group_replication(
-                    done.member.clone().ok_or(()),
-                    vars.groupreplication_healthcheck_max_timeout_count,
-                ),
-                CheckKind::Galera => h.group_replication(
-                    done.member.clone().ok_or(()),
-                    vars.galera_healthcheck_max_timeout_count,
-                ),
-                CheckKind::ReplicationLag => h.replication_lag(
-                    done.outcome
-                        .as_ref()
-                        .map(|o| o.1.map(|v| v.max(0) as u64))
-                        .map_err(|_| ()),
-                    LagPolicy {
-                        max: u64::from(
-                            lag_thresholds(side.hostgroups).get(s).copied().unwrap_or(0),
-                        ),
-                        count: vars.replication_lag_count,
-                        when_null: vars.slave_lag_when_null,
-                    },
-                ),
-            };
-            slowness_changed = slow(h.latency_us) != was_slow;
-            v
-        };
-        if slowness_changed && verdict.is_none() {
-            warn!(
-                "Server {s} ping time is {} its max_latency_ms: {}",
-                if slow(Some(took)) {
-                    "over"
-                } else {
-                    "back under"
+    }
+
+    /// Folds the check into the server's health: the verdict it leads to, if any, and whether
+    /// the server crossed its latency limit (`slow`) either way.
+    fn judge(
+        &self,
+        done: &Done,
+        side: &Side<'_>,
+        slow: impl Fn(Option<u64>) -> bool,
+    ) -> (Option<Verdict>, bool) {
+        let vars = side.vars;
+        let mut g = self.health.lock().unwrap_or_else(|p| p.into_inner());
+        let h = g.entry(done.server.clone()).or_default();
+        let was_slow = slow(h.latency_us);
+        let v = match done.kind {
+            CheckKind::Connect => None,
+            CheckKind::Ping => h.ping(
+                Instant::now(),
+                done.outcome.as_ref().map(|o| o.0).map_err(|_| ()),
+                vars.ping_max_failures,
+            ),
+            CheckKind::ReadOnly => h.read_only(
+                done.outcome
+                    .as_ref()
+                    .map(|o| o.1 != Some(0))
+                    .map_err(|_| ()),
+                vars.read_only_max_timeout_count,
+            ),
+            CheckKind::GroupReplication => h.group_replication(
+                done.member.clone().ok_or(()),
+                vars.groupreplication_healthcheck_max_timeout_count,
+            ),
+            CheckKind::Galera => h.group_replication(
+                done.member.clone().ok_or(()),
+                vars.galera_healthcheck_max_timeout_count,
+            ),
+            CheckKind::ReplicationLag => h.replication_lag(
+                done.outcome
+                    .as_ref()
+                    .map(|o| o.1.map(|v| v.max(0) as u64))
+                    .map_err(|_| ()),
+                LagPolicy {
+                    max: u64::from(
+                        lag_thresholds(side.hostgroups)
+                            .get(&done.server)
+                            .copied()
+                            .unwrap_or(0),
+                    ),
+                    count: vars.replication_lag_count,
+                    when_null: vars.slave_lag_when_null,
                 },
-                if slow(Some(took)) {
-                    "it gets no new connections while faster servers answer"
-                } else {
-                    "it is used again"
-                }
-            );
-            self.publish(config);
-            return;
-        }
-        let Some(verdict) = verdict else { return };
-        match &verdict {
-            Verdict::Shun { missed } => {
-                error!(
-                    "Server {s} missed {missed} heartbeats, shunning it and killing all the connections. Disabling other checks until the node comes back online."
-                );
-                on_shun(s);
-            }
+            ),
+        };
+        let changed = slow(h.latency_us) != was_slow;
+        (v, changed)
+    }
+
+    /// The error-log line for a new verdict about server `s`, worded as ProxySQL's.
+    fn log_verdict(&self, s: &ServerKey, verdict: &Verdict, side: &Side<'_>) {
+        let vars = side.vars;
+        match verdict {
+            Verdict::Shun { missed } => error!(
+                "Server {s} missed {missed} heartbeats, shunning it and killing all the connections. Disabling other checks until the node comes back online."
+            ),
             Verdict::Unshun => {
                 info!("Server {s} answered the heartbeat again; back ONLINE, other checks resumed")
             }
@@ -504,12 +533,12 @@ impl Monitor {
             Verdict::ReadOnly {
                 value, previous, ..
             } => info!(
-                "{proto} monitor: server {s} reports read_only={} (was {})",
+                "{} monitor: server {s} reports read_only={} (was {})",
+                self.protocol_name(),
                 u8::from(*value),
                 previous.map_or("unknown".to_string(), |p| u8::from(p).to_string())
             ),
         }
-        self.publish(config);
     }
 
     /// Lays the current health over the configuration and logs what moved.
