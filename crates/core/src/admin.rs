@@ -18,20 +18,20 @@ pub enum AdminRole {
 /// One admin login.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AdminCredential {
-    /// User name.
+    /// The admin account's name.
     pub user: String,
-    /// Cleartext password.
+    /// Its password in clear, as `admin-admin_credentials` holds it.
     pub password: String,
-    /// Rights.
+    /// What the account may do: everything, or read the stats tables only.
     pub role: AdminRole,
 }
 
 /// A result set: column names and rows of text values (`None` = NULL).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AdminRows {
-    /// Column names.
+    /// Column names, in order.
     pub columns: Vec<String>,
-    /// Rows.
+    /// Rows, each with one cell per column; `None` is SQL NULL.
     pub rows: Vec<Vec<Option<String>>>,
 }
 
@@ -54,7 +54,7 @@ pub enum AdminReply {
 pub struct AdminError {
     /// MySQL error number (1045, 1064, 1105, ...).
     pub code: u16,
-    /// SQLSTATE.
+    /// The five-character SQLSTATE the client gets.
     pub sqlstate: &'static str,
     /// What went wrong, for a person.
     pub message: String,
@@ -92,17 +92,17 @@ pub trait AdminExecutor: Send + Sync {
 /// One row of `stats_*_connection_pool`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PoolRow {
-    /// Hostgroup.
+    /// The hostgroup the pooled connections serve.
     pub hostgroup: u32,
-    /// Server host.
+    /// The server's host name.
     pub srv_host: String,
-    /// Server port.
+    /// The server's port.
     pub srv_port: u16,
     /// Status as the data path sees it.
     pub status: String,
     /// Connections in use.
     pub conn_used: u32,
-    /// Idle connections.
+    /// Connections open and waiting in the pool.
     pub conn_free: u32,
     /// Commands forwarded to this server in this hostgroup.
     pub queries: u64,
@@ -122,13 +122,13 @@ pub enum Protocol {
 /// One row of `stats_*_processlist`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProcessRow {
-    /// Session id.
+    /// Sluice's id for the session.
     pub session_id: u32,
-    /// User.
+    /// The account the client logged in as.
     pub user: String,
     /// Schema / database.
     pub db: String,
-    /// Client address.
+    /// The client's `ip:port`.
     pub client: String,
     /// Hostgroup of the user.
     pub hostgroup: u32,

@@ -13,7 +13,7 @@ use std::sync::Arc;
 pub struct ServerKey {
     /// Host name or IP.
     pub hostname: String,
-    /// TCP port.
+    /// The server's TCP port.
     pub port: u16,
 }
 
@@ -26,17 +26,17 @@ impl std::fmt::Display for ServerKey {
 /// A server as a member of one hostgroup, with the row's settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostgroupServer {
-    /// The server.
+    /// The server (host and port).
     pub key: ServerKey,
-    /// The hostgroup.
+    /// The hostgroup this row puts it in.
     pub hostgroup: u32,
-    /// Configured status.
+    /// ONLINE, SHUNNED, OFFLINE_SOFT or OFFLINE_HARD, as configured and as the monitor decided.
     pub status: ServerStatus,
-    /// Relative weight.
+    /// Share of new connections relative to the hostgroup's other servers.
     pub weight: u32,
     /// Connection cap for this (hostgroup, server).
     pub max_connections: u32,
-    /// Backend TLS.
+    /// Whether connections to it use TLS.
     pub use_ssl: bool,
     /// The compressed protocol towards the server (`compression=1`; MySQL only).
     pub compression: bool,
@@ -159,11 +159,11 @@ pub struct PgsqlRuntime {
 /// An immutable snapshot of everything the data path reads. Sessions `load()` it once per command.
 #[derive(Debug, Clone, Default)]
 pub struct RuntimeConfig {
-    /// Data folder.
+    /// Where the admin database and generated files live (`--datadir`).
     pub datadir: Option<String>,
-    /// MySQL side.
+    /// What the MySQL frontend, pools and monitor read.
     pub mysql: MysqlRuntime,
-    /// PostgreSQL side.
+    /// What the PostgreSQL frontend, pools and monitor read.
     pub pgsql: PgsqlRuntime,
 }
 

@@ -43,13 +43,13 @@ pub const REPLY_SHAPING_CAPS: u32 = cap::DEPRECATE_EOF | cap::FOUND_ROWS | cap::
 pub struct ConnectParams {
     /// Host name or IP.
     pub host: String,
-    /// Port.
+    /// The server's TCP port.
     pub port: u16,
-    /// Backend user.
+    /// The account Sluice logs in to the server as (a `mysql_users` row with `backend=1`).
     pub user: String,
     /// Backend password material.
     pub secret: BackendSecret,
-    /// Initial schema.
+    /// Schema selected at login (the handshake's database field); `None` selects none.
     pub schema: Option<String>,
     /// Collation id to connect with (the client's).
     pub charset: u8,

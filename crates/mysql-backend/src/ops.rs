@@ -15,9 +15,9 @@ use sluice_mysql_proto::reply::{ReplyError, ReplyKind, ReplyTracker};
 pub struct Prepared {
     /// The server's statement id.
     pub backend_id: u32,
-    /// Parameter count.
+    /// Placeholders (`?`) the statement takes; COM_STMT_EXECUTE sends this many values.
     pub num_params: u16,
-    /// Column count.
+    /// Columns a result of the statement has (0 for statements that return no rows).
     pub num_columns: u16,
     /// Parameter definition packets (payloads).
     pub params: Vec<Bytes>,

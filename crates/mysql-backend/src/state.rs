@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 /// Session state that can be applied to any backend connection.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SessionState {
-    /// Default schema.
+    /// The schema the session selected (`USE`, COM_INIT_DB), replayed on a connection that has
+    /// another.
     pub schema: Option<String>,
     /// The last `SET NAMES ...` / `SET CHARACTER SET ...`, as SQL to replay.
     pub charset_cmd: Option<String>,

@@ -14,11 +14,11 @@ pub struct Greeting {
     pub connection_id: u32,
     /// The 20-byte auth nonce.
     pub nonce: Vec<u8>,
-    /// Capability flags.
+    /// The server's capability flags (`CLIENT_*`): what the client may ask for.
     pub capabilities: u32,
     /// Default collation id.
     pub charset: u8,
-    /// Status flags.
+    /// Server status flags at connect (`SERVER_STATUS_*`, e.g. autocommit).
     pub status: u16,
     /// Default auth plugin.
     pub auth_plugin: String,
@@ -97,9 +97,9 @@ pub struct HandshakeResponse {
     pub capabilities: u32,
     /// Max packet size the client accepts.
     pub max_packet: u32,
-    /// Collation id.
+    /// The character set (collation id) the client asked for.
     pub charset: u8,
-    /// User name.
+    /// The account the client logs in as.
     pub username: String,
     /// Auth response bytes.
     pub auth_response: Vec<u8>,
@@ -203,11 +203,11 @@ impl HandshakeResponse {
 /// A decoded COM_CHANGE_USER.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChangeUser {
-    /// New user.
+    /// The account to switch to.
     pub username: String,
     /// Auth response (computed with the connection's original nonce).
     pub auth_response: Vec<u8>,
-    /// New schema.
+    /// The schema to select after the switch; `None` keeps none selected.
     pub database: Option<String>,
     /// New collation id, if sent.
     pub charset: Option<u16>,

@@ -42,13 +42,13 @@ pub fn eof_payload(status: u16, warnings: u16) -> Vec<u8> {
 /// The fields of an OK packet Sluice reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct OkInfo {
-    /// Affected rows.
+    /// Rows the statement changed (for UPDATE: rows matched or changed, per CLIENT_FOUND_ROWS).
     pub affected_rows: u64,
     /// Last insert id.
     pub last_insert_id: u64,
     /// Server status flags.
     pub status: u16,
-    /// Warning count.
+    /// Warnings the statement raised (`SHOW WARNINGS` lists them).
     pub warnings: u16,
 }
 
@@ -83,11 +83,11 @@ pub fn eof_status(payload: &[u8]) -> u16 {
 /// The fields of an ERR packet.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ErrInfo {
-    /// Error number.
+    /// MySQL error number (e.g. 1045 access denied, 1064 syntax error).
     pub code: u16,
     /// SQLSTATE (five characters, "HY000" when the packet has none).
     pub sqlstate: String,
-    /// Message text.
+    /// The human-readable message the client shows.
     pub message: String,
 }
 

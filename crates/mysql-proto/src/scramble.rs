@@ -35,7 +35,8 @@ fn xor<const N: usize>(a: &[u8; N], b: &[u8; N]) -> [u8; N] {
     out
 }
 
-/// Constant-time equality.
+/// Compares two byte strings in time that depends only on their lengths, so a password check leaks
+/// nothing through timing.
 pub fn ct_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }

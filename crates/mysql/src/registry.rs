@@ -45,9 +45,9 @@ pub struct ProcessInfo {
     pub id: u32,
     /// User (empty before login).
     pub user: String,
-    /// Client address.
+    /// The client's `ip:port`.
     pub client: String,
-    /// Current schema.
+    /// The schema the session has selected now.
     pub schema: String,
     /// Why the session holds its backend connection; `None` = multiplexed.
     pub pin_reason: Option<&'static str>,
@@ -76,7 +76,7 @@ impl SessionRegistry {
         self.next_id.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Connected clients.
+    /// Clients connected now, logged in or still in the handshake.
     pub fn total(&self) -> u32 {
         self.total.load(Ordering::Relaxed)
     }

@@ -12,17 +12,18 @@ use std::sync::{Arc, Mutex};
 /// A statement known to Sluice, with the metadata clients get when they prepare it.
 #[derive(Debug)]
 pub struct StmtMeta {
-    /// Sluice-wide id.
+    /// Sluice's id for the statement text, the same for every client that prepares it
+    /// (`stats_mysql_prepared_statements_info.global_stmt_id`).
     pub global_id: u64,
     /// User that prepared it.
     pub user: String,
     /// Schema it was prepared in.
     pub schema: String,
-    /// Statement text.
+    /// The statement as prepared.
     pub sql: Bytes,
-    /// Parameter count.
+    /// Placeholders (`?`) the statement takes.
     pub num_params: u16,
-    /// Column count.
+    /// Columns its results have.
     pub num_columns: u16,
     /// Parameter definitions (payloads).
     pub params: Vec<Bytes>,
@@ -32,13 +33,14 @@ pub struct StmtMeta {
     pub client_refs: AtomicU32,
     /// Times it was prepared on a backend connection.
     pub backend_prepares: AtomicU64,
-    /// Executions.
+    /// COM_STMT_EXECUTEs of this statement by any client.
     pub executions: AtomicU64,
 }
 
 type Key = (String, String, Bytes);
 
-/// The registry.
+/// Every prepared statement text any client has open, shared so a statement prepared by many
+/// clients is described once.
 #[derive(Debug)]
 pub struct StmtRegistry {
     map: Mutex<HashMap<Key, Arc<StmtMeta>>>,
@@ -50,21 +52,21 @@ pub struct StmtRegistry {
 /// A row of the prepared-statements view (`stats_mysql_prepared_statements_info`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StmtInfo {
-    /// Global id.
+    /// Sluice's id for the statement text.
     pub global_id: u64,
-    /// Schema.
+    /// Schema selected when it was first prepared.
     pub schema: String,
-    /// User.
+    /// Account that first prepared it.
     pub username: String,
-    /// Client handles.
+    /// Client statement handles open on it now.
     pub ref_count_client: u32,
     /// Backend prepares so far.
     pub backend_prepares: u64,
-    /// Parameters.
+    /// Placeholders it takes.
     pub num_params: u16,
-    /// Columns.
+    /// Columns its results have.
     pub num_columns: u16,
-    /// Text.
+    /// The statement text.
     pub query: String,
 }
 

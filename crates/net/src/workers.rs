@@ -25,7 +25,7 @@ pub struct Workers {
 pub struct Worker<'a> {
     /// The thread's position (0-based): server connections remember where they were opened.
     pub index: usize,
-    /// Its runtime.
+    /// The thread's tokio runtime, to spawn the session's task on.
     pub handle: &'a Handle,
 }
 

@@ -10,15 +10,15 @@ use tokio::net::TcpStream;
 /// How to open a server connection.
 #[derive(Debug, Clone)]
 pub struct ConnectParams {
-    /// Host.
+    /// The server's host name or address.
     pub host: String,
-    /// Port.
+    /// The server's TCP port.
     pub port: u16,
-    /// User.
+    /// The role to log in as.
     pub user: String,
-    /// Cleartext password.
+    /// Its password in clear (SCRAM and MD5 are computed from it).
     pub password: String,
-    /// Database.
+    /// The database to connect to.
     pub database: String,
     /// Other startup parameters (application_name, client_encoding, ...).
     pub options: Vec<(String, String)>,
@@ -31,9 +31,9 @@ pub struct ConnectParams {
 /// An authenticated server connection, ready for queries.
 #[derive(Debug)]
 pub struct PgConn {
-    /// The socket.
+    /// The socket to the server, plain or TLS.
     pub stream: crate::stream::PgStream,
-    /// Buffered reader.
+    /// Reads the server's messages, bounded in size, keeping what arrived past the last one.
     pub reader: Reader,
     /// ParameterStatus values the server reported at login.
     pub params: Vec<(String, String)>,

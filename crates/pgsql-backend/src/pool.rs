@@ -19,13 +19,13 @@ use tracing::{debug, info, warn};
 /// Which idle connections can serve a client.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct PgKey {
-    /// Hostgroup.
+    /// The hostgroup the connection serves.
     pub hostgroup: u32,
-    /// Server.
+    /// The server it is open to.
     pub server: ServerKey,
-    /// User.
+    /// The role it is logged in as; connections are never shared across roles.
     pub user: String,
-    /// Database.
+    /// The database it is connected to; never shared across databases.
     pub database: String,
 }
 
@@ -49,15 +49,15 @@ pub struct PgPool {
 /// What a session asks for.
 #[derive(Debug, Clone)]
 pub struct PgCheckout<'a> {
-    /// Hostgroup.
+    /// The hostgroup to take a connection from.
     pub hostgroup: u32,
-    /// Its servers.
+    /// The hostgroup's servers as the caller's runtime snapshot has them.
     pub servers: &'a [HostgroupServer],
-    /// User.
+    /// The role to log in as.
     pub user: &'a str,
-    /// Cleartext password.
+    /// Its password in clear (SCRAM and MD5 are computed from it).
     pub password: &'a str,
-    /// Database.
+    /// The database to connect to.
     pub database: &'a str,
     /// The session asking (its cancel key), when it has one: an idle connection it used last
     /// is preferred, so its settings need not be reset and applied again. Server connections
@@ -67,9 +67,10 @@ pub struct PgCheckout<'a> {
     /// The session thread asking (`pgsql-threads`): connections opened there are preferred and
     /// others are moved to its poll. `None` on a shared runtime.
     pub worker: Option<usize>,
-    /// Per attempt.
+    /// Time allowed for one connect attempt (`pgsql-connect_timeout_server`).
     pub connect_timeout: Duration,
-    /// Whole budget.
+    /// Time allowed for the whole checkout, waits and retries included
+    /// (`pgsql-connect_timeout_server_max`).
     pub connect_timeout_max: Duration,
     /// Where to re-read the hostgroup's servers while waiting for one to answer: the monitor
     /// may move a new writer in (failover). `None` keeps `servers`.
@@ -358,7 +359,7 @@ impl sluice_core::checkout::Connector for PgAttempts<'_> {
 const RECHECK_AFTER_IDLE: Duration = Duration::from_millis(500);
 
 impl PgPooled {
-    /// The connection.
+    /// The server connection, to forward messages on and read replies from.
     pub fn conn(&mut self) -> &mut PgConn {
         // Invariant: only the release methods take it, and they consume self.
         self.conn

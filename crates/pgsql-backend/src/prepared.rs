@@ -30,7 +30,7 @@ impl PreparedSet {
         self.names.insert(name, self.tick);
     }
 
-    /// Forgets `name`.
+    /// Forgets statement `name` (it was closed on the server).
     pub fn remove(&mut self, name: &str) {
         self.names.remove(name);
     }

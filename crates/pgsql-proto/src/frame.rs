@@ -11,7 +11,7 @@ pub const MAX_MESSAGE: usize = 1 << 30;
 /// Reads messages from a stream into a buffer.
 #[derive(Debug, Default)]
 pub struct Reader {
-    /// Unconsumed bytes.
+    /// Bytes received but not yet returned as messages.
     pub buf: BytesMut,
 }
 
@@ -132,7 +132,7 @@ pub fn ready(status: u8) -> Vec<u8> {
     message(b'Z', &[status])
 }
 
-/// ParameterStatus.
+/// A ParameterStatus message (`S`) telling the client `name` is `value`.
 pub fn parameter_status(name: &str, value: &str) -> Vec<u8> {
     let mut b = Vec::new();
     b.extend_from_slice(name.as_bytes());

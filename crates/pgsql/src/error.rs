@@ -36,7 +36,7 @@ impl From<sluice_pgsql_proto::Error> for Error {
 }
 
 /// Socket errors in this crate are the client's: server sockets are read and written by
-/// `sluice-pgsql-backend`, or mapped with [`Error::server_wire`].
+/// `sluice-pgsql-backend`, or mapped to [`Error::Server`] where this crate touches one.
 impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Self {
         Error::Client(sluice_pgsql_proto::Error::Io(e))

@@ -8,13 +8,13 @@ use std::sync::{Arc, Mutex};
 /// One session as the processlist shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PgSessionInfo {
-    /// Session id.
+    /// Sluice's id for the session (`stats_pgsql_processlist.SessionID`).
     pub id: u32,
-    /// User.
+    /// The role the client logged in as.
     pub user: String,
-    /// Database.
+    /// The database the client connected to.
     pub database: String,
-    /// Client address.
+    /// The client's `ip:port`.
     pub client: String,
     /// The user's default hostgroup.
     pub hostgroup: u32,

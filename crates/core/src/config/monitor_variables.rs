@@ -8,9 +8,9 @@ use super::values::VariableError;
 pub struct MonitorVariables {
     /// Run the monitor at all.
     pub enabled: bool,
-    /// Monitor account.
+    /// The account the monitor logs in to servers with.
     pub username: String,
-    /// Its password.
+    /// The monitor account's password.
     pub password: String,
     /// Database the PostgreSQL monitor connects to.
     pub dbname: String,
@@ -20,9 +20,9 @@ pub struct MonitorVariables {
     pub connect_interval: u64,
     /// Connect check timeout.
     pub connect_timeout: u64,
-    /// Heartbeat interval.
+    /// How often each server is pinged (ms); missed pings lead to shunning.
     pub ping_interval: u64,
-    /// Heartbeat timeout.
+    /// How long a ping may take before it counts as missed (ms).
     pub ping_timeout: u64,
     /// Missed heartbeats in a row that shun a server.
     pub ping_max_failures: u32,

@@ -18,7 +18,7 @@ pub struct MysqlServer {
     /// Port of a binlog reader for GTID causal reads (accepted, not used yet).
     #[serde(default = "zero_port")]
     pub gtid_port: Port,
-    /// Configured status.
+    /// ONLINE, SHUNNED, OFFLINE_SOFT or OFFLINE_HARD; the monitor may override it at runtime.
     #[serde(default)]
     pub status: ServerStatus,
     /// Relative selection weight.
@@ -39,7 +39,7 @@ pub struct MysqlServer {
     /// Ping latency above which the server is skipped; 0 uses the global default.
     #[serde(default)]
     pub max_latency_ms: LatencyMs,
-    /// Free text.
+    /// The operator's note; Sluice ignores it.
     #[serde(default)]
     pub comment: String,
 }
@@ -52,7 +52,8 @@ fn zero_port() -> Port {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MysqlUser {
-    /// User name.
+    /// The account name clients log in with (and, with `backend=1`, Sluice logs in to servers
+    /// with).
     pub username: String,
     /// Cleartext password, or a `mysql_native_password` hash (`*` + 40 hex digits).
     #[serde(default)]
@@ -90,7 +91,7 @@ pub struct MysqlUser {
     /// JSON attributes (ProxySQL's), kept as text.
     #[serde(default)]
     pub attributes: String,
-    /// Free text.
+    /// The operator's note; Sluice ignores it.
     #[serde(default)]
     pub comment: String,
 }
@@ -103,7 +104,7 @@ fn yes() -> Flag {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MysqlHostgroupAttributes {
-    /// The hostgroup.
+    /// The hostgroup the attributes apply to.
     pub hostgroup_id: HostgroupId,
     /// Cap on ONLINE servers used (accepted; not used yet).
     #[serde(default = "million")]
@@ -135,7 +136,7 @@ pub struct MysqlHostgroupAttributes {
     /// JSON (accepted; not used yet).
     #[serde(default)]
     pub servers_defaults: String,
-    /// Free text.
+    /// The operator's note; Sluice ignores it.
     #[serde(default)]
     pub comment: String,
 }

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PgsqlServer {
-    /// Hostgroup.
+    /// The hostgroup this row puts the server in.
     #[serde(default)]
     pub hostgroup_id: HostgroupId,
     /// Host name or IP.
@@ -16,10 +16,10 @@ pub struct PgsqlServer {
     /// Port (default 5432).
     #[serde(default = "pg_port")]
     pub port: Port,
-    /// Configured status.
+    /// ONLINE, SHUNNED, OFFLINE_SOFT or OFFLINE_HARD; the monitor may override it at runtime.
     #[serde(default)]
     pub status: ServerStatus,
-    /// Relative weight.
+    /// Share of new connections relative to the hostgroup's other servers.
     #[serde(default)]
     pub weight: Weight,
     /// Accepted; must be 0.
@@ -37,7 +37,7 @@ pub struct PgsqlServer {
     /// Accepted (monitor issue).
     #[serde(default)]
     pub max_latency_ms: LatencyMs,
-    /// Free text.
+    /// The operator's note; Sluice ignores it.
     #[serde(default)]
     pub comment: String,
 }
@@ -50,7 +50,7 @@ fn pg_port() -> Port {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PgsqlUser {
-    /// User name.
+    /// The role clients log in as (and, with `backend=1`, Sluice logs in to servers as).
     pub username: String,
     /// Cleartext password (needed for SCRAM towards clients and backends).
     #[serde(default)]
@@ -79,10 +79,10 @@ pub struct PgsqlUser {
     /// Per-user client cap.
     #[serde(default)]
     pub max_connections: UserMaxConnections,
-    /// JSON attributes.
+    /// JSON object of per-user options (e.g. `{"authentication_method": 3}`).
     #[serde(default)]
     pub attributes: String,
-    /// Free text.
+    /// The operator's note; Sluice ignores it.
     #[serde(default)]
     pub comment: String,
 }
@@ -106,7 +106,7 @@ pub struct PgsqlVariables {
     pub connect_timeout_server_max: u64,
     /// 1 = cleartext, 2 = md5, 3 = SCRAM-SHA-256.
     pub authentication_method: u32,
-    /// Offer TLS.
+    /// Whether clients may upgrade to TLS with SSLRequest.
     pub have_ssl: bool,
     /// Protocol-level prepared statements kept per server connection (least recently used
     /// closed beyond it).

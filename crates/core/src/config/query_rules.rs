@@ -40,7 +40,7 @@ pub struct QueryRule {
     /// Regex on the query text.
     #[serde(default)]
     pub match_pattern: Option<String>,
-    /// Invert `match_pattern`.
+    /// Match when `match_pattern` does not match.
     #[serde(default)]
     pub negate_match_pattern: Flag,
     /// `CASELESS`, `GLOBAL` (comma separated).
@@ -109,7 +109,7 @@ pub struct QueryRule {
     /// JSON attributes (kept).
     #[serde(default)]
     pub attributes: String,
-    /// Free text.
+    /// The operator's note; Sluice ignores it.
     #[serde(default)]
     pub comment: Option<String>,
 }
@@ -237,17 +237,17 @@ impl QueryRule {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FastRoute {
-    /// User.
+    /// The account the route applies to.
     pub username: String,
     /// Schema (MySQL) / database (PostgreSQL).
     #[serde(alias = "database")]
     pub schemaname: String,
-    /// Flag.
+    /// The rule chain's flag the route applies at (`flagIN`).
     #[serde(default, rename = "flagIN")]
     pub flag_in: u32,
-    /// Target.
+    /// The hostgroup the matching statements go to.
     pub destination_hostgroup: u32,
-    /// Free text.
+    /// The operator's note; Sluice ignores it.
     #[serde(default)]
     pub comment: String,
 }

@@ -16,7 +16,7 @@ pub struct ReplicationHostgroup {
     /// Which variable says read-only (MySQL); PostgreSQL uses `pg_is_in_recovery()`.
     #[serde(default = "read_only")]
     pub check_type: String,
-    /// Free text.
+    /// The operator's note; Sluice ignores it.
     #[serde(default)]
     pub comment: String,
 }
@@ -34,7 +34,7 @@ pub struct GroupReplicationHostgroup {
     pub writer_hostgroup: u32,
     /// Primaries beyond `max_writers`.
     pub backup_writer_hostgroup: u32,
-    /// Secondaries.
+    /// Where the monitor puts the cluster's secondaries (readers).
     pub reader_hostgroup: u32,
     /// Members in any state but ONLINE, or too far behind.
     pub offline_hostgroup: u32,
@@ -50,7 +50,7 @@ pub struct GroupReplicationHostgroup {
     /// Applier queue length above which a member is shunned (twice that: offline); 0 = off.
     #[serde(default)]
     pub max_transactions_behind: u64,
-    /// Free text.
+    /// The operator's note; Sluice ignores it.
     #[serde(default)]
     pub comment: Option<String>,
 }

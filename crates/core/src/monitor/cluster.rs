@@ -37,15 +37,15 @@ pub struct GaleraStatus {
     pub local_state: u32,
     /// `wsrep_cluster_status` is `Primary`.
     pub primary_partition: bool,
-    /// `read_only`.
+    /// The node's `read_only`: on, it cannot take writes.
     pub read_only: bool,
-    /// `wsrep_desync`.
+    /// The node's `wsrep_desync`: on, it left flow control and may fall behind.
     pub desync: bool,
     /// `wsrep_reject_queries` is not NONE.
     pub reject_queries: bool,
-    /// `wsrep_sst_donor_rejects_queries`.
+    /// The node's `wsrep_sst_donor_rejects_queries`: on, it refuses queries while it is a donor.
     pub donor_rejects_queries: bool,
-    /// `wsrep_local_recv_queue`.
+    /// Write sets received but not yet applied (`wsrep_local_recv_queue`).
     pub recv_queue: u64,
 }
 

@@ -198,9 +198,10 @@ impl ServerHealth {
 pub struct LagPolicy {
     /// `max_replication_lag` (s); 0 never shuns.
     pub max: u64,
-    /// `monitor_replication_lag_count`.
+    /// Checks over the limit in a row before the server is shunned
+    /// (`monitor_replication_lag_count`).
     pub count: u32,
-    /// `monitor_slave_lag_when_null` (s).
+    /// The lag (s) assumed when the replica reports NULL (`monitor_slave_lag_when_null`).
     pub when_null: u64,
 }
 

@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Which check.
+/// The kinds of health check the monitor runs, each with its log table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CheckKind {
     /// Open a monitor connection.
@@ -54,7 +54,7 @@ impl CheckKind {
 /// One check's row.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CheckRow {
-    /// Server.
+    /// The server checked.
     pub server: ServerKey,
     /// Start (µs since the epoch).
     pub time_start_us: u64,

@@ -22,13 +22,13 @@ pub type CheckFuture<T> = Pin<Box<dyn Future<Output = Result<T, String>> + Send 
 /// Where and as whom a check runs.
 #[derive(Debug, Clone)]
 pub struct CheckTarget {
-    /// The server.
+    /// The server to check.
     pub server: ServerKey,
-    /// Monitor account.
+    /// The account the check logs in with (`monitor_username`).
     pub username: String,
-    /// Its password.
+    /// Its password (`monitor_password`).
     pub password: String,
-    /// Database (PostgreSQL).
+    /// The database a PostgreSQL check connects to (`monitor_dbname`).
     pub dbname: String,
     /// `check_type` of the server's replication pair (MySQL).
     pub check_type: String,

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 /// Identifies a cached result.
 #[derive(Debug, Clone, Copy)]
 pub struct CacheKey<'a> {
-    /// User.
+    /// The account asking: cached results are never shared across accounts.
     pub user: &'a str,
     /// Schema / database.
     pub schema: &'a str,
@@ -86,13 +86,13 @@ impl Inner {
 /// Counters shown in `stats_*_global` (ProxySQL's `Query_Cache_*` names).
 #[derive(Debug, Default)]
 pub struct CacheCounters {
-    /// Lookups.
+    /// Lookups in the cache (hits and misses).
     pub get: AtomicU64,
     /// Lookups that returned a result.
     pub get_ok: AtomicU64,
-    /// Results stored.
+    /// Results put in the cache.
     pub set: AtomicU64,
-    /// Bytes stored.
+    /// Bytes put in the cache.
     pub bytes_in: AtomicU64,
     /// Bytes served from the cache.
     pub bytes_out: AtomicU64,
@@ -107,7 +107,7 @@ pub struct CacheCounters {
 pub struct QueryCache {
     inner: Mutex<Inner>,
     entries: AtomicUsize,
-    /// Counters.
+    /// Lookups, hits, stores and purges (`stats_*_global` Query_Cache_*).
     pub counters: CacheCounters,
 }
 
@@ -265,7 +265,7 @@ impl QueryCache {
         n
     }
 
-    /// Entries held.
+    /// Results held now.
     pub fn len(&self) -> usize {
         self.entries.load(Ordering::Relaxed)
     }

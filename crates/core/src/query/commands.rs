@@ -69,11 +69,11 @@ struct CommandRow {
 /// One row of `stats_mysql_commands_counters`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommandCount {
-    /// Command name.
+    /// The command as ProxySQL names it (`SELECT`, `INSERT`, `BEGIN`, ...).
     pub command: &'static str,
     /// Total time (µs).
     pub total_time_us: u64,
-    /// Count.
+    /// How many ran.
     pub total_cnt: u64,
     /// Counts per latency bucket ([`BUCKETS_US`]).
     pub buckets: [u64; 12],
@@ -82,33 +82,34 @@ pub struct CommandCount {
 /// One row of `stats_mysql_errors`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ErrorCount {
-    /// Hostgroup.
+    /// The hostgroup of the server that failed.
     pub hostgroup: u32,
-    /// Server.
+    /// The server's host name.
     pub hostname: String,
-    /// Port.
+    /// The server's port.
     pub port: u16,
-    /// User.
+    /// The account the statement ran as.
     pub username: String,
-    /// Client address.
+    /// The client's address.
     pub client_address: String,
-    /// Schema.
+    /// The schema (database) selected when it failed.
     pub schemaname: String,
     /// Error number (MySQL) or SQLSTATE (PostgreSQL).
     pub errno: String,
-    /// Occurrences.
+    /// How many times this error was seen.
     pub count_star: u64,
-    /// Unix seconds.
+    /// When it was first seen (Unix seconds).
     pub first_seen: u64,
-    /// Unix seconds.
+    /// When it was last seen (Unix seconds).
     pub last_seen: u64,
-    /// Last message.
+    /// The server's message the last time.
     pub last_error: String,
 }
 
 type ErrKey = (u32, String, u16, String, String, String, String);
 
-/// The counters.
+/// Per-command counts and latency buckets, and server errors, for `stats_*_commands_counters` and
+/// `stats_*_errors`.
 #[derive(Debug)]
 pub struct CommandCounters {
     rows: Vec<CommandRow>,

@@ -12,7 +12,7 @@ pub struct Hints {
     pub query_timeout_ms: Option<u64>,
     /// `cache_ttl=ms`: cache its result for this long.
     pub cache_ttl_ms: Option<u64>,
-    /// `query_retries=N`.
+    /// Retries of the statement on another connection after a lost one (`query_retries=N` hint).
     pub retries: Option<u32>,
 }
 

@@ -14,7 +14,7 @@ use std::sync::Arc;
 /// Who sends a query, and where: what rules can match besides the text.
 #[derive(Debug, Clone, Copy)]
 pub struct QueryContext<'a> {
-    /// Logged-in user.
+    /// The account the client logged in as.
     pub user: &'a str,
     /// Current schema (MySQL) / database (PostgreSQL).
     pub schema: &'a str,
@@ -31,7 +31,7 @@ pub struct QueryContext<'a> {
 /// What the matching rules decided for one query. `None` = no rule set it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct QueryAction {
-    /// Route here.
+    /// The hostgroup the statement goes to; `None` keeps the user's default.
     pub destination_hostgroup: Option<u32>,
     /// The query after `replace_pattern` rewrites.
     pub rewritten: Option<String>,

@@ -16,19 +16,19 @@ pub struct DigestSample<'a> {
     pub hostgroup: i64,
     /// Schema / database.
     pub schema: &'a str,
-    /// User.
+    /// The account that ran the statement.
     pub user: &'a str,
     /// Client address ('' unless `query_digests_track_hostname`).
     pub client: &'a str,
-    /// Digest hash.
+    /// Hash of the digest text (`stats_*_query_digest.digest`).
     pub digest: u64,
-    /// Digest text.
+    /// The statement with literals replaced by `?`.
     pub text: &'a str,
     /// Time it took (µs).
     pub duration_us: u64,
-    /// Rows changed.
+    /// Rows the statement changed.
     pub rows_affected: u64,
-    /// Rows returned.
+    /// Rows the statement returned.
     pub rows_sent: u64,
     /// Unix time (s).
     pub now: u64,
@@ -37,19 +37,19 @@ pub struct DigestSample<'a> {
 /// One row of `stats_*_query_digest`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DigestRow {
-    /// Hostgroup.
+    /// The hostgroup that ran it; -1 when Sluice answered itself.
     pub hostgroup: i64,
     /// Schema / database.
     pub schema: String,
-    /// User.
+    /// The account that ran it.
     pub user: String,
-    /// Client address.
+    /// The client's address (empty unless `query_digests_track_hostname`).
     pub client: String,
-    /// Digest hash.
+    /// Hash of the digest text.
     pub digest: u64,
-    /// Digest text.
+    /// The statement with literals replaced by `?`.
     pub text: String,
-    /// Executions.
+    /// How many times it ran.
     pub count: u64,
     /// First execution (unix s).
     pub first_seen: u64,
@@ -57,13 +57,13 @@ pub struct DigestRow {
     pub last_seen: u64,
     /// Total time (µs).
     pub sum_time: u64,
-    /// Fastest (µs).
+    /// Its fastest run (µs).
     pub min_time: u64,
-    /// Slowest (µs).
+    /// Its slowest run (µs).
     pub max_time: u64,
-    /// Rows changed.
+    /// Rows changed, all runs together.
     pub rows_affected: u64,
-    /// Rows returned.
+    /// Rows returned, all runs together.
     pub rows_sent: u64,
 }
 
@@ -219,7 +219,7 @@ impl DigestStats {
         out
     }
 
-    /// Digests held.
+    /// Distinct digests held now.
     pub fn len(&self) -> usize {
         self.shards.iter().map(|s| lock(s).map.len()).sum()
     }

@@ -20,15 +20,16 @@ use tracing::debug;
 pub struct PoolKey {
     /// Hostgroup the connection was opened for.
     pub hostgroup: u32,
-    /// The server.
+    /// The server the connection is open to.
     pub server: ServerKey,
-    /// Backend user.
+    /// The account the connection is logged in as; connections are never shared across accounts.
     pub user: String,
     /// Reply-shaping capability bits.
     pub caps: u32,
-    /// Collation id.
+    /// The connection's character set (collation id): replies are encoded in it, so it is part of
+    /// the key.
     pub charset: u8,
-    /// TLS.
+    /// Whether the connection runs over TLS (`use_ssl` of the server row).
     pub tls: bool,
 }
 
@@ -53,11 +54,11 @@ pub struct MysqlPool {
 /// What a session asks for.
 #[derive(Debug, Clone)]
 pub struct CheckoutRequest<'a> {
-    /// Target hostgroup.
+    /// The hostgroup to take a connection from.
     pub hostgroup: u32,
     /// Its servers (from the runtime snapshot).
     pub servers: &'a [HostgroupServer],
-    /// Backend user.
+    /// The account to log in to servers as.
     pub user: &'a str,
     /// Backend password material.
     pub secret: &'a BackendSecret,
@@ -69,7 +70,8 @@ pub struct CheckoutRequest<'a> {
     pub connect_timeout: Duration,
     /// `mysql-connect_timeout_server_max` (whole budget).
     pub connect_timeout_max: Duration,
-    /// `mysql-connect_retries_delay`.
+    /// Pause between rounds over the hostgroup's servers when none could be used
+    /// (`mysql-connect_retries_delay`).
     pub retry_delay: Duration,
     /// Largest packet accepted from the server.
     pub max_packet: usize,
@@ -94,15 +96,15 @@ impl CheckoutRequest<'_> {
 /// An idle connection, as `stats_mysql_free_connections` lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FreeConnection {
-    /// Hostgroup.
+    /// The hostgroup the connection was checked out for.
     pub hostgroup: u32,
-    /// Server.
+    /// The server it is open to.
     pub server: ServerKey,
-    /// Backend user.
+    /// The account it is logged in as.
     pub user: String,
     /// The server's thread id.
     pub thread_id: u32,
-    /// Selected schema.
+    /// The schema the server has selected on it now.
     pub schema: Option<String>,
     /// `time_zone` set on it, if any.
     pub time_zone: Option<String>,
@@ -117,13 +119,13 @@ pub struct FreeConnection {
 /// Open/idle counts of one (hostgroup, server), for stats.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerPoolStats {
-    /// Hostgroup.
+    /// The hostgroup these connections serve.
     pub hostgroup: u32,
-    /// Server.
+    /// The server they are open to.
     pub server: ServerKey,
     /// Open connections (in use + idle).
     pub open: u32,
-    /// Idle connections.
+    /// Connections open and waiting in the pool, not used by a session.
     pub idle: u32,
 }
 
@@ -297,7 +299,7 @@ impl PooledConn {
         }
     }
 
-    /// The connection.
+    /// The server connection, to send commands on and relay replies from.
     pub fn conn(&mut self) -> &mut BackendConn {
         // Invariant: `conn` is only taken by the release methods, which consume self.
         self.conn
