@@ -4,6 +4,29 @@
 //! in the datadir), `stats` and `monitor`. [`Admin`] runs admin statements: plain SQL on those
 //! tables, `SET mysql-x = y`, `SHOW ...`, and the `LOAD`/`SAVE` commands that move configuration
 //! between the config file, memory, disk and the runtime the data path reads.
+//!
+//! ```
+//! use sluice_admin::{Admin, AdminOptions};
+//! use sluice_core::admin::{AdminExecutor, AdminReply, AdminRole};
+//! use sluice_core::config::Config;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let file = Config::parse("[[mysql_servers]]\nhostname = \"10.0.0.5\"\nport = 3306\n")?;
+//! // No datadir: the `disk` schema lives in memory too.
+//! let options = AdminOptions { datadir: None, initial: true, file };
+//! let (admin, _config, _source) = Admin::open(options).await?;
+//! let run = |sql| admin.execute(AdminRole::Admin, sql);
+//! run("UPDATE mysql_servers SET weight = 5").await.map_err(|e| e.message)?;
+//! let reply = run("SELECT hostname, weight FROM mysql_servers").await.map_err(|e| e.message)?;
+//! let AdminReply::Rows(rows) = reply else { panic!("rows expected") };
+//! assert_eq!(rows.rows, [[Some("10.0.0.5".to_string()), Some("5".to_string())]]);
+//! // The stats account cannot change the configuration.
+//! let refused = admin.execute(AdminRole::Stats, "DELETE FROM mysql_servers").await;
+//! assert!(refused.is_err());
+//! # Ok(())
+//! # }
+//! ```
 
 mod command;
 mod engine;

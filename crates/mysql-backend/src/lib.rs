@@ -6,6 +6,35 @@
 //!   `max_connections` honoured, reset and reused across client sessions; [`PooledConn`] is
 //!   one checked out.
 //! - [`monitor`]: the health checks the monitor runs; [`tls`]: client TLS towards servers.
+//!
+//! ```no_run
+//! use sluice_core::runtime::HostgroupServer;
+//! use sluice_mysql_backend::{BackendSecret, CheckoutRequest, MysqlPool};
+//! use std::time::Duration;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let servers = [HostgroupServer::new("127.0.0.1", 3306, 10)];
+//! let pool = MysqlPool::new(None);
+//! let secret = BackendSecret::Clear("app".into());
+//! let request = CheckoutRequest {
+//!     hostgroup: 10,
+//!     servers: &servers,
+//!     user: "app",
+//!     secret: &secret,
+//!     charset: 45, // utf8mb4_general_ci
+//!     client_caps: 0,
+//!     connect_timeout: Duration::from_secs(1),
+//!     connect_timeout_max: Duration::from_secs(5),
+//!     retry_delay: Duration::from_millis(10),
+//!     max_packet: 64 << 20,
+//!     config: None,
+//! };
+//! let mut conn = pool.checkout(&request).await?;
+//! let answer = conn.conn().query_table("SELECT 20 + 22").await?;
+//! conn.release_clean(); // back to the pool for the next checkout
+//! # let _ = answer; Ok(()) }
+//! ```
+//! `examples/mysql_pooled_query.rs` runs the same against a real server.
 
 mod conn;
 mod error;

@@ -12,6 +12,24 @@
 //!   the datadir).
 //!
 //! Errors are [`Error`]: a port that cannot be opened, a TLS file that cannot be used.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), sluice_net::Error> {
+//! // ProxySQL's `*-interfaces` format: `;`-separated host:port; port 0 picks a free one.
+//! let listeners = sluice_net::bind_all("127.0.0.1:0", "example port").await?;
+//! assert_eq!(listeners.len(), 1);
+//! // A port already taken is an error naming the address and the port's purpose.
+//! let taken = listeners[0].local_addr().map_err(|e| sluice_net::Error::Listen {
+//!     addr: "?".into(),
+//!     what: "local address".into(),
+//!     source: e,
+//! })?;
+//! let err = sluice_net::bind_all(&taken.to_string(), "the same port").await.unwrap_err();
+//! assert!(err.to_string().contains("the same port"));
+//! # Ok(())
+//! # }
+//! ```
 
 pub mod accept;
 mod error;

@@ -1,6 +1,34 @@
 //! sluice-pgsql-backend: connections to PostgreSQL servers and their pools ([`conn`],
 //! [`pool`]), and the monitor's checks. The wire pieces (framing, SCRAM, MD5) live in
 //! `sluice-pgsql-proto`.
+//!
+//! ```no_run
+//! use sluice_core::runtime::HostgroupServer;
+//! use sluice_pgsql_backend::pool::{PgCheckout, PgPool};
+//! use std::time::Duration;
+//!
+//! # async fn run() -> Result<(), sluice_pgsql_backend::Error> {
+//! let servers = [HostgroupServer::new("127.0.0.1", 5432, 0)];
+//! let pool = PgPool::new(None);
+//! let request = PgCheckout {
+//!     hostgroup: 0,
+//!     servers: &servers,
+//!     user: "app",
+//!     password: "app",
+//!     database: "app",
+//!     session: None,
+//!     worker: None,
+//!     connect_timeout: Duration::from_secs(1),
+//!     connect_timeout_max: Duration::from_secs(5),
+//!     config: None,
+//! };
+//! let mut conn = pool.checkout(&request).await?;
+//! let answer = conn.conn().query_value("SELECT 20 + 22").await?;
+//! assert_eq!(answer.as_deref(), Some("42"));
+//! conn.release_clean(); // back to the pool for the next checkout
+//! # Ok(()) }
+//! ```
+//! `examples/pg_pooled_query.rs` runs the same against a real server.
 
 pub mod conn;
 mod idle;

@@ -3,6 +3,29 @@
 //! for clients and servers ([`scram`]), MD5 password hashing ([`md5auth`]) and a pure tracker of
 //! a server's replies ([`reply`]). No sockets beyond `AsyncRead` for reading frames; the twin
 //! of `sluice-mysql-proto`.
+//!
+//! ```
+//! use sluice_pgsql_proto::frame::{complete_len, message};
+//! use sluice_pgsql_proto::scram;
+//!
+//! // A whole SCRAM-SHA-256 exchange, both ends in memory.
+//! let (mut client, client_first) = scram::Client::new("s3cret");
+//! let (server, server_first) = scram::Server::new("s3cret", &client_first)?;
+//! let client_final = client.finish(&server_first)?;
+//! let server_final = server.finish(&client_final)?;
+//! client.verify(&server_final)?;
+//!
+//! // A wrong password is refused by the server side.
+//! let (mut intruder, first) = scram::Client::new("guess");
+//! let (server, server_first) = scram::Server::new("s3cret", &first)?;
+//! assert!(server.finish(&intruder.finish(&server_first)?).is_err());
+//!
+//! // Framing: a Query message and where it ends in a buffer.
+//! let query = message(b'Q', b"SELECT 1\0");
+//! assert_eq!(complete_len(&query)?, Some(query.len()));
+//! assert_eq!(complete_len(&query[..3])?, None);
+//! # Ok::<(), sluice_pgsql_proto::Error>(())
+//! ```
 
 pub mod frame;
 pub mod md5auth;
