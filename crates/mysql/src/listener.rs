@@ -37,7 +37,7 @@ use tracing::{debug, info, warn};
 /// password = "app"
 /// "#)?;
 /// let handle = ConfigHandle::new(RuntimeConfig::build(&config));
-/// let frontend = Arc::new(MysqlFrontend::new(handle, Arc::new(MysqlPool::new(None))));
+/// let frontend = Arc::new(MysqlFrontend::new(handle, MysqlPool::new(None)));
 /// let listeners = sluice_net::bind_all("127.0.0.1:6033", "MySQL clients").await?;
 /// sluice_mysql::serve(frontend, listeners).await;
 /// # Ok(()) }
