@@ -13,6 +13,7 @@ use sluice_core::admin::{
     LiveStats,
 };
 use sluice_core::config::{AdminVariables, Config, MysqlVariables, PgsqlVariables, SetOutcome};
+use sluice_core::util::lock;
 use sluice_core::{ConfigHandle, RuntimeConfig};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -46,10 +47,6 @@ pub struct Admin {
     file: Config,
     runtime: OnceLock<ConfigHandle>,
     live: OnceLock<Arc<dyn LiveStats>>,
-}
-
-fn lock(m: &Mutex<Config>) -> std::sync::MutexGuard<'_, Config> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 const RUNTIME_MODULES: [Module; 9] = [

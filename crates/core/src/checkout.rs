@@ -69,6 +69,17 @@ pub struct CheckoutBudget {
     pub round_pause: Duration,
 }
 
+impl CheckoutBudget {
+    /// A budget of `total` starting now, pausing `round_pause` (at least 10 ms) between rounds.
+    pub fn starting_now(total: Duration, round_pause: Duration) -> CheckoutBudget {
+        CheckoutBudget {
+            start: Instant::now(),
+            total,
+            round_pause,
+        }
+    }
+}
+
 /// Runs attempts of `connector` on `servers` until one is [`Attempt::Ready`] or fatal, or the
 /// budget is spent.
 pub async fn checkout<K: Connector>(

@@ -4,6 +4,7 @@
 //! entry simply stops upgrading. Generic over the handle, because `core` knows no sockets.
 
 use crate::runtime::ServerKey;
+use crate::util::lock;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use tracing::info;
@@ -37,7 +38,7 @@ impl<T> std::fmt::Debug for KillRegistry<T> {
 impl<T> KillRegistry<T> {
     /// Records a newly opened connection's handle (and forgets the server's closed ones).
     pub fn register(&self, server: &ServerKey, handle: &Arc<T>) {
-        let mut g = self.by_server.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = lock(&self.by_server);
         let v = g.entry(server.clone()).or_default();
         v.retain(|w| w.strong_count() > 0);
         v.push(Arc::downgrade(handle));
@@ -45,7 +46,7 @@ impl<T> KillRegistry<T> {
 
     /// The handles of the server's connections that are still open.
     pub fn live(&self, server: &ServerKey) -> Vec<Arc<T>> {
-        let mut g = self.by_server.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = lock(&self.by_server);
         let Some(v) = g.get_mut(server) else {
             return Vec::new();
         };

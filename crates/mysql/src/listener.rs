@@ -5,6 +5,7 @@ use crate::registry::SessionRegistry;
 use crate::session::Session;
 use sluice_core::ConfigHandle;
 use sluice_core::query::StatementHook;
+use sluice_core::util::lock;
 use sluice_mysql_backend::MysqlPool;
 use sluice_mysql_proto::framing::packet;
 use sluice_mysql_proto::packets::err_payload;
@@ -173,10 +174,7 @@ pub struct FrontendCounters {
 impl FrontendCounters {
     /// Counts one command forwarded to `server` in `hostgroup`.
     pub fn count_server_query(&self, hostgroup: u32, server: &sluice_core::runtime::ServerKey) {
-        let mut g = self
-            .server_queries
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut g = lock(&self.server_queries);
         match g.get_mut(&(hostgroup, server.clone())) {
             Some(n) => *n += 1,
             None => {
@@ -187,9 +185,7 @@ impl FrontendCounters {
 
     /// Commands forwarded to `server` in `hostgroup` so far.
     pub fn server_queries(&self, hostgroup: u32, server: &sluice_core::runtime::ServerKey) -> u64 {
-        self.server_queries
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        lock(&self.server_queries)
             .get(&(hostgroup, server.clone()))
             .copied()
             .unwrap_or(0)

@@ -159,11 +159,7 @@ impl SessionSlot {
     /// Counts the session against `user`, unless the user already has `user_max` sessions.
     /// Re-assigning (COM_CHANGE_USER) moves the count.
     pub fn assign_user(&mut self, user: &str, user_max: u32) -> bool {
-        let mut map = self
-            .registry
-            .per_user
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut map = lock(&self.registry.per_user);
         let n = map.get(user).copied().unwrap_or(0);
         if n >= user_max {
             return false;
@@ -184,11 +180,7 @@ impl Drop for SessionSlot {
         lock(&self.registry.processes).remove(&self.id);
         lock(&self.registry.kills).remove(&self.id);
         if let Some(u) = self.user.take() {
-            let mut map = self
-                .registry
-                .per_user
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
+            let mut map = lock(&self.registry.per_user);
             if let Some(c) = map.get_mut(&u) {
                 *c = c.saturating_sub(1);
             }

@@ -175,11 +175,7 @@ impl PgPool {
     /// server's `max_connections` (waiting in line for a slot); servers that fail are skipped
     /// and retried until `connect_timeout_max` is spent.
     pub async fn checkout(self: &Arc<Self>, req: &PgCheckout<'_>) -> Result<PgPooled, Error> {
-        let budget = CheckoutBudget {
-            start: Instant::now(),
-            total: req.connect_timeout_max,
-            round_pause: ROUND_PAUSE,
-        };
+        let budget = CheckoutBudget::starting_now(req.connect_timeout_max, ROUND_PAUSE);
         let attempts = PgAttempts { pool: self, req };
         sluice_core::checkout::checkout(&attempts, req.servers, budget).await
     }

@@ -12,6 +12,7 @@ use crate::signals::CancelTarget;
 use crate::statements::SessionStatements;
 use sluice_core::ConfigHandle;
 use sluice_core::query::StatementHook;
+use sluice_core::util::lock;
 use sluice_pgsql_backend::Error as PgError;
 use sluice_pgsql_backend::pool::{PgCheckout, PgPool, PgPooled};
 use sluice_pgsql_proto::frame::{Reader, error_response, message, parameter_status, ready};
@@ -185,7 +186,7 @@ impl PgFrontend {
 
 /// Records which server connection runs the session's statements now (for cancels).
 pub(crate) fn set_target(t: &CancelTarget, v: Option<(Arc<str>, u32, u32)>) {
-    *t.lock().unwrap_or_else(|p| p.into_inner()) = v;
+    *lock(t) = v;
 }
 
 /// Forwards a client's CancelRequest to the server running its query (no-op otherwise).

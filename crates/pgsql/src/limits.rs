@@ -1,6 +1,7 @@
 //! Client connection caps on the PostgreSQL port: `pgsql-max_connections` for everyone and each
 //! user's `max_connections`, refused with PostgreSQL's own SQLSTATE 53300 messages.
 
+use sluice_core::util::lock;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -25,7 +26,7 @@ impl ClientCounts {
         user_max: u32,
         global_max: u32,
     ) -> Result<ClientSlot, String> {
-        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = lock(&self.inner);
         if g.0 >= global_max {
             return Err("sorry, too many clients already".into());
         }
@@ -44,7 +45,7 @@ impl ClientCounts {
 
 impl Drop for ClientSlot {
     fn drop(&mut self) {
-        let mut g = self.counts.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = lock(&self.counts.inner);
         g.0 = g.0.saturating_sub(1);
         if let Some(n) = g.1.get_mut(&self.user) {
             *n = n.saturating_sub(1);

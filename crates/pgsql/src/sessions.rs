@@ -1,6 +1,7 @@
 //! Logged-in PostgreSQL sessions for `stats_pgsql_processlist`: who, from where, on which
 //! database, and why the session holds its server connection (`None` = transaction pooled).
 
+use sluice_core::util::lock;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -42,10 +43,7 @@ impl PgSessions {
     pub fn enter(self: &Arc<Self>, mut info: PgSessionInfo) -> PgSessionEntry {
         let id = self.next.fetch_add(1, Ordering::Relaxed) + 1;
         info.id = id;
-        self.map
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id, info);
+        lock(&self.map).insert(id, info);
         PgSessionEntry {
             sessions: self.clone(),
             id,
@@ -54,7 +52,7 @@ impl PgSessions {
 
     /// How many sessions are logged in.
     pub fn len(&self) -> usize {
-        self.map.lock().unwrap_or_else(|p| p.into_inner()).len()
+        lock(&self.map).len()
     }
 
     /// True when no session is logged in.
@@ -64,13 +62,7 @@ impl PgSessions {
 
     /// Every session, by id.
     pub fn list(&self) -> Vec<PgSessionInfo> {
-        let mut v: Vec<PgSessionInfo> = self
-            .map
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .cloned()
-            .collect();
+        let mut v: Vec<PgSessionInfo> = lock(&self.map).values().cloned().collect();
         v.sort_by_key(|s| s.id);
         v
     }
@@ -79,13 +71,7 @@ impl PgSessions {
 impl PgSessionEntry {
     /// Publishes why the session holds its server connection.
     pub fn set_pin(&self, reason: Option<&'static str>) {
-        if let Some(s) = self
-            .sessions
-            .map
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_mut(&self.id)
-        {
+        if let Some(s) = lock(&self.sessions.map).get_mut(&self.id) {
             s.pin_reason = reason;
         }
     }
@@ -93,11 +79,7 @@ impl PgSessionEntry {
 
 impl Drop for PgSessionEntry {
     fn drop(&mut self) {
-        self.sessions
-            .map
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&self.id);
+        lock(&self.sessions.map).remove(&self.id);
     }
 }
 
@@ -137,7 +119,7 @@ impl StatementCounter {
 impl ServerStats {
     /// The statement counter of `server` ("host:port") in `hostgroup`.
     pub fn counter(&self, hostgroup: i64, server: &str) -> StatementCount {
-        let mut g = self.statements.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = lock(&self.statements);
         let per = g.entry(hostgroup).or_default();
         match per.get(server) {
             Some(n) => n.clone(),
@@ -147,9 +129,7 @@ impl ServerStats {
 
     /// Statements answered by `server` in `hostgroup` so far.
     pub fn statements(&self, hostgroup: u32, server: &str) -> u64 {
-        self.statements
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        lock(&self.statements)
             .get(&i64::from(hostgroup))
             .and_then(|m| m.get(server))
             .map_or(0, |n| n.load(std::sync::atomic::Ordering::Relaxed))

@@ -2,6 +2,7 @@
 //! row cap, and its OK/ERR counters (`MySQL_Monitor_*_check_OK/ERR`, `PgSQL_Monitor_*`).
 
 use crate::runtime::ServerKey;
+use crate::util::lock;
 use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -90,7 +91,7 @@ impl MonitorLog {
         } else {
             self.ok[i].fetch_add(1, Ordering::Relaxed);
         }
-        let mut g = self.rows[i].lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = lock(&self.rows[i]);
         let oldest = row
             .time_start_us
             .saturating_sub(history_ms.saturating_mul(1000));
@@ -105,12 +106,7 @@ impl MonitorLog {
 
     /// The rows of one kind, oldest first.
     pub fn rows(&self, kind: CheckKind) -> Vec<CheckRow> {
-        self.rows[kind.index()]
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .cloned()
-            .collect()
+        lock(&self.rows[kind.index()]).iter().cloned().collect()
     }
 
     /// `<prefix>_<kind>_check_OK` / `_ERR` counters (prefix `MySQL_Monitor` or `PgSQL_Monitor`).

@@ -9,6 +9,7 @@ use super::topology::{Topology, differences};
 use crate::admin::Protocol;
 use crate::config::{MonitorVariables, ReplicationHostgroup};
 use crate::runtime::{ConfigHandle, HostgroupServer, RuntimeConfig, ServerKey};
+use crate::util::lock;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
 use std::pin::Pin;
@@ -86,18 +87,12 @@ impl<C> Default for ConnCache<C> {
 impl<C> ConnCache<C> {
     /// Takes the server's connection out (a failed check then simply does not put it back).
     pub fn take(&self, server: &ServerKey) -> Option<C> {
-        self.inner
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(server)
+        lock(&self.inner).remove(server)
     }
 
     /// Keeps a connection that just worked.
     pub fn put(&self, server: ServerKey, conn: C) {
-        self.inner
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(server, conn);
+        lock(&self.inner).insert(server, conn);
     }
 }
 
@@ -175,7 +170,7 @@ impl Monitor {
         let base = config.load_base();
         let vars = &Self::side(&base, self.protocol).vars;
         let shunned = {
-            let mut g = self.health.lock().unwrap_or_else(|p| p.into_inner());
+            let mut g = lock(&self.health);
             g.entry(server.clone())
                 .or_default()
                 .connect_error(Instant::now(), vars.shun_on_failures)
@@ -193,7 +188,7 @@ impl Monitor {
     /// was tried as the last resort and answered).
     pub fn connect_ok(&self, server: &ServerKey, config: &ConfigHandle) {
         let lifted = {
-            let mut g = self.health.lock().unwrap_or_else(|p| p.into_inner());
+            let mut g = lock(&self.health);
             g.get_mut(server)
                 .is_some_and(|h| h.error_shunned_at.take().is_some())
         };
@@ -207,7 +202,7 @@ impl Monitor {
     fn recover_error_shuns(&self, config: &ConfigHandle, recovery: Duration) {
         let now = Instant::now();
         let lifted: Vec<ServerKey> = {
-            let mut g = self.health.lock().unwrap_or_else(|p| p.into_inner());
+            let mut g = lock(&self.health);
             g.iter_mut()
                 .filter_map(|(k, h)| h.error_shun_expired(now, recovery).then(|| k.clone()))
                 .collect()
@@ -243,9 +238,7 @@ impl Monitor {
 
     /// The last ping latency of `server` (µs), for `stats_*_connection_pool.Latency_us`.
     pub fn latency_us(&self, server: &ServerKey) -> u64 {
-        self.health
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        lock(&self.health)
             .get(server)
             .and_then(|h| h.latency_us)
             .unwrap_or(0)
@@ -301,10 +294,7 @@ impl Monitor {
             let lag_checked = lag_thresholds(side.hostgroups);
             let grouped = group_members(side.hostgroups, groups(&base, self.protocol));
             let galera_nodes = group_members(side.hostgroups, galera(&base, self.protocol));
-            let shunned: HashSet<ServerKey> = self
-                .health
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
+            let shunned: HashSet<ServerKey> = lock(&self.health)
                 .iter()
                 .filter(|(_, h)| h.shunned_at.is_some())
                 .map(|(k, _)| k.clone())
@@ -449,7 +439,7 @@ impl Monitor {
         slow: impl Fn(Option<u64>) -> bool,
     ) -> (Option<Verdict>, bool) {
         let vars = side.vars;
-        let mut g = self.health.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = lock(&self.health);
         let h = g.entry(done.server.clone()).or_default();
         let was_slow = slow(h.latency_us);
         let v = match done.kind {
@@ -544,7 +534,7 @@ impl Monitor {
     /// Lays the current health over the configuration and logs what moved.
     fn publish(&self, config: &ConfigHandle) {
         let (t, facts) = {
-            let g = self.health.lock().unwrap_or_else(|p| p.into_inner());
+            let g = lock(&self.health);
             let facts: HashMap<ServerKey, String> =
                 g.iter().map(|(k, h)| (k.clone(), h.facts())).collect();
             let t = Topology {

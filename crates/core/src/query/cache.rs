@@ -4,6 +4,7 @@
 //! Sluice touches a table the cached query read.
 
 use super::digest::fnv1a;
+use crate::util::lock;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -117,10 +118,6 @@ impl std::fmt::Debug for QueryCache {
             .field("entries", &self.entries.load(Ordering::Relaxed))
             .finish()
     }
-}
-
-fn lock(m: &Mutex<Inner>) -> std::sync::MutexGuard<'_, Inner> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl QueryCache {

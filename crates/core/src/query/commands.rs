@@ -1,6 +1,7 @@
 //! Counters the admin's stats tables read: per-command counts and latency histograms
 //! (`stats_{mysql,pgsql}_commands_counters`) and backend errors (`stats_mysql_errors`).
 
+use crate::util::lock;
 use crate::util::unix_now;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -236,7 +237,7 @@ impl CommandCounters {
     ) {
         let now = unix_now();
         let (hg, host, port, user, client, schema) = key;
-        let mut g = self.errors.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = lock(&self.errors);
         let e = g
             .entry((
                 hg,
@@ -281,7 +282,7 @@ impl CommandCounters {
 
     /// The error rows.
     pub fn errors(&self) -> Vec<ErrorCount> {
-        let g = self.errors.lock().unwrap_or_else(|p| p.into_inner());
+        let g = lock(&self.errors);
         let mut v: Vec<ErrorCount> = g.values().cloned().collect();
         v.sort_by(|a, b| {
             (a.hostgroup, &a.hostname, a.port, &a.errno).cmp(&(

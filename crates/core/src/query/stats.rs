@@ -3,6 +3,7 @@
 //! `stats_*_query_rules`, and the delayed-query counter.
 
 use super::digest::fnv1a;
+use crate::util::lock;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -109,10 +110,6 @@ impl Default for DigestStats {
     fn default() -> Self {
         DigestStats::new(100_000)
     }
-}
-
-fn lock(m: &Mutex<Shard>) -> std::sync::MutexGuard<'_, Shard> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn key_hash(s: &DigestSample) -> u64 {
@@ -284,7 +281,7 @@ impl QueryProcessorStats {
         if rules.is_empty() {
             return;
         }
-        let mut g = self.hits.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = lock(&self.hits);
         for r in rules {
             *g.entry(*r).or_insert(0) += 1;
         }
@@ -292,7 +289,7 @@ impl QueryProcessorStats {
 
     /// (rule_id, hits), ordered by rule id.
     pub fn rule_hits(&self) -> Vec<(u32, u64)> {
-        let g = self.hits.lock().unwrap_or_else(|p| p.into_inner());
+        let g = lock(&self.hits);
         let mut v: Vec<(u32, u64)> = g.iter().map(|(k, v)| (*k, *v)).collect();
         v.sort_unstable();
         v
@@ -300,7 +297,7 @@ impl QueryProcessorStats {
 
     /// Forgets rule hits (a new rule set was loaded).
     pub fn reset_hits(&self) {
-        self.hits.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        lock(&self.hits).clear();
     }
 }
 

@@ -151,11 +151,7 @@ impl MysqlPool {
         self: &Arc<Self>,
         req: &CheckoutRequest<'_>,
     ) -> Result<PooledConn, Error> {
-        let budget = CheckoutBudget {
-            start: Instant::now(),
-            total: req.connect_timeout_max,
-            round_pause: req.retry_delay,
-        };
+        let budget = CheckoutBudget::starting_now(req.connect_timeout_max, req.retry_delay);
         let attempts = MysqlAttempts { pool: self, req };
         sluice_core::checkout::checkout(&attempts, req.servers, budget).await
     }

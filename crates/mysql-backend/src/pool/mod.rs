@@ -10,8 +10,9 @@ mod handoff;
 use crate::conn::{BackendConn, BackendSecret, REPLY_SHAPING_CAPS};
 use sluice_core::kill_registry::KillRegistry;
 use sluice_core::runtime::{HostgroupServer, ServerKey};
+use sluice_core::util::lock;
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tracing::debug;
 
@@ -127,12 +128,6 @@ pub struct ServerPoolStats {
     pub open: u32,
     /// Connections open and waiting in the pool, not used by a session.
     pub idle: u32,
-}
-
-fn lock(m: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
-    // A panic while holding this lock cannot leave counts half-updated in a way worse than
-    // refusing all further service, so keep going with the data.
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl MysqlPool {
