@@ -34,6 +34,7 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
     let (admin, cfg) = open_admin(file, &opts).await?;
     let config = ConfigHandle::new(RuntimeConfig::build(&cfg));
     let listeners = Listeners::bind(&cfg).await?;
+    let http = bind_http(&cfg).await?;
     let shutdown = CancellationToken::new();
     let tasks = TaskTracker::new();
     let (fe, pg_fe, pg_threads) = frontends(&cfg, &config, &opts, &shutdown, &tasks)?;
@@ -49,7 +50,15 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
             stop: stop_requested.clone(),
         }),
     );
-    let servers = listeners.serve(&fe, &pg_fe, &admin, (&shutdown, &tasks));
+    let mut servers = listeners.serve(&fe, &pg_fe, &admin, (&shutdown, &tasks));
+    if let Some(http) = http {
+        servers.push(tokio::spawn(sluice_admin::serve_http(
+            admin.clone(),
+            http,
+            shutdown.clone(),
+            tasks.clone(),
+        )));
+    }
     // Both protocols' sessions count when Sluice stops.
     let (my_sessions, pg_sessions) = (fe.registry().clone(), pg_fe.sessions().clone());
     let sessions = move || my_sessions.total() as usize + pg_sessions.len();
@@ -114,6 +123,23 @@ async fn open_admin(file: Config, opts: &Options) -> Result<(Arc<Admin>, Config)
         StartupSource::ConfigFile => info!("configuration loaded from the config file"),
     }
     Ok((Arc::new(admin), cfg))
+}
+
+/// The HTTP port's listener when `admin-restapi_enabled` is on.
+async fn bind_http(cfg: &Config) -> Result<Option<Vec<TcpListener>>, String> {
+    let v = &cfg.admin_variables;
+    if !v.restapi_enabled {
+        return Ok(None);
+    }
+    let addr = if v.restapi_interface.contains(':') && !v.restapi_interface.starts_with('[') {
+        format!("[{}]:{}", v.restapi_interface, v.restapi_port)
+    } else {
+        format!("{}:{}", v.restapi_interface, v.restapi_port)
+    };
+    let listeners = bind_all(&addr, "HTTP metrics and probes (admin-restapi_port)")
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(Some(listeners))
 }
 
 /// The four ports' listeners, bound before anything serves so a taken port fails the start.

@@ -2,6 +2,7 @@
 
 use sluice_core::ConfigHandle;
 use sluice_core::admin::{LiveStats, PoolRow, ProcessRow, Protocol};
+use sluice_core::metrics::{Exposition, ProtocolMetrics, write_protocol};
 use sluice_core::monitor::{CheckKind, CheckRow, Monitor};
 use sluice_core::query::{DigestRow, QueryProcessorStats};
 use sluice_core::runtime::HostgroupServer;
@@ -52,9 +53,12 @@ impl LiveStats for Live {
         };
         let row = |hg: u32, key: &sluice_core::runtime::ServerKey, status: &str| {
             let (used, free) = counts(hg, key);
+            let t = self.mysql.pool().traffic().of(hg, &key.to_string());
             PoolRow {
                 latency_us: self.monitors[0].latency_us(key),
-                queries: self.mysql.counters().server_queries(hg, key),
+                queries: t.queries.load(Ordering::Relaxed),
+                bytes_sent: t.bytes_sent.load(Ordering::Relaxed),
+                bytes_recv: t.bytes_recv.load(Ordering::Relaxed),
                 hostgroup: hg,
                 srv_host: key.hostname.clone(),
                 srv_port: key.port,
@@ -275,6 +279,7 @@ impl LiveStats for Live {
                     .iter()
                     .find(|x| x.0 == hg && x.1 == s.key)
                     .map_or((0, 0), |x| (x.2, x.3));
+                let t = self.pgsql.pool().traffic().of(hg, &s.key.to_string());
                 PoolRow {
                     hostgroup: hg,
                     srv_host: s.key.hostname.clone(),
@@ -282,11 +287,59 @@ impl LiveStats for Live {
                     status: s.status.as_str().to_string(),
                     conn_used: used,
                     conn_free: free,
-                    queries: self.pgsql.server_stats().statements(hg, &s.key.to_string()),
+                    queries: t.queries.load(Ordering::Relaxed),
+                    bytes_sent: t.bytes_sent.load(Ordering::Relaxed),
+                    bytes_recv: t.bytes_recv.load(Ordering::Relaxed),
                     latency_us: self.monitors[1].latency_us(&s.key),
                 }
             })
             .collect()
+    }
+
+    fn write_metrics(&self, out: &mut Exposition) {
+        let my_servers = self.mysql_connection_pool();
+        let pg_servers = self.pgsql_connection_pool();
+        let mysql = ProtocolMetrics {
+            protocol: "mysql",
+            frontend: &self.mysql.counters().stats,
+            clients_connected: self.clients_connected(Protocol::Mysql),
+            pool: self.mysql.pool().pool_stats(),
+            servers: &my_servers,
+            query: &self.mysql.counters().query,
+            cache: &self.mysql.counters().cache,
+            errors: &self.mysql.counters().commands,
+            monitor_checks: self.monitors[0].log.check_counts(),
+        };
+        write_protocol(out, &mysql);
+        let pgsql = ProtocolMetrics {
+            protocol: "pgsql",
+            frontend: self.pgsql.stats(),
+            clients_connected: self.clients_connected(Protocol::Pgsql),
+            pool: self.pgsql.pool().pool_stats(),
+            servers: &pg_servers,
+            query: self.pgsql.query_stats(),
+            cache: self.pgsql.cache(),
+            errors: &self.pgsql.server_stats().errors,
+            monitor_checks: self.monitors[1].log.check_counts(),
+        };
+        write_protocol(out, &pgsql);
+    }
+
+    fn clients_connected(&self, p: Protocol) -> u64 {
+        match p {
+            Protocol::Mysql => u64::from(self.mysql.registry().total()),
+            Protocol::Pgsql => self.pgsql.sessions().len() as u64,
+        }
+    }
+
+    fn not_ready(&self) -> Option<String> {
+        if self.stop.is_cancelled() || self.mysql.shutdown().is_cancelled() {
+            return Some("shutting down".into());
+        }
+        if self.mysql.paused().load(Ordering::Relaxed) {
+            return Some("paused (PROXYSQL PAUSE)".into());
+        }
+        sluice_core::readiness::writers_without_online_server(&self.config.load())
     }
 
     fn flush_query_cache(&self, p: Protocol) -> usize {

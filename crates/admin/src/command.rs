@@ -103,6 +103,8 @@ pub enum Command {
     ShowCreateTable(String),
     /// `SHOW [FULL] PROCESSLIST`.
     ShowProcesslist,
+    /// `SHOW PROMETHEUS METRICS`: what `/metrics` serves, as one row.
+    ShowPrometheusMetrics,
     /// `PROXYSQL PAUSE|RESUME|SHUTDOWN|FLUSH LOGS|...`.
     Proxysql(String),
     /// `KILL [CONNECTION] n`.
@@ -131,6 +133,7 @@ impl Command {
                 | Command::ShowDatabases
                 | Command::ShowCreateTable(_)
                 | Command::ShowProcesslist
+                | Command::ShowPrometheusMetrics
                 | Command::SelectVersion
                 | Command::SelectSysvars(_)
                 | Command::SessionSet
@@ -249,6 +252,7 @@ pub fn parse_command(sql: &str) -> Option<Command> {
                     Some(Command::ShowCreateTable(t.trim_matches('`').to_string()))
                 }
                 ["PROCESSLIST"] | ["FULL", "PROCESSLIST"] => Some(Command::ShowProcesslist),
+                ["PROMETHEUS", "METRICS"] => Some(Command::ShowPrometheusMetrics),
                 ["WARNINGS", ..] | ["ERRORS", ..] => {
                     Some(Command::EmptyShow(&["Level", "Code", "Message"]))
                 }

@@ -47,6 +47,8 @@ pub struct Admin {
     file: Config,
     runtime: OnceLock<ConfigHandle>,
     live: OnceLock<Arc<dyn LiveStats>>,
+    /// When the process started (`proxysql_uptime_seconds_total`, `ProxySQL_Uptime`).
+    pub(crate) started: std::time::Instant,
 }
 
 const RUNTIME_MODULES: [Module; 9] = [
@@ -97,6 +99,7 @@ impl Admin {
             file: opts.file.clone(),
             runtime: OnceLock::new(),
             live: OnceLock::new(),
+            started: std::time::Instant::now(),
         };
         let disk_has_config = admin
             .store
@@ -313,7 +316,7 @@ impl Admin {
         })
     }
 
-    fn live(&self) -> Result<&Arc<dyn LiveStats>, AdminError> {
+    pub(crate) fn live(&self) -> Result<&Arc<dyn LiveStats>, AdminError> {
         self.live
             .get()
             .ok_or_else(|| AdminError::new("the data path is not running"))
@@ -378,6 +381,10 @@ impl Admin {
             Command::Move(m, d) => self.move_module(m, d).await,
             Command::SetVariable(n, v) => self.set_variable(&n, &v).await,
             Command::ShowVariables(prefix) => self.show_variables(&format!("{prefix}%")).await,
+            Command::ShowPrometheusMetrics => Ok(AdminReply::Rows(sluice_core::admin::AdminRows {
+                columns: vec!["metrics".into()],
+                rows: vec![vec![Some(self.prometheus_metrics())]],
+            })),
             Command::ShowAllVariables(pattern) => {
                 self.show_variables(pattern.as_deref().unwrap_or("%")).await
             }

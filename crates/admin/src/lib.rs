@@ -33,7 +33,9 @@ mod engine;
 mod export;
 mod functions;
 mod guard;
+mod http;
 mod layers;
+mod observe;
 mod schema;
 mod schema_defs;
 mod stats;
@@ -69,3 +71,4 @@ pub enum Error {
 }
 pub use engine::{Admin, AdminOptions, StartupSource};
 pub use export::config_to_toml;
+pub use http::serve_http;

@@ -192,8 +192,8 @@ fn pool_table(pool: &[sluice_core::admin::PoolRow]) -> AdminRows {
                     s(p.conn_used + p.conn_free),
                     s(p.queries),
                     s(0),
-                    s(0),
-                    s(0),
+                    s(p.bytes_sent),
+                    s(p.bytes_recv),
                     s(p.latency_us),
                 ]
             })

@@ -106,6 +106,10 @@ pub struct PoolRow {
     pub conn_free: u32,
     /// Commands forwarded to this server in this hostgroup.
     pub queries: u64,
+    /// Bytes sent to this server in this hostgroup.
+    pub bytes_sent: u64,
+    /// Bytes received from it.
+    pub bytes_recv: u64,
     /// The monitor's last ping time (µs); 0 before the first answer.
     pub latency_us: u64,
 }
@@ -201,6 +205,16 @@ pub trait LiveStats: Send + Sync {
     /// `stats_pgsql_connection_pool` rows.
     fn pgsql_connection_pool(&self) -> Vec<PoolRow> {
         Vec::new()
+    }
+    /// Writes both protocol sides' metric families (`/metrics`, `SHOW PROMETHEUS METRICS`).
+    fn write_metrics(&self, _out: &mut crate::metrics::Exposition) {}
+    /// Clients connected now on the `p` side (`Client_Connections_connected`).
+    fn clients_connected(&self, _p: Protocol) -> u64 {
+        0
+    }
+    /// Why Sluice should not get new clients now (`/readyz`), or `None` when it is ready.
+    fn not_ready(&self) -> Option<String> {
+        None
     }
     /// `PROXYSQL FLUSH QUERY CACHE`: entries dropped.
     fn flush_query_cache(&self, _p: Protocol) -> usize {

@@ -7,6 +7,7 @@
 use crate::runtime::{HostgroupServer, ServerKey};
 use std::collections::HashSet;
 use std::future::Future;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 /// Shortest pause before a new round: a zero `connect_retries_delay` must not spin.
@@ -51,6 +52,9 @@ pub trait Connector {
         deadline: Instant,
     ) -> impl Future<Output = Attempt<Self::Conn, Self::Error>>;
 
+    /// Where the loop counts checkouts that succeed or fail and the time they waited.
+    fn stats(&self) -> &crate::metrics::PoolStats;
+
     /// The hostgroup's servers as the runtime has them now; `None` keeps the ones given.
     fn reread(&self) -> Option<Vec<HostgroupServer>>;
 
@@ -83,6 +87,24 @@ impl CheckoutBudget {
 /// Runs attempts of `connector` on `servers` until one is [`Attempt::Ready`] or fatal, or the
 /// budget is spent.
 pub async fn checkout<K: Connector>(
+    connector: &K,
+    servers: &[HostgroupServer],
+    budget: CheckoutBudget,
+) -> Result<K::Conn, K::Error> {
+    let result = rounds(connector, servers, budget).await;
+    let stats = connector.stats();
+    let counter = match &result {
+        Ok(_) => &stats.get_conn_success,
+        Err(_) => &stats.get_conn_failure,
+    };
+    counter.fetch_add(1, Relaxed);
+    let waited = u64::try_from(budget.start.elapsed().as_micros()).unwrap_or(u64::MAX);
+    stats.wait_us.fetch_add(waited, Relaxed);
+    result
+}
+
+/// The attempts, round after round, until a connection, a fatal error or the end of the budget.
+async fn rounds<K: Connector>(
     connector: &K,
     servers: &[HostgroupServer],
     budget: CheckoutBudget,
@@ -130,6 +152,7 @@ mod tests {
         failover_after: u32,
         promoted: Vec<HostgroupServer>,
         fatal_on: Option<&'static str>,
+        stats: crate::metrics::PoolStats,
     }
 
     impl Fake {
@@ -141,6 +164,7 @@ mod tests {
                 failover_after: u32::MAX,
                 promoted: Vec::new(),
                 fatal_on: None,
+                stats: Default::default(),
             }
         }
     }
@@ -170,6 +194,10 @@ mod tests {
                 };
             }
             Attempt::Ready(name)
+        }
+
+        fn stats(&self) -> &crate::metrics::PoolStats {
+            &self.stats
         }
 
         fn reread(&self) -> Option<Vec<HostgroupServer>> {
@@ -207,6 +235,8 @@ mod tests {
         let got = checkout(&fake, &servers(&["a", "b"]), budget(1000)).await;
         assert_eq!(got, Ok("b".to_string()));
         assert_eq!(*crate::util::lock(&fake.attempts), ["a", "b"]);
+        assert_eq!(fake.stats.get_conn_success.load(Relaxed), 1);
+        assert_eq!(fake.stats.get_conn_failure.load(Relaxed), 0);
         assert_eq!(*crate::util::lock(&fake.rereads), 0);
     }
 
@@ -241,6 +271,7 @@ mod tests {
         fake.fatal_on = Some("a");
         let got = checkout(&fake, &servers(&["a", "b"]), budget(1000)).await;
         assert_eq!(got, Err("a refused the login".to_string()));
+        assert_eq!(fake.stats.get_conn_failure.load(Relaxed), 1);
         assert_eq!(crate::util::lock(&fake.attempts).len(), 1);
     }
 }

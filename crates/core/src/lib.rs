@@ -13,8 +13,10 @@ pub mod config;
 pub mod error;
 pub mod hostgroup;
 pub mod kill_registry;
+pub mod metrics;
 pub mod monitor;
 pub mod query;
+pub mod readiness;
 pub mod runtime;
 pub mod util;
 

@@ -1,4 +1,5 @@
-//! Two small helpers every crate used to carry its own copy of.
+//! Small helpers every crate used to carry its own copy of, and the process facts the metrics
+//! report (resident memory, open file descriptors).
 
 use std::sync::{Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -14,6 +15,18 @@ pub fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
+}
+
+/// The process's resident memory in bytes (Linux `/proc/self/statm`); `None` elsewhere.
+pub fn rss_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4096)
+}
+
+/// File descriptors the process has open (Linux `/proc/self/fd`); `None` elsewhere.
+pub fn open_fds() -> Option<u64> {
+    Some(std::fs::read_dir("/proc/self/fd").ok()?.count() as u64)
 }
 
 #[cfg(test)]

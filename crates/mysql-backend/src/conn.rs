@@ -89,6 +89,8 @@ pub struct BackendConn {
     pub idle_since: Option<Instant>,
     /// Its socket's duplicate, to kill it from outside (a shunned server).
     pub kill_handle: std::sync::Arc<crate::stream::KillHandle>,
+    /// The server's statement and byte counters (the pool hands them over at connect).
+    pub traffic: std::sync::Arc<sluice_core::metrics::ServerTraffic>,
 }
 
 fn base_caps() -> u32 {
@@ -237,6 +239,7 @@ impl BackendConn {
             created: Instant::now(),
             idle_since: None,
             kill_handle: std::sync::Arc::new(kill_handle),
+            traffic: Default::default(),
         })
     }
 
@@ -281,6 +284,7 @@ impl BackendConn {
     /// Writes raw, already framed bytes that continue the current command (the packets of a
     /// LOCAL INFILE file).
     pub async fn send_more(&mut self, raw: &[u8]) -> Result<(), Error> {
+        self.traffic.sent(raw.len());
         self.stream
             .write_all(raw)
             .await

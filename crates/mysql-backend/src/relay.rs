@@ -158,6 +158,7 @@ impl BackendConn {
                 // Reclaims the same allocation when everything before was forwarded.
                 buf.reserve(32 * 1024);
             }
+            let before = buf.len();
             match self.stream.read_buf(&mut buf).await {
                 Ok(0) => {
                     return RelayOutcome::BackendFailed {
@@ -166,7 +167,7 @@ impl BackendConn {
                         next_seq,
                     };
                 }
-                Ok(_) => {}
+                Ok(_) => self.traffic.received(buf.len() - before),
                 Err(e) => {
                     return RelayOutcome::BackendFailed {
                         error: self.proto_err(e.into()),

@@ -5,11 +5,11 @@ use crate::registry::SessionRegistry;
 use crate::session::Session;
 use sluice_core::ConfigHandle;
 use sluice_core::query::StatementHook;
-use sluice_core::util::lock;
 use sluice_mysql_backend::MysqlPool;
 use sluice_mysql_proto::framing::packet;
 use sluice_mysql_proto::packets::err_payload;
 use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
@@ -164,32 +164,10 @@ pub struct FrontendCounters {
     pub query: sluice_core::query::QueryProcessorStats,
     /// The query cache.
     pub cache: sluice_core::query::QueryCache,
+    /// Clients, logins, statements, transactions, latency per hostgroup, pins.
+    pub stats: sluice_core::metrics::FrontendStats,
     /// Mirror copies running now (bounded).
     pub mirrors_in_flight: std::sync::atomic::AtomicUsize,
-    /// Commands forwarded per (hostgroup, server): `stats_mysql_connection_pool.Queries`.
-    pub server_queries:
-        std::sync::Mutex<std::collections::HashMap<(u32, sluice_core::runtime::ServerKey), u64>>,
-}
-
-impl FrontendCounters {
-    /// Counts one command forwarded to `server` in `hostgroup`.
-    pub fn count_server_query(&self, hostgroup: u32, server: &sluice_core::runtime::ServerKey) {
-        let mut g = lock(&self.server_queries);
-        match g.get_mut(&(hostgroup, server.clone())) {
-            Some(n) => *n += 1,
-            None => {
-                g.insert((hostgroup, server.clone()), 1);
-            }
-        }
-    }
-
-    /// Commands forwarded to `server` in `hostgroup` so far.
-    pub fn server_queries(&self, hostgroup: u32, server: &sluice_core::runtime::ServerKey) -> u64 {
-        lock(&self.server_queries)
-            .get(&(hostgroup, server.clone()))
-            .copied()
-            .unwrap_or(0)
-    }
 }
 
 /// Accepts clients on `listeners` until shutdown; new connections wait while `PROXYSQL PAUSE` is
@@ -208,6 +186,16 @@ pub async fn serve(fe: Arc<MysqlFrontend>, listeners: Vec<TcpListener>) {
     .await;
 }
 
+/// Counts a refused login by its reason (`Access_Denied_*`).
+fn count_refusal(stats: &sluice_core::metrics::FrontendStats, e: &crate::Error) {
+    let counter = match e {
+        crate::Error::AccessDenied { .. } => &stats.access_denied_wrong_password,
+        crate::Error::TooManyConnections => &stats.access_denied_max_user_connections,
+        _ => return,
+    };
+    counter.fetch_add(1, Relaxed);
+}
+
 async fn handle(fe: Arc<MysqlFrontend>, mut tcp: TcpStream, peer: std::net::SocketAddr) {
     let rt = fe.config.load();
     let vars = &rt.mysql.variables;
@@ -216,6 +204,9 @@ async fn handle(fe: Arc<MysqlFrontend>, mut tcp: TcpStream, peer: std::net::Sock
         .registry
         .enter(vars.max_connections, id, &peer.to_string())
     else {
+        let stats = &fe.counters.stats;
+        stats.access_denied_max_connections.fetch_add(1, Relaxed);
+        stats.client_connections_aborted.fetch_add(1, Relaxed);
         warn!(client = %peer, max = vars.max_connections, "refusing client: mysql-max_connections reached");
         let _ = tcp
             .write_all(&packet(
@@ -231,18 +222,26 @@ async fn handle(fe: Arc<MysqlFrontend>, mut tcp: TcpStream, peer: std::net::Sock
         connection_phase(tcp, peer, &rt, fe.tls.as_ref(), id, &mut slot),
     )
     .await;
+    let stats = &fe.counters.stats;
     let (io, login) = match phase {
-        Ok(Ok(v)) => v,
+        Ok(Ok(v)) => {
+            stats.client_connections_created.fetch_add(1, Relaxed);
+            v
+        }
         Ok(Err(crate::Error::Protocol(sluice_mysql_proto::Error::Closed))) => {
+            stats.client_connections_aborted.fetch_add(1, Relaxed);
             // TCP health checks connect and close without a word; not worth a warning.
             debug!(session = id, client = %peer, "client closed the connection before logging in");
             return;
         }
         Ok(Err(e)) => {
+            stats.client_connections_aborted.fetch_add(1, Relaxed);
+            count_refusal(stats, &e);
             warn!(session = id, client = %peer, "client login failed: {e}");
             return;
         }
         Err(_) => {
+            stats.client_connections_aborted.fetch_add(1, Relaxed);
             warn!(session = id, client = %peer, "client did not complete the handshake within mysql-connect_timeout_client ({}ms)", timeout.as_millis());
             return;
         }

@@ -56,6 +56,8 @@ pub struct PgConn {
     pub kill_handle: std::sync::Arc<crate::stream::KillHandle>,
     /// The session thread whose poll the socket is registered with (`None`: the shared runtime).
     pub home: Option<usize>,
+    /// The server's statement and byte counters (the pool hands them over at connect).
+    pub traffic: std::sync::Arc<sluice_core::metrics::ServerTraffic>,
 }
 
 fn startup_message(p: &ConnectParams) -> Vec<u8> {
@@ -200,6 +202,7 @@ impl PgConn {
             idle_since: std::time::Instant::now(),
             kill_handle: std::sync::Arc::new(kill_handle),
             home: None,
+            traffic: Default::default(),
         })
     }
 

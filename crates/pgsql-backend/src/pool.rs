@@ -8,9 +8,11 @@ use crate::idle::{IdleConns, KeyRef};
 use sluice_core::admin::Protocol;
 use sluice_core::checkout::{Attempt, CheckoutBudget};
 use sluice_core::hostgroup::{pick, random_u64};
+use sluice_core::metrics::{PoolStats, TrafficRegistry};
 use sluice_core::runtime::{HostgroupServer, ServerKey};
 use sluice_core::util::lock;
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -44,6 +46,10 @@ pub struct PgPool {
     connect_errors: std::sync::OnceLock<sluice_core::monitor::ConnectErrorHook>,
     /// Every open connection's socket, by server, to kill them when the server is shunned.
     sockets: sluice_core::kill_registry::KillRegistry<crate::stream::KillHandle>,
+    /// Connections opened and refused, checkouts and their waits.
+    stats: PoolStats,
+    /// Statements and bytes per (hostgroup, server).
+    traffic: TrafficRegistry,
 }
 
 /// What a session asks for.
@@ -151,6 +157,16 @@ impl PgPool {
             .collect()
     }
 
+    /// Connections opened and refused, checkouts and their waits (`proxysql_connpool_*`).
+    pub fn pool_stats(&self) -> &PoolStats {
+        &self.stats
+    }
+
+    /// Statements and bytes per (hostgroup, server) (`stats_pgsql_connection_pool`).
+    pub fn traffic(&self) -> &TrafficRegistry {
+        &self.traffic
+    }
+
     /// Installs the hook told about failed connects (once; later calls are ignored).
     pub fn on_connect_error(&self, hook: sluice_core::monitor::ConnectErrorHook) {
         let _ = self.connect_errors.set(hook);
@@ -202,6 +218,7 @@ impl PgPool {
             pool: self.clone(),
         };
         if let Some(conn) = idle {
+            self.stats.get_conn_immediate.fetch_add(1, Relaxed);
             return Attempt::Ready(pooled(conn));
         }
         let tls = match (server.use_ssl, &self.tls) {
@@ -230,6 +247,7 @@ impl PgPool {
         match PgConn::connect(&params).await {
             Ok(mut conn) => {
                 conn.home = req.worker;
+                conn.traffic = self.traffic.of(req.hostgroup, &server.key.to_string());
                 debug!(server = %server.key, hostgroup = req.hostgroup, "opened PostgreSQL backend connection");
                 self.sockets.register(&server.key, &conn.kill_handle);
                 self.connect_outcome(&server.key, true);
@@ -280,8 +298,14 @@ impl PgPool {
         }
     }
 
-    /// Tells the monitor's hook how a connect went.
+    /// Counts a connect and tells the monitor's hook how it went.
     fn connect_outcome(&self, server: &ServerKey, ok: bool) {
+        let counter = if ok {
+            &self.stats.connections_created
+        } else {
+            &self.stats.connections_aborted
+        };
+        counter.fetch_add(1, Relaxed);
         if let Some(h) = self.connect_errors.get() {
             (h.0)(server, ok);
         }
@@ -340,6 +364,10 @@ impl sluice_core::checkout::Connector for PgAttempts<'_> {
     fn reread(&self) -> Option<Vec<HostgroupServer>> {
         let cfg = self.req.config?;
         Some(cfg.hostgroup_servers(Protocol::Pgsql, self.req.hostgroup))
+    }
+
+    fn stats(&self) -> &PoolStats {
+        &self.pool.stats
     }
 
     fn timed_out(&self, elapsed: Duration, last_error: Option<String>) -> Error {

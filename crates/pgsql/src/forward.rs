@@ -98,6 +98,7 @@ pub(crate) async fn forward(
         let m = reader.buf.split_to(n);
         add(&m, None, &mut out);
     }
+    conn.traffic.sent(out.len());
     conn.stream
         .write_all(&out)
         .await

@@ -84,6 +84,8 @@ pub struct PgFrontend {
     pub(crate) paused: Arc<std::sync::atomic::AtomicBool>,
     /// The embedding service's statement hook, if any.
     pub(crate) hook: Option<Arc<dyn StatementHook>>,
+    /// Clients, logins, statements, transactions, latency per hostgroup, pins.
+    pub(crate) stats: sluice_core::metrics::FrontendStats,
 }
 
 impl PgFrontend {
@@ -106,6 +108,7 @@ impl PgFrontend {
             workers: None,
             paused: Default::default(),
             hook: None,
+            stats: Default::default(),
         }
     }
 
@@ -176,6 +179,11 @@ impl PgFrontend {
     /// Statements and errors per server (`stats_pgsql_connection_pool`, `stats_pgsql_errors`).
     pub fn server_stats(&self) -> &crate::sessions::ServerStats {
         &self.server_stats
+    }
+
+    /// Clients, logins, statements, transactions, latency per hostgroup, pins.
+    pub fn stats(&self) -> &sluice_core::metrics::FrontendStats {
+        &self.stats
     }
 
     /// Cancelled when the frontend stops.
@@ -295,6 +303,24 @@ async fn session(fe: Arc<PgFrontend>, tcp: TcpStream, peer: SocketAddr, worker: 
     }
 }
 
+/// Counts a login that did not complete, by its reason (`Access_Denied_*`).
+fn count_refusal(stats: &sluice_core::metrics::FrontendStats, e: &crate::Error) {
+    use std::sync::atomic::Ordering::Relaxed;
+    stats.client_connections_aborted.fetch_add(1, Relaxed);
+    let crate::Error::LoginRefused { sqlstate, message } = e else {
+        return;
+    };
+    let counter = match *sqlstate {
+        "28P01" => &stats.access_denied_wrong_password,
+        "53300" if message.starts_with("too many connections for role") => {
+            &stats.access_denied_max_user_connections
+        }
+        "53300" => &stats.access_denied_max_connections,
+        _ => return,
+    };
+    counter.fetch_add(1, Relaxed);
+}
+
 /// A logged-in session: announce the server's parameters, then pump messages until the end.
 async fn run<S: AsyncRead + AsyncWrite + Unpin>(
     fe: Arc<PgFrontend>,
@@ -311,10 +337,14 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
             l
         }
         Err(e) => {
+            count_refusal(&fe.stats, &e);
             debug!(client = %peer, "pgsql login ended: {e}");
             return;
         }
     };
+    fe.stats
+        .client_connections_created
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     // The cancel key doubles as the session's identity towards the pool (connection owner).
     let (pid, secret, handle) = fe.cancels.register(&l.user.username);
     let key = (u64::from(pid) << 32) | u64::from(secret);

@@ -2,6 +2,7 @@
 //! transaction starts on, block (`error_msg`), delay and rewrite queries; every Query and every
 //! extended-protocol batch is timed from the message to its ReadyForQuery for the digest stats.
 
+use sluice_core::metrics::FrontendStats;
 use sluice_core::query::commands::{self, CommandCounters};
 use sluice_core::query::{
     Decision, Dialect, Digest, DigestSample, QueryContext, QueryProcessorStats, digest,
@@ -282,7 +283,7 @@ impl SessionProcessor {
     pub fn received(
         &mut self,
         rt: &RuntimeConfig,
-        (stats, counters): (&QueryProcessorStats, &CommandCounters),
+        (stats, counters, frontend): (&QueryProcessorStats, &CommandCounters, &FrontendStats),
         (kind, body): (u8, &[u8]),
         now: Instant,
     ) {
@@ -297,7 +298,11 @@ impl SessionProcessor {
                 if let Some(t) = self.inflight.pop_front()
                     && !t.text.is_empty()
                 {
-                    counters.record(t.command, now.saturating_duration_since(t.started));
+                    let took = now.saturating_duration_since(t.started);
+                    counters.record(t.command, took);
+                    let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+                    let slow_us = rt.pgsql.variables.query.long_query_time * 1000;
+                    frontend.statement(t.hostgroup, us, slow_us);
                     let timing = (t.started, now);
                     self.record(rt, stats, t.hash, &t.text, t.hostgroup, timing, rows);
                 }

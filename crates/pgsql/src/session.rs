@@ -18,6 +18,7 @@ use sluice_pgsql_backend::pool::PgPooled;
 use sluice_pgsql_proto::frame::{Reader, error_response, message, parse_error, ready};
 use sluice_pgsql_proto::reply::{ReplyTracker, SetsVerdict};
 use std::ops::Range;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tracing::{info, warn};
@@ -65,7 +66,8 @@ pub(crate) struct PgSession<'a, S> {
     pinned: PinSet,
     /// The pin reason last shown in the processlist.
     published: Option<&'static str>,
-    counted: crate::sessions::StatementCounter,
+    /// Held while the session is inside a transaction (`Active_Transactions`).
+    in_transaction: Option<sluice_core::metrics::GaugeHold>,
     /// The session's identity towards the pool (connection owner): its cancel key.
     owner: u64,
 }
@@ -97,7 +99,7 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
             batch_open: false,
             pinned: PinSet::with_sticky(l.user.fast_forward.0.then_some("session pooling")),
             published: None,
-            counted: crate::sessions::StatementCounter::default(),
+            in_transaction: None,
             owner,
         }
     }
@@ -148,6 +150,13 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
         if reason != self.published {
             self.io.entry.set_pin(reason);
             self.published = reason;
+            if let Some(r) = reason {
+                self.fe.stats.pinned(r);
+            }
+        }
+        let in_trans = self.replies.status() != b'I';
+        if in_trans != self.in_transaction.is_some() {
+            self.in_transaction = in_trans.then(|| self.fe.stats.active_transactions.hold());
         }
     }
 
@@ -389,7 +398,7 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
                     let frame = (f.kind, body);
                     self.io
                         .qp
-                        .received(&rt, (&fe.query, &fe.commands), frame, now);
+                        .received(&rt, (&fe.query, &fe.commands, &fe.stats), frame, now);
                 }
                 b'E' => {
                     if let Some(fill) = self.fill.as_mut() {
@@ -409,8 +418,7 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
             }
             if f.kind == b'Z' {
                 saw_ready = true;
-                let hg = self.io.qp.hostgroup;
-                self.counted.count(&fe.server_stats, hg, &conn.server);
+                conn.traffic.queries.fetch_add(1, Relaxed);
             }
             match f.sets {
                 Some(SetsVerdict::Kept) => {
@@ -445,6 +453,7 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
             if let Some(fill) = self.fill.as_mut() {
                 fill.copy(&kept);
             }
+            conn.traffic.received(chunk.len());
             self.tcp.write_all(&kept).await?;
         }
         let drained = conn.reader.buf.is_empty();

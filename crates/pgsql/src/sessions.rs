@@ -83,58 +83,15 @@ impl Drop for PgSessionEntry {
     }
 }
 
-/// Per-server statement counts and server errors of the PostgreSQL data path.
+/// The servers' errors as the PostgreSQL data path saw them (statements and bytes per server
+/// are the pool's: `PgPool::traffic`).
 #[derive(Debug, Default)]
 pub struct ServerStats {
-    statements: Mutex<HashMap<i64, HashMap<String, StatementCount>>>,
     /// `stats_pgsql_errors`, keyed like MySQL's (the SQLSTATE in place of errno).
     pub errors: sluice_core::query::commands::CommandCounters,
 }
 
-/// The statement count of one (hostgroup, server); a session keeps the one it is using, so
-/// counting a statement is one atomic add.
-pub type StatementCount = std::sync::Arc<std::sync::atomic::AtomicU64>;
-
-/// A session's handle on the counter of the server it used last.
-#[derive(Debug, Default)]
-pub struct StatementCounter {
-    last: Option<(i64, std::sync::Arc<str>, StatementCount)>,
-}
-
-impl StatementCounter {
-    /// One statement answered by `server` in `hostgroup`.
-    pub fn count(&mut self, stats: &ServerStats, hostgroup: i64, server: &std::sync::Arc<str>) {
-        let same = |(hg, s, _): &(i64, std::sync::Arc<str>, StatementCount)| {
-            *hg == hostgroup && std::sync::Arc::ptr_eq(s, server)
-        };
-        if !self.last.as_ref().is_some_and(same) {
-            self.last = Some((hostgroup, server.clone(), stats.counter(hostgroup, server)));
-        }
-        if let Some((_, _, n)) = &self.last {
-            n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        }
-    }
-}
-
 impl ServerStats {
-    /// The statement counter of `server` ("host:port") in `hostgroup`.
-    pub fn counter(&self, hostgroup: i64, server: &str) -> StatementCount {
-        let mut g = lock(&self.statements);
-        let per = g.entry(hostgroup).or_default();
-        match per.get(server) {
-            Some(n) => n.clone(),
-            None => per.entry(server.to_string()).or_default().clone(),
-        }
-    }
-
-    /// Statements answered by `server` in `hostgroup` so far.
-    pub fn statements(&self, hostgroup: u32, server: &str) -> u64 {
-        lock(&self.statements)
-            .get(&i64::from(hostgroup))
-            .and_then(|m| m.get(server))
-            .map_or(0, |n| n.load(std::sync::atomic::Ordering::Relaxed))
-    }
-
     /// An ErrorResponse a server sent to a client.
     pub fn error(
         &self,

@@ -2,7 +2,7 @@
 
 use super::SetOutcome;
 use super::proxysql_names::PROXYSQL_ADMIN_VARIABLES;
-use super::values::{VariableError, check_host_ports};
+use super::values::{VariableError, check_host_ports, parse_var_bool, parse_var_int};
 use std::collections::BTreeMap;
 
 /// The `admin-` variables Sluice implements.
@@ -16,6 +16,14 @@ pub struct AdminVariables {
     pub mysql_ifaces: String,
     /// Where the PostgreSQL-protocol admin listens (Sluice default: loopback only).
     pub pgsql_ifaces: String,
+    /// Serve `/metrics`, `/healthz` and `/readyz` over HTTP (ProxySQL's REST API switch; off by
+    /// default, as in ProxySQL).
+    pub restapi_enabled: bool,
+    /// The HTTP port (ProxySQL's default 6070).
+    pub restapi_port: u16,
+    /// The address the HTTP port listens on (Sluice addition; loopback by default, so metrics
+    /// and probes are not exposed unless asked for).
+    pub restapi_interface: String,
     /// ProxySQL variables accepted for compatibility that have no effect in this version.
     pub accepted_unimplemented: BTreeMap<String, String>,
 }
@@ -27,6 +35,9 @@ impl Default for AdminVariables {
             stats_credentials: "stats:stats".into(),
             mysql_ifaces: "127.0.0.1:6032".into(),
             pgsql_ifaces: "127.0.0.1:6132".into(),
+            restapi_enabled: false,
+            restapi_port: 6070,
+            restapi_interface: "127.0.0.1".into(),
             accepted_unimplemented: BTreeMap::new(),
         }
     }
@@ -68,6 +79,21 @@ impl AdminVariables {
                 check_host_ports("admin", name, value)?;
                 self.pgsql_ifaces = value.to_string();
             }
+            "restapi_enabled" => self.restapi_enabled = parse_var_bool("admin", name, value)?,
+            "restapi_port" => {
+                self.restapi_port = parse_var_int("admin", name, value, 1, 65_535)? as u16
+            }
+            "restapi_interface" => {
+                if value.trim().is_empty() || value.contains(';') {
+                    return Err(VariableError::malformed(
+                        "admin",
+                        name,
+                        value,
+                        "one host name or address",
+                    ));
+                }
+                self.restapi_interface = value.trim().to_string();
+            }
             _ if PROXYSQL_ADMIN_VARIABLES.contains(&name) => {
                 self.accepted_unimplemented
                     .insert(name.to_string(), value.to_string());
@@ -91,6 +117,15 @@ impl AdminVariables {
             ),
             ("mysql_ifaces".to_string(), self.mysql_ifaces.clone()),
             ("pgsql_ifaces".to_string(), self.pgsql_ifaces.clone()),
+            (
+                "restapi_enabled".to_string(),
+                self.restapi_enabled.to_string(),
+            ),
+            ("restapi_port".to_string(), self.restapi_port.to_string()),
+            (
+                "restapi_interface".to_string(),
+                self.restapi_interface.clone(),
+            ),
         ];
         v.extend(
             self.accepted_unimplemented

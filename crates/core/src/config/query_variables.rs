@@ -28,6 +28,8 @@ pub struct QueryVariables {
     pub default_query_timeout: u64,
     /// Throttle: every query forwarded to a backend waits this long first (ms; 0 = off).
     pub default_query_delay: u64,
+    /// Statements running longer than this (ms) count as `Slow_queries`.
+    pub long_query_time: u64,
 }
 
 impl Default for QueryVariables {
@@ -44,6 +46,7 @@ impl Default for QueryVariables {
             query_processor_first_comment_parsing: 2,
             default_query_timeout: 36_000_000,
             default_query_delay: 0,
+            long_query_time: 1000,
         }
     }
 }
@@ -78,6 +81,7 @@ impl QueryVariables {
                 }
                 "default_query_timeout" => self.default_query_timeout = int(1000, 1_728_000_000)?,
                 "default_query_delay" => self.default_query_delay = int(0, 3_600_000)?,
+                "long_query_time" => self.long_query_time = int(0, 20 * 24 * 3_600_000)?,
                 _ => return Ok(false),
             }
             Ok(true)
@@ -93,6 +97,7 @@ impl QueryVariables {
     pub fn pairs(&self) -> Vec<(String, String)> {
         let b = |x: bool| x.to_string();
         vec![
+            ("long_query_time".into(), self.long_query_time.to_string()),
             ("query_digests".into(), b(self.query_digests)),
             (
                 "query_digests_max_digest_length".into(),

@@ -109,6 +109,21 @@ impl MonitorLog {
         lock(&self.rows[kind.index()]).iter().cloned().collect()
     }
 
+    /// (check kind, successes, failures) of every kind, for the metrics endpoint.
+    pub fn check_counts(&self) -> Vec<(&'static str, u64, u64)> {
+        CheckKind::ALL
+            .iter()
+            .map(|k| {
+                let i = k.index();
+                (
+                    k.name(),
+                    self.ok[i].load(Ordering::Relaxed),
+                    self.err[i].load(Ordering::Relaxed),
+                )
+            })
+            .collect()
+    }
+
     /// `<prefix>_<kind>_check_OK` / `_ERR` counters (prefix `MySQL_Monitor` or `PgSQL_Monitor`).
     pub fn counters(&self, prefix: &str) -> Vec<(String, String)> {
         let mut v = Vec::new();

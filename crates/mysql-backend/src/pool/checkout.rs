@@ -121,7 +121,8 @@ impl MysqlPool {
             max_packet: req.max_packet,
         };
         match BackendConn::connect(&params).await {
-            Ok(conn) => {
+            Ok(mut conn) => {
+                conn.traffic = self.traffic.of(req.hostgroup, &server.key.to_string());
                 debug!(server = %server.key, hostgroup = req.hostgroup, thread_id = conn.thread_id, "opened backend connection");
                 self.connect_outcome(&server.key, true);
                 self.sockets.register(&server.key, &conn.kill_handle);
@@ -233,12 +234,17 @@ impl Connector for MysqlAttempts<'_> {
                 pool.release_slot(req.hostgroup, &server.key);
                 Attempt::Again
             }
-            Decision::Reuse(server, conn) => Attempt::Ready(PooledConn::new(
-                *conn,
-                req.key_for(&server),
-                pool.clone(),
-                true,
-            )),
+            Decision::Reuse(server, conn) => {
+                pool.stats
+                    .get_conn_immediate
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                Attempt::Ready(PooledConn::new(
+                    *conn,
+                    req.key_for(&server),
+                    pool.clone(),
+                    true,
+                ))
+            }
             Decision::Connect(server) => pool.connect_attempt(req, &server, deadline).await,
             Decision::Wait(rx) => pool.wait_in_line(req, rx, deadline).await,
             // Every usable server failed once in this round.
@@ -249,6 +255,10 @@ impl Connector for MysqlAttempts<'_> {
     fn reread(&self) -> Option<Vec<HostgroupServer>> {
         let cfg = self.req.config?;
         Some(cfg.hostgroup_servers(Protocol::Mysql, self.req.hostgroup))
+    }
+
+    fn stats(&self) -> &sluice_core::metrics::PoolStats {
+        &self.pool.stats
     }
 
     fn timed_out(&self, elapsed: Duration, last_error: Option<String>) -> Error {

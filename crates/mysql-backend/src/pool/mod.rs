@@ -9,6 +9,7 @@ mod handoff;
 
 use crate::conn::{BackendConn, BackendSecret, REPLY_SHAPING_CAPS};
 use sluice_core::kill_registry::KillRegistry;
+use sluice_core::metrics::{PoolStats, TrafficRegistry};
 use sluice_core::runtime::{HostgroupServer, ServerKey};
 use sluice_core::util::lock;
 use std::collections::{HashMap, VecDeque};
@@ -50,6 +51,10 @@ pub struct MysqlPool {
     connect_errors: std::sync::OnceLock<sluice_core::monitor::ConnectErrorHook>,
     /// Every open connection's socket, by server, to kill them when the server is shunned.
     sockets: KillRegistry<crate::stream::KillHandle>,
+    /// Connections opened and refused, checkouts and their waits.
+    stats: PoolStats,
+    /// Statements and bytes per (hostgroup, server).
+    traffic: TrafficRegistry,
 }
 
 /// What a session asks for.
@@ -138,6 +143,8 @@ impl MysqlPool {
             tls,
             connect_errors: std::sync::OnceLock::new(),
             sockets: KillRegistry::default(),
+            stats: PoolStats::default(),
+            traffic: TrafficRegistry::default(),
         })
     }
 
@@ -154,9 +161,25 @@ impl MysqlPool {
     }
 
     fn connect_outcome(&self, server: &ServerKey, ok: bool) {
+        let counter = if ok {
+            &self.stats.connections_created
+        } else {
+            &self.stats.connections_aborted
+        };
+        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if let Some(h) = self.connect_errors.get() {
             (h.0)(server, ok);
         }
+    }
+
+    /// Connections opened and refused, checkouts and their waits (`proxysql_connpool_*`).
+    pub fn pool_stats(&self) -> &PoolStats {
+        &self.stats
+    }
+
+    /// Statements and bytes per (hostgroup, server) (`stats_mysql_connection_pool`).
+    pub fn traffic(&self) -> &TrafficRegistry {
+        &self.traffic
     }
 
     /// Per-server counts, for stats and tests.
@@ -292,6 +315,11 @@ impl PooledConn {
             pool,
             reused,
         }
+    }
+
+    /// The statement and byte counters of the connection's server.
+    pub fn traffic(&self) -> Option<&sluice_core::metrics::ServerTraffic> {
+        self.conn.as_ref().map(|c| &*c.traffic)
     }
 
     /// The server connection, to send commands on and relay replies from.

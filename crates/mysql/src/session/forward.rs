@@ -202,9 +202,8 @@ impl Session {
         match outcome {
             RelayOutcome::Complete(t) => {
                 self.backend_fresh = false;
-                if let Some(b) = self.backend.as_ref() {
-                    let k = b.key();
-                    self.fe.counters.count_server_query(k.hostgroup, &k.server);
+                if let Some(t) = self.backend.as_ref().and_then(|b| b.traffic()) {
+                    t.queries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 }
                 if let (Some(code), Some(b)) = (t.error_code, self.backend.as_ref()) {
                     let k = b.key();

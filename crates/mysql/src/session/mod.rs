@@ -80,6 +80,8 @@ pub struct Session {
     local_ip: String,
     /// Dead pooled connections the current command may replace (`retries` of a rule).
     query_retries: u32,
+    /// Held while the session is inside a transaction (`Active_Transactions`).
+    in_transaction: Option<sluice_core::metrics::GaugeHold>,
 }
 
 /// How a command ended for the session loop.
@@ -127,6 +129,7 @@ impl Session {
             client_ip,
             local_ip,
             query_retries: forward::DEFAULT_RETRIES,
+            in_transaction: None,
             fe,
             slot,
         };
@@ -145,6 +148,9 @@ impl Session {
     /// Publishes user, schema and pin reason to the processlist when they changed.
     fn publish(&mut self) {
         let reason = self.pins.reason();
+        if let Some(r) = reason {
+            self.fe.counters.stats.pinned(r);
+        }
         self.slot.update(
             &self.login.user.username,
             self.state.schema.as_deref().unwrap_or(""),
@@ -219,7 +225,12 @@ impl Session {
             };
             let next = self.dispatch(pk).await;
             if let Some(c) = command {
-                self.fe.counters.commands.record(c, started.elapsed());
+                let took = started.elapsed();
+                self.fe.counters.commands.record(c, took);
+                let slow_us = self.fe.config.load().mysql.variables.query.long_query_time * 1000;
+                let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+                let hostgroup = i64::from(self.route_hostgroup);
+                self.fe.counters.stats.statement(hostgroup, us, slow_us);
             }
             self.after_command();
             if matches!(next, Next::Close) || self.client_gone {
@@ -254,6 +265,11 @@ impl Session {
     fn after_command(&mut self) {
         self.pins.tick_statement();
         self.after_idle_change();
+        let in_trans = self.pins.status & sluice_mysql_proto::consts::status::IN_TRANS != 0;
+        if in_trans != self.in_transaction.is_some() {
+            self.in_transaction =
+                in_trans.then(|| self.fe.counters.stats.active_transactions.hold());
+        }
     }
 
     /// Releases the backend connection when nothing pins it; publishes the pin reason.

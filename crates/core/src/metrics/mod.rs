@@ -1,0 +1,474 @@
+//! Counters the data path keeps for the metrics endpoint and the `stats_*_global` tables, and
+//! the Prometheus text format they are written in. Everything here is updated with relaxed
+//! atomics on the hot path and read without a lock held across a scrape; a scrape costs
+//! O(servers + hostgroups + rules), never O(sessions).
+
+mod render;
+
+pub use render::{ProtocolMetrics, write_process, write_protocol};
+
+use crate::util::lock;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+/// Upper bounds (seconds) of the latency histograms' buckets; `+Inf` follows.
+pub const LATENCY_BUCKETS_S: [f64; 11] = [
+    0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0,
+];
+
+/// What a metric family is, for its `# TYPE` line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Only goes up (restarts at 0 with the process).
+    Counter,
+    /// Goes up and down.
+    Gauge,
+    /// Cumulative buckets, a sum and a count.
+    Histogram,
+}
+
+impl Kind {
+    fn as_str(self) -> &'static str {
+        match self {
+            Kind::Counter => "counter",
+            Kind::Gauge => "gauge",
+            Kind::Histogram => "histogram",
+        }
+    }
+}
+
+/// Prometheus text exposition (format 0.0.4) being written: samples are grouped under their
+/// family's `# HELP` and `# TYPE` whatever order they are added in, as the format requires.
+#[derive(Debug, Default)]
+pub struct Exposition {
+    families: Vec<(String, String)>,
+    index: BTreeMap<String, usize>,
+}
+
+impl Exposition {
+    /// An empty exposition.
+    pub fn new() -> Exposition {
+        Exposition::default()
+    }
+
+    fn family(&mut self, name: &str, kind: Kind, help: &str) -> &mut String {
+        let i = match self.index.get(name) {
+            Some(i) => *i,
+            None => {
+                let head = format!("# HELP {name} {help}\n# TYPE {name} {}\n", kind.as_str());
+                self.families.push((name.to_string(), head));
+                self.index.insert(name.to_string(), self.families.len() - 1);
+                self.families.len() - 1
+            }
+        };
+        &mut self.families[i].1
+    }
+
+    /// Adds one sample of counter `name` with `labels`.
+    pub fn counter(&mut self, name: &str, help: &str, labels: &[(&str, &str)], value: u64) {
+        let out = self.family(name, Kind::Counter, help);
+        sample(out, name, "", labels, None, &value.to_string());
+    }
+
+    /// Adds one sample of counter `name` measured in seconds (or another fractional unit).
+    pub fn counter_f64(&mut self, name: &str, help: &str, labels: &[(&str, &str)], value: f64) {
+        let out = self.family(name, Kind::Counter, help);
+        sample(out, name, "", labels, None, &fmt_f64(value));
+    }
+
+    /// Adds one sample of gauge `name` with `labels`.
+    pub fn gauge(&mut self, name: &str, help: &str, labels: &[(&str, &str)], value: f64) {
+        let out = self.family(name, Kind::Gauge, help);
+        sample(out, name, "", labels, None, &fmt_f64(value));
+    }
+
+    /// Adds histogram `name` with `labels` from a snapshot of its buckets.
+    pub fn histogram(
+        &mut self,
+        name: &str,
+        help: &str,
+        labels: &[(&str, &str)],
+        h: &HistogramSnapshot,
+    ) {
+        let out = self.family(name, Kind::Histogram, help);
+        let mut cumulative = 0u64;
+        for (i, bound) in LATENCY_BUCKETS_S.iter().enumerate() {
+            cumulative += h.buckets[i];
+            let le = fmt_f64(*bound);
+            sample(
+                out,
+                name,
+                "_bucket",
+                labels,
+                Some(&le),
+                &cumulative.to_string(),
+            );
+        }
+        cumulative += h.buckets[LATENCY_BUCKETS_S.len()];
+        sample(
+            out,
+            name,
+            "_bucket",
+            labels,
+            Some("+Inf"),
+            &cumulative.to_string(),
+        );
+        sample(out, name, "_sum", labels, None, &fmt_f64(h.sum_seconds));
+        sample(out, name, "_count", labels, None, &h.count.to_string());
+    }
+
+    /// The text, families in the order they were first added.
+    pub fn finish(self) -> String {
+        let mut text = String::new();
+        for (_, body) in self.families {
+            text.push_str(&body);
+        }
+        text
+    }
+}
+
+/// Writes one sample line; `le` adds the histogram bucket label.
+fn sample(
+    out: &mut String,
+    name: &str,
+    suffix: &str,
+    labels: &[(&str, &str)],
+    le: Option<&str>,
+    value: &str,
+) {
+    out.push_str(name);
+    out.push_str(suffix);
+    let all = labels.iter().copied().chain(le.map(|v| ("le", v)));
+    let mut first = true;
+    for (k, v) in all {
+        out.push(if first { '{' } else { ',' });
+        first = false;
+        let _ = write!(out, "{k}=\"");
+        for c in v.chars() {
+            match c {
+                '\\' => out.push_str("\\\\"),
+                '"' => out.push_str("\\\""),
+                '\n' => out.push_str("\\n"),
+                c => out.push(c),
+            }
+        }
+        out.push('"');
+    }
+    if !first {
+        out.push('}');
+    }
+    out.push(' ');
+    out.push_str(value);
+    out.push('\n');
+}
+
+fn fmt_f64(v: f64) -> String {
+    if v.is_finite() && v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{}", v as i64)
+    } else {
+        format!("{v}")
+    }
+}
+
+/// A latency histogram with [`LATENCY_BUCKETS_S`] buckets, updated with relaxed atomics.
+#[derive(Debug, Default)]
+pub struct LatencyHistogram {
+    buckets: [AtomicU64; 12],
+    sum_us: AtomicU64,
+    count: AtomicU64,
+}
+
+/// The state of a [`LatencyHistogram`] at one moment (buckets not cumulative).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HistogramSnapshot {
+    /// Observations per bucket; the last is over the largest bound.
+    pub buckets: [u64; 12],
+    /// Sum of all observations, in seconds.
+    pub sum_seconds: f64,
+    /// Observations.
+    pub count: u64,
+}
+
+impl LatencyHistogram {
+    /// Records one observation of `us` microseconds.
+    pub fn observe_us(&self, us: u64) {
+        let i = LATENCY_BUCKETS_S
+            .iter()
+            .position(|b| us as f64 <= b * 1e6)
+            .unwrap_or(LATENCY_BUCKETS_S.len());
+        self.buckets[i].fetch_add(1, Ordering::Relaxed);
+        self.sum_us.fetch_add(us, Ordering::Relaxed);
+        self.count.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The buckets, sum and count now.
+    pub fn snapshot(&self) -> HistogramSnapshot {
+        let mut s = HistogramSnapshot::default();
+        for (i, b) in self.buckets.iter().enumerate() {
+            s.buckets[i] = b.load(Ordering::Relaxed);
+        }
+        s.sum_seconds = self.sum_us.load(Ordering::Relaxed) as f64 / 1e6;
+        s.count = self.count.load(Ordering::Relaxed);
+        s
+    }
+}
+
+/// One latency histogram per hostgroup, created on first use. The hot path takes a read lock
+/// (no writer once every hostgroup has been seen).
+#[derive(Debug, Default)]
+pub struct HostgroupLatency {
+    by_hostgroup: RwLock<BTreeMap<i64, Arc<LatencyHistogram>>>,
+}
+
+impl HostgroupLatency {
+    /// Records a statement of `us` microseconds in `hostgroup` (-1: answered by Sluice).
+    pub fn observe(&self, hostgroup: i64, us: u64) {
+        let found = self
+            .by_hostgroup
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&hostgroup)
+            .cloned();
+        let h = match found {
+            Some(h) => h,
+            None => self
+                .by_hostgroup
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .entry(hostgroup)
+                .or_default()
+                .clone(),
+        };
+        h.observe_us(us);
+    }
+
+    /// Every hostgroup's histogram now.
+    pub fn snapshot(&self) -> Vec<(i64, HistogramSnapshot)> {
+        self.by_hostgroup
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(hg, h)| (*hg, h.snapshot()))
+            .collect()
+    }
+}
+
+/// A gauge that sessions raise while in some state (in a transaction, ...) and lower when they
+/// leave it — also when they end, through [`GaugeHold`]'s drop.
+#[derive(Debug, Default)]
+pub struct Gauge(AtomicI64);
+
+impl Gauge {
+    /// Raises the gauge until the returned hold is dropped.
+    pub fn hold(self: &Arc<Gauge>) -> GaugeHold {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        GaugeHold(self.clone())
+    }
+
+    /// The value now (never negative).
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed).max(0) as u64
+    }
+}
+
+/// One unit of a [`Gauge`], released on drop.
+#[derive(Debug)]
+pub struct GaugeHold(Arc<Gauge>);
+
+impl Drop for GaugeHold {
+    fn drop(&mut self) {
+        self.0.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// What one protocol's frontend counts about its clients and statements (`stats_*_global`,
+/// `proxysql_client_connections_*`, `proxysql_questions_total`, ...).
+#[derive(Debug, Default)]
+pub struct FrontendStats {
+    /// Clients that completed the login.
+    pub client_connections_created: AtomicU64,
+    /// Clients that left before or during the login (bad password, timeout, protocol error).
+    pub client_connections_aborted: AtomicU64,
+    /// Logins refused for a wrong password or an unknown user.
+    pub access_denied_wrong_password: AtomicU64,
+    /// Logins refused by the global `max_connections`.
+    pub access_denied_max_connections: AtomicU64,
+    /// Logins refused by the user's `max_connections`.
+    pub access_denied_max_user_connections: AtomicU64,
+    /// Statements from clients (queries, executes, prepares).
+    pub questions: AtomicU64,
+    /// Statements that took longer than `long_query_time`.
+    pub slow_queries: AtomicU64,
+    /// Time from a statement's arrival to the end of its reply, all statements, in µs.
+    pub statement_time_us: AtomicU64,
+    /// Sessions inside a transaction now.
+    pub active_transactions: Arc<Gauge>,
+    /// Statement latency per hostgroup (`sluice_query_duration_seconds`).
+    pub latency: HostgroupLatency,
+    /// Sessions pinned to a server connection, per reason, counted when the pin starts.
+    pins: Mutex<BTreeMap<&'static str, u64>>,
+}
+
+impl FrontendStats {
+    /// Counts one statement of `us` microseconds routed to `hostgroup` (-1 when Sluice answered
+    /// it); `slow_us` is `long_query_time` in µs.
+    pub fn statement(&self, hostgroup: i64, us: u64, slow_us: u64) {
+        self.questions.fetch_add(1, Ordering::Relaxed);
+        self.statement_time_us.fetch_add(us, Ordering::Relaxed);
+        if us > slow_us {
+            self.slow_queries.fetch_add(1, Ordering::Relaxed);
+        }
+        self.latency.observe(hostgroup, us);
+    }
+
+    /// A session became pinned to its server connection for `reason`.
+    pub fn pinned(&self, reason: &'static str) {
+        *lock(&self.pins).entry(reason).or_default() += 1;
+    }
+
+    /// Pins started so far, per reason.
+    pub fn pins(&self) -> Vec<(&'static str, u64)> {
+        lock(&self.pins).iter().map(|(r, n)| (*r, *n)).collect()
+    }
+}
+
+/// What one protocol's pools count (`proxysql_server_connections_total`,
+/// `proxysql_connpool_get_conn_*`, pool wait time).
+#[derive(Debug, Default)]
+pub struct PoolStats {
+    /// Server connections opened.
+    pub connections_created: AtomicU64,
+    /// Connect attempts that failed (refused, timed out, login refused).
+    pub connections_aborted: AtomicU64,
+    /// Checkouts that got a connection.
+    pub get_conn_success: AtomicU64,
+    /// Checkouts that gave up (timeout or a fatal error).
+    pub get_conn_failure: AtomicU64,
+    /// Checkouts served by an idle connection at once.
+    pub get_conn_immediate: AtomicU64,
+    /// Time sessions waited for a connection, in µs (`sluice_pool_wait_seconds_total`).
+    pub wait_us: AtomicU64,
+}
+
+/// Per server connection: statements and bytes, for `stats_*_connection_pool` and
+/// `proxysql_connpool_*`. A connection holds its server's counters, so counting takes no lock.
+#[derive(Debug, Default)]
+pub struct ServerTraffic {
+    /// Statements sent to the server.
+    pub queries: AtomicU64,
+    /// Bytes sent to the server.
+    pub bytes_sent: AtomicU64,
+    /// Bytes received from the server.
+    pub bytes_recv: AtomicU64,
+}
+
+impl ServerTraffic {
+    /// Counts `n` bytes sent.
+    pub fn sent(&self, n: usize) {
+        self.bytes_sent.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// Counts `n` bytes received.
+    pub fn received(&self, n: usize) {
+        self.bytes_recv.fetch_add(n as u64, Ordering::Relaxed);
+    }
+}
+
+/// Every (hostgroup, server)'s [`ServerTraffic`], handed to connections when they open.
+#[derive(Debug, Default)]
+pub struct TrafficRegistry {
+    map: Mutex<BTreeMap<(u32, String), Arc<ServerTraffic>>>,
+}
+
+impl TrafficRegistry {
+    /// The counters of `server` (`host:port`) in `hostgroup`, created on first use.
+    pub fn of(&self, hostgroup: u32, server: &str) -> Arc<ServerTraffic> {
+        lock(&self.map)
+            .entry((hostgroup, server.to_string()))
+            .or_default()
+            .clone()
+    }
+
+    /// (hostgroup, server, counters) for every server seen.
+    pub fn all(&self) -> Vec<(u32, String, Arc<ServerTraffic>)> {
+        lock(&self.map)
+            .iter()
+            .map(|((hg, s), t)| (*hg, s.clone(), t.clone()))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn families_are_grouped_and_labels_escaped() {
+        let mut e = Exposition::new();
+        e.counter("a_total", "As.", &[("x", "1")], 3);
+        e.gauge("b", "Bs.", &[], 1.5);
+        e.counter("a_total", "As.", &[("x", "q\"uote")], 4);
+        let text = e.finish();
+        assert_eq!(
+            text,
+            "# HELP a_total As.\n# TYPE a_total counter\na_total{x=\"1\"} 3\na_total{x=\"q\\\"uote\"} 4\n\
+             # HELP b Bs.\n# TYPE b gauge\nb 1.5\n"
+        );
+    }
+
+    #[test]
+    fn histograms_are_cumulative_with_sum_and_count() {
+        let h = LatencyHistogram::default();
+        h.observe_us(50); // <= 0.0001
+        h.observe_us(700); // <= 0.001
+        h.observe_us(20_000_000); // +Inf
+        let mut e = Exposition::new();
+        e.histogram("d_seconds", "Ds.", &[("hg", "1")], &h.snapshot());
+        let text = e.finish();
+        assert!(
+            text.contains("d_seconds_bucket{hg=\"1\",le=\"0.0001\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("d_seconds_bucket{hg=\"1\",le=\"0.001\"} 2\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("d_seconds_bucket{hg=\"1\",le=\"10\"} 2\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("d_seconds_bucket{hg=\"1\",le=\"+Inf\"} 3\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("d_seconds_sum{hg=\"1\"} 20.00075\n"),
+            "{text}"
+        );
+        assert!(text.contains("d_seconds_count{hg=\"1\"} 3\n"), "{text}");
+    }
+
+    #[test]
+    fn a_gauge_hold_is_released_on_drop_and_stats_count_slow_statements() {
+        let s = FrontendStats::default();
+        let held = s.active_transactions.hold();
+        assert_eq!(s.active_transactions.get(), 1);
+        drop(held);
+        assert_eq!(s.active_transactions.get(), 0);
+        s.statement(0, 500, 1_000_000);
+        s.statement(0, 2_000_000, 1_000_000);
+        s.statement(-1, 10, 1_000_000);
+        assert_eq!(s.questions.load(Ordering::Relaxed), 3);
+        assert_eq!(s.slow_queries.load(Ordering::Relaxed), 1);
+        let by_hg = s.latency.snapshot();
+        assert_eq!(
+            by_hg
+                .iter()
+                .map(|(hg, h)| (*hg, h.count))
+                .collect::<Vec<_>>(),
+            [(-1, 1), (0, 2)]
+        );
+    }
+}
