@@ -48,6 +48,7 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
             monitors: [monitors.mysql.clone(), monitors.pgsql.clone()],
             config: config.clone(),
             stop: stop_requested.clone(),
+            started: std::time::Instant::now(),
         }),
     );
     let mut servers = listeners.serve(&fe, &pg_fe, &admin, (&shutdown, &tasks));

@@ -2,7 +2,7 @@
 
 use sluice_core::ConfigHandle;
 use sluice_core::admin::{LiveStats, PoolRow, ProcessRow, Protocol};
-use sluice_core::metrics::{Exposition, ProtocolMetrics, write_protocol};
+use sluice_core::metrics::{Exposition, ProtocolMetrics, global_rows, write_protocol};
 use sluice_core::monitor::{CheckKind, CheckRow, Monitor};
 use sluice_core::query::{DigestRow, QueryProcessorStats};
 use sluice_core::runtime::HostgroupServer;
@@ -21,9 +21,45 @@ pub struct Live {
     pub config: ConfigHandle,
     /// Cancelled by `PROXYSQL SHUTDOWN`.
     pub stop: CancellationToken,
+    /// When the process started (`ProxySQL_Uptime`).
+    pub started: std::time::Instant,
 }
 
 impl Live {
+    /// Seconds since the process started.
+    fn uptime(&self) -> String {
+        self.started.elapsed().as_secs().to_string()
+    }
+
+    /// What the metrics and `stats_*_global` read about one protocol side; `servers` are its
+    /// connection pool rows.
+    fn metrics_of<'a>(&'a self, p: Protocol, servers: &'a [PoolRow]) -> ProtocolMetrics<'a> {
+        match p {
+            Protocol::Mysql => ProtocolMetrics {
+                protocol: "mysql",
+                frontend: &self.mysql.counters().stats,
+                clients_connected: self.clients_connected(p),
+                pool: self.mysql.pool().pool_stats(),
+                servers,
+                query: &self.mysql.counters().query,
+                cache: &self.mysql.counters().cache,
+                errors: &self.mysql.counters().commands,
+                monitor_checks: self.monitors[0].log.check_counts(),
+            },
+            Protocol::Pgsql => ProtocolMetrics {
+                protocol: "pgsql",
+                frontend: self.pgsql.stats(),
+                clients_connected: self.clients_connected(p),
+                pool: self.pgsql.pool().pool_stats(),
+                servers,
+                query: self.pgsql.query_stats(),
+                cache: self.pgsql.cache(),
+                errors: &self.pgsql.server_stats().errors,
+                monitor_checks: self.monitors[1].log.check_counts(),
+            },
+        }
+    }
+
     fn monitor(&self, p: Protocol) -> &Monitor {
         match p {
             Protocol::Mysql => &self.monitors[0],
@@ -109,11 +145,10 @@ impl LiveStats for Live {
     }
 
     fn mysql_global(&self) -> Vec<(String, String)> {
-        vec![
-            (
-                "Client_Connections_connected".into(),
-                self.mysql.registry().total().to_string(),
-            ),
+        let servers = self.mysql_connection_pool();
+        let mut rows = vec![("ProxySQL_Uptime".to_string(), self.uptime())];
+        rows.extend(global_rows(&self.metrics_of(Protocol::Mysql, &servers)));
+        rows.extend([
             (
                 "Stmt_Cached".into(),
                 self.mysql.statements().len().to_string(),
@@ -130,7 +165,8 @@ impl LiveStats for Live {
                 "Paused".into(),
                 self.mysql.paused().load(Ordering::Relaxed).to_string(),
             ),
-        ]
+        ]);
+        rows
     }
 
     fn mysql_commands_counters(&self) -> Vec<Vec<Option<String>>> {
@@ -298,31 +334,49 @@ impl LiveStats for Live {
 
     fn write_metrics(&self, out: &mut Exposition) {
         let my_servers = self.mysql_connection_pool();
+        write_protocol(out, &self.metrics_of(Protocol::Mysql, &my_servers));
         let pg_servers = self.pgsql_connection_pool();
-        let mysql = ProtocolMetrics {
-            protocol: "mysql",
-            frontend: &self.mysql.counters().stats,
-            clients_connected: self.clients_connected(Protocol::Mysql),
-            pool: self.mysql.pool().pool_stats(),
-            servers: &my_servers,
-            query: &self.mysql.counters().query,
-            cache: &self.mysql.counters().cache,
-            errors: &self.mysql.counters().commands,
-            monitor_checks: self.monitors[0].log.check_counts(),
-        };
-        write_protocol(out, &mysql);
-        let pgsql = ProtocolMetrics {
-            protocol: "pgsql",
-            frontend: self.pgsql.stats(),
-            clients_connected: self.clients_connected(Protocol::Pgsql),
-            pool: self.pgsql.pool().pool_stats(),
-            servers: &pg_servers,
-            query: self.pgsql.query_stats(),
-            cache: self.pgsql.cache(),
-            errors: &self.pgsql.server_stats().errors,
-            monitor_checks: self.monitors[1].log.check_counts(),
-        };
-        write_protocol(out, &pgsql);
+        write_protocol(out, &self.metrics_of(Protocol::Pgsql, &pg_servers));
+    }
+
+    fn memory_metrics(&self) -> Vec<(String, String)> {
+        let my = self.mysql.counters();
+        let pg = self.pgsql.query_stats();
+        let mut rows: Vec<(&str, u64)> = Vec::new();
+        if let Some(rss) = sluice_core::util::rss_bytes() {
+            rows.push(("resident_memory_bytes", rss));
+        }
+        rows.extend([
+            (
+                "mysql_query_digest_memory",
+                my.query.digests.memory_bytes() as u64,
+            ),
+            (
+                "pgsql_query_digest_memory",
+                pg.digests.memory_bytes() as u64,
+            ),
+            ("mysql_query_cache_memory", my.cache.memory_bytes() as u64),
+            (
+                "pgsql_query_cache_memory",
+                self.pgsql.cache().memory_bytes() as u64,
+            ),
+            (
+                "mysql_prepared_statements",
+                self.mysql.statements().len() as u64,
+            ),
+            ("mysql_sessions", u64::from(self.mysql.registry().total())),
+            ("pgsql_sessions", self.pgsql.sessions().len() as u64),
+        ]);
+        rows.into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn pgsql_global(&self) -> Vec<(String, String)> {
+        let servers = self.pgsql_connection_pool();
+        let mut rows = vec![("ProxySQL_Uptime".to_string(), self.uptime())];
+        rows.extend(global_rows(&self.metrics_of(Protocol::Pgsql, &servers)));
+        rows
     }
 
     fn clients_connected(&self, p: Protocol) -> u64 {

@@ -105,6 +105,8 @@ pub enum Command {
     ShowProcesslist,
     /// `SHOW PROMETHEUS METRICS`: what `/metrics` serves, as one row.
     ShowPrometheusMetrics,
+    /// `SHOW MYSQL STATUS` / `SHOW PGSQL STATUS`: `stats_*_global` as (Variable_name, Value).
+    ShowStatus(&'static str),
     /// `PROXYSQL PAUSE|RESUME|SHUTDOWN|FLUSH LOGS|...`.
     Proxysql(String),
     /// `KILL [CONNECTION] n`.
@@ -134,6 +136,7 @@ impl Command {
                 | Command::ShowCreateTable(_)
                 | Command::ShowProcesslist
                 | Command::ShowPrometheusMetrics
+                | Command::ShowStatus(_)
                 | Command::SelectVersion
                 | Command::SelectSysvars(_)
                 | Command::SessionSet
@@ -253,6 +256,8 @@ pub fn parse_command(sql: &str) -> Option<Command> {
                 }
                 ["PROCESSLIST"] | ["FULL", "PROCESSLIST"] => Some(Command::ShowProcesslist),
                 ["PROMETHEUS", "METRICS"] => Some(Command::ShowPrometheusMetrics),
+                ["MYSQL", "STATUS"] => Some(Command::ShowStatus("mysql")),
+                ["PGSQL", "STATUS"] => Some(Command::ShowStatus("pgsql")),
                 ["WARNINGS", ..] | ["ERRORS", ..] => {
                     Some(Command::EmptyShow(&["Level", "Code", "Message"]))
                 }

@@ -430,6 +430,13 @@ impl Admin {
                         .await?,
                 ))
             }
+            Command::ShowStatus(proto) => {
+                stats::refresh(&self.store, self.live()?.as_ref(), &self.running_config()).await?;
+                let sql = format!(
+                    "SELECT Variable_Name AS Variable_name, Variable_Value AS Value FROM stats.stats_{proto}_global ORDER BY Variable_Name"
+                );
+                Ok(AdminReply::Rows(self.store.query(&sql).await?))
+            }
             Command::Proxysql(what) => self.proxysql(&what),
             Command::Kill(id) => {
                 if self.live()?.kill_session(id) {

@@ -21,6 +21,10 @@ pub const STATS_TABLES: &[(&str, &str)] = &[
         "Variable_Name VARCHAR NOT NULL PRIMARY KEY, Variable_Value VARCHAR NOT NULL",
     ),
     (
+        "stats_memory_metrics",
+        "Variable_Name VARCHAR NOT NULL PRIMARY KEY, Variable_Value VARCHAR NOT NULL",
+    ),
+    (
         "stats_mysql_users",
         "username VARCHAR PRIMARY KEY, frontend_connections INT NOT NULL, frontend_max_connections INT NOT NULL",
     ),

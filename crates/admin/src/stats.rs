@@ -379,7 +379,11 @@ fn check_log_rows(
 
 /// Refreshes every stats table (cheap: a few hundred rows at most).
 pub async fn refresh(store: &Store, live: &dyn LiveStats, cfg: &Config) -> Result<(), AdminError> {
-    let mut sql = Vec::new();
+    let mut sql = replace_rows_sql(
+        "stats",
+        "stats_memory_metrics",
+        &globals_table(live.memory_metrics()),
+    );
     for (table, r) in mysql_tables(live, cfg)
         .iter()
         .chain(&pgsql_tables(live, cfg))
@@ -502,7 +506,12 @@ fn pgsql_tables(live: &dyn LiveStats, cfg: &Config) -> Vec<(&'static str, AdminR
     vec![
         (
             "stats_pgsql_global",
-            globals_table(live.query_globals(Protocol::Pgsql)),
+            globals_table(
+                live.pgsql_global()
+                    .into_iter()
+                    .chain(live.query_globals(Protocol::Pgsql))
+                    .collect(),
+            ),
         ),
         ("stats_pgsql_connection_pool_reset", pool.clone()),
         ("stats_pgsql_connection_pool", pool),

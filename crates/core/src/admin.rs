@@ -206,6 +206,14 @@ pub trait LiveStats: Send + Sync {
     fn pgsql_connection_pool(&self) -> Vec<PoolRow> {
         Vec::new()
     }
+    /// `stats_memory_metrics` rows: (name, bytes).
+    fn memory_metrics(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+    /// `stats_pgsql_global` rows beyond the query processor's (clients, statements, pools).
+    fn pgsql_global(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
     /// Writes both protocol sides' metric families (`/metrics`, `SHOW PROMETHEUS METRICS`).
     fn write_metrics(&self, _out: &mut crate::metrics::Exposition) {}
     /// Clients connected now on the `p` side (`Client_Connections_connected`).

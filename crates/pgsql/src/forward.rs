@@ -66,7 +66,9 @@ pub(crate) async fn forward(
                 };
                 sql.map(|q| {
                     let q = String::from_utf8_lossy(q).into_owned();
+                    let t0 = std::time::Instant::now();
                     let d = s.qp.decide(rt, &fe.query, &q);
+                    fe.stats.processor_time(t0);
                     rewritten = d.action.rewritten.as_deref().and_then(|t| with_query(m, t));
                     match (d.action.multiplex, d.action.sticky_conn) {
                         (Some(0), _) | (_, Some(true)) => flow.pinned.sticky = Some(RULE_PIN),

@@ -149,6 +149,7 @@ pub(crate) async fn start(
     let qvars = &rt.pgsql.variables.query;
     let sql = String::from_utf8_lossy(sql).into_owned();
     let d = s.qp.decide(rt, &fe.query, &sql);
+    fe.stats.processor_time(started);
     let simple = f.message[0] == b'Q';
     if d.action.log {
         info!(target: "sluice::query_log", user = %user.username, database, digest = %d.digest.hex(),

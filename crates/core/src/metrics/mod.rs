@@ -5,7 +5,7 @@
 
 mod render;
 
-pub use render::{ProtocolMetrics, write_process, write_protocol};
+pub use render::{ProtocolMetrics, global_rows, write_process, write_protocol};
 
 use crate::util::lock;
 use std::collections::BTreeMap;
@@ -303,6 +303,8 @@ pub struct FrontendStats {
     pub slow_queries: AtomicU64,
     /// Time from a statement's arrival to the end of its reply, all statements, in µs.
     pub statement_time_us: AtomicU64,
+    /// Time spent in the query processor (digest, rules, hints), in ns.
+    pub processor_time_ns: AtomicU64,
     /// Sessions inside a transaction now.
     pub active_transactions: Arc<Gauge>,
     /// Statement latency per hostgroup (`sluice_query_duration_seconds`).
@@ -321,6 +323,12 @@ impl FrontendStats {
             self.slow_queries.fetch_add(1, Ordering::Relaxed);
         }
         self.latency.observe(hostgroup, us);
+    }
+
+    /// Counts `since`'s elapsed time as query-processor time.
+    pub fn processor_time(&self, since: std::time::Instant) {
+        let ns = u64::try_from(since.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.processor_time_ns.fetch_add(ns, Ordering::Relaxed);
     }
 
     /// A session became pinned to its server connection for `reason`.

@@ -124,6 +124,12 @@ fn write_statements(out: &mut Exposition, m: &ProtocolMetrics<'_>) {
         &p,
         load(&f.statement_time_us) as f64 / 1e6,
     );
+    out.counter_f64(
+        "proxysql_query_processor_time_seconds_total",
+        "Time spent in the query processor (digest, rules, hints).",
+        &p,
+        load(&f.processor_time_ns) as f64 / 1e9,
+    );
     for (hostgroup, h) in f.latency.snapshot() {
         let hg = hostgroup.to_string();
         out.histogram(
@@ -226,9 +232,15 @@ fn write_servers(out: &mut Exposition, m: &ProtocolMetrics<'_>) {
         );
         out.gauge(
             "proxysql_connpool_conns_latency_us",
-            "The monitor's last ping time to the server, in microseconds.",
+            "The monitor's last ping time to the server, in microseconds (ProxySQL's name).",
             &labels,
             r.latency_us as f64,
+        );
+        out.gauge(
+            "sluice_connpool_latency_seconds",
+            "The monitor's last ping time to the server.",
+            &labels,
+            r.latency_us as f64 / 1e6,
         );
         out.counter(
             "proxysql_connpool_conns_queries_total",
@@ -355,6 +367,59 @@ fn write_errors_and_monitor(out: &mut Exposition, m: &ProtocolMetrics<'_>) {
     }
 }
 
+/// `stats_mysql_global` / `stats_pgsql_global` rows with ProxySQL's variable names, from the
+/// same counters the metrics read.
+pub fn global_rows(m: &ProtocolMetrics<'_>) -> Vec<(String, String)> {
+    let (f, s) = (m.frontend, m.pool);
+    let used: u64 = m.servers.iter().map(|r| u64::from(r.conn_used)).sum();
+    let free: u64 = m.servers.iter().map(|r| u64::from(r.conn_free)).sum();
+    let sent: u64 = m.servers.iter().map(|r| r.bytes_sent).sum();
+    let recv: u64 = m.servers.iter().map(|r| r.bytes_recv).sum();
+    let rows: [(&str, u64); 20] = [
+        ("Active_Transactions", f.active_transactions.get()),
+        (
+            "Access_Denied_Max_Connections",
+            load(&f.access_denied_max_connections),
+        ),
+        (
+            "Access_Denied_Max_User_Connections",
+            load(&f.access_denied_max_user_connections),
+        ),
+        (
+            "Access_Denied_Wrong_Password",
+            load(&f.access_denied_wrong_password),
+        ),
+        (
+            "Backend_query_time_nsec",
+            load(&f.statement_time_us).saturating_mul(1000),
+        ),
+        (
+            "Client_Connections_aborted",
+            load(&f.client_connections_aborted),
+        ),
+        ("Client_Connections_connected", m.clients_connected),
+        (
+            "Client_Connections_created",
+            load(&f.client_connections_created),
+        ),
+        ("Client_Connections_non_idle", used),
+        ("ConnPool_get_conn_failure", load(&s.get_conn_failure)),
+        ("ConnPool_get_conn_immediate", load(&s.get_conn_immediate)),
+        ("ConnPool_get_conn_success", load(&s.get_conn_success)),
+        ("Query_Processor_time_nsec", load(&f.processor_time_ns)),
+        ("Queries_backends_bytes_recv", recv),
+        ("Queries_backends_bytes_sent", sent),
+        ("Questions", load(&f.questions)),
+        ("Server_Connections_aborted", load(&s.connections_aborted)),
+        ("Server_Connections_connected", used + free),
+        ("Server_Connections_created", load(&s.connections_created)),
+        ("Slow_queries", load(&f.slow_queries)),
+    ];
+    rows.iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
 /// Process-wide families: uptime, version, memory, file descriptors.
 pub fn write_process(out: &mut Exposition, uptime_s: u64, version: &str) {
     out.counter(
@@ -371,7 +436,7 @@ pub fn write_process(out: &mut Exposition, uptime_s: u64, version: &str) {
     );
     if let Some(rss) = crate::util::rss_bytes() {
         out.gauge(
-            "sluice_resident_memory_bytes",
+            "process_resident_memory_bytes",
             "Resident memory of the process.",
             &[],
             rss as f64,

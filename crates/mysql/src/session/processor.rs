@@ -26,6 +26,7 @@ impl Session {
         if self.login.user.fast_forward.0 {
             return None;
         }
+        let started = std::time::Instant::now();
         let rt = self.fe.config.load();
         let vars = &rt.mysql.variables.query;
         let ctx = QueryContext {
@@ -59,6 +60,7 @@ impl Session {
                 schema = self.state.schema.as_deref().unwrap_or(""), client = %self.io.peer,
                 digest = %d.digest.hex(), rules = ?a.matched, "query: {}", d.text(sql));
         }
+        self.fe.counters.stats.processor_time(started);
         Some(d)
     }
 
