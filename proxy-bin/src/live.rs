@@ -1,7 +1,7 @@
 //! The data path's live state as the admin tables show it.
 
 use sluice_core::ConfigHandle;
-use sluice_core::admin::{LiveStats, PoolRow, ProcessRow, Protocol};
+use sluice_core::admin::{HostgroupTraffic, LiveStats, PoolRow, ProcessRow, Protocol};
 use sluice_core::metrics::{Exposition, ProtocolMetrics, global_rows, write_protocol};
 use sluice_core::monitor::{CheckKind, CheckRow, Monitor};
 use sluice_core::query::{DigestRow, QueryProcessorStats};
@@ -370,6 +370,43 @@ impl LiveStats for Live {
         rows.into_iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    fn pgsql_hostgroup_traffic(&self) -> Vec<HostgroupTraffic> {
+        let rt = self.config.load();
+        let stats = self.pgsql.stats();
+        let latency: BTreeMap<i64, _> = stats.latency.snapshot().into_iter().collect();
+        rt.pgsql
+            .hostgroups
+            .iter()
+            .map(|(hg, servers)| {
+                let h = i64::from(*hg);
+                let (mut sent, mut recv) = (0, 0);
+                for s in servers {
+                    let t = self.pgsql.pool().traffic().of(*hg, &s.key.to_string());
+                    sent += t.bytes_sent.load(Ordering::Relaxed);
+                    recv += t.bytes_recv.load(Ordering::Relaxed);
+                }
+                let lat = latency.get(&h);
+                HostgroupTraffic {
+                    hostgroup: *hg,
+                    transactions: stats.transactions.get(h),
+                    queries: lat.map_or(0, |l| l.count),
+                    bytes_to_servers: sent,
+                    bytes_from_servers: recv,
+                    query_time_us: lat.map_or(0, |l| (l.sum_seconds * 1e6) as u64),
+                    wait_us: stats.wait_us.get(h),
+                }
+            })
+            .collect()
+    }
+
+    fn uptime_seconds(&self) -> u64 {
+        self.started.elapsed().as_secs()
+    }
+
+    fn paused(&self) -> bool {
+        self.mysql.paused().load(Ordering::Relaxed)
     }
 
     fn pgsql_global(&self) -> Vec<(String, String)> {

@@ -79,8 +79,9 @@ pub const PGJDBC_JAR: &str = "/usr/share/java/postgresql.jar";
 /// MariaDB Connector/J from Debian's `libmariadb-java`.
 pub const MARIADB_JDBC_JAR: &str = "/usr/share/java/mariadb-java-client.jar";
 
-/// sysbench (used by tests and benchmarks), a JDK with the PostgreSQL and MariaDB JDBC drivers, and the
-/// Python drivers the tests run: PyMySQL, psycopg and asyncpg.
+/// sysbench (used by tests and benchmarks), a JDK with the PostgreSQL and MariaDB JDBC drivers, the
+/// Python drivers the tests run (PyMySQL, psycopg and asyncpg), and the monitoring tools the
+/// observability tests run: Prometheus with promtool, and prometheus-pgbouncer-exporter.
 pub fn ensure_test_tools() -> Result<()> {
     apt_install(
         "test tools",
@@ -93,6 +94,11 @@ pub fn ensure_test_tools() -> Result<()> {
     if !Path::new(MARIADB_JDBC_JAR).exists() {
         apt_install_missing("test tools", &["MariaDB Connector/J"], &["libmariadb-java"])?;
     }
+    apt_install(
+        "observability tools",
+        &["prometheus", "promtool", "prometheus-pgbouncer-exporter"],
+        &["prometheus", "prometheus-pgbouncer-exporter"],
+    )?;
     ensure_python_module("pymysql", "PyMySQL")?;
     ensure_python_module("psycopg", "psycopg[binary]")?;
     ensure_python_module("asyncpg", "asyncpg")

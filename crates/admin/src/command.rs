@@ -107,6 +107,12 @@ pub enum Command {
     ShowPrometheusMetrics,
     /// `SHOW MYSQL STATUS` / `SHOW PGSQL STATUS`: `stats_*_global` as (Variable_name, Value).
     ShowStatus(&'static str),
+    /// One of PgBouncer's `SHOW` commands (`SHOW POOLS`, `SHOW STATS`, ...).
+    PgBouncer(crate::pgbouncer::PgBouncerCommand),
+    /// PgBouncer's `RELOAD`: the PostgreSQL modules' memory configuration goes to runtime.
+    PgBouncerReload,
+    /// A PgBouncer console command with no Sluice equivalent: refused with this message.
+    Unsupported(String),
     /// `PROXYSQL PAUSE|RESUME|SHUTDOWN|FLUSH LOGS|...`.
     Proxysql(String),
     /// `KILL [CONNECTION] n`.
@@ -137,6 +143,7 @@ impl Command {
                 | Command::ShowProcesslist
                 | Command::ShowPrometheusMetrics
                 | Command::ShowStatus(_)
+                | Command::PgBouncer(_)
                 | Command::SelectVersion
                 | Command::SelectSysvars(_)
                 | Command::SessionSet
@@ -256,6 +263,12 @@ pub fn parse_command(sql: &str) -> Option<Command> {
                 }
                 ["PROCESSLIST"] | ["FULL", "PROCESSLIST"] => Some(Command::ShowProcesslist),
                 ["PROMETHEUS", "METRICS"] => Some(Command::ShowPrometheusMetrics),
+                ["PGBOUNCER", what] => {
+                    crate::pgbouncer::PgBouncerCommand::parse(what).map(Command::PgBouncer)
+                }
+                [what] if crate::pgbouncer::PgBouncerCommand::parse(what).is_some() => {
+                    crate::pgbouncer::PgBouncerCommand::parse(what).map(Command::PgBouncer)
+                }
                 ["MYSQL", "STATUS"] => Some(Command::ShowStatus("mysql")),
                 ["PGSQL", "STATUS"] => Some(Command::ShowStatus("pgsql")),
                 ["WARNINGS", ..] | ["ERRORS", ..] => {
@@ -268,13 +281,30 @@ pub fn parse_command(sql: &str) -> Option<Command> {
             }
         }
         "PROXYSQL" => Some(Command::Proxysql(w[1..].join(" "))),
+        // PgBouncer's console verbs, where they map onto Sluice.
+        "PAUSE" | "RESUME" | "SHUTDOWN" if w.len() == 1 => {
+            Some(Command::Proxysql(first.to_string()))
+        }
+        "RELOAD" if w.len() == 1 => Some(Command::PgBouncerReload),
+        "PAUSE" | "RESUME" | "SUSPEND" | "DISABLE" | "ENABLE" | "RECONNECT" | "WAIT_CLOSE" => {
+            Some(Command::Unsupported(format!(
+                "{first} {}is not supported: Sluice has no per-database pools (PAUSE and RESUME without a database apply to all new connections; KILL takes a session id)",
+                w.get(1).map_or(String::new(), |d| format!("{d} "))
+            )))
+        }
         "KILL" => {
             let n = if w.get(1).map(String::as_str) == Some("CONNECTION") {
                 w.get(2)
             } else {
                 w.get(1)
             };
-            n?.parse().ok().map(Command::Kill)
+            match n?.parse() {
+                Ok(id) => Some(Command::Kill(id)),
+                Err(_) => Some(Command::Unsupported(format!(
+                    "KILL {} is not supported: Sluice has no per-database pools; KILL takes a session id (SHOW PROCESSLIST, stats_pgsql_processlist)",
+                    n?.to_ascii_lowercase()
+                ))),
+            }
         }
         "SELECT" => {
             let rest: Vec<&str> = w[1..].iter().map(String::as_str).collect();

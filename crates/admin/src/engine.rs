@@ -316,6 +316,12 @@ impl Admin {
         })
     }
 
+    fn runtime_handle(&self) -> Result<&ConfigHandle, AdminError> {
+        self.runtime
+            .get()
+            .ok_or_else(|| AdminError::new("the data path is not running"))
+    }
+
     pub(crate) fn live(&self) -> Result<&Arc<dyn LiveStats>, AdminError> {
         self.live
             .get()
@@ -437,6 +443,25 @@ impl Admin {
                 );
                 Ok(AdminReply::Rows(self.store.query(&sql).await?))
             }
+            Command::PgBouncer(c) => {
+                let rt = self.runtime_handle()?.load();
+                crate::pgbouncer::answer(c, self.live()?.as_ref(), &rt)
+            }
+            Command::PgBouncerReload => {
+                for m in [
+                    Module::PgsqlUsers,
+                    Module::PgsqlServers,
+                    Module::PgsqlVariables,
+                    Module::PgsqlQueryRules,
+                ] {
+                    self.move_module(m, Direction::MemoryToRuntime).await?;
+                }
+                Ok(AdminReply::Done {
+                    affected: 0,
+                    message: None,
+                })
+            }
+            Command::Unsupported(msg) => Err(AdminError::new(msg)),
             Command::Proxysql(what) => self.proxysql(&what),
             Command::Kill(id) => {
                 if self.live()?.kill_session(id) {

@@ -36,12 +36,14 @@ mod guard;
 mod http;
 mod layers;
 mod observe;
+mod pgbouncer;
 mod schema;
 mod schema_defs;
 mod stats;
 mod store;
 
 pub use command::{Command, Direction, Module, parse_command};
+pub use pgbouncer::PgBouncerCommand;
 
 /// Why the admin store could not be opened at start.
 #[derive(Debug, thiserror::Error)]

@@ -140,6 +140,25 @@ pub struct ProcessRow {
     pub pin_reason: Option<String>,
 }
 
+/// One hostgroup's traffic on the PostgreSQL side, for PgBouncer's `SHOW STATS` family.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HostgroupTraffic {
+    /// The hostgroup (PgBouncer's "database" column shows it as `hostgroup_<n>`).
+    pub hostgroup: u32,
+    /// Transactions started there.
+    pub transactions: u64,
+    /// Statements answered there.
+    pub queries: u64,
+    /// Bytes sent to its servers (what clients sent).
+    pub bytes_to_servers: u64,
+    /// Bytes received from its servers (what clients got).
+    pub bytes_from_servers: u64,
+    /// Time statements took there, in µs.
+    pub query_time_us: u64,
+    /// Time sessions waited for a server connection there, in µs.
+    pub wait_us: u64,
+}
+
 /// Live state of the data path, read by the admin's stats tables.
 pub trait LiveStats: Send + Sync {
     /// Connection pool rows (MySQL side).
@@ -205,6 +224,18 @@ pub trait LiveStats: Send + Sync {
     /// `stats_pgsql_connection_pool` rows.
     fn pgsql_connection_pool(&self) -> Vec<PoolRow> {
         Vec::new()
+    }
+    /// Per-hostgroup traffic of the PostgreSQL side (PgBouncer's `SHOW STATS`).
+    fn pgsql_hostgroup_traffic(&self) -> Vec<HostgroupTraffic> {
+        Vec::new()
+    }
+    /// Seconds since the process started.
+    fn uptime_seconds(&self) -> u64 {
+        0
+    }
+    /// True while `PROXYSQL PAUSE` (or PgBouncer's `PAUSE`) holds new connections.
+    fn paused(&self) -> bool {
+        false
     }
     /// `stats_memory_metrics` rows: (name, bytes).
     fn memory_metrics(&self) -> Vec<(String, String)> {

@@ -98,13 +98,55 @@ fn to_pg_error(e: AdminError) -> PgWireError {
     )))
 }
 
+/// The type a `SHOW` result's column is sent as: `int8` when every value is a whole number (as
+/// PgBouncer's console types its counters), else `text`.
+fn column_type(sql: &str, rows: &[Vec<Option<String>>], i: usize) -> Type {
+    let is_show = sql
+        .trim_start()
+        .get(..4)
+        .is_some_and(|w| w.eq_ignore_ascii_case("SHOW"));
+    let numeric = !rows.is_empty()
+        && rows.iter().all(|r| {
+            r.get(i)
+                .and_then(|c| c.as_deref())
+                .is_some_and(|v| v.parse::<i64>().is_ok())
+        });
+    if is_show && numeric {
+        Type::INT8
+    } else {
+        Type::TEXT
+    }
+}
+
+/// PgBouncer's `SHOW DATABASES` on this port (the MySQL admin port keeps ProxySQL's, which lists
+/// the admin schemas).
+fn pgbouncer_dialect(stmt: &str) -> &str {
+    let words: Vec<&str> = stmt
+        .trim()
+        .trim_end_matches(';')
+        .split_whitespace()
+        .collect();
+    match words.as_slice() {
+        [show, dbs]
+            if show.eq_ignore_ascii_case("SHOW") && dbs.eq_ignore_ascii_case("DATABASES") =>
+        {
+            "SHOW PGBOUNCER DATABASES"
+        }
+        _ => stmt,
+    }
+}
+
 fn reply_to_response(sql: &str, reply: AdminReply) -> PgWireResult<Response> {
     match reply {
         AdminReply::Rows(r) => {
             let fields: Vec<FieldInfo> = r
                 .columns
                 .iter()
-                .map(|c| FieldInfo::new(c.clone(), None, None, Type::TEXT, FieldFormat::Text))
+                .enumerate()
+                .map(|(i, c)| {
+                    let ty = column_type(sql, &r.rows, i);
+                    FieldInfo::new(c.clone(), None, None, ty, FieldFormat::Text)
+                })
                 .collect();
             let schema = Arc::new(fields);
             let mut rows = Vec::with_capacity(r.rows.len());
@@ -151,6 +193,7 @@ impl SimpleQueryHandler for AdminQuery {
             .map_or(AdminRole::Stats, |c| c.role);
         let mut out = Vec::new();
         for stmt in split::statements(query) {
+            let stmt = pgbouncer_dialect(stmt);
             let reply = self.0.execute(role, stmt).await.map_err(to_pg_error)?;
             out.push(reply_to_response(stmt, reply)?);
         }

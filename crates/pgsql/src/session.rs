@@ -232,7 +232,13 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
             _ => {}
         }
         self.io.qp.hostgroup = i64::from(hostgroup);
-        let mut c = match checkout(fe, &rt, self.l, hostgroup, self.owner).await {
+        let waiting = Instant::now();
+        let checked_out = checkout(fe, &rt, self.l, hostgroup, self.owner).await;
+        let hg = i64::from(hostgroup);
+        let waited = u64::try_from(waiting.elapsed().as_micros()).unwrap_or(u64::MAX);
+        fe.stats.wait_us.add(hg, waited);
+        fe.stats.transactions.add(hg, 1);
+        let mut c = match checked_out {
             Ok(c) => c,
             Err(e) => {
                 warn!(user = %self.l.user.username, "pgsql: {e}");

@@ -215,43 +215,96 @@ impl LatencyHistogram {
     }
 }
 
-/// One latency histogram per hostgroup, created on first use. The hot path takes a read lock
-/// (no writer once every hostgroup has been seen).
-#[derive(Debug, Default)]
-pub struct HostgroupLatency {
-    by_hostgroup: RwLock<BTreeMap<i64, Arc<LatencyHistogram>>>,
+/// One `T` per hostgroup, created on first use. The hot path takes a read lock (no writer once
+/// every hostgroup has been seen).
+#[derive(Debug)]
+struct PerHostgroup<T> {
+    map: RwLock<BTreeMap<i64, Arc<T>>>,
 }
 
-impl HostgroupLatency {
-    /// Records a statement of `us` microseconds in `hostgroup` (-1: answered by Sluice).
-    pub fn observe(&self, hostgroup: i64, us: u64) {
+impl<T> Default for PerHostgroup<T> {
+    fn default() -> Self {
+        PerHostgroup {
+            map: RwLock::default(),
+        }
+    }
+}
+
+impl<T: Default> PerHostgroup<T> {
+    fn of(&self, hostgroup: i64) -> Arc<T> {
         let found = self
-            .by_hostgroup
+            .map
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .get(&hostgroup)
             .cloned();
-        let h = match found {
-            Some(h) => h,
+        match found {
+            Some(t) => t,
             None => self
-                .by_hostgroup
+                .map
                 .write()
                 .unwrap_or_else(|p| p.into_inner())
                 .entry(hostgroup)
                 .or_default()
                 .clone(),
-        };
-        h.observe_us(us);
+        }
+    }
+
+    fn get(&self, hostgroup: i64) -> Option<Arc<T>> {
+        self.map
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&hostgroup)
+            .cloned()
+    }
+
+    fn each<R>(&self, f: impl Fn(&T) -> R) -> Vec<(i64, R)> {
+        self.map
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(hg, t)| (*hg, f(t)))
+            .collect()
+    }
+}
+
+/// One latency histogram per hostgroup.
+#[derive(Debug, Default)]
+pub struct HostgroupLatency {
+    by_hostgroup: PerHostgroup<LatencyHistogram>,
+}
+
+impl HostgroupLatency {
+    /// Records a statement of `us` microseconds in `hostgroup` (-1: answered by Sluice).
+    pub fn observe(&self, hostgroup: i64, us: u64) {
+        self.by_hostgroup.of(hostgroup).observe_us(us);
     }
 
     /// Every hostgroup's histogram now.
     pub fn snapshot(&self) -> Vec<(i64, HistogramSnapshot)> {
+        self.by_hostgroup.each(LatencyHistogram::snapshot)
+    }
+}
+
+/// A counter per hostgroup.
+#[derive(Debug, Default)]
+pub struct HostgroupCounters {
+    by_hostgroup: PerHostgroup<AtomicU64>,
+}
+
+impl HostgroupCounters {
+    /// Adds `n` to `hostgroup`'s counter.
+    pub fn add(&self, hostgroup: i64, n: u64) {
         self.by_hostgroup
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .map(|(hg, h)| (*hg, h.snapshot()))
-            .collect()
+            .of(hostgroup)
+            .fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// `hostgroup`'s counter (0 when never counted).
+    pub fn get(&self, hostgroup: i64) -> u64 {
+        self.by_hostgroup
+            .get(hostgroup)
+            .map_or(0, |c| c.load(Ordering::Relaxed))
     }
 }
 
@@ -309,6 +362,10 @@ pub struct FrontendStats {
     pub active_transactions: Arc<Gauge>,
     /// Statement latency per hostgroup (`sluice_query_duration_seconds`).
     pub latency: HostgroupLatency,
+    /// Transactions started per hostgroup (PgBouncer's `xact_count`).
+    pub transactions: HostgroupCounters,
+    /// Time sessions waited for a server connection per hostgroup, in µs (`wait_time`).
+    pub wait_us: HostgroupCounters,
     /// Sessions pinned to a server connection, per reason, counted when the pin starts.
     pins: Mutex<BTreeMap<&'static str, u64>>,
 }
