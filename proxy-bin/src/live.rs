@@ -92,6 +92,7 @@ impl LiveStats for Live {
             let t = self.mysql.pool().traffic().of(hg, &key.to_string());
             PoolRow {
                 latency_us: self.monitors[0].latency_us(key),
+                replication_lag_s: self.monitors[0].replication_lag(key),
                 queries: t.queries.load(Ordering::Relaxed),
                 bytes_sent: t.bytes_sent.load(Ordering::Relaxed),
                 bytes_recv: t.bytes_recv.load(Ordering::Relaxed),
@@ -327,6 +328,7 @@ impl LiveStats for Live {
                     bytes_sent: t.bytes_sent.load(Ordering::Relaxed),
                     bytes_recv: t.bytes_recv.load(Ordering::Relaxed),
                     latency_us: self.monitors[1].latency_us(&s.key),
+                    replication_lag_s: self.monitors[1].replication_lag(&s.key),
                 }
             })
             .collect()

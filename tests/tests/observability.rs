@@ -24,6 +24,43 @@ fn http_config(http_port: u16, extra_vars: &str, tables: &str) -> String {
     )
 }
 
+/// Both pairs, the replica with a lag limit (so the monitor reads its lag), a query rule.
+fn busy_tables() -> String {
+    format!(
+        "[[mysql_servers]]\nhostgroup_id = 0\nhostname = \"127.0.0.1\"\nport = {p}\n\
+         [[mysql_servers]]\nhostgroup_id = 1\nhostname = \"127.0.0.1\"\nport = {r}\nmax_replication_lag = 600\n\
+         [[mysql_users]]\nusername = \"app\"\npassword = \"app\"\n\
+         [[mysql_query_rules]]\nrule_id = 1\nactive = 1\nmatch_digest = \"^SELECT \\\\?$\"\ndestination_hostgroup = 0\napply = 1\n\
+         [[pgsql_servers]]\nhostgroup_id = 0\nhostname = \"127.0.0.1\"\nport = {pp}\n\
+         [[pgsql_users]]\nusername = \"app\"\npassword = \"app\"\n",
+        p = ports::MY_PRIMARY,
+        r = ports::MY_REPLICA,
+        pp = ports::PG_PRIMARY,
+    )
+}
+
+/// The metric names a Grafana dashboard's queries use (histogram series folded to their family).
+fn dashboard_metrics(path: &std::path::Path) -> std::collections::BTreeSet<String> {
+    let text = std::fs::read_to_string(path).expect("dashboard file");
+    let dash: serde_json::Value = serde_json::from_str(&text).expect("the dashboard is JSON");
+    let mut names = std::collections::BTreeSet::new();
+    for panel in dash["panels"].as_array().expect("panels") {
+        for target in panel["targets"].as_array().expect("targets") {
+            let expr = target["expr"].as_str().expect("expr");
+            for word in expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+                if word.starts_with("proxysql_") || word.starts_with("sluice_") {
+                    let family = ["_bucket", "_count", "_sum"]
+                        .iter()
+                        .find_map(|s| word.strip_suffix(s))
+                        .unwrap_or(word);
+                    names.insert(family.to_string());
+                }
+            }
+        }
+    }
+    names
+}
+
 /// `curl` on `path` of the HTTP port: (status, body).
 fn curl(port: u16, path: &str) -> (u16, String) {
     let out = Command::new("curl")
@@ -104,9 +141,30 @@ fn prometheus_scrapes_sluice_and_answers_promql_and_promtool_finds_no_errors() {
         return;
     }
     let http = free_port();
-    let s = Sluice::start(&http_config(http, "", ""));
+    let s = Sluice::start(&http_config(
+        http,
+        "monitor_replication_lag_interval = 500",
+        &busy_tables(),
+    ));
     let statements: String = (0..50).map(|i| format!("SELECT {i};\n")).collect();
     ok_stdout(&mariadb(s.port, "app", "app", &["--skip-ssl"], &statements));
+    // A transaction (a pin), a rule hit, and an error on each side: every family the dashboard
+    // reads has samples.
+    ok_stdout(&mariadb(
+        s.port,
+        "app",
+        "app",
+        &["--skip-ssl"],
+        "BEGIN; SELECT 7; COMMIT;",
+    ));
+    let _ = mariadb(
+        s.port,
+        "app",
+        "app",
+        &["--skip-ssl"],
+        "SELECT nosuchcolumn;",
+    );
+    let _ = psql_app(s.pg_port, "SELECT nosuchcolumn");
     for i in 0..20 {
         ok_stdout(&psql_app(s.pg_port, &format!("SELECT {i}")));
     }
@@ -175,9 +233,43 @@ fn prometheus_scrapes_sluice_and_answers_promql_and_promtool_finds_no_errors() {
     );
     assert!(p99.is_some_and(|s| s > 0.0 && s < 10.0), "{p99:?}");
 
+    // The shipped Grafana dashboard reads only families Sluice serves.
+    wait_for("a replication lag reading", || {
+        sample(
+            &curl(http, "/metrics").1,
+            "sluice_server_replication_lag_seconds",
+            &[],
+        )
+        .is_some()
+    });
+    let (_, text) = curl(http, "/metrics");
+    let dashboard = xtask::workspace_root().join("compose/grafana/dashboards/sluice.json");
+    for family in dashboard_metrics(&dashboard) {
+        assert!(
+            text.contains(&format!("# TYPE {family} ")),
+            "the dashboard reads {family}, which /metrics does not serve:\n{text}"
+        );
+    }
     assert_eq!(curl(http, "/healthz"), (200, "ok\n".to_string()));
     assert_eq!(curl(http, "/readyz"), (200, "ready\n".to_string()));
     assert_eq!(curl(http, "/nothing").0, 404);
+}
+
+#[test]
+fn the_compose_files_are_valid() {
+    let root = xtask::workspace_root().join("compose");
+    sluice_core::config::Config::from_file(&root.join("sluice.toml"))
+        .expect("compose/sluice.toml is a valid Sluice config");
+    let out = Command::new("promtool")
+        .args(["check", "config"])
+        .arg(root.join("prometheus.yml"))
+        .output()
+        .expect("promtool installed");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 }
 
 #[test]

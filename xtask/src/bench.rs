@@ -3,7 +3,9 @@
 //!
 //! `BENCH_TIME` (seconds per run, default 20) and `BENCH_ROUNDS` (default 1) tune the run.
 //! `BENCH_BASELINE_BIN=/path/to/sluice` adds a `sluice-baseline` target run from that binary
-//! (e.g. built from the commit before a change), interleaved with the others.
+//! (e.g. built from the commit before a change), interleaved with the others. The
+//! `sluice+scrape` target is the same Sluice with `/metrics` fetched every second during its
+//! runs: the metrics endpoint's cost, side by side with plain `sluice`.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -15,6 +17,8 @@ const SLUICE_PORT: u16 = 16034;
 const SLUICE_MUX_PORT: u16 = 16035;
 const SLUICE_RULES_PORT: u16 = 16036;
 const SLUICE_BASELINE_PORT: u16 = 16037;
+const SLUICE_SCRAPE_PORT: u16 = 16038;
+const SLUICE_SCRAPE_HTTP_PORT: u16 = 16070;
 
 /// The classic read/write split, with hostgroup 1 on the same primary: the run measures what
 /// digesting and evaluating the rules costs, not a different server.
@@ -260,6 +264,63 @@ pub fn core() -> xtask::Result<()> {
     )
 }
 
+/// The processes a benchmark run started, stopped when it ends however it ends.
+#[derive(Default)]
+struct Started {
+    children: Vec<std::process::Child>,
+    pids: Vec<u32>,
+}
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        for pid in &self.pids {
+            proc::stop_pid(*pid, Duration::from_secs(5));
+        }
+        for child in &mut self.children {
+            proc::signal(child.id(), "TERM");
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Fetches `/metrics` from `port` every second until dropped, as Prometheus would.
+struct Scraper {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<u64>>,
+}
+
+impl Scraper {
+    fn start(port: u16) -> Scraper {
+        use std::io::{Read, Write};
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut scrapes = 0u64;
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Ok(mut tcp) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+                    let _ = tcp.write_all(b"GET /metrics HTTP/1.1\r\nHost: bench\r\n\r\n");
+                    let mut body = Vec::new();
+                    if tcp.read_to_end(&mut body).is_ok() && body.starts_with(b"HTTP/1.1 200") {
+                        scrapes += 1;
+                    }
+                }
+                std::thread::sleep(Duration::from_secs(1));
+            }
+            scrapes
+        });
+        Scraper {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Stops scraping; how many scrapes succeeded.
+    fn finish(mut self) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.take().map_or(0, |t| t.join().unwrap_or(0))
+    }
+}
+
 /// Runs the MySQL benchmark and prints the table (also written to target/bench-mysql.md).
 pub fn mysql() -> xtask::Result<()> {
     let root = xtask::workspace_root();
@@ -268,75 +329,76 @@ pub fn mysql() -> xtask::Result<()> {
     let state = xtask::state_dir();
     prepare_data(&state)?;
     build_release()?;
+    let mut started = Started::default();
     let haproxy = start_haproxy(&state)?;
-    let mut sluice = start_sluice(&state, SLUICE_PORT, 1000, "")?;
-    let mut sluice_rules = match start_sluice(&state, SLUICE_RULES_PORT, 1000, SPLIT_RULES) {
-        Ok(c) => c,
-        Err(e) => {
-            proc::stop_pid(haproxy, Duration::from_secs(5));
-            proc::signal(sluice.id(), "TERM");
-            let _ = sluice.wait();
-            return Err(e);
-        }
-    };
-    let mut baseline = match std::env::var_os("BENCH_BASELINE_BIN") {
+    started.pids.push(haproxy);
+    let sluice = start_sluice(&state, SLUICE_PORT, 1000, "")?;
+    let sluice_pid = sluice.id();
+    started.children.push(sluice);
+    let rules = start_sluice(&state, SLUICE_RULES_PORT, 1000, SPLIT_RULES)?;
+    let rules_pid = rules.id();
+    started.children.push(rules);
+    // The same Sluice with its HTTP port on, scraped every second during its runs.
+    let http = format!(
+        "[admin_variables]\nmysql_ifaces = \"127.0.0.1:0\"\npgsql_ifaces = \"127.0.0.1:0\"\nrestapi_enabled = true\nrestapi_port = {SLUICE_SCRAPE_HTTP_PORT}\n"
+    );
+    let scraped_config = sluice_config(SLUICE_SCRAPE_PORT, 1000, "").replacen(
+        "[admin_variables]\nmysql_ifaces = \"127.0.0.1:0\"\npgsql_ifaces = \"127.0.0.1:0\"\n",
+        &http,
+        1,
+    );
+    let scraped = spawn_sluice(
+        &state.join("bench"),
+        "sluice-scraped",
+        &scraped_config,
+        SLUICE_SCRAPE_PORT,
+    )?;
+    let scraped_pid = scraped.id();
+    started.children.push(scraped);
+    let baseline = match std::env::var_os("BENCH_BASELINE_BIN") {
         None => None,
         Some(bin) => {
             let config = sluice_config(SLUICE_BASELINE_PORT, 1000, "");
-            match spawn_sluice_bin(
+            let b = spawn_sluice_bin(
                 Path::new(&bin),
                 &state.join("bench"),
                 "sluice-baseline",
                 &config,
                 SLUICE_BASELINE_PORT,
-            ) {
-                Ok(c) => Some(c),
-                Err(e) => {
-                    proc::stop_pid(haproxy, Duration::from_secs(5));
-                    for child in [&mut sluice, &mut sluice_rules] {
-                        proc::signal(child.id(), "TERM");
-                        let _ = child.wait();
-                    }
-                    return Err(e);
-                }
-            }
+            )?;
+            let pid = b.id();
+            started.children.push(b);
+            Some(pid)
         }
     };
     let secs = env_num("BENCH_TIME", 20);
     let rounds = env_num("BENCH_ROUNDS", 1);
     let mut samples = Vec::new();
-    let mut result = Ok(());
-    'outer: for _ in 0..rounds {
+    let mut scrapes = 0;
+    for _ in 0..rounds {
         for workload in ["oltp_point_select", "oltp_read_only"] {
             let mut targets = vec![
                 ("direct", xtask::ports::MY_PRIMARY, None),
                 ("haproxy", HAPROXY_PORT, Some(haproxy)),
-                ("sluice", SLUICE_PORT, Some(sluice.id())),
-                ("sluice+rules", SLUICE_RULES_PORT, Some(sluice_rules.id())),
+                ("sluice", SLUICE_PORT, Some(sluice_pid)),
+                ("sluice+rules", SLUICE_RULES_PORT, Some(rules_pid)),
+                ("sluice+scrape", SLUICE_SCRAPE_PORT, Some(scraped_pid)),
             ];
-            if let Some(b) = &baseline {
-                targets.push(("sluice-baseline", SLUICE_BASELINE_PORT, Some(b.id())));
+            if let Some(pid) = baseline {
+                targets.push(("sluice-baseline", SLUICE_BASELINE_PORT, Some(pid)));
             }
             for (target, port, pid) in targets {
-                match run_one(workload, target, port, pid, secs) {
-                    Ok(s) => samples.push(s),
-                    Err(e) => {
-                        result = Err(e);
-                        break 'outer;
-                    }
-                }
+                let scraper =
+                    (target == "sluice+scrape").then(|| Scraper::start(SLUICE_SCRAPE_HTTP_PORT));
+                samples.push(run_one(workload, target, port, pid, secs)?);
+                scrapes += scraper.map_or(0, Scraper::finish);
             }
         }
     }
-    proc::stop_pid(haproxy, Duration::from_secs(5));
-    for child in [&mut sluice, &mut sluice_rules]
-        .into_iter()
-        .chain(baseline.as_mut())
-    {
-        proc::signal(child.id(), "TERM");
-        let _ = child.wait();
-    }
-    result?;
+    drop(started);
+    step(&format!(
+        "sluice+scrape: {scrapes} scrapes of /metrics answered during its runs"
+    ));
     let mux = multiplexing_runs(&state, secs)?;
     let table = format!("{}\n{mux}", render(&samples, secs, rounds));
     println!("\n{table}");
@@ -375,6 +437,7 @@ fn render(samples: &[Sample], secs: u64, rounds: u64) -> String {
             "haproxy",
             "sluice",
             "sluice+rules",
+            "sluice+scrape",
             "sluice-baseline",
         ] {
             if let Some((qps, p95, cpu)) = mean(target) {

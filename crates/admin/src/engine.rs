@@ -41,7 +41,7 @@ pub enum StartupSource {
 
 /// The admin interface's state.
 pub struct Admin {
-    store: Store,
+    pub(crate) store: Store,
     /// The configuration the runtime was built from.
     running: Mutex<Config>,
     file: Config,
@@ -260,7 +260,11 @@ impl Admin {
         })
     }
 
-    async fn move_module(&self, m: Module, d: Direction) -> Result<AdminReply, AdminError> {
+    pub(crate) async fn move_module(
+        &self,
+        m: Module,
+        d: Direction,
+    ) -> Result<AdminReply, AdminError> {
         match d {
             Direction::MemoryToRuntime => return self.memory_to_runtime(m).await,
             Direction::RuntimeToMemory => {
@@ -316,7 +320,7 @@ impl Admin {
         })
     }
 
-    fn runtime_handle(&self) -> Result<&ConfigHandle, AdminError> {
+    pub(crate) fn runtime_handle(&self) -> Result<&ConfigHandle, AdminError> {
         self.runtime
             .get()
             .ok_or_else(|| AdminError::new("the data path is not running"))
@@ -387,10 +391,6 @@ impl Admin {
             Command::Move(m, d) => self.move_module(m, d).await,
             Command::SetVariable(n, v) => self.set_variable(&n, &v).await,
             Command::ShowVariables(prefix) => self.show_variables(&format!("{prefix}%")).await,
-            Command::ShowPrometheusMetrics => Ok(AdminReply::Rows(sluice_core::admin::AdminRows {
-                columns: vec!["metrics".into()],
-                rows: vec![vec![Some(self.prometheus_metrics())]],
-            })),
             Command::ShowAllVariables(pattern) => {
                 self.show_variables(pattern.as_deref().unwrap_or("%")).await
             }
@@ -436,32 +436,11 @@ impl Admin {
                         .await?,
                 ))
             }
-            Command::ShowStatus(proto) => {
-                stats::refresh(&self.store, self.live()?.as_ref(), &self.running_config()).await?;
-                let sql = format!(
-                    "SELECT Variable_Name AS Variable_name, Variable_Value AS Value FROM stats.stats_{proto}_global ORDER BY Variable_Name"
-                );
-                Ok(AdminReply::Rows(self.store.query(&sql).await?))
-            }
-            Command::PgBouncer(c) => {
-                let rt = self.runtime_handle()?.load();
-                crate::pgbouncer::answer(c, self.live()?.as_ref(), &rt)
-            }
-            Command::PgBouncerReload => {
-                for m in [
-                    Module::PgsqlUsers,
-                    Module::PgsqlServers,
-                    Module::PgsqlVariables,
-                    Module::PgsqlQueryRules,
-                ] {
-                    self.move_module(m, Direction::MemoryToRuntime).await?;
-                }
-                Ok(AdminReply::Done {
-                    affected: 0,
-                    message: None,
-                })
-            }
-            Command::Unsupported(msg) => Err(AdminError::new(msg)),
+            c @ (Command::ShowPrometheusMetrics
+            | Command::ShowStatus(_)
+            | Command::PgBouncer(_)
+            | Command::PgBouncerReload
+            | Command::Unsupported(_)) => self.monitoring_command(c).await,
             Command::Proxysql(what) => self.proxysql(&what),
             Command::Kill(id) => {
                 if self.live()?.kill_session(id) {

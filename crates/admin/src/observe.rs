@@ -1,7 +1,9 @@
 //! What monitoring reads from the admin: the Prometheus text (`/metrics`, `SHOW PROMETHEUS
 //! METRICS`) and readiness (`/readyz`).
 
-use crate::Admin;
+use crate::command::{Command, Direction, Module};
+use crate::{Admin, stats};
+use sluice_core::admin::{AdminError, AdminReply};
 use sluice_core::metrics::{Exposition, write_process};
 
 impl Admin {
@@ -26,6 +28,46 @@ impl Admin {
         match self.live() {
             Ok(live) => live.not_ready(),
             Err(_) => Some("starting".into()),
+        }
+    }
+
+    /// The monitoring commands: `SHOW PROMETHEUS METRICS`, `SHOW MYSQL|PGSQL STATUS`, and
+    /// PgBouncer's console.
+    pub(crate) async fn monitoring_command(&self, c: Command) -> Result<AdminReply, AdminError> {
+        match c {
+            Command::ShowPrometheusMetrics => Ok(AdminReply::Rows(sluice_core::admin::AdminRows {
+                columns: vec!["metrics".into()],
+                rows: vec![vec![Some(self.prometheus_metrics())]],
+            })),
+            Command::ShowStatus(proto) => {
+                stats::refresh(&self.store, self.live()?.as_ref(), &self.running_config()).await?;
+                let sql = format!(
+                    "SELECT Variable_Name AS Variable_name, Variable_Value AS Value FROM stats.stats_{proto}_global ORDER BY Variable_Name"
+                );
+                Ok(AdminReply::Rows(self.store.query(&sql).await?))
+            }
+            Command::PgBouncer(c) => {
+                let rt = self.runtime_handle()?.load();
+                crate::pgbouncer::answer(c, self.live()?.as_ref(), &rt)
+            }
+            Command::PgBouncerReload => {
+                for m in [
+                    Module::PgsqlUsers,
+                    Module::PgsqlServers,
+                    Module::PgsqlVariables,
+                    Module::PgsqlQueryRules,
+                ] {
+                    self.move_module(m, Direction::MemoryToRuntime).await?;
+                }
+                Ok(AdminReply::Done {
+                    affected: 0,
+                    message: None,
+                })
+            }
+            Command::Unsupported(msg) => Err(AdminError::new(msg)),
+            other => Err(AdminError::new(format!(
+                "not a monitoring command: {other:?}"
+            ))),
         }
     }
 }

@@ -110,6 +110,8 @@ pub struct PoolRow {
     pub bytes_sent: u64,
     /// Bytes received from it.
     pub bytes_recv: u64,
+    /// The replication lag (s) the monitor last read; `None` when it does not check it.
+    pub replication_lag_s: Option<u64>,
     /// The monitor's last ping time (µs); 0 before the first answer.
     pub latency_us: u64,
 }

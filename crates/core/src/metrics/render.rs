@@ -242,6 +242,14 @@ fn write_servers(out: &mut Exposition, m: &ProtocolMetrics<'_>) {
             &labels,
             r.latency_us as f64 / 1e6,
         );
+        if let Some(lag) = r.replication_lag_s {
+            out.gauge(
+                "sluice_server_replication_lag_seconds",
+                "The replication lag the monitor last read (or assumed, monitor_slave_lag_when_null).",
+                &labels,
+                lag as f64,
+            );
+        }
         out.counter(
             "proxysql_connpool_conns_queries_total",
             "Statements sent to the server.",

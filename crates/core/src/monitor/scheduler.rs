@@ -244,6 +244,12 @@ impl Monitor {
             .unwrap_or(0)
     }
 
+    /// The replication lag (s) the monitor last read (or assumed) for `server`; `None` before
+    /// the first lag check or for servers it does not check.
+    pub fn replication_lag(&self, server: &ServerKey) -> Option<u64> {
+        lock(&self.health).get(server).and_then(|h| h.lag)
+    }
+
     fn side(rt: &RuntimeConfig, p: Protocol) -> Side<'_> {
         match p {
             Protocol::Mysql => Side {
