@@ -188,6 +188,12 @@ fn prometheus_scrapes_sluice_and_answers_promql_and_promtool_finds_no_errors() {
         ],
     );
     assert!(sent.is_some_and(|b| b > 0.0), "{text}");
+    let opened = sample(
+        &text,
+        "proxysql_connpool_conns_total",
+        &["protocol=\"pgsql\"", "status=\"ok\""],
+    );
+    assert!(opened.is_some_and(|n| n >= 1.0), "{text}");
 
     // promtool: no errors; the only lint is the unit in ProxySQL's own metric name, kept for
     // dashboards written for ProxySQL (sluice_connpool_latency_seconds is the clean twin).

@@ -106,6 +106,10 @@ pub struct PoolRow {
     pub conn_free: u32,
     /// Commands forwarded to this server in this hostgroup.
     pub queries: u64,
+    /// Connections opened to this server for this hostgroup (`ConnOK`).
+    pub connects_ok: u64,
+    /// Connect attempts that failed (`ConnERR`).
+    pub connects_err: u64,
     /// Bytes sent to this server in this hostgroup.
     pub bytes_sent: u64,
     /// Bytes received from it.

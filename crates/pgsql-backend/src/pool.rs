@@ -248,13 +248,18 @@ impl PgPool {
             Ok(mut conn) => {
                 conn.home = req.worker;
                 conn.traffic = self.traffic.of(req.hostgroup, &server.key.to_string());
+                conn.traffic.connects_ok.fetch_add(1, Relaxed);
                 debug!(server = %server.key, hostgroup = req.hostgroup, "opened PostgreSQL backend connection");
                 self.sockets.register(&server.key, &conn.kill_handle);
                 self.connect_outcome(&server.key, true);
                 Attempt::Ready(pooled(conn))
             }
-            Err(e @ Error::Server { .. }) => Attempt::Fatal(e),
             Err(e) => {
+                let traffic = self.traffic.of(req.hostgroup, &server.key.to_string());
+                traffic.connects_err.fetch_add(1, Relaxed);
+                if matches!(e, Error::Server { .. }) {
+                    return Attempt::Fatal(e);
+                }
                 warn!(server = %server.key, hostgroup = req.hostgroup, "error connecting to PostgreSQL backend: {e}; trying again");
                 self.connect_outcome(&server.key, false);
                 Attempt::Failed {

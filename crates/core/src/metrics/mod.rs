@@ -427,6 +427,10 @@ pub struct ServerTraffic {
     pub bytes_sent: AtomicU64,
     /// Bytes received from the server.
     pub bytes_recv: AtomicU64,
+    /// Connections opened to the server (`ConnOK`).
+    pub connects_ok: AtomicU64,
+    /// Connect attempts to the server that failed (`ConnERR`).
+    pub connects_err: AtomicU64,
 }
 
 impl ServerTraffic {

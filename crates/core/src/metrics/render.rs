@@ -250,6 +250,20 @@ fn write_servers(out: &mut Exposition, m: &ProtocolMetrics<'_>) {
                 lag as f64,
             );
         }
+        let help_total =
+            "Connections opened to the server (ok) and connect attempts that failed (err).";
+        out.counter(
+            "proxysql_connpool_conns_total",
+            help_total,
+            &with("status", "ok"),
+            r.connects_ok,
+        );
+        out.counter(
+            "proxysql_connpool_conns_total",
+            help_total,
+            &with("status", "err"),
+            r.connects_err,
+        );
         out.counter(
             "proxysql_connpool_conns_queries_total",
             "Statements sent to the server.",
