@@ -217,17 +217,38 @@ fn frontends(
 ) -> Result<(Arc<MysqlFrontend>, Arc<PgFrontend>, usize), String> {
     let vars = &cfg.mysql_variables;
     let datadir = opts.datadir.as_deref();
+    // One key log for every TLS session, both legs, both protocols (admin-ssl_keylog_file).
+    let key_log: Option<Arc<dyn sluice_net::keylog::KeyLog>> = match cfg
+        .admin_variables
+        .ssl_keylog_file
+        .as_str()
+    {
+        "" => None,
+        path => {
+            warn!(
+                "TLS secrets are logged to {path} (admin-ssl_keylog_file): anyone who reads it can decrypt captured traffic"
+            );
+            Some(Arc::new(sluice_net::keylog::KeyLogFile::new(path)))
+        }
+    };
     let backend_tls = sluice_mysql_backend::tls::client_config(
         &vars.ssl_p2s_ca,
         &vars.ssl_p2s_cert,
         &vars.ssl_p2s_key,
+        key_log.clone(),
     )
     .map_err(|e| e.to_string())?;
     let mut fe = MysqlFrontend::new(config.clone(), MysqlPool::new(Some(backend_tls.clone())))
         .with_shutdown(shutdown.clone(), tasks.clone());
     if vars.have_ssl {
-        let tls = sluice_net::tls::acceptor("mysql", &vars.ssl_cert, &vars.ssl_key, datadir)
-            .map_err(|e| e.to_string())?;
+        let tls = sluice_net::tls::acceptor(
+            "mysql",
+            &vars.ssl_cert,
+            &vars.ssl_key,
+            datadir,
+            key_log.clone(),
+        )
+        .map_err(|e| e.to_string())?;
         fe = fe.with_tls(tls);
     }
     let pg_vars = &cfg.pgsql_variables;
@@ -242,8 +263,14 @@ fn frontends(
         // One PROXYSQL PAUSE for both data ports.
         .with_pause(fe.paused().clone());
     if pg_vars.have_ssl {
-        let tls = sluice_net::tls::acceptor("pgsql", &pg_vars.ssl_cert, &pg_vars.ssl_key, datadir)
-            .map_err(|e| e.to_string())?;
+        let tls = sluice_net::tls::acceptor(
+            "pgsql",
+            &pg_vars.ssl_cert,
+            &pg_vars.ssl_key,
+            datadir,
+            key_log,
+        )
+        .map_err(|e| e.to_string())?;
         pg_fe = pg_fe.with_tls(tls);
     }
     Ok((Arc::new(fe), Arc::new(pg_fe), pg_threads))

@@ -65,6 +65,7 @@ pub fn client_config(
     ca: &str,
     cert: &str,
     key: &str,
+    key_log: Option<Arc<dyn rustls::KeyLog>>,
 ) -> Result<Arc<rustls::ClientConfig>, crate::Error> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
@@ -92,7 +93,7 @@ pub fn client_config(
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(ChainOnly(verifier)))
     };
-    let config = if cert.is_empty() {
+    let mut config = if cert.is_empty() {
         builder.with_no_client_auth()
     } else {
         let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
@@ -105,6 +106,9 @@ pub fn client_config(
             .with_client_auth_cert(chain, key)
             .map_err(|e| tls_config("mysql-ssl_p2s_cert", e))?
     };
+    if let Some(log) = key_log {
+        config.key_log = log;
+    }
     Ok(Arc::new(config))
 }
 

@@ -9,7 +9,7 @@
 //!   outside the session that owns it;
 //! - [`stream`]: a socket that is plain TCP or TLS, for clients and servers of both protocols;
 //! - [`tls`]: the frontends' TLS acceptor (configured certificate, or a generated one kept in
-//!   the datadir).
+//!   the datadir); [`keylog`]: the TLS key log (`admin-ssl_keylog_file`).
 //!
 //! Errors are [`Error`]: a port that cannot be opened, a TLS file that cannot be used.
 //!
@@ -33,6 +33,7 @@
 
 pub mod accept;
 mod error;
+pub mod keylog;
 pub mod kill;
 pub mod listen;
 pub mod stream;

@@ -21,6 +21,7 @@ pub fn acceptor(
     cert: &str,
     key: &str,
     datadir: Option<&Path>,
+    key_log: Option<Arc<dyn rustls::KeyLog>>,
 ) -> Result<TlsAcceptor, Error> {
     let (cert_pem, key_pem) = match (cert.is_empty(), key.is_empty()) {
         (false, false) => (
@@ -47,12 +48,15 @@ pub fn acceptor(
     let key = PrivateKeyDer::from_pem_slice(&key_pem)
         .map_err(|e| tls_err(format!("{prefix}-ssl_key {key}"), e))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ServerConfig::builder_with_provider(provider)
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| tls_err("TLS setup".into(), e))?
         .with_no_client_auth()
         .with_single_cert(chain, key)
         .map_err(|e| tls_err(format!("{prefix}-ssl_cert/{prefix}-ssl_key"), e))?;
+    if let Some(log) = key_log {
+        config.key_log = log;
+    }
     Ok(TlsAcceptor::from(Arc::new(config)))
 }
 

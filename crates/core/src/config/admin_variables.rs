@@ -24,6 +24,9 @@ pub struct AdminVariables {
     /// The address the HTTP port listens on (Sluice addition; loopback by default, so metrics
     /// and probes are not exposed unless asked for).
     pub restapi_interface: String,
+    /// Where the secrets of every TLS session Sluice terminates or originates are appended, in
+    /// the NSS key log format Wireshark reads (empty: off; read at start).
+    pub ssl_keylog_file: String,
     /// ProxySQL variables accepted for compatibility that have no effect in this version.
     pub accepted_unimplemented: BTreeMap<String, String>,
 }
@@ -38,6 +41,7 @@ impl Default for AdminVariables {
             restapi_enabled: false,
             restapi_port: 6070,
             restapi_interface: "127.0.0.1".into(),
+            ssl_keylog_file: String::new(),
             accepted_unimplemented: BTreeMap::new(),
         }
     }
@@ -94,6 +98,7 @@ impl AdminVariables {
                 }
                 self.restapi_interface = value.trim().to_string();
             }
+            "ssl_keylog_file" => self.ssl_keylog_file = value.trim().to_string(),
             _ if PROXYSQL_ADMIN_VARIABLES.contains(&name) => {
                 self.accepted_unimplemented
                     .insert(name.to_string(), value.to_string());
@@ -126,6 +131,7 @@ impl AdminVariables {
                 "restapi_interface".to_string(),
                 self.restapi_interface.clone(),
             ),
+            ("ssl_keylog_file".to_string(), self.ssl_keylog_file.clone()),
         ];
         v.extend(
             self.accepted_unimplemented
