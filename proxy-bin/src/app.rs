@@ -241,7 +241,7 @@ fn frontends(
     let mut fe = MysqlFrontend::new(config.clone(), MysqlPool::new(Some(backend_tls.clone())))
         .with_shutdown(shutdown.clone(), tasks.clone());
     if vars.have_ssl {
-        let tls = sluice_net::tls::acceptor(
+        let tls = sluice_net::tls::ReloadableAcceptor::new(
             "mysql",
             &vars.ssl_cert,
             &vars.ssl_key,
@@ -249,7 +249,7 @@ fn frontends(
             key_log.clone(),
         )
         .map_err(|e| e.to_string())?;
-        fe = fe.with_tls(tls);
+        fe = fe.with_tls(Arc::new(tls));
     }
     let pg_vars = &cfg.pgsql_variables;
     let cpus = std::thread::available_parallelism().map_or(1, usize::from);
@@ -263,7 +263,7 @@ fn frontends(
         // One PROXYSQL PAUSE for both data ports.
         .with_pause(fe.paused().clone());
     if pg_vars.have_ssl {
-        let tls = sluice_net::tls::acceptor(
+        let tls = sluice_net::tls::ReloadableAcceptor::new(
             "pgsql",
             &pg_vars.ssl_cert,
             &pg_vars.ssl_key,
@@ -271,7 +271,7 @@ fn frontends(
             key_log,
         )
         .map_err(|e| e.to_string())?;
-        pg_fe = pg_fe.with_tls(tls);
+        pg_fe = pg_fe.with_tls(Arc::new(tls));
     }
     Ok((Arc::new(fe), Arc::new(pg_fe), pg_threads))
 }

@@ -407,6 +407,21 @@ impl LiveStats for Live {
             .collect()
     }
 
+    fn reload_tls(&self) -> Result<(), String> {
+        let rt = self.config.load();
+        if let Some(t) = self.mysql.tls() {
+            let v = &rt.mysql.variables;
+            t.reload(&v.ssl_cert, &v.ssl_key)
+                .map_err(|e| e.to_string())?;
+        }
+        if let Some(t) = self.pgsql.tls() {
+            let v = &rt.pgsql.variables;
+            t.reload(&v.ssl_cert, &v.ssl_key)
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+
     fn uptime_seconds(&self) -> u64 {
         self.started.elapsed().as_secs()
     }

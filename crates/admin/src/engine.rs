@@ -340,6 +340,15 @@ impl Admin {
             "RESUME" => live.set_paused(false),
             "SHUTDOWN" | "SHUTDOWN SLOW" | "STOP" | "KILL" => live.shutdown(),
             "FLUSH LOGS" => {}
+            "RELOAD TLS" => {
+                live.reload_tls().map_err(|e| {
+                    warn!("PROXYSQL RELOAD TLS refused, the current certificates stay: {e}");
+                    AdminError::new(format!(
+                        "TLS reload failed, the current certificates stay: {e}"
+                    ))
+                })?;
+                info!("PROXYSQL RELOAD TLS: new handshakes use the certificates read now");
+            }
             "FLUSH QUERY CACHE" | "FLUSH MYSQL QUERY CACHE" => {
                 let n = live.flush_query_cache(sluice_core::admin::Protocol::Mysql);
                 return Ok(AdminReply::Done {

@@ -243,6 +243,11 @@ pub trait LiveStats: Send + Sync {
     fn paused(&self) -> bool {
         false
     }
+    /// `PROXYSQL RELOAD TLS`: the frontends' certificate and key files are read again and used
+    /// for new handshakes; on error (named in the message) the current ones stay.
+    fn reload_tls(&self) -> Result<(), String> {
+        Err("TLS reload is not available".into())
+    }
     /// `stats_memory_metrics` rows: (name, bytes).
     fn memory_metrics(&self) -> Vec<(String, String)> {
         Vec::new()

@@ -13,7 +13,6 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
-use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
@@ -49,7 +48,7 @@ pub struct MysqlFrontend {
     /// Backend connection pools.
     pub(crate) pool: Arc<MysqlPool>,
     /// TLS for clients that ask for it (`mysql-have_ssl`).
-    pub(crate) tls: Option<TlsAcceptor>,
+    pub(crate) tls: Option<Arc<sluice_net::tls::ReloadableAcceptor>>,
     /// Connected clients.
     pub(crate) registry: Arc<SessionRegistry>,
     /// Cancelled when Sluice stops: listeners stop accepting, idle sessions close.
@@ -86,10 +85,16 @@ impl MysqlFrontend {
         }
     }
 
-    /// Offers TLS to clients that ask for it (see [`sluice_net::tls::acceptor`]).
-    pub fn with_tls(mut self, tls: TlsAcceptor) -> MysqlFrontend {
+    /// Offers TLS to clients that ask for it (see [`sluice_net::tls::ReloadableAcceptor`];
+    /// `ReloadableAcceptor::fixed` wraps an acceptor built elsewhere).
+    pub fn with_tls(mut self, tls: Arc<sluice_net::tls::ReloadableAcceptor>) -> MysqlFrontend {
         self.tls = Some(tls);
         self
+    }
+
+    /// The TLS acceptor, for `PROXYSQL RELOAD TLS`.
+    pub fn tls(&self) -> Option<&Arc<sluice_net::tls::ReloadableAcceptor>> {
+        self.tls.as_ref()
     }
 
     /// Stops with `shutdown` (listeners stop accepting, idle sessions close) and tracks session
@@ -217,9 +222,11 @@ async fn handle(fe: Arc<MysqlFrontend>, mut tcp: TcpStream, peer: std::net::Sock
         return;
     };
     let timeout = Duration::from_millis(vars.connect_timeout_client);
+    // The acceptor of this moment: a TLS reload affects later handshakes only.
+    let acceptor = fe.tls.as_ref().map(|t| t.current());
     let phase = tokio::time::timeout(
         timeout,
-        connection_phase(tcp, peer, &rt, fe.tls.as_ref(), id, &mut slot),
+        connection_phase(tcp, peer, &rt, acceptor.as_deref(), id, &mut slot),
     )
     .await;
     let stats = &fe.counters.stats;

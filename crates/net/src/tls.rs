@@ -105,3 +105,69 @@ fn write_private(path: &Path, data: &[u8]) -> Result<(), Error> {
     f.write_all(data)
         .map_err(|e| tls_err(path.display().to_string(), e))
 }
+
+/// A frontend's TLS acceptor that `PROXYSQL RELOAD TLS` can replace: new handshakes use the
+/// current one, sessions already encrypted keep theirs, and a reload that fails (a missing or
+/// bad file) leaves the current one in place.
+pub struct ReloadableAcceptor {
+    current: arc_swap::ArcSwap<TlsAcceptor>,
+    prefix: &'static str,
+    datadir: Option<std::path::PathBuf>,
+    key_log: Option<Arc<dyn rustls::KeyLog>>,
+}
+
+impl std::fmt::Debug for ReloadableAcceptor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReloadableAcceptor")
+            .field("prefix", &self.prefix)
+            .finish()
+    }
+}
+
+impl ReloadableAcceptor {
+    /// Builds the first acceptor as [`acceptor`] does, remembering how to build the next.
+    pub fn new(
+        prefix: &'static str,
+        cert: &str,
+        key: &str,
+        datadir: Option<&Path>,
+        key_log: Option<Arc<dyn rustls::KeyLog>>,
+    ) -> Result<ReloadableAcceptor, Error> {
+        let first = acceptor(prefix, cert, key, datadir, key_log.clone())?;
+        Ok(ReloadableAcceptor {
+            current: arc_swap::ArcSwap::from_pointee(first),
+            prefix,
+            datadir: datadir.map(Path::to_path_buf),
+            key_log,
+        })
+    }
+
+    /// An acceptor built elsewhere (an embedding service's own); reloads rebuild it from files.
+    pub fn fixed(prefix: &'static str, acceptor: TlsAcceptor) -> ReloadableAcceptor {
+        ReloadableAcceptor {
+            current: arc_swap::ArcSwap::from_pointee(acceptor),
+            prefix,
+            datadir: None,
+            key_log: None,
+        }
+    }
+
+    /// The acceptor new handshakes use.
+    pub fn current(&self) -> Arc<TlsAcceptor> {
+        self.current.load_full()
+    }
+
+    /// Reads `cert` and `key` again (empty: the generated pair in the datadir) and, when they
+    /// make a valid acceptor, swaps it in for new handshakes. On error nothing changes.
+    pub fn reload(&self, cert: &str, key: &str) -> Result<(), Error> {
+        let next = acceptor(
+            self.prefix,
+            cert,
+            key,
+            self.datadir.as_deref(),
+            self.key_log.clone(),
+        )?;
+        self.current.store(Arc::new(next));
+        Ok(())
+    }
+}

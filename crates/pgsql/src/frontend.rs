@@ -21,7 +21,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
@@ -59,7 +58,7 @@ pub struct PgFrontend {
     /// Logged-in clients, for `max_connections` caps.
     pub(crate) clients: Arc<crate::limits::ClientCounts>,
     /// Answers SSLRequest with TLS when set (`pgsql-have_ssl`).
-    pub(crate) tls: Option<TlsAcceptor>,
+    pub(crate) tls: Option<Arc<sluice_net::tls::ReloadableAcceptor>>,
     /// Cancelled when Sluice stops.
     pub(crate) shutdown: CancellationToken,
     /// Session tasks.
@@ -112,10 +111,15 @@ impl PgFrontend {
         }
     }
 
-    /// Answers SSLRequest with TLS.
-    pub fn with_tls(mut self, tls: TlsAcceptor) -> PgFrontend {
+    /// Answers SSLRequest with TLS (see [`sluice_net::tls::ReloadableAcceptor`]).
+    pub fn with_tls(mut self, tls: Arc<sluice_net::tls::ReloadableAcceptor>) -> PgFrontend {
         self.tls = Some(tls);
         self
+    }
+
+    /// The TLS acceptor, for `PROXYSQL RELOAD TLS`.
+    pub fn tls(&self) -> Option<&Arc<sluice_net::tls::ReloadableAcceptor>> {
+        self.tls.as_ref()
     }
 
     /// Runs each session on one of `workers`' single-threaded event loops (`pgsql-threads`)

@@ -54,7 +54,8 @@ pub(crate) async fn opening(fe: &PgFrontend, mut tcp: TcpStream, reader: &mut Re
         };
         match u32::from_be_bytes([pkt[4], pkt[5], pkt[6], pkt[7]]) {
             80_877_103 => {
-                let Some(acceptor) = &fe.tls else {
+                // The acceptor of this moment: a TLS reload affects later handshakes only.
+                let Some(acceptor) = fe.tls.as_ref().map(|t| t.current()) else {
                     if tcp.write_all(b"N").await.is_err() {
                         return Opening::Done;
                     }
