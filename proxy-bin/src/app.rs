@@ -117,6 +117,11 @@ async fn open_admin(file: Config, opts: &Options) -> Result<(Arc<Admin>, Config)
     })
     .await
     .map_err(|e| e.to_string())?;
+    for addr in cfg.admin_variables.default_credentials_exposed() {
+        warn!(
+            "admin listener {addr} is reachable from other hosts and the default admin:admin login is configured; Sluice accepts it from loopback only: set admin-admin_credentials"
+        );
+    }
     match source {
         StartupSource::Disk => info!(
             "configuration loaded from the admin database on disk (start with --initial to use the config file)"

@@ -278,3 +278,37 @@ fn bad_config_is_a_startup_error_naming_key_and_line() {
         assert!(err.contains(key) && err.contains(line), "case {i}: {err}");
     }
 }
+
+#[test]
+fn health_check_connects_are_counted_but_not_warned_about() {
+    if !backends_ready() {
+        return;
+    }
+    let s = Sluice::start(&standard_config("", ""));
+    let aborted = || -> u64 {
+        s.admin_ok(
+            "SELECT Variable_Value FROM stats_mysql_global WHERE Variable_Name = 'Client_Connections_aborted';",
+        )
+        .trim()
+        .parse()
+        .unwrap_or(0)
+    };
+    let before = aborted();
+    // What load balancers do: connect and close (FIN), or connect and reset (RST).
+    let script = r#"
+import socket, struct, sys, time
+port = int(sys.argv[1])
+a = socket.create_connection(("127.0.0.1", port)); a.recv(1); a.close()
+b = socket.create_connection(("127.0.0.1", port)); b.recv(1)
+b.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)); b.close()
+print("done")
+"#;
+    assert_eq!(
+        ok_stdout(&python(script, &[&s.port.to_string()])).trim(),
+        "done"
+    );
+    wait_for("both probes counted as aborted", || aborted() == before + 2);
+    let log = s.log();
+    assert!(!log.contains("client login failed"), "{log}");
+    assert!(!log.contains("WARN"), "{log}");
+}

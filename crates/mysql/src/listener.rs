@@ -191,6 +191,20 @@ pub async fn serve(fe: Arc<MysqlFrontend>, listeners: Vec<TcpListener>) {
     .await;
 }
 
+/// True when the client went away before logging in without a word — closed or reset the
+/// connection: what TCP health checks of load balancers do every second, not worth a warning.
+fn left_silently(e: &crate::Error) -> bool {
+    use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset, UnexpectedEof};
+    match e {
+        crate::Error::Protocol(sluice_mysql_proto::Error::Closed) => true,
+        crate::Error::Protocol(sluice_mysql_proto::Error::Io(io)) => matches!(
+            io.kind(),
+            ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof
+        ),
+        _ => false,
+    }
+}
+
 /// Counts a refused login by its reason (`Access_Denied_*`).
 fn count_refusal(stats: &sluice_core::metrics::FrontendStats, e: &crate::Error) {
     let counter = match e {
@@ -235,7 +249,7 @@ async fn handle(fe: Arc<MysqlFrontend>, mut tcp: TcpStream, peer: std::net::Sock
             stats.client_connections_created.fetch_add(1, Relaxed);
             v
         }
-        Ok(Err(crate::Error::Protocol(sluice_mysql_proto::Error::Closed))) => {
+        Ok(Err(e)) if left_silently(&e) => {
             stats.client_connections_aborted.fetch_add(1, Relaxed);
             // TCP health checks connect and close without a word; not worth a warning.
             debug!(session = id, client = %peer, "client closed the connection before logging in");

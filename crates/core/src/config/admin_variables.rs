@@ -141,11 +141,59 @@ impl AdminVariables {
         v
     }
 
+    /// The admin listeners reachable from other hosts while the default `admin:admin` login is
+    /// configured (Sluice accepts it from loopback only; this is worth a loud warning).
+    pub fn default_credentials_exposed(&self) -> Vec<String> {
+        let default = Self::parse_credentials(&self.admin_credentials)
+            .iter()
+            .any(|(u, p)| u == "admin" && p == "admin");
+        if !default {
+            return Vec::new();
+        }
+        let loopback = |addr: &str| {
+            let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+            let host = host.trim_start_matches('[').trim_end_matches(']');
+            host == "localhost"
+                || host
+                    .parse::<std::net::IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback())
+        };
+        [&self.mysql_ifaces, &self.pgsql_ifaces]
+            .iter()
+            .flat_map(|list| list.split(';'))
+            .map(str::trim)
+            .filter(|a| !a.is_empty() && !loopback(a))
+            .map(str::to_string)
+            .collect()
+    }
+
     /// Parses a credentials list into (user, password) pairs.
     pub fn parse_credentials(list: &str) -> Vec<(String, String)> {
         list.split(';')
             .filter_map(|c| c.split_once(':'))
             .map(|(u, p)| (u.to_string(), p.to_string()))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_credentials_on_a_non_loopback_listener_are_reported() {
+        let mut v = AdminVariables::default();
+        assert!(
+            v.default_credentials_exposed().is_empty(),
+            "loopback by default"
+        );
+        v.mysql_ifaces = "0.0.0.0:6032;127.0.0.1:7032".into();
+        v.pgsql_ifaces = "[::1]:6132;10.1.2.3:6132".into();
+        assert_eq!(
+            v.default_credentials_exposed(),
+            ["0.0.0.0:6032", "10.1.2.3:6132"]
+        );
+        v.admin_credentials = "ops:s3cret".into();
+        assert!(v.default_credentials_exposed().is_empty());
     }
 }
