@@ -247,16 +247,19 @@ impl PgPool {
         match PgConn::connect(&params).await {
             Ok(mut conn) => {
                 conn.home = req.worker;
-                conn.traffic = self.traffic.of(req.hostgroup, &server.key.to_string());
-                conn.traffic.connects_ok.fetch_add(1, Relaxed);
+                let server_name = server.key.to_string();
+                conn.traffic = self
+                    .traffic
+                    .count_connect(req.hostgroup, &server_name, true);
                 debug!(server = %server.key, hostgroup = req.hostgroup, "opened PostgreSQL backend connection");
                 self.sockets.register(&server.key, &conn.kill_handle);
                 self.connect_outcome(&server.key, true);
                 Attempt::Ready(pooled(conn))
             }
             Err(e) => {
-                let traffic = self.traffic.of(req.hostgroup, &server.key.to_string());
-                traffic.connects_err.fetch_add(1, Relaxed);
+                let server_name = server.key.to_string();
+                self.traffic
+                    .count_connect(req.hostgroup, &server_name, false);
                 if matches!(e, Error::Server { .. }) {
                     return Attempt::Fatal(e);
                 }

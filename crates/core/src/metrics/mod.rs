@@ -460,6 +460,15 @@ impl TrafficRegistry {
             .clone()
     }
 
+    /// Counts a connect to `server` in `hostgroup` that succeeded (`ConnOK`) or failed
+    /// (`ConnERR`); returns the server's counters, for a new connection to hold.
+    pub fn count_connect(&self, hostgroup: u32, server: &str, ok: bool) -> Arc<ServerTraffic> {
+        let t = self.of(hostgroup, server);
+        let counter = if ok { &t.connects_ok } else { &t.connects_err };
+        counter.fetch_add(1, Ordering::Relaxed);
+        t
+    }
+
     /// (hostgroup, server, counters) for every server seen.
     pub fn all(&self) -> Vec<(u32, String, Arc<ServerTraffic>)> {
         lock(&self.map)

@@ -122,10 +122,10 @@ impl MysqlPool {
         };
         match BackendConn::connect(&params).await {
             Ok(mut conn) => {
-                conn.traffic = self.traffic.of(req.hostgroup, &server.key.to_string());
-                conn.traffic
-                    .connects_ok
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let server_name = server.key.to_string();
+                conn.traffic = self
+                    .traffic
+                    .count_connect(req.hostgroup, &server_name, true);
                 debug!(server = %server.key, hostgroup = req.hostgroup, thread_id = conn.thread_id, "opened backend connection");
                 self.connect_outcome(&server.key, true);
                 self.sockets.register(&server.key, &conn.kill_handle);
@@ -138,10 +138,9 @@ impl MysqlPool {
             }
             Err(e) => {
                 self.release_slot(req.hostgroup, &server.key);
+                let server_name = server.key.to_string();
                 self.traffic
-                    .of(req.hostgroup, &server.key.to_string())
-                    .connects_err
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    .count_connect(req.hostgroup, &server_name, false);
                 if fatal(&e) {
                     warn!(server = %server.key, hostgroup = req.hostgroup, user = req.user, "backend refused the login: {e}");
                 } else {
