@@ -4,6 +4,9 @@ mod bench;
 mod bench_memory;
 mod bench_pgsql;
 mod demo;
+mod fuzz;
+mod fuzz_cut;
+mod fuzz_seed;
 mod test;
 
 use xtask::proc::step;
@@ -16,7 +19,9 @@ const USAGE: &str = "usage: cargo xtask <command>
   bench pgsql                     pgbench -S direct vs PgBouncer vs sluice, printed as a table
   bench core                      criterion: query digest and rule evaluation per query
   bench memory                    Sluice's RSS idle and per idle MySQL / PostgreSQL client
-  demo                            backends + sluice with docs/demo.toml until Ctrl-C";
+  demo                            backends + sluice with docs/demo.toml until Ctrl-C
+  fuzz [TARGET] [--time S] [--runs N]  coverage-guided fuzzing of every decoder (60 s each)
+  fuzz seed                       record real traffic into the fuzz targets' seed corpora";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -36,6 +41,7 @@ fn main() {
         ["bench", "core"] => bench::core(),
         ["bench", "memory"] => bench_memory::memory(),
         ["demo"] => demo::run(),
+        ["fuzz", rest @ ..] => fuzz::run(rest),
         _ => Err(USAGE.to_string()),
     };
     if let Err(e) = result {

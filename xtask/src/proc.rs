@@ -174,7 +174,11 @@ pub fn make_traversable(dir: &Path) -> Result<()> {
 
 /// Returns the last `n` lines of a log file, for error messages.
 pub fn tail(path: &Path, n: usize) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
+    last_lines(&std::fs::read_to_string(path).unwrap_or_default(), n)
+}
+
+/// The last `n` lines of `text`.
+pub fn last_lines(text: &str, n: usize) -> String {
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
 }

@@ -32,7 +32,13 @@ pub fn run(extra: &[&str]) -> xtask::Result<()> {
         (Err(e), _) => step(&format!("tests FAILED: {e}")),
         (Ok(()), Err(e)) => step(&format!("tests passed but stopping backends failed: {e}")),
     }
-    result.and(down)
+    result.and(down)?;
+    if !extra.is_empty() {
+        return Ok(());
+    }
+    // Short and bounded here; `cargo xtask fuzz --time 1800` is the long run (docs/reliability.md).
+    let secs = crate::bench::env_num("SLUICE_FUZZ_SECONDS", 5).to_string();
+    crate::fuzz::run(&["--time", &secs])
 }
 
 fn build_and_test(root: &std::path::Path, extra: &[&str]) -> xtask::Result<()> {

@@ -74,3 +74,15 @@ pub enum Error {
 pub use engine::{Admin, AdminOptions, StartupSource};
 pub use export::config_to_toml;
 pub use http::serve_http;
+
+/// Runs every reader an admin statement goes through before SQLite sees it: the command
+/// grammar, the PgBouncer console words and the guard that refuses what reaches files or loads
+/// code. For the fuzz targets in `fuzz/`; compiled only with `--cfg fuzzing`.
+#[cfg(fuzzing)]
+pub fn fuzz_statement(sql: &str) {
+    let _ = parse_command(sql);
+    let _ = guard::refused(sql);
+    for word in sql.split_whitespace().take(4) {
+        let _ = PgBouncerCommand::parse(word);
+    }
+}

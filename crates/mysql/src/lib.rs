@@ -14,6 +14,8 @@ mod capture;
 /// Per-command counters and backend errors (shared with the PostgreSQL side).
 pub use sluice_core::query::commands as counters;
 mod error;
+#[cfg(fuzzing)]
+pub mod fuzzing;
 mod handshake;
 mod listener;
 pub mod registry;

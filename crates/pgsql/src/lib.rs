@@ -5,6 +5,8 @@
 mod error;
 mod forward;
 pub mod frontend;
+#[cfg(fuzzing)]
+pub mod fuzzing;
 mod handoff;
 mod hook;
 mod limits;

@@ -331,8 +331,10 @@ impl<'a> Tokenizer<'a> {
         while j + 1 < self.src.len() && !(self.src[j] == b'*' && self.src[j + 1] == b'/') {
             j += 1;
         }
-        let end = j.min(self.src.len());
-        self.note_comment(body, end);
+        // An unterminated comment runs to the end of the text (the scan stops one byte short).
+        let closed = j + 1 < self.src.len();
+        let end = if closed { j } else { self.src.len() };
+        self.note_comment(body.min(end), end);
         self.i = (j + 2).min(self.src.len());
         self.space = true;
     }

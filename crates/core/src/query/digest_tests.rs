@@ -406,3 +406,17 @@ proptest! {
         }
     }
 }
+
+/// Found by the `digest` fuzz target: an unterminated comment's range ended one byte short, in
+/// the middle of a multi-byte character, so its hints could not be read.
+#[test]
+fn unterminated_comment_runs_to_the_end() {
+    let sql = "SELECT 1 /* hostgroup=2 \u{fffd}";
+    let d = digest(sql, Dialect::Mysql, 2048);
+    assert_eq!(d.first_comment(sql), Some(" hostgroup=2 \u{fffd}"));
+    let bare = "/*";
+    assert_eq!(
+        digest(bare, Dialect::Pgsql, 2048).first_comment(bare),
+        Some("")
+    );
+}

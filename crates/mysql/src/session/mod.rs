@@ -8,6 +8,7 @@
 
 mod answer;
 mod change_user;
+pub(crate) mod execute;
 mod forward;
 mod hook;
 mod kill;

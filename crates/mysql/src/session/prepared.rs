@@ -2,6 +2,7 @@
 //! global registry; a statement is prepared on a backend connection the first time that
 //! connection needs it, and parameter types are re-sent when the connection has not seen them.
 
+use super::execute::{ExecuteRewrite, stmt_id};
 use super::forward::ForwardFailure;
 use super::{ClientStmt, Next, Session};
 use crate::stmt_registry::StmtMeta;
@@ -16,27 +17,12 @@ use std::sync::atomic::Ordering;
 use tokio::io::AsyncWriteExt;
 use tracing::debug;
 
-fn stmt_id(payload: &[u8]) -> Option<u32> {
-    let b = payload.get(1..5)?;
-    Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-}
-
 fn unknown_stmt(id: u32, what: &str) -> Vec<u8> {
     err_payload(
         1243,
         "HY000",
         &format!("Unknown prepared statement handler ({id}) given to {what}"),
     )
-}
-
-/// Where the parameter-type block of a COM_STMT_EXECUTE starts, and whether it is present.
-fn types_offset(payload: &[u8], num_params: u16) -> Option<(usize, bool)> {
-    if num_params == 0 {
-        return None;
-    }
-    let flag_at = 10 + usize::from(num_params).div_ceil(8);
-    let bound = *payload.get(flag_at)? == 1;
-    Some((flag_at, bound))
 }
 
 impl Session {
@@ -230,7 +216,7 @@ impl Session {
     }
 
     /// Puts the backend's statement id into the execute packet, and the parameter types when the
-    /// backend connection has not seen the ones the client bound.
+    /// backend connection has not seen the ones the client bound; remembers what was bound.
     fn rewrite_execute(
         &mut self,
         payload: &Bytes,
@@ -238,45 +224,26 @@ impl Session {
         cs: &ClientStmt,
         backend_id: u32,
     ) -> Vec<u8> {
-        let mut out = payload.to_vec();
-        out[1..5].copy_from_slice(&backend_id.to_le_bytes());
-        let n = cs.meta.num_params;
-        let Some((flag_at, bound)) = types_offset(payload, n) else {
-            return out;
-        };
-        let types_len = 2 * usize::from(n);
         let bstmt = self
             .backend
             .as_mut()
             .and_then(|b| b.conn().stmts.get_mut(cs.meta.global_id));
-        if bound {
-            let types = payload.slice(
-                (flag_at + 1).min(payload.len())..(flag_at + 1 + types_len).min(payload.len()),
-            );
-            if let Some(b) = bstmt {
-                b.bound_types = Some(types.clone());
-            }
-            if let Some(c) = self.stmts.get_mut(&client_id) {
-                c.types = Some(types);
-            }
-            return out;
+        let known = bstmt.as_ref().and_then(|b| b.bound_types.as_ref());
+        let plan = ExecuteRewrite::plan(
+            payload,
+            backend_id,
+            cs.meta.num_params,
+            cs.types.as_ref(),
+            known,
+            bstmt.is_some(),
+        );
+        if let (Some(types), Some(b)) = (&plan.server_knows, bstmt) {
+            b.bound_types = Some(types.clone());
         }
-        let Some(types) = cs.types.clone() else {
-            return out;
-        };
-        match bstmt {
-            Some(b) if b.bound_types.as_ref() == Some(&types) => out,
-            Some(b) => {
-                b.bound_types = Some(types.clone());
-                let mut with = Vec::with_capacity(out.len() + types.len());
-                with.extend_from_slice(&out[..flag_at]);
-                with.push(1);
-                with.extend_from_slice(&types);
-                with.extend_from_slice(&out[flag_at + 1..]);
-                with
-            }
-            None => out,
+        if let (Some(types), Some(c)) = (plan.client_bound, self.stmts.get_mut(&client_id)) {
+            c.types = Some(types);
         }
+        plan.payload
     }
 
     pub(super) async fn stmt_send_long_data(&mut self, pk: &Packet) -> Next {

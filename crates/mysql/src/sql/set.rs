@@ -61,11 +61,11 @@ pub enum SetParse {
 
 fn unquote(s: &str) -> String {
     let t = s.trim();
-    if t.len() >= 2 && (t.starts_with('\'') || t.starts_with('"')) {
-        t[1..t.len() - 1].to_string()
-    } else {
-        t.to_string()
-    }
+    ['\'', '"']
+        .iter()
+        .find_map(|q| t.strip_prefix(*q).and_then(|r| r.strip_suffix(*q)))
+        .unwrap_or(t)
+        .to_string()
 }
 
 /// Parses `sql` as a SET statement.

@@ -174,6 +174,23 @@ fn unknown_and_not_set() {
     }
 }
 
+/// Found by the `mysql_sql` fuzz target: an unterminated quote ending in a multi-byte character
+/// sliced the text inside that character and panicked the session.
+#[test]
+fn unterminated_quote_before_a_multibyte_character() {
+    for q in [
+        "SET NAMES 'U\u{fffd}",
+        "SET NAMES \"\u{e9}",
+        "SET CHARACTER SET '\u{fffd}",
+    ] {
+        let _ = parse_set(q);
+    }
+    assert!(matches!(
+        parse_set("SET NAMES 'utf8mb4'"),
+        SetParse::Items(_)
+    ));
+}
+
 mod fuzz {
     use super::*;
     use proptest::prelude::*;
