@@ -667,3 +667,72 @@ fn show_variables_lists_every_module_as_proxysql_does() {
     let out = s.psql_admin("SHOW VARIABLES LIKE 'pgsql-handoff%'", false);
     assert_eq!(ok_stdout(&out).trim(), "pgsql-handoff_reset_all\ttrue");
 }
+
+/// `admin-stats_credentials` (stats/stats by default): a read-only account for dashboards. It
+/// reads stats, monitor and runtime tables on both admin ports; configuration tables, runtime
+/// tables with passwords and SQLite's own are refused however they are named; `SHOW VARIABLES`
+/// masks every password and credential.
+#[test]
+fn the_stats_account_reads_statistics_and_nothing_that_holds_a_secret() {
+    if !backends_ready() {
+        return;
+    }
+    let s = Sluice::start(&standard_config("", ""));
+    ok_stdout(&mariadb(s.port, "app", "app", &["--skip-ssl"], "SELECT 1;"));
+    let stats = |sql: &str| mariadb(s.admin_port, "stats", "stats", &["--skip-ssl"], sql);
+    let questions = ok_stdout(&stats(
+        "SELECT variable_value FROM stats_mysql_global WHERE variable_name = 'Questions';",
+    ));
+    assert!(
+        questions.trim().parse::<u64>().unwrap_or(0) >= 1,
+        "{questions}"
+    );
+    let servers = ok_stdout(&stats("SELECT hostname FROM runtime_mysql_servers;"));
+    assert!(servers.contains("127.0.0.1"), "{servers}");
+    for sql in [
+        "SELECT username, password FROM mysql_users;",
+        "SELECT password FROM disk.mysql_users;",
+        "SELECT * FROM \"MYSQL_USERS\";",
+        "SELECT (SELECT password FROM mysql_users LIMIT 1) FROM stats_mysql_global;",
+        "SELECT * FROM runtime_mysql_users;",
+        "SELECT sql FROM sqlite_master;",
+        "UPDATE mysql_servers SET weight = 5;",
+        "LOAD MYSQL SERVERS TO RUNTIME;",
+    ] {
+        let out = stats(sql);
+        assert!(!out.status.success(), "the stats account ran {sql}");
+        assert!(
+            stderr(&out).contains("stats user"),
+            "{sql}: {}",
+            stderr(&out)
+        );
+    }
+    let masked = ok_stdout(&stats("SHOW VARIABLES LIKE 'admin-%credentials';"));
+    assert!(
+        masked.contains("admin-admin_credentials\t********") && !masked.contains("admin:admin"),
+        "{masked}"
+    );
+    let shown = s.admin_ok("SHOW VARIABLES LIKE 'admin-admin_credentials';");
+    assert!(
+        shown.contains("admin:admin"),
+        "the admin sees the value: {shown}"
+    );
+    // The PostgreSQL admin port applies the same rules to the same account.
+    let psql_stats = |sql: &str| {
+        std::process::Command::new("psql")
+            .env("PGPASSWORD", "stats")
+            .args(["-h", "127.0.0.1", "-p", &s.pg_admin_port.to_string()])
+            .args(["-U", "stats", "-X", "-A", "-t", "-c", sql])
+            .output()
+            .expect("psql installed")
+    };
+    let hosts = ok_stdout(&psql_stats("SELECT hostname FROM runtime_pgsql_servers"));
+    assert!(hosts.contains("127.0.0.1"), "{hosts}");
+    let refused = psql_stats("SELECT password FROM pgsql_users");
+    assert!(!refused.status.success(), "psql as stats read pgsql_users");
+    assert!(
+        stderr(&refused).contains("stats user"),
+        "{}",
+        stderr(&refused)
+    );
+}

@@ -377,12 +377,18 @@ impl Admin {
 
     /// `global_variables` rows whose name matches the `LIKE` pattern, as `SHOW … VARIABLES` lists
     /// them.
-    async fn show_variables(&self, like: &str) -> Result<AdminReply, AdminError> {
+    /// `SHOW VARIABLES`; the stats account sees passwords and credentials as `********`.
+    async fn show_variables(&self, role: AdminRole, like: &str) -> Result<AdminReply, AdminError> {
+        let mask = if role == AdminRole::Stats { "1" } else { "0" };
         let rows = self
             .store
             .query_bound(
-                "SELECT variable_name AS Variable_name, variable_value AS Value FROM main.global_variables WHERE variable_name LIKE ?1 ORDER BY variable_name",
-                &[like],
+                "SELECT variable_name AS Variable_name, \
+                 CASE WHEN ?2 = '1' AND (variable_name LIKE '%password%' \
+                   OR variable_name LIKE '%credentials%') THEN '********' \
+                   ELSE variable_value END AS Value \
+                 FROM main.global_variables WHERE variable_name LIKE ?1 ORDER BY variable_name",
+                &[like, mask],
             )
             .await?;
         Ok(AdminReply::Rows(rows))
@@ -399,9 +405,12 @@ impl Admin {
         match c {
             Command::Move(m, d) => self.move_module(m, d).await,
             Command::SetVariable(n, v) => self.set_variable(&n, &v).await,
-            Command::ShowVariables(prefix) => self.show_variables(&format!("{prefix}%")).await,
+            Command::ShowVariables(prefix) => {
+                self.show_variables(role, &format!("{prefix}%")).await
+            }
             Command::ShowAllVariables(pattern) => {
-                self.show_variables(pattern.as_deref().unwrap_or("%")).await
+                self.show_variables(role, pattern.as_deref().unwrap_or("%"))
+                    .await
             }
             Command::ShowTables(db) => {
                 let schema = match db.as_deref() {
@@ -512,11 +521,13 @@ impl Admin {
             || lower.starts_with("with")
             || lower.starts_with("pragma")
             || lower.starts_with("explain");
-        if role == AdminRole::Stats && (!is_read || !lower.contains("stats")) {
+        if role == AdminRole::Stats
+            && let Some(why) = crate::guard::stats_refusal(sql)
+        {
             return Err(AdminError {
                 code: 1045,
                 sqlstate: "28000",
-                message: "the stats user may only read the stats tables".into(),
+                message: why,
             });
         }
         if let Some(live) = self.live.get() {

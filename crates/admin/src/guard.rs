@@ -21,15 +21,17 @@ const READ_PRAGMAS: [&str; 12] = [
     "compile_options",
 ];
 
-/// One token: a word (keyword or identifier, lower-cased) or a punctuation byte.
+/// One token: a word (keyword or identifier, lower-cased), a string literal's content
+/// (lower-cased: SQLite takes `FROM 'name'` as a table name) or a punctuation byte.
 #[derive(Debug, PartialEq, Eq)]
 enum Tok {
     Word(String),
+    Str(String),
     Punct(u8),
 }
 
-/// Splits `sql` into statements of tokens; string literals and comments are skipped, quoted
-/// identifiers become words.
+/// Splits `sql` into statements of tokens; comments are skipped, quoted identifiers become
+/// words.
 fn statements(sql: &str) -> Vec<Vec<Tok>> {
     let b = sql.as_bytes();
     let mut out = vec![Vec::new()];
@@ -37,7 +39,12 @@ fn statements(sql: &str) -> Vec<Vec<Tok>> {
     while i < b.len() {
         let c = b[i];
         match c {
-            b'\'' => i = skip_quoted(b, i, b'\''),
+            b'\'' => {
+                let end = skip_quoted(b, i, b'\'');
+                let inner = sql.get(i + 1..end.saturating_sub(1)).unwrap_or("");
+                push(&mut out, Tok::Str(inner.to_ascii_lowercase()));
+                i = end;
+            }
             b'"' | b'`' | b'[' => {
                 let close = if c == b'[' { b']' } else { c };
                 let end = skip_quoted(b, i, close);
@@ -156,6 +163,49 @@ pub(crate) fn refused(sql: &str) -> Option<String> {
     None
 }
 
+/// Tables the stats account may not read although they are not configuration: the runtime
+/// copies that hold passwords.
+const SECRET_RUNTIME_TABLES: [&str; 4] = [
+    "runtime_mysql_users",
+    "runtime_pgsql_users",
+    "runtime_global_variables",
+    "runtime_proxysql_servers",
+];
+
+/// Why the stats account (`admin-stats_credentials`) may not run `sql`, or `None`: it may run
+/// one `SELECT` (or `WITH … SELECT`) that names no configuration table (`mysql_servers`,
+/// `mysql_users`, … in any schema), no runtime table holding passwords and nothing of SQLite's
+/// own (`sqlite_master`, `pragma_*` functions). Names are checked however they are written:
+/// quoted, qualified, as string literals, in subqueries.
+pub(crate) fn stats_refusal(sql: &str) -> Option<String> {
+    let stmts = statements(sql);
+    let [stmt] = stmts.as_slice() else {
+        return Some("the stats user may run one SELECT at a time".into());
+    };
+    if !(is_word(stmt.first(), "select") || is_word(stmt.first(), "with")) {
+        return Some("the stats user may only read (SELECT)".into());
+    }
+    let config = crate::schema_defs::CONFIG_TABLES
+        .iter()
+        .map(|(name, _)| *name);
+    for t in stmt {
+        let (Tok::Word(name) | Tok::Str(name)) = t else {
+            continue;
+        };
+        let secret = config.clone().any(|c| c == name)
+            || SECRET_RUNTIME_TABLES.contains(&name.as_str())
+            || name.starts_with("sqlite_")
+            || name.starts_with("pragma_");
+        if secret {
+            return Some(format!(
+                "the stats user may not read {name}: only stats_*, monitor.* and runtime_* \
+                 tables without passwords"
+            ));
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -195,6 +245,36 @@ mod tests {
             "INSERT INTO mysql_query_rules (rule_id, match_pattern) VALUES (1, 'load_extension(')",
         ] {
             assert_eq!(refused(sql), None, "{sql} was refused");
+        }
+    }
+
+    #[test]
+    fn the_stats_account_reads_stats_monitor_and_runtime_tables_only() {
+        for sql in [
+            "SELECT * FROM stats_mysql_connection_pool",
+            "select hostname, status from runtime_mysql_servers",
+            "SELECT * FROM stats.stats_mysql_query_digest WHERE digest_text LIKE '%mysql_users%'",
+            "SELECT * FROM monitor.mysql_server_ping_log ORDER BY time_start_us DESC LIMIT 3",
+            "WITH x AS (SELECT * FROM stats_mysql_global) SELECT * FROM x",
+        ] {
+            assert_eq!(stats_refusal(sql), None, "{sql} was refused");
+        }
+        for sql in [
+            "SELECT * FROM mysql_users",
+            "SELECT password FROM disk.mysql_users",
+            "SELECT * FROM \"MYSQL_USERS\"",
+            "SELECT * FROM 'mysql_users'",
+            "SELECT * FROM stats_mysql_global, [global_variables]",
+            "SELECT (SELECT password FROM pgsql_users LIMIT 1) FROM stats_mysql_global",
+            "SELECT * FROM runtime_mysql_users",
+            "SELECT * FROM runtime_global_variables",
+            "SELECT sql FROM sqlite_master",
+            "SELECT * FROM pragma_table_info('mysql_users')",
+            "SELECT 1; SELECT * FROM stats_mysql_global",
+            "DELETE FROM stats_mysql_global",
+            "PRAGMA table_info(mysql_users)",
+        ] {
+            assert!(stats_refusal(sql).is_some(), "{sql} was allowed");
         }
     }
 }

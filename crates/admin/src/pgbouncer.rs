@@ -429,6 +429,12 @@ fn config(rt: &RuntimeConfig) -> AdminReply {
         .into_iter()
         .map(|(k, v)| {
             let d = defaults.get(&k).cloned().unwrap_or_default();
+            // A console any stats account can read shows no secret.
+            let v = if k.contains("password") {
+                "********".into()
+            } else {
+                v
+            };
             vec![format!("pgsql-{k}"), v, d, "yes".into()]
         })
         .collect();
