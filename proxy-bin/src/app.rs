@@ -192,15 +192,18 @@ impl Listeners {
         admin: &Arc<Admin>,
         (shutdown, tasks): (&CancellationToken, &TaskTracker),
     ) -> Vec<JoinHandle<()>> {
+        // Each admin port shares its protocol's failed-login table with the data port.
         let my_admin = Arc::new(MysqlAdmin {
             executor: admin.clone(),
             shutdown: shutdown.clone(),
             tasks: tasks.clone(),
+            login: Some(fe.login_gate().clone()),
         });
         let pg_admin = Arc::new(sluice_pgsql::PgAdmin {
             executor: admin.clone(),
             shutdown: shutdown.clone(),
             tasks: tasks.clone(),
+            login: Some(pg_fe.login_gate().clone()),
         });
         vec![
             tokio::spawn(sluice_mysql::serve(fe.clone(), self.mysql)),

@@ -26,6 +26,14 @@ pub struct Live {
 }
 
 impl Live {
+    /// The failed-login table of one protocol's ports.
+    fn login_throttle(&self, p: Protocol) -> &sluice_core::login_throttle::LoginThrottle {
+        match p {
+            Protocol::Mysql => self.mysql.login_gate().throttle(),
+            Protocol::Pgsql => self.pgsql.login_gate().throttle(),
+        }
+    }
+
     /// Seconds since the process started.
     fn uptime(&self) -> String {
         self.started.elapsed().as_secs().to_string()
@@ -459,6 +467,17 @@ impl LiveStats for Live {
             Protocol::Mysql => self.mysql.counters().cache.flush(),
             Protocol::Pgsql => self.pgsql.cache().flush(),
         }
+    }
+
+    fn client_hosts(&self, p: Protocol) -> Vec<sluice_core::login_throttle::ClientHostRow> {
+        self.login_throttle(p).rows()
+    }
+
+    fn flush_client_hosts(&self, p: Protocol) -> usize {
+        let t = self.login_throttle(p);
+        let n = t.rows().len();
+        t.flush();
+        n
     }
 
     fn runtime_changed(&self) {

@@ -356,6 +356,21 @@ impl Admin {
                     message: None,
                 });
             }
+            "FLUSH MYSQL CLIENT HOSTS" | "FLUSH PGSQL CLIENT HOSTS" => {
+                let p = if what.contains("PGSQL") {
+                    sluice_core::admin::Protocol::Pgsql
+                } else {
+                    sluice_core::admin::Protocol::Mysql
+                };
+                let n = live.flush_client_hosts(p);
+                info!(
+                    "PROXYSQL {what}: {n} client address(es) forgotten; their logins are no longer throttled"
+                );
+                return Ok(AdminReply::Done {
+                    affected: n as u64,
+                    message: None,
+                });
+            }
             "FLUSH PGSQL QUERY CACHE" => {
                 let n = live.flush_query_cache(sluice_core::admin::Protocol::Pgsql);
                 return Ok(AdminReply::Done {

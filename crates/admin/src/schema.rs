@@ -53,6 +53,10 @@ pub const STATS_TABLES: &[(&str, &str)] = &[
          PRIMARY KEY(hostgroup, schemaname, username, client_address, digest)",
     ),
     (
+        "stats_mysql_client_host_cache",
+        "client_address VARCHAR NOT NULL, error_count INT NOT NULL, last_updated BIGINT NOT NULL",
+    ),
+    (
         "stats_mysql_query_rules",
         "rule_id INTEGER PRIMARY KEY, hits INT NOT NULL",
     ),

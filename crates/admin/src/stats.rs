@@ -459,6 +459,23 @@ fn globals_table(pairs: Vec<(String, String)>) -> AdminRows {
     )
 }
 
+/// `stats_*_client_host_cache`: addresses with failed logins.
+fn client_host_table(hosts: Vec<sluice_core::login_throttle::ClientHostRow>) -> AdminRows {
+    rows(
+        &["client_address", "error_count", "last_updated"],
+        hosts
+            .into_iter()
+            .map(|h| {
+                vec![
+                    Some(h.client_address),
+                    Some(h.error_count.to_string()),
+                    Some(h.last_updated.to_string()),
+                ]
+            })
+            .collect(),
+    )
+}
+
 /// The MySQL side's stats tables.
 fn mysql_tables(live: &dyn LiveStats, cfg: &Config) -> Vec<(&'static str, AdminRows)> {
     let pool = pool_table(&live.mysql_connection_pool());
@@ -483,6 +500,10 @@ fn mysql_tables(live: &dyn LiveStats, cfg: &Config) -> Vec<(&'static str, AdminR
         ),
         ("stats_mysql_errors_reset", errors.clone()),
         ("stats_mysql_errors", errors),
+        (
+            "stats_mysql_client_host_cache",
+            client_host_table(live.client_hosts(Protocol::Mysql)),
+        ),
         (
             "stats_mysql_free_connections",
             rows(
@@ -523,6 +544,10 @@ fn pgsql_tables(live: &dyn LiveStats, cfg: &Config) -> Vec<(&'static str, AdminR
         ),
         ("stats_pgsql_errors_reset", errors.clone()),
         ("stats_pgsql_errors", errors),
+        (
+            "stats_pgsql_client_host_cache",
+            client_host_table(live.client_hosts(Protocol::Pgsql)),
+        ),
         (
             "stats_pgsql_free_connections",
             rows(

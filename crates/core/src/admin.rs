@@ -270,6 +270,15 @@ pub trait LiveStats: Send + Sync {
     fn flush_query_cache(&self, _p: Protocol) -> usize {
         0
     }
+    /// Client addresses with failed logins (`stats_*_client_host_cache`).
+    fn client_hosts(&self, _p: Protocol) -> Vec<crate::login_throttle::ClientHostRow> {
+        Vec::new()
+    }
+    /// Forgets every client address's failed logins (`PROXYSQL FLUSH … CLIENT HOSTS`); returns
+    /// how many addresses were held.
+    fn flush_client_hosts(&self, _p: Protocol) -> usize {
+        0
+    }
     /// Asks the process to stop (PROXYSQL SHUTDOWN).
     fn shutdown(&self);
     /// Stops / resumes accepting client connections (PROXYSQL PAUSE / RESUME).

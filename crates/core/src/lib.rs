@@ -3,6 +3,7 @@
 //! - [`config`]: ProxySQL-shaped config model (tables and variables) and its validation.
 //! - [`runtime`]: the immutable [`RuntimeConfig`] snapshot and the [`ConfigHandle`] that swaps it.
 //! - [`hostgroup`]: server selection inside a hostgroup (weights, status, `max_connections`).
+//! - [`login_throttle`]: failed logins per client address, and the spacing of their attempts.
 //! - [`kill_registry`]: every open backend connection per server, to kill them when it is shunned.
 //! - [`monitor`]: health checks' scheduling, logs and decisions (shunning, read_only placement).
 //! - [`query`]: the query processor: digests, rules, hints, the query cache and its stats.
@@ -13,6 +14,7 @@ pub mod config;
 pub mod error;
 pub mod hostgroup;
 pub mod kill_registry;
+pub mod login_throttle;
 pub mod metrics;
 pub mod monitor;
 pub mod query;

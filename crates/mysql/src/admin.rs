@@ -7,6 +7,7 @@ use crate::registry::SessionRegistry;
 use crate::sql::lexer::split_statements;
 use sluice_core::admin::{AdminError, AdminExecutor, AdminReply, AdminRole};
 use sluice_core::config::{Flag, HostgroupId, MysqlUser, UserMaxConnections};
+use sluice_core::login_throttle::Admission;
 use sluice_core::runtime::RuntimeConfig;
 use sluice_mysql_proto::consts::{cap, com, status};
 use sluice_mysql_proto::packets::{err_payload, ok_payload};
@@ -28,6 +29,9 @@ pub struct MysqlAdmin {
     pub shutdown: CancellationToken,
     /// Admin session tasks.
     pub tasks: TaskTracker,
+    /// Failed logins per client address, shared with the MySQL data port
+    /// ([`MysqlFrontend::login_gate`](crate::MysqlFrontend::login_gate)); `None`: not counted.
+    pub login: Option<sluice_core::login_throttle::LoginGate>,
 }
 
 /// The default credential ProxySQL ships with; like ProxySQL, Sluice takes it only from loopback.
@@ -83,6 +87,13 @@ fn admin_runtime(admin: &MysqlAdmin, peer: &SocketAddr) -> RuntimeConfig {
 }
 
 async fn admin_session(admin: Arc<MysqlAdmin>, tcp: TcpStream, peer: SocketAddr) {
+    if let Some(gate) = &admin.login {
+        match gate.admit(peer.ip()) {
+            Admission::Now => {}
+            Admission::After(wait) => tokio::time::sleep(wait).await,
+            Admission::Refused => return,
+        }
+    }
     let rt = admin_runtime(&admin, &peer);
     let registry = SessionRegistry::new();
     let Some(mut slot) = registry.enter(u32::MAX, 0, &peer.to_string()) else {
@@ -94,10 +105,24 @@ async fn admin_session(admin: Arc<MysqlAdmin>, tcp: TcpStream, peer: SocketAddr)
     )
     .await;
     let (mut io, login) = match phase {
-        Ok(Ok(v)) => v,
-        Ok(Err(crate::Error::Protocol(sluice_mysql_proto::Error::Closed))) => return,
+        Ok(Ok(v)) => {
+            if let Some(gate) = &admin.login {
+                gate.succeeded(peer.ip());
+            }
+            v
+        }
+        Ok(Err(e)) if crate::listener::left_silently(&e) => {
+            // Health checks connect and close (or reset) without a word.
+            debug!(client = %peer, "admin client closed the connection before logging in");
+            return;
+        }
         Ok(Err(e)) => {
-            warn!(client = %peer, "admin login failed: {e}");
+            match (&admin.login, &e) {
+                (Some(gate), crate::Error::AccessDenied { .. }) => {
+                    gate.failed(peer.ip(), "MySQL admin", &e);
+                }
+                _ => warn!(client = %peer, "admin login failed: {e}"),
+            }
             return;
         }
         Err(_) => return,

@@ -4,6 +4,7 @@ use crate::handshake::connection_phase;
 use crate::registry::SessionRegistry;
 use crate::session::Session;
 use sluice_core::ConfigHandle;
+use sluice_core::login_throttle::Admission;
 use sluice_core::query::StatementHook;
 use sluice_mysql_backend::MysqlPool;
 use sluice_mysql_proto::framing::packet;
@@ -63,6 +64,8 @@ pub struct MysqlFrontend {
     pub(crate) paused: Arc<std::sync::atomic::AtomicBool>,
     /// The embedding service's statement hook, if any.
     pub(crate) hook: Option<Arc<dyn StatementHook>>,
+    /// Failed logins per client address (`mysql-client_host_*`).
+    pub(crate) login: sluice_core::login_throttle::LoginGate,
 }
 
 impl MysqlFrontend {
@@ -71,7 +74,13 @@ impl MysqlFrontend {
     /// `mysql-max_stmts_cache`, no hook.
     pub fn new(config: ConfigHandle, pool: Arc<MysqlPool>) -> MysqlFrontend {
         let max_stmts = config.load().mysql.variables.max_stmts_cache as usize;
+        let login = sluice_core::login_throttle::LoginGate::new(
+            Default::default(),
+            config.clone(),
+            sluice_core::admin::Protocol::Mysql,
+        );
         MysqlFrontend {
+            login,
             config,
             pool,
             tls: None,
@@ -107,6 +116,25 @@ impl MysqlFrontend {
         self.shutdown = shutdown;
         self.tasks = tasks;
         self
+    }
+
+    /// Shares the failed-login table with other ports of the protocol (the admin's), so an
+    /// address guessing passwords on any of them is throttled on all.
+    pub fn with_login_throttle(
+        mut self,
+        throttle: Arc<sluice_core::login_throttle::LoginThrottle>,
+    ) -> MysqlFrontend {
+        self.login = sluice_core::login_throttle::LoginGate::new(
+            throttle,
+            self.config.clone(),
+            sluice_core::admin::Protocol::Mysql,
+        );
+        self
+    }
+
+    /// The failed-login gate of this port (its table feeds `stats_mysql_client_host_cache`).
+    pub fn login_gate(&self) -> &sluice_core::login_throttle::LoginGate {
+        &self.login
     }
 
     /// Shares the `PROXYSQL PAUSE` flag with other listeners: while it is set new connections
@@ -193,7 +221,7 @@ pub async fn serve(fe: Arc<MysqlFrontend>, listeners: Vec<TcpListener>) {
 
 /// True when the client went away before logging in without a word — closed or reset the
 /// connection: what TCP health checks of load balancers do every second, not worth a warning.
-fn left_silently(e: &crate::Error) -> bool {
+pub(crate) fn left_silently(e: &crate::Error) -> bool {
     use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset, UnexpectedEof};
     match e {
         crate::Error::Protocol(sluice_mysql_proto::Error::Closed) => true,
@@ -218,6 +246,25 @@ fn count_refusal(stats: &sluice_core::metrics::FrontendStats, e: &crate::Error) 
 async fn handle(fe: Arc<MysqlFrontend>, mut tcp: TcpStream, peer: std::net::SocketAddr) {
     let rt = fe.config.load();
     let vars = &rt.mysql.variables;
+    // Before taking a place: a throttled address's queued attempts hold no client slot.
+    match fe.login.admit(peer.ip()) {
+        Admission::Now => {}
+        Admission::After(wait) => tokio::time::sleep(wait).await,
+        Admission::Refused => {
+            fe.counters
+                .stats
+                .client_connections_aborted
+                .fetch_add(1, Relaxed);
+            let msg = format!(
+                "Host '{}' is blocked because of many connection errors; retry later",
+                peer.ip()
+            );
+            let _ = tcp
+                .write_all(&packet(0, &err_payload(1129, "HY000", &msg)))
+                .await;
+            return;
+        }
+    }
     let id = fe.registry.next_id();
     let Some(mut slot) = fe
         .registry
@@ -247,6 +294,7 @@ async fn handle(fe: Arc<MysqlFrontend>, mut tcp: TcpStream, peer: std::net::Sock
     let (io, login) = match phase {
         Ok(Ok(v)) => {
             stats.client_connections_created.fetch_add(1, Relaxed);
+            fe.login.succeeded(peer.ip());
             v
         }
         Ok(Err(e)) if left_silently(&e) => {
@@ -258,7 +306,11 @@ async fn handle(fe: Arc<MysqlFrontend>, mut tcp: TcpStream, peer: std::net::Sock
         Ok(Err(e)) => {
             stats.client_connections_aborted.fetch_add(1, Relaxed);
             count_refusal(stats, &e);
-            warn!(session = id, client = %peer, "client login failed: {e}");
+            if matches!(e, crate::Error::AccessDenied { .. }) {
+                fe.login.failed(peer.ip(), "MySQL client", &e);
+            } else {
+                warn!(session = id, client = %peer, "client login failed: {e}");
+            }
             return;
         }
         Err(_) => {

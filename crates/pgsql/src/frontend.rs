@@ -11,6 +11,8 @@ use crate::session_sets::SessionVars;
 use crate::signals::CancelTarget;
 use crate::statements::SessionStatements;
 use sluice_core::ConfigHandle;
+use sluice_core::admin::Protocol;
+use sluice_core::login_throttle::{Admission, LoginGate, LoginThrottle};
 use sluice_core::query::StatementHook;
 use sluice_core::util::lock;
 use sluice_pgsql_backend::Error as PgError;
@@ -18,6 +20,7 @@ use sluice_pgsql_backend::pool::{PgCheckout, PgPool, PgPooled};
 use sluice_pgsql_proto::frame::{Reader, error_response, message, parameter_status, ready};
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -85,13 +88,17 @@ pub struct PgFrontend {
     pub(crate) hook: Option<Arc<dyn StatementHook>>,
     /// Clients, logins, statements, transactions, latency per hostgroup, pins.
     pub(crate) stats: sluice_core::metrics::FrontendStats,
+    /// Failed logins per client address (`pgsql-client_host_*`).
+    pub(crate) login: LoginGate,
 }
 
 impl PgFrontend {
     /// A frontend serving the users and servers of `config` through `pool`: no TLS, sessions on
     /// the caller's runtime, its own shutdown token and task tracker, no hook.
     pub fn new(config: ConfigHandle, pool: Arc<PgPool>) -> PgFrontend {
+        let login = LoginGate::new(Default::default(), config.clone(), Protocol::Pgsql);
         PgFrontend {
+            login,
             config,
             pool,
             clients: Default::default(),
@@ -109,6 +116,18 @@ impl PgFrontend {
             hook: None,
             stats: Default::default(),
         }
+    }
+
+    /// Shares the failed-login table with other ports of the protocol (the admin's), so an
+    /// address guessing passwords on any of them is throttled on all.
+    pub fn with_login_throttle(mut self, throttle: Arc<LoginThrottle>) -> PgFrontend {
+        self.login = LoginGate::new(throttle, self.config.clone(), Protocol::Pgsql);
+        self
+    }
+
+    /// The failed-login gate of this port (its table feeds `stats_pgsql_client_host_cache`).
+    pub fn login_gate(&self) -> &LoginGate {
+        &self.login
     }
 
     /// Answers SSLRequest with TLS (see [`sluice_net::tls::ReloadableAcceptor`]).
@@ -335,12 +354,32 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
     (peer, local): (SocketAddr, SocketAddr),
     worker: Option<usize>,
 ) {
+    match fe.login.admit(peer.ip()) {
+        Admission::Now => {}
+        Admission::After(wait) => tokio::time::sleep(wait).await,
+        Admission::Refused => {
+            fe.stats.client_connections_aborted.fetch_add(1, Relaxed);
+            let msg = format!("too many failed logins from {}; retry later", peer.ip());
+            fail(&mut io, "28000", &msg).await;
+            return;
+        }
+    }
     let l = match login(&fe, &mut io, &mut reader, startup, tls, peer).await {
         Ok(mut l) => {
+            fe.login.succeeded(peer.ip());
             l.worker = worker;
             l
         }
         Err(e) => {
+            if matches!(
+                &e,
+                crate::Error::LoginRefused {
+                    sqlstate: "28P01",
+                    ..
+                }
+            ) {
+                fe.login.failed(peer.ip(), "PostgreSQL client", &e);
+            }
             count_refusal(&fe.stats, &e);
             debug!(client = %peer, "pgsql login ended: {e}");
             return;

@@ -35,6 +35,7 @@ use pgwire::api::results::{DataRowEncoder, FieldFormat, FieldInfo, QueryResponse
 use pgwire::api::{ClientInfo, PgWireServerHandlers, Type};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use sluice_core::admin::{AdminError, AdminExecutor, AdminReply, AdminRole};
+use sluice_core::login_throttle::Admission;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -49,11 +50,22 @@ pub struct PgAdmin {
     pub shutdown: CancellationToken,
     /// Admin session tasks.
     pub tasks: TaskTracker,
+    /// Failed logins per client address, shared with the PostgreSQL data port
+    /// ([`PgFrontend::login_gate`](frontend::PgFrontend::login_gate)); `None`: not counted.
+    pub login: Option<sluice_core::login_throttle::LoginGate>,
 }
 
 /// Checks admin logins against `admin-admin_credentials` / `admin-stats_credentials`; the
-/// default `admin:admin` only from loopback.
-struct AdminAuth(Arc<dyn AdminExecutor>);
+/// default `admin:admin` only from loopback. Failures count towards the client's throttling.
+struct AdminAuth(
+    Arc<dyn AdminExecutor>,
+    Option<sluice_core::login_throttle::LoginGate>,
+);
+
+/// Equal contents, in time independent of where they differ.
+fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
 
 impl std::fmt::Debug for AdminAuth {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -75,13 +87,39 @@ impl AuthSource for AdminAuth {
         });
         match cred {
             Some(c) => Ok(Password::new(None, c.password.into_bytes())),
-            None => Err(PgWireError::UserError(Box::new(ErrorInfo::new(
-                "FATAL".into(),
-                "28P01".into(),
-                format!("password authentication failed for user \"{user}\""),
-            )))),
+            None => Err(auth_failed(user)),
         }
     }
+
+    async fn verify_password(
+        &self,
+        login: &LoginInfo,
+        presented: &[u8],
+    ) -> PgWireResult<Option<()>> {
+        let user = login.user().unwrap_or_default();
+        let ip = login.host().parse::<std::net::IpAddr>().ok();
+        let ok = match self.get_password(login).await {
+            Ok(expected) => same_secret(expected.password(), presented),
+            Err(_) => false,
+        };
+        if let (Some(gate), Some(ip)) = (&self.1, ip) {
+            if ok {
+                gate.succeeded(ip);
+            } else {
+                let why = format!("password authentication failed for user \"{user}\"");
+                gate.failed(ip, "PostgreSQL admin", &why);
+            }
+        }
+        if ok { Ok(None) } else { Err(auth_failed(user)) }
+    }
+}
+
+fn auth_failed(user: &str) -> PgWireError {
+    PgWireError::UserError(Box::new(ErrorInfo::new(
+        "FATAL".into(),
+        "28P01".into(),
+        format!("password authentication failed for user \"{user}\""),
+    )))
 }
 
 /// Runs admin statements for psql.
@@ -227,7 +265,7 @@ pub async fn serve_admin(admin: Arc<PgAdmin>, listeners: Vec<TcpListener>) {
     params.server_version = "15.0 (Sluice admin)".into();
     let handlers = Arc::new(Handlers {
         startup: Arc::new(CleartextPasswordAuthStartupHandler::new(
-            AdminAuth(admin.executor.clone()),
+            AdminAuth(admin.executor.clone(), admin.login.clone()),
             params,
         )),
         query: Arc::new(AdminQuery(admin.executor.clone())),
@@ -239,9 +277,20 @@ pub async fn serve_admin(admin: Arc<PgAdmin>, listeners: Vec<TcpListener>) {
         tasks: admin.tasks.clone(),
         workers: None,
     };
-    sluice_net::serve(listeners, ctl, move |tcp, peer, _| {
+    sluice_net::serve(listeners, ctl, move |mut tcp, peer, _| {
         let h = handlers.clone();
+        let gate = admin.login.clone();
         async move {
+            match gate.map(|g| g.admit(peer.ip())) {
+                None | Some(Admission::Now) => {}
+                Some(Admission::After(wait)) => tokio::time::sleep(wait).await,
+                Some(Admission::Refused) => {
+                    let msg = format!("too many failed logins from {}; retry later", peer.ip());
+                    let refusal = sluice_pgsql_proto::frame::error_response("FATAL", "28000", &msg);
+                    let _ = tokio::io::AsyncWriteExt::write_all(&mut tcp, &refusal).await;
+                    return;
+                }
+            }
             if let Err(e) = pgwire::tokio::process_socket(tcp, None, h).await {
                 debug!(client = %peer, "pgsql admin session ended: {e}");
             }

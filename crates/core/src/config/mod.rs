@@ -2,6 +2,7 @@
 //! the admin tables' names (`[mysql_variables]`, `[[mysql_servers]]`, `[[mysql_users]]`).
 
 mod admin_variables;
+mod client_host_variables;
 mod monitor_variables;
 mod mysql_tables;
 mod mysql_variables;
@@ -14,6 +15,7 @@ mod topology_tables;
 mod values;
 
 pub use admin_variables::AdminVariables;
+pub use client_host_variables::ClientHostVariables;
 pub use monitor_variables::MonitorVariables;
 pub use mysql_tables::{MysqlHostgroupAttributes, MysqlServer, MysqlUser};
 pub use mysql_variables::{MysqlVariables, SetOutcome};

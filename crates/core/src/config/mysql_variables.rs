@@ -65,6 +65,8 @@ pub struct MysqlVariables {
     pub monitor: super::MonitorVariables,
     /// Query processor: digests, cache, hints, delay, timeout.
     pub query: super::QueryVariables,
+    /// Failed-login throttling per client address (`client_host_*`).
+    pub client_hosts: super::ClientHostVariables,
     /// ProxySQL variables accepted for compatibility that have no effect in this version.
     pub accepted_unimplemented: BTreeMap<String, String>,
 }
@@ -99,6 +101,7 @@ impl Default for MysqlVariables {
             enable_load_data_local_infile: false,
             monitor: super::MonitorVariables::defaults("mysql"),
             query: super::QueryVariables::default(),
+            client_hosts: super::ClientHostVariables::default(),
             accepted_unimplemented: BTreeMap::new(),
         }
     }
@@ -125,6 +128,9 @@ impl MysqlVariables {
     /// Sets one variable from text. Unknown names and bad values are errors naming the variable.
     pub fn set(&mut self, name: &str, value: &str) -> Result<SetOutcome, VariableError> {
         let v = value;
+        if let Some(r) = self.client_hosts.set("mysql", name, v) {
+            return r.map(|()| SetOutcome::Applied);
+        }
         if let Some(r) = self.query.set("mysql", name, v) {
             return r.map(|()| SetOutcome::Applied);
         }
@@ -258,6 +264,7 @@ impl MysqlVariables {
             ),
         ];
         v.extend(self.query.pairs());
+        v.extend(self.client_hosts.pairs());
         v.extend(self.monitor.pairs("mysql"));
         v.extend(
             self.accepted_unimplemented

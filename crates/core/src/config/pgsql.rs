@@ -130,6 +130,8 @@ pub struct PgsqlVariables {
     pub handoff_reset_all: bool,
     /// Query processor: digests, cache, hints, delay, timeout.
     pub query: super::QueryVariables,
+    /// Failed-login throttling per client address (`client_host_*`).
+    pub client_hosts: super::ClientHostVariables,
     /// The monitor: account, intervals, thresholds.
     pub monitor: super::MonitorVariables,
 }
@@ -153,6 +155,7 @@ impl Default for PgsqlVariables {
             ignore_startup_parameters: String::new(),
             handoff_reset_all: true,
             query: super::QueryVariables::default(),
+            client_hosts: super::ClientHostVariables::default(),
             monitor: super::MonitorVariables::defaults("pgsql"),
         }
     }
@@ -163,6 +166,9 @@ impl PgsqlVariables {
     pub fn set(&mut self, name: &str, v: &str) -> Result<SetOutcome, VariableError> {
         let int = |min: u64, max: u64| parse_var_int("pgsql", name, v, min, max);
         let boolean = || parse_var_bool("pgsql", name, v);
+        if let Some(r) = self.client_hosts.set("pgsql", name, v) {
+            return r.map(|()| SetOutcome::Applied);
+        }
         if let Some(r) = self.query.set("pgsql", name, v) {
             return r.map(|()| SetOutcome::Applied);
         }
@@ -229,6 +235,7 @@ impl PgsqlVariables {
             ),
         ];
         v.extend(self.query.pairs());
+        v.extend(self.client_hosts.pairs());
         v.extend(self.monitor.pairs("pgsql"));
         v
     }
