@@ -251,8 +251,7 @@ fn frontends(
     if vars.have_ssl {
         let tls = sluice_net::tls::ReloadableAcceptor::new(
             "mysql",
-            &vars.ssl_cert,
-            &vars.ssl_key,
+            &vars.frontend_tls(),
             datadir,
             key_log.clone(),
         )
@@ -273,8 +272,7 @@ fn frontends(
     if pg_vars.have_ssl {
         let tls = sluice_net::tls::ReloadableAcceptor::new(
             "pgsql",
-            &pg_vars.ssl_cert,
-            &pg_vars.ssl_key,
+            &pg_vars.frontend_tls(),
             datadir,
             key_log,
         )

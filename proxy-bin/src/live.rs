@@ -418,13 +418,11 @@ impl LiveStats for Live {
     fn reload_tls(&self) -> Result<(), String> {
         let rt = self.config.load();
         if let Some(t) = self.mysql.tls() {
-            let v = &rt.mysql.variables;
-            t.reload(&v.ssl_cert, &v.ssl_key)
+            t.reload(&rt.mysql.variables.frontend_tls())
                 .map_err(|e| e.to_string())?;
         }
         if let Some(t) = self.pgsql.tls() {
-            let v = &rt.pgsql.variables;
-            t.reload(&v.ssl_cert, &v.ssl_key)
+            t.reload(&rt.pgsql.variables.frontend_tls())
                 .map_err(|e| e.to_string())?;
         }
         Ok(())

@@ -1,9 +1,12 @@
 //! Frontend TLS for both data ports: the certificate from `<prefix>-ssl_cert`/`<prefix>-ssl_key`,
-//! or a self-signed pair generated into the datadir on first start (kept, so clients can pin it).
+//! or a self-signed pair generated into the datadir on first start (kept, so clients can pin it),
+//! with the protocol versions and cipher suites of [`FrontendTls`].
 
 use crate::Error;
+use rustls::SupportedCipherSuite;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use sluice_core::config::FrontendTls;
 use std::path::Path;
 use std::sync::Arc;
 use tokio_rustls::TlsAcceptor;
@@ -13,16 +16,16 @@ pub const GENERATED_CERT: &str = "sluice-cert.pem";
 /// Key file name of the generated pair.
 pub const GENERATED_KEY: &str = "sluice-key.pem";
 
-/// Builds a TLS acceptor. `cert`/`key` are PEM paths (both empty = use or create the
-/// generated pair in `datadir`; no datadir = a pair kept in memory only); `prefix` names the
-/// variables they came from (`mysql` or `pgsql`) in errors.
+/// Builds a TLS acceptor from `tls`: its `cert`/`key` PEM paths (both empty = use or create
+/// the generated pair in `datadir`; no datadir = a pair kept in memory only), versions and
+/// cipher suites; `prefix` names the variables they came from (`mysql` or `pgsql`) in errors.
 pub fn acceptor(
     prefix: &str,
-    cert: &str,
-    key: &str,
+    tls: &FrontendTls,
     datadir: Option<&Path>,
     key_log: Option<Arc<dyn rustls::KeyLog>>,
 ) -> Result<TlsAcceptor, Error> {
+    let (cert, key) = (tls.cert.as_str(), tls.key.as_str());
     let (cert_pem, key_pem) = match (cert.is_empty(), key.is_empty()) {
         (false, false) => (
             std::fs::read(cert).map_err(|e| tls_err(format!("{prefix}-ssl_cert {cert}"), e))?,
@@ -47,10 +50,18 @@ pub fn acceptor(
     }
     let key = PrivateKeyDer::from_pem_slice(&key_pem)
         .map_err(|e| tls_err(format!("{prefix}-ssl_key {key}"), e))?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| tls_err("TLS setup".into(), e))?
+    let mut provider = rustls::crypto::ring::default_provider();
+    provider.cipher_suites = cipher_suites(prefix, &tls.ciphers, provider.cipher_suites)?;
+    let mut versions = Vec::new();
+    if tls.versions.tls13 {
+        versions.push(&rustls::version::TLS13);
+    }
+    if tls.versions.tls12 {
+        versions.push(&rustls::version::TLS12);
+    }
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(provider))
+        .with_protocol_versions(&versions)
+        .map_err(|e| tls_err(format!("{prefix} TLS versions/ciphers"), e))?
         .with_no_client_auth()
         .with_single_cert(chain, key)
         .map_err(|e| tls_err(format!("{prefix}-ssl_cert/{prefix}-ssl_key"), e))?;
@@ -58,6 +69,95 @@ pub fn acceptor(
         config.key_log = log;
     }
     Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+/// OpenSSL's names of the suites Sluice offers, beside their IANA names.
+const OPENSSL_NAMES: [(&str, &str); 6] = [
+    (
+        "ECDHE-ECDSA-AES256-GCM-SHA384",
+        "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+    ),
+    (
+        "ECDHE-ECDSA-AES128-GCM-SHA256",
+        "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+    ),
+    (
+        "ECDHE-ECDSA-CHACHA20-POLY1305",
+        "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
+    ),
+    (
+        "ECDHE-RSA-AES256-GCM-SHA384",
+        "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+    ),
+    (
+        "ECDHE-RSA-AES128-GCM-SHA256",
+        "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+    ),
+    (
+        "ECDHE-RSA-CHACHA20-POLY1305",
+        "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+    ),
+];
+
+/// The IANA name of a suite (`TLS_AES_128_GCM_SHA256`, `TLS_ECDHE_RSA_WITH_…`).
+fn iana_name(s: &SupportedCipherSuite) -> String {
+    format!("{:?}", s.suite()).replacen("TLS13_", "TLS_", 1)
+}
+
+/// The suites of `all` that `list` names (`:`, `,` or space separated; IANA or OpenSSL names,
+/// any case). A list naming no suite of one TLS version keeps all of that version's, as
+/// MySQL's `ssl_cipher` does not touch TLS 1.3; an unknown name is an error listing the known.
+fn cipher_suites(
+    prefix: &str,
+    list: &str,
+    all: Vec<SupportedCipherSuite>,
+) -> Result<Vec<SupportedCipherSuite>, Error> {
+    let wanted: Vec<String> = list
+        .split([':', ',', ' '])
+        .filter(|w| !w.is_empty())
+        .map(|w| {
+            let upper = w.to_ascii_uppercase();
+            OPENSSL_NAMES
+                .iter()
+                .find(|(openssl, _)| *openssl == upper)
+                .map_or(upper, |(_, iana)| (*iana).to_string())
+        })
+        .collect();
+    if wanted.is_empty() {
+        return Ok(all);
+    }
+    let setting = if prefix == "mysql" {
+        "mysql-ssl_cipher"
+    } else {
+        "pgsql-ssl_ciphers"
+    };
+    if let Some(unknown) = wanted
+        .iter()
+        .find(|w| !all.iter().any(|s| iana_name(s) == **w))
+    {
+        let known: Vec<String> = all.iter().map(iana_name).collect();
+        return Err(Error::Tls {
+            setting: format!("{setting} {list}"),
+            why: format!(
+                "unknown cipher suite {unknown}; offered: {}",
+                known.join(":")
+            ),
+        });
+    }
+    let is13 = |s: &SupportedCipherSuite| matches!(s, SupportedCipherSuite::Tls13(_));
+    let names_13 = all
+        .iter()
+        .any(|s| is13(s) && wanted.contains(&iana_name(s)));
+    let names_12 = all
+        .iter()
+        .any(|s| !is13(s) && wanted.contains(&iana_name(s)));
+    Ok(all
+        .into_iter()
+        .filter(|s| {
+            let named = if is13(s) { names_13 } else { names_12 };
+            !named || wanted.contains(&iana_name(s))
+        })
+        .collect())
 }
 
 /// `setting` could not be used, for reason `e`.
@@ -128,12 +228,11 @@ impl ReloadableAcceptor {
     /// Builds the first acceptor as [`acceptor`] does, remembering how to build the next.
     pub fn new(
         prefix: &'static str,
-        cert: &str,
-        key: &str,
+        tls: &FrontendTls,
         datadir: Option<&Path>,
         key_log: Option<Arc<dyn rustls::KeyLog>>,
     ) -> Result<ReloadableAcceptor, Error> {
-        let first = acceptor(prefix, cert, key, datadir, key_log.clone())?;
+        let first = acceptor(prefix, tls, datadir, key_log.clone())?;
         Ok(ReloadableAcceptor {
             current: arc_swap::ArcSwap::from_pointee(first),
             prefix,
@@ -157,17 +256,55 @@ impl ReloadableAcceptor {
         self.current.load_full()
     }
 
-    /// Reads `cert` and `key` again (empty: the generated pair in the datadir) and, when they
-    /// make a valid acceptor, swaps it in for new handshakes. On error nothing changes.
-    pub fn reload(&self, cert: &str, key: &str) -> Result<(), Error> {
+    /// Reads the certificate and key of `tls` again (empty: the generated pair in the datadir)
+    /// and, when they make a valid acceptor with its versions and ciphers, swaps it in for new
+    /// handshakes. On error nothing changes.
+    pub fn reload(&self, tls: &FrontendTls) -> Result<(), Error> {
         let next = acceptor(
             self.prefix,
-            cert,
-            key,
+            tls,
             self.datadir.as_deref(),
             self.key_log.clone(),
         )?;
         self.current.store(Arc::new(next));
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(list: &str) -> Result<Vec<String>, Error> {
+        let all = rustls::crypto::ring::default_provider().cipher_suites;
+        cipher_suites("mysql", list, all).map(|v| v.iter().map(iana_name).collect())
+    }
+
+    #[test]
+    fn cipher_lists_take_iana_and_openssl_names_per_tls_version() {
+        let all = names("").expect("all");
+        assert_eq!(all.len(), 9, "{all:?}");
+        // Only TLS 1.2 suites named: those are kept, every TLS 1.3 suite stays.
+        let v = names("ECDHE-ECDSA-AES256-GCM-SHA384").expect("alias");
+        assert!(v.contains(&"TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384".to_string()));
+        assert!(!v.contains(&"TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256".to_string()));
+        assert_eq!(
+            v.iter().filter(|n| !n.contains("_WITH_")).count(),
+            3,
+            "{v:?}"
+        );
+        // A TLS 1.3 name narrows TLS 1.3 only.
+        let v = names("tls_aes_256_gcm_sha384").expect("iana, any case");
+        assert_eq!(
+            v.iter().filter(|n| !n.contains("_WITH_")).count(),
+            1,
+            "{v:?}"
+        );
+        assert_eq!(v.len(), 7);
+        let e = names("RC4-MD5").expect_err("unknown");
+        assert!(
+            e.to_string().contains("unknown cipher suite RC4-MD5"),
+            "{e}"
+        );
     }
 }

@@ -11,6 +11,7 @@ mod proxysql_names;
 mod query_rules;
 mod query_variables;
 mod reader;
+mod tls_settings;
 mod topology_tables;
 mod values;
 
@@ -23,6 +24,7 @@ pub use pgsql::{PgsqlServer, PgsqlUser, PgsqlVariables};
 pub use proxysql_names::PROXYSQL_MYSQL_VARIABLES;
 pub use query_rules::{FastRoute, QueryRule};
 pub use query_variables::QueryVariables;
+pub use tls_settings::{FrontendTls, TlsVersions};
 pub use topology_tables::{GroupReplicationHostgroup, ReplicationHostgroup};
 pub use values::*;
 

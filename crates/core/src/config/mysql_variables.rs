@@ -36,6 +36,10 @@ pub struct MysqlVariables {
     pub ssl_cert: String,
     /// Frontend TLS key (PEM path). Sluice addition; empty = generated in the datadir.
     pub ssl_key: String,
+    /// TLS versions offered to clients (`TLSv1.2,TLSv1.3`, as MySQL's `tls_version`).
+    pub tls_version: String,
+    /// Cipher suites offered to clients (`:`-separated; empty = all), as MySQL's `ssl_cipher`.
+    pub ssl_cipher: String,
     /// CA used to verify backend certificates when `use_ssl=1`; empty = not verified.
     pub ssl_p2s_ca: String,
     /// Client certificate presented to backends (PEM path), optional.
@@ -87,6 +91,8 @@ impl Default for MysqlVariables {
             have_ssl: true,
             ssl_cert: String::new(),
             ssl_key: String::new(),
+            tls_version: "TLSv1.2,TLSv1.3".into(),
+            ssl_cipher: String::new(),
             ssl_p2s_ca: String::new(),
             ssl_p2s_cert: String::new(),
             ssl_p2s_key: String::new(),
@@ -170,6 +176,11 @@ impl MysqlVariables {
             "have_ssl" => self.have_ssl = boolean(name, v)?,
             "ssl_cert" => self.ssl_cert = v.to_string(),
             "ssl_key" => self.ssl_key = v.to_string(),
+            "tls_version" => {
+                super::TlsVersions::parse_list("mysql", name, v)?;
+                self.tls_version = v.to_string();
+            }
+            "ssl_cipher" => self.ssl_cipher = v.to_string(),
             "ssl_p2s_ca" => self.ssl_p2s_ca = v.to_string(),
             "ssl_p2s_cert" => self.ssl_p2s_cert = v.to_string(),
             "ssl_p2s_key" => self.ssl_p2s_key = v.to_string(),
@@ -235,6 +246,8 @@ impl MysqlVariables {
             ("have_ssl".into(), self.have_ssl.to_string()),
             ("ssl_cert".into(), self.ssl_cert.clone()),
             ("ssl_key".into(), self.ssl_key.clone()),
+            ("tls_version".into(), self.tls_version.clone()),
+            ("ssl_cipher".into(), self.ssl_cipher.clone()),
             ("ssl_p2s_ca".into(), self.ssl_p2s_ca.clone()),
             ("ssl_p2s_cert".into(), self.ssl_p2s_cert.clone()),
             ("ssl_p2s_key".into(), self.ssl_p2s_key.clone()),
@@ -277,6 +290,17 @@ impl MysqlVariables {
     /// Variables that only take effect after a restart.
     pub const RESTART_REQUIRED: &'static [&'static str] =
         &["threads", "interfaces", "have_ssl", "ssl_cert", "ssl_key"];
+
+    /// The frontend TLS settings (certificate, versions, ciphers).
+    pub fn frontend_tls(&self) -> super::FrontendTls {
+        super::FrontendTls {
+            cert: self.ssl_cert.clone(),
+            key: self.ssl_key.clone(),
+            versions: super::TlsVersions::parse_list("mysql", "tls_version", &self.tls_version)
+                .unwrap_or_default(),
+            ciphers: self.ssl_cipher.clone(),
+        }
+    }
 
     /// The listen addresses, split from `interfaces`.
     pub fn interface_list(&self) -> Vec<String> {

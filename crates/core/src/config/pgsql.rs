@@ -116,6 +116,12 @@ pub struct PgsqlVariables {
     pub ssl_cert: String,
     /// Frontend TLS key (PEM path). Sluice addition; empty = generated in the datadir.
     pub ssl_key: String,
+    /// Oldest TLS version offered to clients (`TLSv1.2` or `TLSv1.3`), as PostgreSQL's
+    /// `ssl_min_protocol_version`.
+    pub ssl_min_protocol_version: String,
+    /// Cipher suites offered to clients (`:`-separated; empty = all), as PostgreSQL's
+    /// `ssl_ciphers` (explicit suite names only, not OpenSSL's group words).
+    pub ssl_ciphers: String,
     /// Event-loop threads serving PostgreSQL sessions, each with its own poll; 0 = one per CPU
     /// (restart required).
     pub threads: u32,
@@ -149,6 +155,8 @@ impl Default for PgsqlVariables {
             max_prepared_statements: 200,
             ssl_cert: String::new(),
             ssl_key: String::new(),
+            ssl_min_protocol_version: "TLSv1.2".into(),
+            ssl_ciphers: String::new(),
             // One per CPU: threads beyond the cores only add context switches (ProxySQL's fixed
             // 4 is a known source of kernel CPU on small machines).
             threads: 0,
@@ -185,6 +193,11 @@ impl PgsqlVariables {
             "max_prepared_statements" => self.max_prepared_statements = int(1, 100_000)? as u32,
             "ssl_cert" => self.ssl_cert = v.to_string(),
             "ssl_key" => self.ssl_key = v.to_string(),
+            "ssl_min_protocol_version" => {
+                super::TlsVersions::parse_min("pgsql", name, v)?;
+                self.ssl_min_protocol_version = v.to_string();
+            }
+            "ssl_ciphers" => self.ssl_ciphers = v.to_string(),
             "threads" => self.threads = int(0, 255)? as u32,
             "handoff_reset_all" => self.handoff_reset_all = boolean()?,
             "ignore_startup_parameters" => {
@@ -224,6 +237,11 @@ impl PgsqlVariables {
             ),
             ("ssl_cert".into(), self.ssl_cert.clone()),
             ("ssl_key".into(), self.ssl_key.clone()),
+            (
+                "ssl_min_protocol_version".into(),
+                self.ssl_min_protocol_version.clone(),
+            ),
+            ("ssl_ciphers".into(), self.ssl_ciphers.clone()),
             ("threads".into(), self.threads.to_string()),
             (
                 "ignore_startup_parameters".into(),
@@ -243,6 +261,21 @@ impl PgsqlVariables {
     /// Variables that only take effect after a restart.
     pub const RESTART_REQUIRED: &'static [&'static str] =
         &["threads", "interfaces", "have_ssl", "ssl_cert", "ssl_key"];
+
+    /// The frontend TLS settings (certificate, versions, ciphers).
+    pub fn frontend_tls(&self) -> super::FrontendTls {
+        super::FrontendTls {
+            cert: self.ssl_cert.clone(),
+            key: self.ssl_key.clone(),
+            versions: super::TlsVersions::parse_min(
+                "pgsql",
+                "ssl_min_protocol_version",
+                &self.ssl_min_protocol_version,
+            )
+            .unwrap_or_default(),
+            ciphers: self.ssl_ciphers.clone(),
+        }
+    }
 
     /// How many session threads to run: `threads`, or one per CPU when it is 0 (`cpus`, at
     /// most 255).
