@@ -167,6 +167,46 @@ print("afterwards:", c.execute("SELECT 2").fetchone()[0], c.execute("SELECT pg_b
     assert_eq!(lines[2], "afterwards: 2 True", "{out}");
 }
 
+/// A server connection terminated while it runs a statement: the client gets the server's own
+/// error as the one result of its command, then ReadyForQuery — not a second error from
+/// Sluice (psycopg refuses "2 results from command BEGIN"; found by the soak) — and the
+/// session goes on.
+#[test]
+fn a_terminated_statement_gets_exactly_one_error_result() {
+    if !backends_ready() {
+        return;
+    }
+    let s = Sluice::start(&standard_config("", ""));
+    let script = format!(
+        r#"
+import psycopg, threading, time
+dsn = "host=127.0.0.1 port={port} user=app password=app sslmode=disable dbname=app"
+c = psycopg.connect(dsn, autocommit=True)
+k = psycopg.connect("host=127.0.0.1 port={primary} user=postgres password=postgres dbname=postgres sslmode=disable", autocommit=True)
+c.pgconn.send_query(b"SELECT pg_sleep(5)")
+for _ in range(100):
+    n = k.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(5)'").fetchone()[0]
+    if n:
+        break
+    time.sleep(0.05)
+results = []
+while True:
+    r = c.pgconn.get_result()
+    if r is None:
+        break
+    results.append((r.status, r.error_field(psycopg.pq.DiagnosticField.SQLSTATE)))
+print("results:", len(results), [s.decode() if s else None for _, s in results])
+print("afterwards:", c.execute("SELECT 3").fetchone()[0])
+"#,
+        port = s.pg_port,
+        primary = ports::PG_PRIMARY
+    );
+    let out = ok_stdout(&python(&script, &[]));
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "results: 1 ['57P01']", "{out}");
+    assert_eq!(lines[1], "afterwards: 3", "{out}");
+}
+
 #[test]
 fn servers_with_use_ssl_are_reached_over_tls() {
     if !backends_ready() {

@@ -8,7 +8,7 @@
 //! runs: the metrics endpoint's cost, side by side with plain `sluice`.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 use xtask::proc::{self, run_capture, run_visible, step};
 
@@ -220,7 +220,8 @@ pub(crate) fn spawn_sluice_bin(
         .arg("--datadir")
         .arg(dir.join(format!("{name}-data")))
         .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
+        .env("NO_COLOR", "1")
+        .stdout(log.try_clone().map_err(|e| e.to_string())?)
         .stderr(log)
         .spawn()
         .map_err(|e| format!("cannot start {}: {e}", bin.display()))?;

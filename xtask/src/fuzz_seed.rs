@@ -233,22 +233,10 @@ SELECT * FROM no_such_table; DISCARD ALL; SELECT set_config('application_name', 
 fn record_pgsql() -> xtask::Result<Vec<Vec<Chunk>>> {
     let relay = Relay::start(ports::PG_PRIMARY)?;
     let psql = |port: u16, sql: &str| {
-        let mut c = Command::new("psql");
-        c.env("PGPASSWORD", "app")
-            .env("PGSSLMODE", "disable")
-            .env("PGOPTIONS", "-c search_path=public -c statement_timeout=5s")
+        let mut c = xtask::postgres::as_app("psql", port);
+        c.env("PGOPTIONS", "-c search_path=public -c statement_timeout=5s")
             .env("PGAPPNAME", "fuzzseed")
-            .args([
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &port.to_string(),
-                "-U",
-                "app",
-                "-d",
-                "app",
-            ])
-            .args(["-X", "-q", "-A", "-t", "-c", sql]);
+            .args(["-d", "app", "-X", "-q", "-A", "-t", "-c", sql]);
         c
     };
     for stmt in PG_SCRIPT.split(";\n") {
@@ -260,27 +248,13 @@ fn record_pgsql() -> xtask::Result<Vec<Vec<Chunk>>> {
     ))
     .unwrap_or_default();
     if has_tables.trim() != "1" {
-        let mut init = Command::new("pgbench");
-        init.env("PGPASSWORD", "app")
-            .env("PGSSLMODE", "disable")
-            .args(["-h", "127.0.0.1", "-p", &ports::PG_PRIMARY.to_string()])
-            .args(["-U", "app", "-i", "-s", "1", "-q", "app"]);
+        let mut init = xtask::postgres::as_app("pgbench", ports::PG_PRIMARY);
+        init.args(["-i", "-s", "1", "-q", "app"]);
         run_capture(&mut init)?;
     }
     for mode in ["simple", "extended", "prepared"] {
-        let mut bench = Command::new("pgbench");
-        bench
-            .env("PGPASSWORD", "app")
-            .env("PGSSLMODE", "disable")
-            .args([
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &relay.port.to_string(),
-                "-U",
-                "app",
-            ])
-            .args(["-n", "-c", "1", "-t", "10", "-M", mode, "app"]);
+        let mut bench = xtask::postgres::as_app("pgbench", relay.port);
+        bench.args(["-n", "-c", "1", "-t", "10", "-M", mode, "app"]);
         run_capture(&mut bench)?;
     }
     Ok(relay.finish())

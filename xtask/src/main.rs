@@ -7,6 +7,8 @@ mod demo;
 mod fuzz;
 mod fuzz_cut;
 mod fuzz_seed;
+mod soak;
+mod soak_faults;
 mod test;
 
 use xtask::proc::step;
@@ -21,7 +23,8 @@ const USAGE: &str = "usage: cargo xtask <command>
   bench memory                    Sluice's RSS idle and per idle MySQL / PostgreSQL client
   demo                            backends + sluice with docs/demo.toml until Ctrl-C
   fuzz [TARGET] [--time S] [--runs N]  coverage-guided fuzzing of every decoder (60 s each)
-  fuzz seed                       record real traffic into the fuzz targets' seed corpora";
+  fuzz seed                       record real traffic into the fuzz targets' seed corpora
+  soak [--minutes N]              load + faults + a commit ledger on both protocols (30 min)";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -42,6 +45,7 @@ fn main() {
         ["bench", "memory"] => bench_memory::memory(),
         ["demo"] => demo::run(),
         ["fuzz", rest @ ..] => fuzz::run(rest),
+        ["soak", rest @ ..] => soak::run(rest),
         _ => Err(USAGE.to_string()),
     };
     if let Err(e) = result {

@@ -80,7 +80,8 @@ impl Postgres {
         self.pid().is_some() && self.sql("SELECT 1").is_ok()
     }
 
-    fn start_existing(&self) -> Result<()> {
+    /// Starts a cluster whose data folder exists (after a stop or a crash).
+    pub fn start_existing(&self) -> Result<()> {
         if proc::port_open(self.port) {
             return Err(format!(
                 "port {} is busy: another server is listening there",
@@ -294,6 +295,16 @@ pub fn pair_up(state: &Path) -> Result<()> {
         p.port, r.port
     ));
     Ok(())
+}
+
+/// `bin` (`psql`, `pgbench`) logging in as app/app over TCP to `port` on 127.0.0.1, without
+/// TLS; the caller adds the database and the rest.
+pub fn as_app(bin: &str, port: u16) -> Command {
+    let mut c = Command::new(bin);
+    c.env("PGPASSWORD", "app")
+        .env("PGSSLMODE", "disable")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-U", "app"]);
+    c
 }
 
 /// Stops the replica, then the primary.

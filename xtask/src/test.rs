@@ -24,7 +24,15 @@ pub fn run(extra: &[&str]) -> xtask::Result<()> {
     ]))?;
     xtask::packages::ensure_test_tools()?;
     xtask::backends_up()?;
-    let result = build_and_test(&root, extra);
+    let mut result = build_and_test(&root, extra);
+    if result.is_ok() && extra.is_empty() {
+        // Short and bounded here; `cargo xtask soak` (30 min) is the long run.
+        let minutes = crate::bench::env_num("SLUICE_SOAK_MINUTES", 3).to_string();
+        step(&format!(
+            "soak: {minutes} minutes of load, faults and the commit ledger"
+        ));
+        result = crate::soak::run(&["--minutes", &minutes]);
+    }
     step("stopping backends");
     let down = xtask::backends_down();
     match (&result, &down) {

@@ -70,6 +70,10 @@ pub(crate) struct PgSession<'a, S> {
     in_transaction: Option<sluice_core::metrics::GaugeHold>,
     /// The session's identity towards the pool (connection owner): its cancel key.
     owner: u64,
+    /// The server's ErrorResponse for the request in flight reached the client (a terminated
+    /// backend says why before it closes): a lost connection then adds only ReadyForQuery,
+    /// since a second error would be a second result for one command.
+    error_forwarded: bool,
 }
 
 impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
@@ -98,6 +102,7 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
             timer: None,
             batch_open: false,
             pinned: PinSet::with_sticky(l.user.fast_forward.0.then_some("session pooling")),
+            error_forwarded: false,
             published: None,
             in_transaction: None,
             owner,
@@ -350,11 +355,14 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
         }
         self.batch_open = false;
         self.pending.clear();
-        let mut out = error_response(
-            "ERROR",
-            "08006",
-            &format!("the server connection was lost: {e}"),
-        );
+        let mut out = Vec::new();
+        if !std::mem::take(&mut self.error_forwarded) {
+            out = error_response(
+                "ERROR",
+                "08006",
+                &format!("the server connection was lost: {e}"),
+            );
+        }
         out.extend(ready(b'I'));
         self.tcp.write_all(&out).await?;
         Ok(())
@@ -422,6 +430,11 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
                 b'A' => notifications.push(range.start),
                 _ => {}
             }
+            self.error_forwarded = match f.kind {
+                b'E' => true,
+                b'Z' => false,
+                _ => self.error_forwarded,
+            };
             if f.kind == b'Z' {
                 saw_ready = true;
                 conn.traffic.queries.fetch_add(1, Relaxed);
