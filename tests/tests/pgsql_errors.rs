@@ -207,6 +207,53 @@ print("afterwards:", c.execute("SELECT 3").fetchone()[0])
     assert_eq!(lines[1], "afterwards: 3", "{out}");
 }
 
+/// The server connection of a transaction dies while the client is idle in it (terminated,
+/// crashed): the client's next command gets exactly what PostgreSQL itself gives (its FATAL, then
+/// the closed connection), and no answer nobody asked for is left behind to be taken as the
+/// answer to a later command (found by the 30-minute soak: psycopg saw "received 0 results from
+/// command 'COMMIT'" and then acknowledged a COMMIT with another command's answer, so a commit
+/// it reported was not there). A new session works.
+#[test]
+fn a_transaction_whose_server_connection_dies_while_idle_ends_cleanly() {
+    if !backends_ready() {
+        return;
+    }
+    let s = Sluice::start(&standard_config("", ""));
+    let script = format!(
+        r#"
+import psycopg, time
+k = psycopg.connect("host=127.0.0.1 port={primary} user=postgres password=postgres dbname=postgres sslmode=disable", autocommit=True)
+def after_termination(port):
+    dsn = f"host=127.0.0.1 port={{port}} user=app password=app sslmode=disable dbname=app"
+    c = psycopg.connect(dsn)
+    pid = c.execute("SELECT pg_backend_pid()").fetchone()[0]  # opens a transaction
+    k.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    time.sleep(0.5)
+    c.pgconn.send_query(b"SELECT 7")
+    results = []
+    while True:
+        r = c.pgconn.get_result()
+        if r is None:
+            break
+        results.append(psycopg.pq.ExecStatus(r.status).name)
+    return results, psycopg.pq.ConnStatus(c.pgconn.status).name
+print("through sluice:", after_termination({port}))
+print("directly:", after_termination({primary}))
+d = psycopg.connect(f"host=127.0.0.1 port={port} user=app password=app sslmode=disable dbname=app", autocommit=True)
+print("new session:", [d.execute(f"SELECT {{i}}").fetchone()[0] for i in range(3)])
+"#,
+        port = s.pg_port,
+        primary = ports::PG_PRIMARY
+    );
+    let out = ok_stdout(&python(&script, &[]));
+    let lines: Vec<&str> = out.lines().collect();
+    // PostgreSQL's own answer: its FATAL, then libpq's "server closed the connection".
+    let expected = "(['FATAL_ERROR', 'FATAL_ERROR'], 'BAD')";
+    assert_eq!(lines[0], format!("through sluice: {expected}"), "{out}");
+    assert_eq!(lines[1], format!("directly: {expected}"), "{out}");
+    assert_eq!(lines[2], "new session: [0, 1, 2]", "{out}");
+}
+
 #[test]
 fn servers_with_use_ssl_are_reached_over_tls() {
     if !backends_ready() {

@@ -299,10 +299,7 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
                 Err(e)
             }
             Ev::Client(Ok(m)) => self.client_message(m).await,
-            Ev::Server(Err(e)) => {
-                self.server_lost(e).await?;
-                Ok(Step::Continue)
-            }
+            Ev::Server(Err(e)) => self.server_lost(e).await,
             Ev::Server(Ok(())) => self.server_frames().await,
         }
     }
@@ -342,8 +339,14 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
         Ok(Step::Continue)
     }
 
-    /// The server connection broke: the client is told, and the session goes on without it.
-    async fn server_lost(&mut self, e: Error) -> Result<(), Error> {
+    /// The server connection broke. With a request in flight the client gets its answer (the
+    /// server's error, else Sluice's) and ReadyForQuery, and the session goes on without the
+    /// connection. With none — idle in a transaction, or holding a pinned connection — the
+    /// transaction or the session state is gone and nothing was asked: the session ends, as
+    /// PostgreSQL ends it (a ReadyForQuery nobody asked for would be taken as the answer to the
+    /// client's next command, and every answer after it would be one off).
+    async fn server_lost(&mut self, e: Error) -> Result<Step, Error> {
+        let asked = self.replies.outstanding() > 0 || self.replies.handoff_pending();
         self.backend = None;
         self.replies.lost();
         set_target(&self.handle.target, None);
@@ -355,8 +358,19 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
         }
         self.batch_open = false;
         self.pending.clear();
+        let forwarded = std::mem::take(&mut self.error_forwarded);
+        if !asked {
+            if !forwarded {
+                let msg = format!("the server connection was lost: {e}");
+                self.tcp
+                    .write_all(&error_response("FATAL", "08006", &msg))
+                    .await?;
+            }
+            info!(user = %self.l.user.username, "pgsql: the server connection of an idle transaction or pinned session was lost ({e}); ending the client session, as PostgreSQL would");
+            return Ok(Step::End);
+        }
         let mut out = Vec::new();
-        if !std::mem::take(&mut self.error_forwarded) {
+        if !forwarded {
             out = error_response(
                 "ERROR",
                 "08006",
@@ -365,7 +379,7 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
         }
         out.extend(ready(b'I'));
         self.tcp.write_all(&out).await?;
-        Ok(())
+        Ok(Step::Continue)
     }
 
     /// Forwards every complete server frame, noting what pooling needs; gives the connection
