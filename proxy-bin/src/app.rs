@@ -239,10 +239,12 @@ fn frontends(
             Some(Arc::new(sluice_net::keylog::KeyLogFile::new(path)))
         }
     };
-    let backend_tls = sluice_mysql_backend::tls::client_config(
-        &vars.ssl_p2s_ca,
-        &vars.ssl_p2s_cert,
-        &vars.ssl_p2s_key,
+    let backend_tls =
+        sluice_net::client_tls::client_config("mysql", &vars.backend_tls, key_log.clone())
+            .map_err(|e| e.to_string())?;
+    let pg_backend_tls = sluice_net::client_tls::client_config(
+        "pgsql",
+        &cfg.pgsql_variables.backend_tls,
         key_log.clone(),
     )
     .map_err(|e| e.to_string())?;
@@ -263,8 +265,7 @@ fn frontends(
     let pg_threads = pg_vars.session_threads(cpus);
     let pg_workers = sluice_net::Workers::start(pg_threads, "sluice-pg")
         .map_err(|e| format!("cannot start {pg_threads} PostgreSQL session thread(s): {e}"))?;
-    // The same TLS client settings serve PostgreSQL servers with use_ssl=1.
-    let mut pg_fe = PgFrontend::new(config.clone(), PgPool::new(Some(backend_tls)))
+    let mut pg_fe = PgFrontend::new(config.clone(), PgPool::new(Some(pg_backend_tls)))
         .with_shutdown(shutdown.clone(), tasks.clone())
         .with_workers(Arc::new(pg_workers))
         // One PROXYSQL PAUSE for both data ports.
@@ -308,7 +309,9 @@ fn start_monitors(config: &ConfigHandle, pool: &Arc<MysqlPool>, pg_pool: &Arc<Pg
     let my_pool = pool.clone();
     let my_task = tokio::spawn(my_monitor.clone().run(
         config.clone(),
-        Arc::new(sluice_mysql_backend::monitor::MysqlChecker::new()),
+        Arc::new(sluice_mysql_backend::monitor::MysqlChecker::with_tls(
+            pool.tls().cloned(),
+        )),
         Arc::new(move |shunned: &ServerKey| {
             my_pool.kill_server(shunned);
             my_pool.purge_idle(|_, s| s != shunned);
@@ -317,7 +320,9 @@ fn start_monitors(config: &ConfigHandle, pool: &Arc<MysqlPool>, pg_pool: &Arc<Pg
     let pg_pool = pg_pool.clone();
     let pg_task = tokio::spawn(pg_monitor.clone().run(
         config.clone(),
-        Arc::new(sluice_pgsql_backend::monitor::PgChecker::new()),
+        Arc::new(sluice_pgsql_backend::monitor::PgChecker::with_tls(
+            pg_pool.tls().cloned(),
+        )),
         Arc::new(move |shunned: &ServerKey| {
             pg_pool.kill_server(shunned);
             pg_pool.purge_idle(shunned);

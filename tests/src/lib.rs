@@ -393,8 +393,14 @@ pub fn mariadb(port: u16, user: &str, password: &str, args: &[&str], sql: &str) 
 /// Runs `psql -c sql` as app/app (database `app`, no TLS) against `port`; unaligned, tuples only,
 /// stops at the first error.
 pub fn psql_app(port: u16, sql: &str) -> Output {
+    psql_login(port, "app", "app", sql)
+}
+
+/// Runs `psql -c sql` as `user` with `password` (database `app`, no TLS) against `port`;
+/// unaligned, tuples only, stops at the first error.
+pub fn psql_login(port: u16, user: &str, password: &str, sql: &str) -> Output {
     Command::new("psql")
-        .env("PGPASSWORD", "app")
+        .env("PGPASSWORD", password)
         .env("PGSSLMODE", "disable")
         .args([
             "-h",
@@ -402,7 +408,7 @@ pub fn psql_app(port: u16, sql: &str) -> Output {
             "-p",
             &port.to_string(),
             "-U",
-            "app",
+            user,
             "-d",
             "app",
         ])

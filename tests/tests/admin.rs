@@ -736,3 +736,51 @@ fn the_stats_account_reads_statistics_and_nothing_that_holds_a_secret() {
         stderr(&refused)
     );
 }
+
+/// `admin-hash_passwords`, as ProxySQL: `LOAD MYSQL USERS TO RUNTIME` keeps only the
+/// `mysql_native_password` hash in the runtime, `SAVE … FROM RUNTIME` and `SAVE … TO DISK` carry
+/// it to memory and disk; clients still log in (and reach the server: Sluice learns what it needs
+/// from their own scramble), a wrong password is still refused.
+#[test]
+fn hash_passwords_keeps_only_hashes_and_logins_still_work() {
+    if !backends_ready() {
+        return;
+    }
+    let s = Sluice::start(&standard_config("", ""));
+    s.admin_ok("SET admin-hash_passwords = 'true'; LOAD ADMIN VARIABLES TO RUNTIME; LOAD MYSQL USERS TO RUNTIME;");
+    // SELECT PASSWORD('app') on MySQL/MariaDB.
+    let hash = "*5BCB3E6AC345B435C7C2E6B7949A04CE6F6563D3";
+    let runtime = s.admin_ok("SELECT password FROM runtime_mysql_users WHERE username = 'app';");
+    assert_eq!(runtime.trim(), hash);
+    let memory = s.admin_ok("SELECT password FROM mysql_users WHERE username = 'app';");
+    assert_eq!(
+        memory.trim(),
+        "app",
+        "memory keeps what the operator wrote until SAVE … FROM RUNTIME"
+    );
+    let out = mariadb(
+        s.port,
+        "app",
+        "app",
+        &["--skip-ssl", "--default-auth=mysql_native_password"],
+        "SELECT @@port;",
+    );
+    assert_eq!(
+        ok_stdout(&out).trim(),
+        ports::MY_PRIMARY.to_string(),
+        "the backend was reached"
+    );
+    let wrong = mariadb(s.port, "app", "nope", &["--skip-ssl"], "SELECT 1;");
+    assert!(
+        stderr(&wrong).contains("Access denied"),
+        "{}",
+        stderr(&wrong)
+    );
+    s.admin_ok("SAVE MYSQL USERS FROM RUNTIME; SAVE MYSQL USERS TO DISK;");
+    let disk = s.admin_ok("SELECT password FROM disk.mysql_users WHERE username = 'app';");
+    assert_eq!(disk.trim(), hash, "the disk holds only the hash");
+    // Loading the hash again leaves it as it is.
+    s.admin_ok("LOAD MYSQL USERS TO RUNTIME;");
+    let again = s.admin_ok("SELECT password FROM runtime_mysql_users WHERE username = 'app';");
+    assert_eq!(again.trim(), hash);
+}

@@ -9,6 +9,7 @@ pub mod mariadb;
 pub mod packages;
 pub mod postgres;
 pub mod proc;
+pub mod tls;
 
 use std::path::{Path, PathBuf};
 

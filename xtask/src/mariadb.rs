@@ -182,20 +182,13 @@ impl MariaDb {
     }
 
     fn write_tls_files(&self) -> Result<()> {
-        let key = self.dir.join("server-key.pem");
-        let cert = self.dir.join("server-cert.pem");
-        run_capture(
-            Command::new("openssl")
-                .args([
-                    "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3650",
-                ])
-                .arg("-keyout")
-                .arg(&key)
-                .arg("-out")
-                .arg(&cert)
-                .args(["-subj", "/CN=sluice-test-mariadb"]),
-        )?;
-        Ok(())
+        let state = self.dir.parent().unwrap_or(&self.dir);
+        crate::tls::server_cert(
+            state,
+            &self.dir.join("server-key.pem"),
+            &self.dir.join("server-cert.pem"),
+            "sluice-test-mariadb",
+        )
     }
 
     /// Creates the test accounts (app, repl, monitor, root over TCP) and databases, and loads

@@ -175,22 +175,13 @@ CREATE ROLE monitor LOGIN PASSWORD 'monitor' IN ROLE pg_monitor;
 CREATE DATABASE app OWNER app;
 ";
 
-/// A self-signed server certificate in the data directory (`ssl = on` reads server.crt and
-/// server.key there); the replica's base backup copies it.
+/// A server certificate for `localhost`, signed by the test CA, in the data directory (`ssl =
+/// on` reads server.crt and server.key from there).
 fn write_tls_files(p: &Postgres) -> Result<()> {
     let key = p.data().join("server.key");
     let cert = p.data().join("server.crt");
-    run_capture(
-        Command::new("openssl")
-            .args([
-                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3650",
-            ])
-            .arg("-keyout")
-            .arg(&key)
-            .arg("-out")
-            .arg(&cert)
-            .args(["-subj", "/CN=sluice-test-postgres"]),
-    )?;
+    let state = p.dir.parent().unwrap_or(&p.dir);
+    crate::tls::server_cert(state, &key, &cert, "sluice-test-postgres")?;
     run_capture(Command::new("chmod").arg("600").arg(&key))?;
     chown_postgres(&key)?;
     chown_postgres(&cert)

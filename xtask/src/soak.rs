@@ -443,57 +443,7 @@ impl Soak {
         (warm, peak, end): (Footprint, Footprint, Footprint),
         load_runs: &[(u64, u64)],
     ) -> xtask::Result<()> {
-        let state = xtask::state_dir();
-        let survivor = xtask::mariadb::replica(&state);
-        let mut problems = Vec::new();
-        let mut rows = Vec::new();
-        for (proto, report) in reports {
-            let counts = match *proto {
-                "mysql" => survivor
-                    .sql("SELECT seq, COUNT(*) FROM app.ledger WHERE writer = 1 GROUP BY seq")?,
-                _ => pg_app("SELECT seq, COUNT(*) FROM ledger WHERE writer = 2 GROUP BY seq")?,
-            };
-            let present: std::collections::HashMap<u64, u64> = counts
-                .lines()
-                .filter_map(|l| {
-                    let mut f = l.split(['\t', '|']);
-                    Some((
-                        f.next()?.trim().parse().ok()?,
-                        f.next()?.trim().parse().ok()?,
-                    ))
-                })
-                .collect();
-            let lost = report
-                .acked
-                .iter()
-                .filter(|s| !present.contains_key(s))
-                .count();
-            let duplicated = present.values().filter(|n| **n > 1).count();
-            let victims = match *proto {
-                "mysql" => survivor.sql("SELECT COUNT(*) FROM app.ledger WHERE writer = 99")?,
-                _ => pg_app("SELECT COUNT(*) FROM ledger WHERE writer = 99")?,
-            };
-            let victims: u64 = victims.trim().parse().unwrap_or(u64::MAX);
-            if lost > 0 || duplicated > 0 || victims > 0 || report.wrong > 0 {
-                problems.push(format!(
-                    "{proto}: {lost} lost, {duplicated} duplicated, {victims} uncommitted rows visible, {} wrong results",
-                    report.wrong
-                ));
-            }
-            if report.acked.len() < 100 {
-                problems.push(format!(
-                    "{proto}: only {} commits acknowledged",
-                    report.acked.len()
-                ));
-            }
-            rows.push(format!(
-                "| ledger {proto} | {} acknowledged, {} unknown (failed in flight) | {lost} lost, {duplicated} duplicated, {victims} of killed clients visible, {} wrong results | errors seen: {} |",
-                report.acked.len(),
-                report.unknown,
-                report.wrong,
-                report.errors
-            ));
-        }
+        let (rows, mut problems) = check_ledgers(reports)?;
         let grew = |a: u64, b: u64| b as f64 > a as f64 * 1.10 + 1024.0;
         if grew(warm.rss_kib, end.rss_kib) {
             problems.push(format!(
@@ -566,6 +516,62 @@ impl Soak {
             Err(format!("soak failed:\n  {}", problems.join("\n  ")))
         }
     }
+}
+
+/// Every ledger against the surviving primary: the summary rows and the problems found.
+fn check_ledgers(reports: &[(&str, LedgerReport)]) -> xtask::Result<(Vec<String>, Vec<String>)> {
+    let state = xtask::state_dir();
+    let survivor = xtask::mariadb::replica(&state);
+    let mut problems = Vec::new();
+    let mut rows = Vec::new();
+    for (proto, report) in reports {
+        let counts = match *proto {
+            "mysql" => survivor
+                .sql("SELECT seq, COUNT(*) FROM app.ledger WHERE writer = 1 GROUP BY seq")?,
+            _ => pg_app("SELECT seq, COUNT(*) FROM ledger WHERE writer = 2 GROUP BY seq")?,
+        };
+        let present: std::collections::HashMap<u64, u64> = counts
+            .lines()
+            .filter_map(|l| {
+                let mut f = l.split(['\t', '|']);
+                Some((
+                    f.next()?.trim().parse().ok()?,
+                    f.next()?.trim().parse().ok()?,
+                ))
+            })
+            .collect();
+        let lost = report
+            .acked
+            .iter()
+            .filter(|s| !present.contains_key(s))
+            .count();
+        let duplicated = present.values().filter(|n| **n > 1).count();
+        let victims = match *proto {
+            "mysql" => survivor.sql("SELECT COUNT(*) FROM app.ledger WHERE writer = 99")?,
+            _ => pg_app("SELECT COUNT(*) FROM ledger WHERE writer = 99")?,
+        };
+        let victims: u64 = victims.trim().parse().unwrap_or(u64::MAX);
+        if lost > 0 || duplicated > 0 || victims > 0 || report.wrong > 0 {
+            problems.push(format!(
+                "{proto}: {lost} lost, {duplicated} duplicated, {victims} uncommitted rows visible, {} wrong results",
+                report.wrong
+            ));
+        }
+        if report.acked.len() < 100 {
+            problems.push(format!(
+                "{proto}: only {} commits acknowledged",
+                report.acked.len()
+            ));
+        }
+        rows.push(format!(
+            "| ledger {proto} | {} acknowledged, {} unknown (failed in flight) | {lost} lost, {duplicated} duplicated, {victims} of killed clients visible, {} wrong results | errors seen: {} |",
+            report.acked.len(),
+            report.unknown,
+            report.wrong,
+            report.errors
+        ));
+    }
+    Ok((rows, problems))
 }
 
 /// Error and warning lines that name no server a fault was injected into, and every panic.

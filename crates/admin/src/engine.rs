@@ -225,7 +225,10 @@ impl Admin {
         let mut message = None;
         if RUNTIME_MODULES.contains(&m) {
             let base = self.running_config();
-            let cfg = memory_to_config(&self.store, &base, &[m]).await?;
+            let mut cfg = memory_to_config(&self.store, &base, &[m]).await?;
+            if m == Module::MysqlUsers && cfg.admin_variables.hash_passwords {
+                hash_mysql_passwords(&mut cfg);
+            }
             let mut restart = restart_changes(
                 "mysql-",
                 MysqlVariables::RESTART_REQUIRED,
@@ -603,6 +606,22 @@ impl AdminExecutor for Admin {
                 }),
         );
         out
+    }
+}
+
+/// `admin-hash_passwords`: every cleartext `mysql_users` password becomes its
+/// `mysql_native_password` hash (`*` + 40 upper-case hex); hashes stay as they are.
+fn hash_mysql_passwords(cfg: &mut Config) {
+    let mut hashed = 0;
+    for u in &mut cfg.mysql_users {
+        let is_hash = sluice_mysql_proto::scramble::parse_native_hash(&u.password).is_some();
+        if !is_hash && !u.password.is_empty() {
+            u.password = sluice_mysql_proto::scramble::format_native_hash(&u.password);
+            hashed += 1;
+        }
+    }
+    if hashed > 0 {
+        info!("admin-hash_passwords: {hashed} mysql_users password(s) hashed in the runtime");
     }
 }
 

@@ -31,14 +31,6 @@ pub enum Error {
         /// Why.
         why: String,
     },
-    /// The backend TLS settings (`mysql-ssl_p2s_*`) cannot be used.
-    #[error("{setting}: {why}")]
-    TlsConfig {
-        /// The setting and its file, e.g. `mysql-ssl_p2s_ca /etc/sluice/ca.pem`.
-        setting: String,
-        /// Why.
-        why: String,
-    },
     /// TLS to the backend failed.
     #[error("TLS to {server} failed: {why}")]
     Tls {

@@ -5,7 +5,8 @@
 //! - [`MysqlPool`]: connections per (hostgroup, server, user, capability class),
 //!   `max_connections` honoured, reset and reused across client sessions; [`PooledConn`] is
 //!   one checked out.
-//! - [`monitor`]: the health checks the monitor runs; [`tls`]: client TLS towards servers.
+//! - [`monitor`]: the health checks the monitor runs (client TLS towards servers is built by
+//!   `sluice_net::client_tls`).
 //!
 //! ```no_run
 //! use sluice_core::runtime::HostgroupServer;
@@ -45,7 +46,6 @@ mod relay;
 mod state;
 mod stmt_cache;
 mod stream;
-pub mod tls;
 
 pub use conn::{BackendConn, BackendSecret, ConnectParams};
 pub use error::Error;

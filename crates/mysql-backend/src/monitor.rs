@@ -8,6 +8,7 @@ use sluice_core::monitor::{CheckFuture, CheckTarget, Checker, ConnCache};
 use sluice_core::runtime::ServerKey;
 use sluice_mysql_proto::consts::com;
 use sluice_mysql_proto::reply::ReplyKind;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// utf8mb4_general_ci: the monitor's queries are ASCII either way.
@@ -17,9 +18,11 @@ const MONITOR_COLLATION: u8 = 45;
 #[derive(Debug, Default, Clone)]
 pub struct MysqlChecker {
     conns: ConnCache<BackendConn>,
+    /// TLS towards servers with `use_ssl=1`, as the data path's connections use it.
+    tls: Option<Arc<rustls::ClientConfig>>,
 }
 
-fn params(t: &CheckTarget) -> ConnectParams {
+fn params(t: &CheckTarget, tls: &Option<Arc<rustls::ClientConfig>>) -> ConnectParams {
     ConnectParams {
         host: t.server.hostname.clone(),
         port: t.server.port,
@@ -28,7 +31,7 @@ fn params(t: &CheckTarget) -> ConnectParams {
         schema: None,
         charset: MONITOR_COLLATION,
         client_caps: 0,
-        tls: None,
+        tls: if t.use_ssl { tls.clone() } else { None },
         compress: false,
         timeout: t.timeout,
         max_packet: 1 << 20,
@@ -90,6 +93,15 @@ impl MysqlChecker {
     pub fn new() -> Self {
         MysqlChecker::default()
     }
+
+    /// A checker connecting over `tls` to servers with `use_ssl=1` (the pool's configuration,
+    /// so checks verify certificates as the data path does).
+    pub fn with_tls(tls: Option<Arc<rustls::ClientConfig>>) -> Self {
+        MysqlChecker {
+            tls,
+            ..MysqlChecker::default()
+        }
+    }
 }
 
 /// The first row of a monitor query; a server error as its message.
@@ -101,31 +113,29 @@ async fn first_row(c: &mut BackendConn, sql: &str) -> Result<Vec<Option<String>>
 }
 
 /// The server's kept monitor connection, or a new one.
-async fn connection(held: Option<BackendConn>, t: &CheckTarget) -> Result<BackendConn, String> {
+async fn connection(held: Option<BackendConn>, p: &ConnectParams) -> Result<BackendConn, String> {
     match held {
         Some(c) => Ok(c),
-        None => BackendConn::connect(&params(t))
-            .await
-            .map_err(|e| e.to_string()),
+        None => BackendConn::connect(p).await.map_err(|e| e.to_string()),
     }
 }
 
 impl Checker for MysqlChecker {
     fn connect(&self, t: CheckTarget) -> CheckFuture<u64> {
+        let p = params(&t, &self.tls);
         Box::pin(async move {
             let t0 = Instant::now();
-            BackendConn::connect(&params(&t))
-                .await
-                .map_err(|e| e.to_string())?;
+            BackendConn::connect(&p).await.map_err(|e| e.to_string())?;
             Ok(t0.elapsed().as_micros() as u64)
         })
     }
 
     fn ping(&self, t: CheckTarget) -> CheckFuture<u64> {
+        let p = params(&t, &self.tls);
         let held = self.conns.take(&t.server);
         let conns = self.conns.clone();
         Box::pin(async move {
-            let mut c = connection(held, &t).await?;
+            let mut c = connection(held, &p).await?;
             let t0 = Instant::now();
             let (tracker, _) = c
                 .command_collect(&[com::PING], ReplyKind::Single)
@@ -143,10 +153,11 @@ impl Checker for MysqlChecker {
     }
 
     fn read_only(&self, t: CheckTarget) -> CheckFuture<bool> {
+        let p = params(&t, &self.tls);
         let held = self.conns.take(&t.server);
         let conns = self.conns.clone();
         Box::pin(async move {
-            let mut c = connection(held, &t).await?;
+            let mut c = connection(held, &p).await?;
             let row = first_row(&mut c, read_only_sql(&t.check_type)).await?;
             conns.put(t.server, c);
             match row.first().cloned().flatten().as_deref() {
@@ -158,10 +169,11 @@ impl Checker for MysqlChecker {
     }
 
     fn replication_lag(&self, t: CheckTarget) -> CheckFuture<Option<u64>> {
+        let p = params(&t, &self.tls);
         let held = self.conns.take(&t.server);
         let conns = self.conns.clone();
         Box::pin(async move {
-            let mut c = connection(held, &t).await?;
+            let mut c = connection(held, &p).await?;
             if !t.heartbeat_table.is_empty() {
                 // pt-heartbeat: the age of the newest heartbeat row that reached this server.
                 let sql = format!(
@@ -196,10 +208,11 @@ impl Checker for MysqlChecker {
     }
 
     fn group_replication(&self, t: CheckTarget) -> CheckFuture<MemberState> {
+        let p = params(&t, &self.tls);
         let held = self.conns.take(&t.server);
         let conns = self.conns.clone();
         Box::pin(async move {
-            let mut c = connection(held, &t).await?;
+            let mut c = connection(held, &p).await?;
             let row = first_row(&mut c, GROUP_REPLICATION_SQL).await?;
             conns.put(t.server, c);
             let cell = |i: usize| row.get(i).cloned().flatten().unwrap_or_default();
@@ -212,10 +225,11 @@ impl Checker for MysqlChecker {
     }
 
     fn galera(&self, t: CheckTarget) -> CheckFuture<GaleraStatus> {
+        let p = params(&t, &self.tls);
         let held = self.conns.take(&t.server);
         let conns = self.conns.clone();
         Box::pin(async move {
-            let mut c = connection(held, &t).await?;
+            let mut c = connection(held, &p).await?;
             let row = first_row(&mut c, GALERA_SQL).await?;
             conns.put(t.server, c);
             let cell = |i: usize| row.get(i).cloned().flatten().unwrap_or_default();

@@ -32,6 +32,7 @@
 //! ```
 
 pub mod accept;
+pub mod client_tls;
 mod error;
 pub mod keylog;
 pub mod kill;

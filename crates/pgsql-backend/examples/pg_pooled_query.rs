@@ -9,6 +9,7 @@
 
 use sluice_core::runtime::HostgroupServer;
 use sluice_pgsql_backend::pool::{PgCheckout, PgPool};
+use sluice_pgsql_proto::scram::ClientSecret;
 use std::time::Duration;
 
 #[tokio::main(flavor = "current_thread")]
@@ -25,7 +26,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         hostgroup: 10,
         servers: &servers,
         user: &user,
-        password: &password,
+        secret: &ClientSecret::Password(password),
         database: &database,
         session: None,
         worker: None,

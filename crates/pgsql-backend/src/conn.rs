@@ -7,6 +7,18 @@ use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
+/// The cleartext password for a server asking for `method`; a user stored as a SCRAM verifier
+/// has none to give.
+fn cleartext<'a>(secret: &'a scram::ClientSecret, method: &str) -> Result<&'a str, Error> {
+    match secret {
+        scram::ClientSecret::Password(p) => Ok(p),
+        scram::ClientSecret::Keys { .. } => Err(Error::Auth(format!(
+            "the server asks for {method} authentication, but the user is stored in pgsql_users \
+             as a SCRAM verifier: the server must use scram-sha-256"
+        ))),
+    }
+}
+
 /// How to open a server connection.
 #[derive(Debug, Clone)]
 pub struct ConnectParams {
@@ -16,8 +28,8 @@ pub struct ConnectParams {
     pub port: u16,
     /// The role to log in as.
     pub user: String,
-    /// Its password in clear (SCRAM and MD5 are computed from it).
-    pub password: String,
+    /// Its password, or the SCRAM keys a client revealed (for users stored as a verifier).
+    pub secret: scram::ClientSecret,
     /// The database to connect to.
     pub database: String,
     /// Other startup parameters (application_name, client_encoding, ...).
@@ -125,14 +137,15 @@ impl PgConn {
                     match code {
                         0 => {}
                         3 => {
-                            let mut pw = p.password.clone().into_bytes();
+                            let mut pw = cleartext(&p.secret, "password")?.as_bytes().to_vec();
                             pw.push(0);
                             stream.write_all(&message(b'p', &pw)).await?;
                         }
                         5 => {
                             let salt = data.get(..4).ok_or(Error::malformed("MD5 salt"))?;
+                            let clear = cleartext(&p.secret, "md5")?;
                             let mut pw =
-                                crate::md5auth::response(&p.user, &p.password, salt).into_bytes();
+                                crate::md5auth::response(&p.user, clear, salt).into_bytes();
                             pw.push(0);
                             stream.write_all(&message(b'p', &pw)).await?;
                         }
@@ -140,7 +153,7 @@ impl PgConn {
                             if !data.windows(13).any(|w| w == b"SCRAM-SHA-256") {
                                 return Err(Error::Auth("server offers no SCRAM-SHA-256".into()));
                             }
-                            let (c, first) = scram::Client::new(&p.password);
+                            let (c, first) = scram::Client::with_secret(p.secret.clone());
                             scram = Some(c);
                             stream.write_all(&sasl_initial(&first)).await?;
                         }

@@ -5,6 +5,7 @@
 //! ```no_run
 //! use sluice_core::runtime::HostgroupServer;
 //! use sluice_pgsql_backend::pool::{PgCheckout, PgPool};
+//! use sluice_pgsql_proto::scram::ClientSecret;
 //! use std::time::Duration;
 //!
 //! # async fn run() -> Result<(), sluice_pgsql_backend::Error> {
@@ -14,7 +15,7 @@
 //!     hostgroup: 0,
 //!     servers: &servers,
 //!     user: "app",
-//!     password: "app",
+//!     secret: &ClientSecret::Password("app".into()),
 //!     database: "app",
 //!     session: None,
 //!     worker: None,

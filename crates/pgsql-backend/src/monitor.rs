@@ -6,24 +6,27 @@ use crate::Error;
 use crate::conn::{ConnectParams, PgConn};
 use sluice_core::monitor::{CheckFuture, CheckTarget, Checker, ConnCache};
 use sluice_core::runtime::ServerKey;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Monitor connections, one per server, reused between checks.
 #[derive(Debug, Default, Clone)]
 pub struct PgChecker {
     conns: ConnCache<PgConn>,
+    /// TLS towards servers with `use_ssl=1`, as the data path's connections use it.
+    tls: Option<Arc<rustls::ClientConfig>>,
 }
 
-fn params(t: &CheckTarget) -> ConnectParams {
+fn params(t: &CheckTarget, tls: &Option<Arc<rustls::ClientConfig>>) -> ConnectParams {
     ConnectParams {
         host: t.server.hostname.clone(),
         port: t.server.port,
         user: t.username.clone(),
-        password: t.password.clone(),
+        secret: sluice_pgsql_proto::scram::ClientSecret::Password(t.password.clone()),
         database: t.dbname.clone(),
         options: vec![("application_name".into(), "sluice-monitor".into())],
         timeout: t.timeout,
-        tls: None,
+        tls: if t.use_ssl { tls.clone() } else { None },
     }
 }
 
@@ -39,30 +42,41 @@ impl PgChecker {
     pub fn new() -> Self {
         PgChecker::default()
     }
+
+    /// A checker connecting over `tls` to servers with `use_ssl=1` (the pool's configuration,
+    /// so checks verify certificates as the data path does).
+    pub fn with_tls(tls: Option<Arc<rustls::ClientConfig>>) -> Self {
+        PgChecker {
+            tls,
+            ..PgChecker::default()
+        }
+    }
 }
 
 /// The server's kept monitor connection, or a new one.
-async fn connection(held: Option<PgConn>, t: &CheckTarget) -> Result<PgConn, String> {
+async fn connection(held: Option<PgConn>, p: &ConnectParams) -> Result<PgConn, String> {
     match held {
         Some(c) => Ok(c),
-        None => PgConn::connect(&params(t)).await.map_err(text),
+        None => PgConn::connect(p).await.map_err(text),
     }
 }
 
 impl Checker for PgChecker {
     fn connect(&self, t: CheckTarget) -> CheckFuture<u64> {
+        let p = params(&t, &self.tls);
         Box::pin(async move {
             let t0 = Instant::now();
-            PgConn::connect(&params(&t)).await.map_err(text)?;
+            PgConn::connect(&p).await.map_err(text)?;
             Ok(t0.elapsed().as_micros() as u64)
         })
     }
 
     fn ping(&self, t: CheckTarget) -> CheckFuture<u64> {
+        let p = params(&t, &self.tls);
         let held = self.conns.take(&t.server);
         let conns = self.conns.clone();
         Box::pin(async move {
-            let mut c = connection(held, &t).await?;
+            let mut c = connection(held, &p).await?;
             let t0 = Instant::now();
             c.run_quietly("SELECT 1").await.map_err(text)?;
             let us = t0.elapsed().as_micros() as u64;
@@ -72,10 +86,11 @@ impl Checker for PgChecker {
     }
 
     fn read_only(&self, t: CheckTarget) -> CheckFuture<bool> {
+        let p = params(&t, &self.tls);
         let held = self.conns.take(&t.server);
         let conns = self.conns.clone();
         Box::pin(async move {
-            let mut c = connection(held, &t).await?;
+            let mut c = connection(held, &p).await?;
             let v = c
                 .query_value("SELECT pg_is_in_recovery()")
                 .await
@@ -90,10 +105,11 @@ impl Checker for PgChecker {
     }
 
     fn replication_lag(&self, t: CheckTarget) -> CheckFuture<Option<u64>> {
+        let p = params(&t, &self.tls);
         let held = self.conns.take(&t.server);
         let conns = self.conns.clone();
         Box::pin(async move {
-            let mut c = connection(held, &t).await?;
+            let mut c = connection(held, &p).await?;
             // A replica that has replayed everything it received is not behind, however old
             // its last replayed transaction is (an idle primary writes nothing).
             let v = c

@@ -61,8 +61,8 @@ pub struct PgCheckout<'a> {
     pub servers: &'a [HostgroupServer],
     /// The role to log in as.
     pub user: &'a str,
-    /// Its password in clear (SCRAM and MD5 are computed from it).
-    pub password: &'a str,
+    /// Its password, or the SCRAM keys its client revealed (users stored as a verifier).
+    pub secret: &'a sluice_pgsql_proto::scram::ClientSecret,
     /// The database to connect to.
     pub database: &'a str,
     /// The session asking (its cancel key), when it has one: an idle connection it used last
@@ -93,6 +93,11 @@ pub struct PgPooled {
 }
 
 impl PgPool {
+    /// The TLS configuration towards servers with `use_ssl=1` (the monitor uses it too).
+    pub fn tls(&self) -> Option<&Arc<rustls::ClientConfig>> {
+        self.tls.as_ref()
+    }
+
     /// An empty pool set; `tls` is used towards servers with `use_ssl=1`.
     pub fn new(tls: Option<Arc<rustls::ClientConfig>>) -> Arc<Self> {
         Arc::new(PgPool {
@@ -235,7 +240,7 @@ impl PgPool {
             host: server.key.hostname.clone(),
             port: server.key.port,
             user: req.user.to_string(),
-            password: req.password.to_string(),
+            secret: req.secret.clone(),
             database: req.database.to_string(),
             options: Vec::new(),
             timeout: req
@@ -260,7 +265,10 @@ impl PgPool {
                 let server_name = server.key.to_string();
                 self.traffic
                     .count_connect(req.hostgroup, &server_name, false);
-                if matches!(e, Error::Server { .. }) {
+                // A server refusing the login, or a login Sluice cannot perform (a SCRAM
+                // verifier the server does not share, a method it cannot answer): retrying
+                // another connection would fail the same way; the client is told why at once.
+                if matches!(e, Error::Server { .. } | Error::Auth(_)) {
                     return Attempt::Fatal(e);
                 }
                 warn!(server = %server.key, hostgroup = req.hostgroup, "error connecting to PostgreSQL backend: {e}; trying again");

@@ -280,7 +280,7 @@ pub(crate) async fn checkout(
         hostgroup: hg,
         servers,
         user: &l.user.username,
-        password: &l.user.password,
+        secret: &l.secret,
         database: &l.database,
         session: Some(session),
         worker: l.worker,

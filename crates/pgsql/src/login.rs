@@ -7,7 +7,7 @@ use crate::frontend::{PgFrontend, cancel};
 use bytes::Bytes;
 use sluice_pgsql_proto::Error as ProtoError;
 use sluice_pgsql_proto::frame::{Reader, auth, error_response, parse_pairs};
-use sluice_pgsql_proto::scram;
+use sluice_pgsql_proto::scram::{self, ClientSecret};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
@@ -21,6 +21,9 @@ pub(crate) struct Login {
     _slot: crate::limits::ClientSlot,
     /// The `pgsql_users` row.
     pub(crate) user: Arc<sluice_core::config::PgsqlUser>,
+    /// What server connections are opened with: the password, or the SCRAM keys the client's
+    /// proof revealed when the user is stored as a verifier.
+    pub(crate) secret: ClientSecret,
     /// The database asked for.
     pub(crate) database: String,
     /// The settings its startup parameters asked for (lower-cased GUC names, raw values):
@@ -148,8 +151,8 @@ pub(crate) async fn login<S: AsyncRead + AsyncWrite + Unpin>(
         .and_then(|u| u.authentication_method_attribute())
         .unwrap_or(rt.pgsql.variables.authentication_method);
     let verified = authenticate(io, reader, method, &username, &password).await?;
-    let user = match (verified, user) {
-        (true, Some(u)) if u.active.0 => u,
+    let (secret, user) = match (verified, user) {
+        (Some(secret), Some(u)) if u.active.0 => (secret, u),
         _ => {
             let msg = format!("password authentication failed for user \"{username}\"");
             return Err(refuse(io, "28P01", msg).await);
@@ -174,6 +177,7 @@ pub(crate) async fn login<S: AsyncRead + AsyncWrite + Unpin>(
     debug!(client = %peer, user = %username, tls, "pgsql login");
     Ok(Login {
         _slot: slot,
+        secret,
         user,
         database,
         settings,
@@ -184,15 +188,18 @@ pub(crate) async fn login<S: AsyncRead + AsyncWrite + Unpin>(
 /// Largest message accepted before authentication (PostgreSQL's own bound for auth tokens).
 const MAX_AUTH_MESSAGE: usize = 65_535;
 
-/// Runs the password exchange of `pgsql-authentication_method` (1 cleartext, 2 MD5, 3 SCRAM);
-/// true when the client proved it knows `password`. Only SCRAM-SHA-256 is offered, never -PLUS.
+/// Runs the password exchange of `pgsql-authentication_method` (1 cleartext, 2 MD5, 3 SCRAM)
+/// against `password` — cleartext, or a stored SCRAM verifier (`SCRAM-SHA-256$…`), which MD5
+/// cannot use. When the client proved it knows the password, returns what Sluice logs in to
+/// servers with: the password, or the SCRAM keys the client's proof revealed. Only
+/// SCRAM-SHA-256 is offered, never -PLUS.
 async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
     io: &mut S,
     reader: &mut Reader,
     method: u32,
     username: &str,
     password: &str,
-) -> Result<bool, Error> {
+) -> Result<Option<ClientSecret>, Error> {
     let password_message = |m: Bytes| -> Result<String, Error> {
         if m[0] != b'p' {
             return Err(Error::Client(ProtoError::Malformed(
@@ -203,20 +210,34 @@ async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
         let end = body.iter().position(|b| *b == 0).unwrap_or(body.len());
         Ok(String::from_utf8_lossy(&body[..end]).into_owned())
     };
-    match method {
-        1 => {
+    let verifier = scram::Verifier::parse(password);
+    match (method, verifier) {
+        (1, verifier) => {
             io.write_all(&auth(3, b"")).await?;
             let m = reader.message_within(io, MAX_AUTH_MESSAGE).await?;
-            Ok(password_message(m)? == password)
+            let given = password_message(m)?;
+            let ok = match verifier {
+                Some(v) => v.matches(&given),
+                None => given == password,
+            };
+            Ok(ok.then_some(ClientSecret::Password(given)))
         }
-        2 => {
+        (2, Some(_)) => {
+            let msg = format!(
+                "user \"{username}\" is stored as a SCRAM verifier: MD5 authentication cannot \
+                 check it (set pgsql-authentication_method to 3)"
+            );
+            Err(refuse(io, "28000", msg).await)
+        }
+        (2, None) => {
             let salt = (sluice_core::hostgroup::random_u64() as u32).to_be_bytes();
             io.write_all(&auth(5, &salt)).await?;
             let m = reader.message_within(io, MAX_AUTH_MESSAGE).await?;
             let expected = sluice_pgsql_proto::md5auth::response(username, password, &salt);
-            Ok(password_message(m)? == expected)
+            let ok = password_message(m)? == expected;
+            Ok(ok.then(|| ClientSecret::Password(password.to_string())))
         }
-        _ => {
+        (_, verifier) => {
             io.write_all(&auth(10, b"SCRAM-SHA-256\0\0")).await?;
             let first = reader.message_within(io, MAX_AUTH_MESSAGE).await?;
             let body = &first[5..];
@@ -233,17 +254,27 @@ async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
             }
             let client_first =
                 String::from_utf8_lossy(body.get(mech_end + 5..).unwrap_or_default()).into_owned();
-            let Ok((server, server_first)) = scram::Server::new(password, &client_first) else {
-                return Ok(false);
+            let started = match &verifier {
+                Some(v) => scram::Server::with_verifier(v.clone(), &client_first),
+                None => scram::Server::new(password, &client_first),
+            };
+            let Ok((server, server_first)) = started else {
+                return Ok(None);
             };
             io.write_all(&auth(11, server_first.as_bytes())).await?;
             let fin = reader.message_within(io, MAX_AUTH_MESSAGE).await?;
-            match server.finish(&String::from_utf8_lossy(&fin[5..])) {
-                Ok(v) => {
+            match server.finish_with_key(&String::from_utf8_lossy(&fin[5..])) {
+                Ok((v, client_key)) => {
                     io.write_all(&auth(12, v.as_bytes())).await?;
-                    Ok(true)
+                    Ok(Some(match verifier {
+                        Some(verifier) => ClientSecret::Keys {
+                            verifier,
+                            client_key,
+                        },
+                        None => ClientSecret::Password(password.to_string()),
+                    }))
                 }
-                Err(_) => Ok(false),
+                Err(_) => Ok(None),
             }
         }
     }

@@ -27,6 +27,11 @@ pub struct AdminVariables {
     /// Where the secrets of every TLS session Sluice terminates or originates are appended, in
     /// the NSS key log format Wireshark reads (empty: off; read at start).
     pub ssl_keylog_file: String,
+    /// `LOAD MYSQL USERS TO RUNTIME` stores cleartext `mysql_users` passwords in the runtime as
+    /// `mysql_native_password` hashes (`*` + 40 hex), which `SAVE MYSQL USERS FROM RUNTIME`
+    /// brings into memory and `SAVE … TO DISK` onto disk, as ProxySQL does. Off by default
+    /// (ProxySQL: on): with only a hash, a `caching_sha2_password` login needs TLS.
+    pub hash_passwords: bool,
     /// ProxySQL variables accepted for compatibility that have no effect in this version.
     pub accepted_unimplemented: BTreeMap<String, String>,
 }
@@ -42,6 +47,7 @@ impl Default for AdminVariables {
             restapi_port: 6070,
             restapi_interface: "127.0.0.1".into(),
             ssl_keylog_file: String::new(),
+            hash_passwords: false,
             accepted_unimplemented: BTreeMap::new(),
         }
     }
@@ -99,6 +105,7 @@ impl AdminVariables {
                 self.restapi_interface = value.trim().to_string();
             }
             "ssl_keylog_file" => self.ssl_keylog_file = value.trim().to_string(),
+            "hash_passwords" => self.hash_passwords = parse_var_bool("admin", name, value)?,
             _ if PROXYSQL_ADMIN_VARIABLES.contains(&name) => {
                 self.accepted_unimplemented
                     .insert(name.to_string(), value.to_string());
@@ -132,6 +139,10 @@ impl AdminVariables {
                 self.restapi_interface.clone(),
             ),
             ("ssl_keylog_file".to_string(), self.ssl_keylog_file.clone()),
+            (
+                "hash_passwords".to_string(),
+                self.hash_passwords.to_string(),
+            ),
         ];
         v.extend(
             self.accepted_unimplemented

@@ -24,7 +24,7 @@ pub use pgsql::{PgsqlServer, PgsqlUser, PgsqlVariables};
 pub use proxysql_names::PROXYSQL_MYSQL_VARIABLES;
 pub use query_rules::{FastRoute, QueryRule};
 pub use query_variables::QueryVariables;
-pub use tls_settings::{FrontendTls, TlsVersions};
+pub use tls_settings::{BackendTls, BackendVerify, FrontendTls, TlsVersions};
 pub use topology_tables::{GroupReplicationHostgroup, ReplicationHostgroup};
 pub use values::*;
 

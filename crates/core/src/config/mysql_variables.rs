@@ -40,12 +40,8 @@ pub struct MysqlVariables {
     pub tls_version: String,
     /// Cipher suites offered to clients (`:`-separated; empty = all), as MySQL's `ssl_cipher`.
     pub ssl_cipher: String,
-    /// CA used to verify backend certificates when `use_ssl=1`; empty = not verified.
-    pub ssl_p2s_ca: String,
-    /// Client certificate presented to backends (PEM path), optional.
-    pub ssl_p2s_cert: String,
-    /// Key of `ssl_p2s_cert` (PEM path), optional.
-    pub ssl_p2s_key: String,
+    /// Backend TLS: CA bundle/folder, client certificate, verification (`ssl_p2s_*`).
+    pub backend_tls: super::BackendTls,
     /// Worker threads (restart required).
     pub threads: u32,
     /// Return backend connections to the pool between statements when nothing pins them.
@@ -93,9 +89,7 @@ impl Default for MysqlVariables {
             ssl_key: String::new(),
             tls_version: "TLSv1.2,TLSv1.3".into(),
             ssl_cipher: String::new(),
-            ssl_p2s_ca: String::new(),
-            ssl_p2s_cert: String::new(),
-            ssl_p2s_key: String::new(),
+            backend_tls: super::BackendTls::default(),
             threads: 4,
             multiplexing: true,
             max_stmts_per_connection: 20,
@@ -134,6 +128,9 @@ impl MysqlVariables {
     /// Sets one variable from text. Unknown names and bad values are errors naming the variable.
     pub fn set(&mut self, name: &str, value: &str) -> Result<SetOutcome, VariableError> {
         let v = value;
+        if let Some(r) = self.backend_tls.set("mysql", name, v) {
+            return r.map(|()| SetOutcome::Applied);
+        }
         if let Some(r) = self.client_hosts.set("mysql", name, v) {
             return r.map(|()| SetOutcome::Applied);
         }
@@ -181,9 +178,6 @@ impl MysqlVariables {
                 self.tls_version = v.to_string();
             }
             "ssl_cipher" => self.ssl_cipher = v.to_string(),
-            "ssl_p2s_ca" => self.ssl_p2s_ca = v.to_string(),
-            "ssl_p2s_cert" => self.ssl_p2s_cert = v.to_string(),
-            "ssl_p2s_key" => self.ssl_p2s_key = v.to_string(),
             "threads" => self.threads = int(name, v, 1, 255)? as u32,
             "multiplexing" => self.multiplexing = boolean(name, v)?,
             "max_stmts_per_connection" => {
@@ -248,9 +242,6 @@ impl MysqlVariables {
             ("ssl_key".into(), self.ssl_key.clone()),
             ("tls_version".into(), self.tls_version.clone()),
             ("ssl_cipher".into(), self.ssl_cipher.clone()),
-            ("ssl_p2s_ca".into(), self.ssl_p2s_ca.clone()),
-            ("ssl_p2s_cert".into(), self.ssl_p2s_cert.clone()),
-            ("ssl_p2s_key".into(), self.ssl_p2s_key.clone()),
             ("threads".into(), self.threads.to_string()),
             ("multiplexing".into(), self.multiplexing.to_string()),
             (
@@ -278,6 +269,7 @@ impl MysqlVariables {
         ];
         v.extend(self.query.pairs());
         v.extend(self.client_hosts.pairs());
+        v.extend(self.backend_tls.pairs());
         v.extend(self.monitor.pairs("mysql"));
         v.extend(
             self.accepted_unimplemented

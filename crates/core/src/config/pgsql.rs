@@ -138,6 +138,8 @@ pub struct PgsqlVariables {
     pub query: super::QueryVariables,
     /// Failed-login throttling per client address (`client_host_*`).
     pub client_hosts: super::ClientHostVariables,
+    /// Backend TLS: CA bundle/folder, client certificate, verification (`ssl_p2s_*`).
+    pub backend_tls: super::BackendTls,
     /// The monitor: account, intervals, thresholds.
     pub monitor: super::MonitorVariables,
 }
@@ -164,6 +166,7 @@ impl Default for PgsqlVariables {
             handoff_reset_all: true,
             query: super::QueryVariables::default(),
             client_hosts: super::ClientHostVariables::default(),
+            backend_tls: super::BackendTls::default(),
             monitor: super::MonitorVariables::defaults("pgsql"),
         }
     }
@@ -174,6 +177,9 @@ impl PgsqlVariables {
     pub fn set(&mut self, name: &str, v: &str) -> Result<SetOutcome, VariableError> {
         let int = |min: u64, max: u64| parse_var_int("pgsql", name, v, min, max);
         let boolean = || parse_var_bool("pgsql", name, v);
+        if let Some(r) = self.backend_tls.set("pgsql", name, v) {
+            return r.map(|()| SetOutcome::Applied);
+        }
         if let Some(r) = self.client_hosts.set("pgsql", name, v) {
             return r.map(|()| SetOutcome::Applied);
         }
@@ -254,6 +260,7 @@ impl PgsqlVariables {
         ];
         v.extend(self.query.pairs());
         v.extend(self.client_hosts.pairs());
+        v.extend(self.backend_tls.pairs());
         v.extend(self.monitor.pairs("pgsql"));
         v
     }

@@ -80,6 +80,97 @@ pub struct FrontendTls {
     pub ciphers: String,
 }
 
+/// How a server's certificate is checked on backend TLS connections (`use_ssl=1`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum BackendVerify {
+    /// `""`: `verify-ca` when a CA is configured, else `none` (ProxySQL's behaviour).
+    #[default]
+    Auto,
+    /// Encrypted, not authenticated: any certificate is taken.
+    None,
+    /// The chain must lead to a configured CA; the name is not checked (servers are often
+    /// addressed by IP).
+    VerifyCa,
+    /// The chain, and the server's `hostname` must be in the certificate (as libpq's
+    /// `verify-full`).
+    VerifyFull,
+}
+
+impl BackendVerify {
+    /// `""`, `none`, `verify-ca` or `verify-full`.
+    pub fn parse(prefix: &str, name: &str, v: &str) -> Result<BackendVerify, VariableError> {
+        match v.trim().to_ascii_lowercase().as_str() {
+            "" => Ok(BackendVerify::Auto),
+            "none" => Ok(BackendVerify::None),
+            "verify-ca" => Ok(BackendVerify::VerifyCa),
+            "verify-full" => Ok(BackendVerify::VerifyFull),
+            _ => Err(VariableError::malformed(
+                prefix,
+                name,
+                v,
+                "none, verify-ca or verify-full (empty: verify-ca when a CA is set)",
+            )),
+        }
+    }
+}
+
+impl BackendVerify {
+    /// The variable's text.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendVerify::Auto => "",
+            BackendVerify::None => "none",
+            BackendVerify::VerifyCa => "verify-ca",
+            BackendVerify::VerifyFull => "verify-full",
+        }
+    }
+}
+
+/// What backend TLS connections (`use_ssl=1`) and the monitor's are built from: the
+/// `<prefix>-ssl_p2s_ca`, `_capath`, `_cert`, `_key` and `_verify` variables of each side.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BackendTls {
+    /// CA bundle (PEM path).
+    pub ca: String,
+    /// Folder of CA certificates (every `.pem`/`.crt` file in it).
+    pub capath: String,
+    /// Client certificate presented to servers (PEM path).
+    pub cert: String,
+    /// Its key.
+    pub key: String,
+    /// How server certificates are checked.
+    pub verify: BackendVerify,
+}
+
+impl BackendTls {
+    /// Sets `name` if it is one of these; `None` when it is not.
+    pub fn set(&mut self, prefix: &str, name: &str, v: &str) -> Option<Result<(), VariableError>> {
+        let path = v.trim().to_string();
+        match name {
+            "ssl_p2s_ca" => self.ca = path,
+            "ssl_p2s_capath" => self.capath = path,
+            "ssl_p2s_cert" => self.cert = path,
+            "ssl_p2s_key" => self.key = path,
+            "ssl_p2s_verify" => {
+                return Some(BackendVerify::parse(prefix, name, v).map(|b| self.verify = b));
+            }
+            _ => return None,
+        }
+        Some(Ok(()))
+    }
+
+    /// Every variable as (name, value).
+    pub fn pairs(&self) -> Vec<(String, String)> {
+        vec![
+            ("ssl_p2s_ca".into(), self.ca.clone()),
+            ("ssl_p2s_capath".into(), self.capath.clone()),
+            ("ssl_p2s_cert".into(), self.cert.clone()),
+            ("ssl_p2s_key".into(), self.key.clone()),
+            ("ssl_p2s_verify".into(), self.verify.as_str().into()),
+        ]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

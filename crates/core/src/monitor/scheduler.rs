@@ -37,6 +37,9 @@ pub struct CheckTarget {
     pub timeout: Duration,
     /// pt-heartbeat table for the lag check (`schema.table`), or empty.
     pub heartbeat_table: String,
+    /// A row of the server has `use_ssl=1`: the check connects over TLS, with the same
+    /// verification as the data path's connections.
+    pub use_ssl: bool,
 }
 
 /// The checks a backend crate implements.
@@ -300,6 +303,13 @@ impl Monitor {
             let lag_checked = lag_thresholds(side.hostgroups);
             let grouped = group_members(side.hostgroups, groups(&base, self.protocol));
             let galera_nodes = group_members(side.hostgroups, galera(&base, self.protocol));
+            let tls_servers: HashSet<ServerKey> = side
+                .hostgroups
+                .values()
+                .flatten()
+                .filter(|s| s.use_ssl)
+                .map(|s| s.key.clone())
+                .collect();
             let shunned: HashSet<ServerKey> = lock(&self.health)
                 .iter()
                 .filter(|(_, h)| h.shunned_at.is_some())
@@ -350,6 +360,7 @@ impl Monitor {
                         check_type: check_type.cloned().unwrap_or_default(),
                         timeout: Duration::from_millis(timeout),
                         heartbeat_table: v.replication_lag_use_percona_heartbeat.clone(),
+                        use_ssl: tls_servers.contains(&server),
                     };
                     spawn_check(kind, target, checker.clone(), tx.clone());
                 }

@@ -136,6 +136,11 @@ pub struct ServerPoolStats {
 }
 
 impl MysqlPool {
+    /// The TLS configuration towards servers with `use_ssl=1` (the monitor uses it too).
+    pub fn tls(&self) -> Option<&Arc<rustls::ClientConfig>> {
+        self.tls.as_ref()
+    }
+
     /// A pool set; `tls` is used for servers with `use_ssl=1`.
     pub fn new(tls: Option<Arc<rustls::ClientConfig>>) -> Arc<Self> {
         Arc::new(MysqlPool {
