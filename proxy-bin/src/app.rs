@@ -239,15 +239,18 @@ fn frontends(
             Some(Arc::new(sluice_net::keylog::KeyLogFile::new(path)))
         }
     };
-    let backend_tls =
-        sluice_net::client_tls::client_config("mysql", &vars.backend_tls, key_log.clone())
-            .map_err(|e| e.to_string())?;
-    let pg_backend_tls = sluice_net::client_tls::client_config(
-        "pgsql",
-        &cfg.pgsql_variables.backend_tls,
-        key_log.clone(),
-    )
-    .map_err(|e| e.to_string())?;
+    let backend_tls = Arc::new(
+        sluice_net::client_tls::TlsSource::new("mysql", &vars.backend_tls, key_log.clone())
+            .map_err(|e| e.to_string())?,
+    );
+    let pg_backend_tls = Arc::new(
+        sluice_net::client_tls::TlsSource::new(
+            "pgsql",
+            &cfg.pgsql_variables.backend_tls,
+            key_log.clone(),
+        )
+        .map_err(|e| e.to_string())?,
+    );
     let mut fe = MysqlFrontend::new(config.clone(), MysqlPool::new(Some(backend_tls.clone())))
         .with_shutdown(shutdown.clone(), tasks.clone());
     if vars.have_ssl {

@@ -211,3 +211,46 @@ fn a_ca_that_did_not_sign_the_server_is_refused_and_verification_needs_a_ca() {
         "{said}"
     );
 }
+
+/// `mysql_servers_ssl_params` / `pgsql_servers_ssl_params` (ProxySQL 2.6's table): a row for a
+/// server replaces the variables' settings for it — here the variables name a CA that signed
+/// nothing, and the row the test CA: the data path and the monitor get in, and the row is in the
+/// admin's runtime table.
+#[test]
+fn per_server_ssl_params_override_the_variables() {
+    if !backends_ready() {
+        return;
+    }
+    let dir = scratch_dir("backend-tls-params");
+    let other = other_ca(&dir);
+    let ca = test_ca();
+    let rows = format!(
+        "\n[[mysql_servers_ssl_params]]\nhostname = \"127.0.0.1\"\nport = {my}\nssl_ca = \"{ca}\"\nssl_verify = \"verify-ca\"\n\
+         \n[[pgsql_servers_ssl_params]]\nhostname = \"127.0.0.1\"\nport = {pg}\nusername = \"app\"\nssl_ca = \"{ca}\"\n\
+         \n[[pgsql_servers_ssl_params]]\nhostname = \"127.0.0.1\"\nport = {pg}\nssl_ca = \"{ca}\"\n",
+        my = ports::MY_PRIMARY,
+        pg = ports::PG_PRIMARY
+    );
+    let s = Sluice::start(&format!(
+        "{}{rows}",
+        config("127.0.0.1", &other, "verify-ca")
+    ));
+    assert!(ok_stdout(&mysql_cipher(&s)).starts_with("Ssl_cipher\t"));
+    assert_eq!(ok_stdout(&pg_ssl(&s)).trim(), "t");
+    wait_for(
+        "the monitor's TLS connects succeed with the rows' CA",
+        || {
+            last_connect_error(&s, "mysql", ports::MY_PRIMARY) == "ok"
+                && last_connect_error(&s, "pgsql", ports::PG_PRIMARY) == "ok"
+        },
+    );
+    let runtime = s.admin_ok(
+        "SELECT hostname, port, username, ssl_verify FROM runtime_mysql_servers_ssl_params;",
+    );
+    assert_eq!(
+        runtime.trim(),
+        format!("127.0.0.1\t{}\t\tverify-ca", ports::MY_PRIMARY)
+    );
+    let pg_rows = s.admin_ok("SELECT COUNT(*) FROM runtime_pgsql_servers_ssl_params;");
+    assert_eq!(pg_rows.trim(), "2");
+}

@@ -38,6 +38,14 @@ pub fn config_to_toml(cfg: &Config) -> Result<String, crate::Error> {
     t.insert("pgsql_servers".into(), rows(&cfg.pgsql_servers)?);
     t.insert("pgsql_users".into(), rows(&cfg.pgsql_users)?);
     t.insert(
+        "mysql_servers_ssl_params".into(),
+        rows(&cfg.mysql_servers_ssl_params)?,
+    );
+    t.insert(
+        "pgsql_servers_ssl_params".into(),
+        rows(&cfg.pgsql_servers_ssl_params)?,
+    );
+    t.insert(
         "mysql_replication_hostgroups".into(),
         rows(&cfg.mysql_replication_hostgroups)?,
     );

@@ -150,7 +150,9 @@ pub async fn memory_to_config(
         let m = match t {
             "mysql_users" => Module::MysqlUsers,
             "pgsql_users" => Module::PgsqlUsers,
-            "pgsql_servers" | "pgsql_replication_hostgroups" => Module::PgsqlServers,
+            "pgsql_servers" | "pgsql_replication_hostgroups" | "pgsql_servers_ssl_params" => {
+                Module::PgsqlServers
+            }
             "mysql_query_rules" | "mysql_query_rules_fast_routing" => Module::MysqlQueryRules,
             "pgsql_query_rules" | "pgsql_query_rules_fast_routing" => Module::PgsqlQueryRules,
             _ => Module::MysqlServers,
@@ -189,7 +191,7 @@ pub async fn memory_to_config(
 }
 
 /// The tables the runtime is built from.
-pub const RUNTIME_TABLES: [&str; 13] = [
+pub const RUNTIME_TABLES: [&str; 15] = [
     "mysql_servers",
     "mysql_galera_hostgroups",
     "mysql_group_replication_hostgroups",
@@ -203,6 +205,8 @@ pub const RUNTIME_TABLES: [&str; 13] = [
     "mysql_query_rules_fast_routing",
     "pgsql_query_rules",
     "pgsql_query_rules_fast_routing",
+    "mysql_servers_ssl_params",
+    "pgsql_servers_ssl_params",
 ];
 
 /// A configuration table's column names (from its definition).
@@ -330,7 +334,7 @@ struct ExportView<'a>(&'a Config);
 impl serde::Serialize for ExportView<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
-        let mut m = s.serialize_map(Some(13))?;
+        let mut m = s.serialize_map(Some(15))?;
         m.serialize_entry("mysql_servers", &self.0.mysql_servers)?;
         m.serialize_entry("mysql_users", &self.0.mysql_users)?;
         m.serialize_entry(
@@ -362,6 +366,8 @@ impl serde::Serialize for ExportView<'_> {
             "pgsql_query_rules_fast_routing",
             &self.0.pgsql_query_rules_fast_routing,
         )?;
+        m.serialize_entry("mysql_servers_ssl_params", &self.0.mysql_servers_ssl_params)?;
+        m.serialize_entry("pgsql_servers_ssl_params", &self.0.pgsql_servers_ssl_params)?;
         m.end()
     }
 }

@@ -125,6 +125,40 @@ pub const CONFIG_TABLES: &[(&str, &str)] = &[
      UNIQUE (backup_writer_hostgroup)",
     ),
     (
+        "mysql_servers_ssl_params",
+        "hostname VARCHAR NOT NULL,\n\
+     port INT CHECK (port >= 0 AND port <= 65535) NOT NULL DEFAULT 3306,\n\
+     username VARCHAR NOT NULL DEFAULT '',\n\
+     ssl_ca VARCHAR NOT NULL DEFAULT '',\n\
+     ssl_cert VARCHAR NOT NULL DEFAULT '',\n\
+     ssl_key VARCHAR NOT NULL DEFAULT '',\n\
+     ssl_capath VARCHAR NOT NULL DEFAULT '',\n\
+     ssl_crl VARCHAR NOT NULL DEFAULT '',\n\
+     ssl_crlpath VARCHAR NOT NULL DEFAULT '',\n\
+     ssl_cipher VARCHAR NOT NULL DEFAULT '',\n\
+     tls_version VARCHAR NOT NULL DEFAULT '',\n\
+     ssl_verify VARCHAR CHECK (ssl_verify IN ('', 'none', 'verify-ca', 'verify-full')) NOT NULL DEFAULT '',\n\
+     comment VARCHAR NOT NULL DEFAULT '',\n\
+     PRIMARY KEY (hostname, port, username)",
+    ),
+    (
+        "pgsql_servers_ssl_params",
+        "hostname VARCHAR NOT NULL,\n\
+     port INT CHECK (port >= 0 AND port <= 65535) NOT NULL DEFAULT 5432,\n\
+     username VARCHAR NOT NULL DEFAULT '',\n\
+     ssl_ca VARCHAR NOT NULL DEFAULT '',\n\
+     ssl_cert VARCHAR NOT NULL DEFAULT '',\n\
+     ssl_key VARCHAR NOT NULL DEFAULT '',\n\
+     ssl_capath VARCHAR NOT NULL DEFAULT '',\n\
+     ssl_crl VARCHAR NOT NULL DEFAULT '',\n\
+     ssl_crlpath VARCHAR NOT NULL DEFAULT '',\n\
+     ssl_cipher VARCHAR NOT NULL DEFAULT '',\n\
+     tls_version VARCHAR NOT NULL DEFAULT '',\n\
+     ssl_verify VARCHAR CHECK (ssl_verify IN ('', 'none', 'verify-ca', 'verify-full')) NOT NULL DEFAULT '',\n\
+     comment VARCHAR NOT NULL DEFAULT '',\n\
+     PRIMARY KEY (hostname, port, username)",
+    ),
+    (
         "mysql_hostgroup_attributes",
         "hostgroup_id INT NOT NULL PRIMARY KEY,\n\
      max_num_online_servers INT CHECK (max_num_online_servers>=0 AND max_num_online_servers <= 1000000) NOT NULL DEFAULT 1000000,\n\

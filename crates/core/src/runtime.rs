@@ -48,6 +48,28 @@ pub struct HostgroupServer {
     pub too_slow: bool,
     /// Set by the monitor: when it shunned the server (an operator's SHUNNED has none).
     pub shunned_since: Option<std::time::Instant>,
+    /// Its `*_servers_ssl_params` rows (per backend user, or for every user): TLS settings that
+    /// override the protocol's `ssl_p2s_*` variables.
+    pub ssl_params: Vec<Arc<crate::config::ServerSslParams>>,
+}
+
+/// Gives every server row its `*_servers_ssl_params` rows.
+fn attach_ssl_params(
+    hostgroups: &mut BTreeMap<u32, Vec<HostgroupServer>>,
+    rows: &[crate::config::ServerSslParams],
+) {
+    if rows.is_empty() {
+        return;
+    }
+    let rows: Vec<Arc<crate::config::ServerSslParams>> =
+        rows.iter().cloned().map(Arc::new).collect();
+    for s in hostgroups.values_mut().flatten() {
+        s.ssl_params = rows
+            .iter()
+            .filter(|r| r.hostname == s.key.hostname && r.port == s.key.port)
+            .cloned()
+            .collect();
+    }
 }
 
 impl HostgroupServer {
@@ -70,6 +92,7 @@ impl HostgroupServer {
             max_latency_ms: 0,
             too_slow: false,
             shunned_since: None,
+            ssl_params: Vec::new(),
         }
     }
 
@@ -89,6 +112,7 @@ impl HostgroupServer {
             max_latency_ms: s.max_latency_ms.0,
             too_slow: false,
             shunned_since: None,
+            ssl_params: Vec::new(),
         }
     }
 }
@@ -208,8 +232,11 @@ impl RuntimeConfig {
                     max_latency_ms: s.max_latency_ms.0,
                     too_slow: false,
                     shunned_since: None,
+                    ssl_params: Vec::new(),
                 });
         }
+        attach_ssl_params(&mut hostgroups, &cfg.mysql_servers_ssl_params);
+        attach_ssl_params(&mut pg_hostgroups, &cfg.pgsql_servers_ssl_params);
         let pgsql = PgsqlRuntime {
             variables: cfg.pgsql_variables.clone(),
             frontend_users: cfg

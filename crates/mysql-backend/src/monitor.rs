@@ -8,6 +8,7 @@ use sluice_core::monitor::{CheckFuture, CheckTarget, Checker, ConnCache};
 use sluice_core::runtime::ServerKey;
 use sluice_mysql_proto::consts::com;
 use sluice_mysql_proto::reply::ReplyKind;
+use sluice_net::client_tls::TlsSource;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -19,11 +20,18 @@ const MONITOR_COLLATION: u8 = 45;
 pub struct MysqlChecker {
     conns: ConnCache<BackendConn>,
     /// TLS towards servers with `use_ssl=1`, as the data path's connections use it.
-    tls: Option<Arc<rustls::ClientConfig>>,
+    tls: Option<Arc<TlsSource>>,
 }
 
-fn params(t: &CheckTarget, tls: &Option<Arc<rustls::ClientConfig>>) -> ConnectParams {
-    ConnectParams {
+fn params(t: &CheckTarget, tls: &Option<Arc<TlsSource>>) -> Result<ConnectParams, String> {
+    let tls = match (t.use_ssl, tls) {
+        (true, Some(src)) => Some(
+            src.config_for(&t.ssl_params, &t.username)
+                .map_err(|e| e.to_string())?,
+        ),
+        _ => None,
+    };
+    Ok(ConnectParams {
         host: t.server.hostname.clone(),
         port: t.server.port,
         user: t.username.clone(),
@@ -31,11 +39,11 @@ fn params(t: &CheckTarget, tls: &Option<Arc<rustls::ClientConfig>>) -> ConnectPa
         schema: None,
         charset: MONITOR_COLLATION,
         client_caps: 0,
-        tls: if t.use_ssl { tls.clone() } else { None },
+        tls,
         compress: false,
         timeout: t.timeout,
         max_packet: 1 << 20,
-    }
+    })
 }
 
 /// The SQL that answers "is it read-only?" for a `check_type`.
@@ -96,7 +104,7 @@ impl MysqlChecker {
 
     /// A checker connecting over `tls` to servers with `use_ssl=1` (the pool's configuration,
     /// so checks verify certificates as the data path does).
-    pub fn with_tls(tls: Option<Arc<rustls::ClientConfig>>) -> Self {
+    pub fn with_tls(tls: Option<Arc<TlsSource>>) -> Self {
         MysqlChecker {
             tls,
             ..MysqlChecker::default()
@@ -124,6 +132,7 @@ impl Checker for MysqlChecker {
     fn connect(&self, t: CheckTarget) -> CheckFuture<u64> {
         let p = params(&t, &self.tls);
         Box::pin(async move {
+            let p = p?;
             let t0 = Instant::now();
             BackendConn::connect(&p).await.map_err(|e| e.to_string())?;
             Ok(t0.elapsed().as_micros() as u64)
@@ -135,6 +144,7 @@ impl Checker for MysqlChecker {
         let held = self.conns.take(&t.server);
         let conns = self.conns.clone();
         Box::pin(async move {
+            let p = p?;
             let mut c = connection(held, &p).await?;
             let t0 = Instant::now();
             let (tracker, _) = c
@@ -157,6 +167,7 @@ impl Checker for MysqlChecker {
         let held = self.conns.take(&t.server);
         let conns = self.conns.clone();
         Box::pin(async move {
+            let p = p?;
             let mut c = connection(held, &p).await?;
             let row = first_row(&mut c, read_only_sql(&t.check_type)).await?;
             conns.put(t.server, c);
@@ -173,6 +184,7 @@ impl Checker for MysqlChecker {
         let held = self.conns.take(&t.server);
         let conns = self.conns.clone();
         Box::pin(async move {
+            let p = p?;
             let mut c = connection(held, &p).await?;
             if !t.heartbeat_table.is_empty() {
                 // pt-heartbeat: the age of the newest heartbeat row that reached this server.
@@ -212,6 +224,7 @@ impl Checker for MysqlChecker {
         let held = self.conns.take(&t.server);
         let conns = self.conns.clone();
         Box::pin(async move {
+            let p = p?;
             let mut c = connection(held, &p).await?;
             let row = first_row(&mut c, GROUP_REPLICATION_SQL).await?;
             conns.put(t.server, c);
@@ -229,6 +242,7 @@ impl Checker for MysqlChecker {
         let held = self.conns.take(&t.server);
         let conns = self.conns.clone();
         Box::pin(async move {
+            let p = p?;
             let mut c = connection(held, &p).await?;
             let row = first_row(&mut c, GALERA_SQL).await?;
             conns.put(t.server, c);

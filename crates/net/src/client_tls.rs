@@ -11,8 +11,9 @@ use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, Server
 use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
-use sluice_core::config::{BackendTls, BackendVerify};
-use std::sync::Arc;
+use sluice_core::config::{BackendTls, BackendVerify, ServerSslParams};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 /// Accepts any certificate but checks handshake signatures (TLS without authentication).
 #[derive(Debug)]
@@ -158,6 +159,88 @@ pub fn client_config(
         config.key_log = log;
     }
     Ok(Arc::new(config))
+}
+
+/// The TLS client configurations of one protocol's backend connections: the one of its
+/// `ssl_p2s_*` variables, and one per distinct `*_servers_ssl_params` row, built on first use
+/// and kept (a row that cannot be used is an error for connections to that server only).
+pub struct TlsSource {
+    prefix: &'static str,
+    global: BackendTls,
+    default: Arc<rustls::ClientConfig>,
+    key_log: Option<Arc<dyn rustls::KeyLog>>,
+    per_server: Mutex<HashMap<BackendTls, Arc<rustls::ClientConfig>>>,
+}
+
+impl std::fmt::Debug for TlsSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsSource")
+            .field("prefix", &self.prefix)
+            .finish()
+    }
+}
+
+impl TlsSource {
+    /// The source of `prefix`'s (`mysql`, `pgsql`) backend TLS, from its variables; their
+    /// configuration is built now (an error names the variable).
+    pub fn new(
+        prefix: &'static str,
+        global: &BackendTls,
+        key_log: Option<Arc<dyn rustls::KeyLog>>,
+    ) -> Result<TlsSource, crate::Error> {
+        Ok(TlsSource {
+            prefix,
+            default: client_config(prefix, global, key_log.clone())?,
+            global: global.clone(),
+            key_log,
+            per_server: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// A source with one configuration for every server (an embedding service's own).
+    pub fn fixed(config: Arc<rustls::ClientConfig>) -> TlsSource {
+        TlsSource {
+            prefix: "backend",
+            global: BackendTls::default(),
+            default: config,
+            key_log: None,
+            per_server: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The configuration of the variables.
+    pub fn default_config(&self) -> &Arc<rustls::ClientConfig> {
+        &self.default
+    }
+
+    /// The configuration for a connection as `user` to a server with `rows` (its
+    /// `*_servers_ssl_params`): the user's row, else the row for every user, else the variables'.
+    pub fn config_for(
+        &self,
+        rows: &[Arc<ServerSslParams>],
+        user: &str,
+    ) -> Result<Arc<rustls::ClientConfig>, crate::Error> {
+        let Some(row) = ServerSslParams::for_user(rows, user) else {
+            return Ok(self.default.clone());
+        };
+        let tls = row.over(&self.global);
+        let mut cache = sluice_core::util::lock(&self.per_server);
+        if let Some(c) = cache.get(&tls) {
+            return Ok(c.clone());
+        }
+        let table = format!(
+            "{}_servers_ssl_params {}:{}",
+            self.prefix, row.hostname, row.port
+        );
+        let built = client_config(self.prefix, &tls, self.key_log.clone()).map_err(|e| {
+            crate::Error::Tls {
+                setting: table,
+                why: e.to_string(),
+            }
+        })?;
+        cache.insert(tls, built.clone());
+        Ok(built)
+    }
 }
 
 /// `setting` cannot be used, for reason `e`.

@@ -6,6 +6,7 @@ use crate::Error;
 use crate::conn::{ConnectParams, PgConn};
 use sluice_core::monitor::{CheckFuture, CheckTarget, Checker, ConnCache};
 use sluice_core::runtime::ServerKey;
+use sluice_net::client_tls::TlsSource;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -14,11 +15,18 @@ use std::time::Instant;
 pub struct PgChecker {
     conns: ConnCache<PgConn>,
     /// TLS towards servers with `use_ssl=1`, as the data path's connections use it.
-    tls: Option<Arc<rustls::ClientConfig>>,
+    tls: Option<Arc<TlsSource>>,
 }
 
-fn params(t: &CheckTarget, tls: &Option<Arc<rustls::ClientConfig>>) -> ConnectParams {
-    ConnectParams {
+fn params(t: &CheckTarget, tls: &Option<Arc<TlsSource>>) -> Result<ConnectParams, String> {
+    let tls = match (t.use_ssl, tls) {
+        (true, Some(src)) => Some(
+            src.config_for(&t.ssl_params, &t.username)
+                .map_err(|e| e.to_string())?,
+        ),
+        _ => None,
+    };
+    Ok(ConnectParams {
         host: t.server.hostname.clone(),
         port: t.server.port,
         user: t.username.clone(),
@@ -26,8 +34,8 @@ fn params(t: &CheckTarget, tls: &Option<Arc<rustls::ClientConfig>>) -> ConnectPa
         database: t.dbname.clone(),
         options: vec![("application_name".into(), "sluice-monitor".into())],
         timeout: t.timeout,
-        tls: if t.use_ssl { tls.clone() } else { None },
-    }
+        tls,
+    })
 }
 
 fn text(e: Error) -> String {
@@ -45,7 +53,7 @@ impl PgChecker {
 
     /// A checker connecting over `tls` to servers with `use_ssl=1` (the pool's configuration,
     /// so checks verify certificates as the data path does).
-    pub fn with_tls(tls: Option<Arc<rustls::ClientConfig>>) -> Self {
+    pub fn with_tls(tls: Option<Arc<TlsSource>>) -> Self {
         PgChecker {
             tls,
             ..PgChecker::default()
@@ -65,6 +73,7 @@ impl Checker for PgChecker {
     fn connect(&self, t: CheckTarget) -> CheckFuture<u64> {
         let p = params(&t, &self.tls);
         Box::pin(async move {
+            let p = p?;
             let t0 = Instant::now();
             PgConn::connect(&p).await.map_err(text)?;
             Ok(t0.elapsed().as_micros() as u64)
@@ -76,6 +85,7 @@ impl Checker for PgChecker {
         let held = self.conns.take(&t.server);
         let conns = self.conns.clone();
         Box::pin(async move {
+            let p = p?;
             let mut c = connection(held, &p).await?;
             let t0 = Instant::now();
             c.run_quietly("SELECT 1").await.map_err(text)?;
@@ -90,6 +100,7 @@ impl Checker for PgChecker {
         let held = self.conns.take(&t.server);
         let conns = self.conns.clone();
         Box::pin(async move {
+            let p = p?;
             let mut c = connection(held, &p).await?;
             let v = c
                 .query_value("SELECT pg_is_in_recovery()")
@@ -109,6 +120,7 @@ impl Checker for PgChecker {
         let held = self.conns.take(&t.server);
         let conns = self.conns.clone();
         Box::pin(async move {
+            let p = p?;
             let mut c = connection(held, &p).await?;
             // A replica that has replayed everything it received is not behind, however old
             // its last replayed transaction is (an idle primary writes nothing).

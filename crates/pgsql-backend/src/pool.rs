@@ -41,7 +41,7 @@ pub struct PgPool {
     idle: Mutex<IdleConns>,
     slots: Mutex<Slots>,
     /// TLS for servers with `use_ssl=1`.
-    tls: Option<Arc<rustls::ClientConfig>>,
+    tls: Option<Arc<sluice_net::client_tls::TlsSource>>,
     /// Told about each failed connect (not refused logins): the monitor's error shunning.
     connect_errors: std::sync::OnceLock<sluice_core::monitor::ConnectErrorHook>,
     /// Every open connection's socket, by server, to kill them when the server is shunned.
@@ -93,13 +93,14 @@ pub struct PgPooled {
 }
 
 impl PgPool {
-    /// The TLS configuration towards servers with `use_ssl=1` (the monitor uses it too).
-    pub fn tls(&self) -> Option<&Arc<rustls::ClientConfig>> {
+    /// The TLS configurations towards servers with `use_ssl=1` (the monitor uses them too).
+    pub fn tls(&self) -> Option<&Arc<sluice_net::client_tls::TlsSource>> {
         self.tls.as_ref()
     }
 
-    /// An empty pool set; `tls` is used towards servers with `use_ssl=1`.
-    pub fn new(tls: Option<Arc<rustls::ClientConfig>>) -> Arc<Self> {
+    /// An empty pool set; `tls` serves servers with `use_ssl=1` (per server, with its
+    /// `pgsql_servers_ssl_params`).
+    pub fn new(tls: Option<Arc<sluice_net::client_tls::TlsSource>>) -> Arc<Self> {
         Arc::new(PgPool {
             tls,
             ..PgPool::default()
@@ -228,7 +229,10 @@ impl PgPool {
         }
         let tls = match (server.use_ssl, &self.tls) {
             (false, _) => None,
-            (true, Some(t)) => Some(t.clone()),
+            (true, Some(src)) => match src.config_for(&server.ssl_params, req.user) {
+                Ok(c) => Some(c),
+                Err(e) => return Attempt::Fatal(Error::Auth(format!("{}: {e}", server.key))),
+            },
             (true, None) => {
                 return Attempt::Fatal(Error::Auth(format!(
                     "{}: use_ssl=1 but no TLS client configuration",

@@ -11,6 +11,7 @@ mod proxysql_names;
 mod query_rules;
 mod query_variables;
 mod reader;
+mod server_ssl_params;
 mod tls_settings;
 mod topology_tables;
 mod values;
@@ -24,6 +25,7 @@ pub use pgsql::{PgsqlServer, PgsqlUser, PgsqlVariables};
 pub use proxysql_names::PROXYSQL_MYSQL_VARIABLES;
 pub use query_rules::{FastRoute, QueryRule};
 pub use query_variables::QueryVariables;
+pub use server_ssl_params::ServerSslParams;
 pub use tls_settings::{BackendTls, BackendVerify, FrontendTls, TlsVersions};
 pub use topology_tables::{GroupReplicationHostgroup, ReplicationHostgroup};
 pub use values::*;
@@ -68,6 +70,10 @@ pub struct Config {
     pub pgsql_servers: Vec<PgsqlServer>,
     /// `pgsql_users` rows.
     pub pgsql_users: Vec<PgsqlUser>,
+    /// `mysql_servers_ssl_params` rows: backend TLS per server (and user).
+    pub mysql_servers_ssl_params: Vec<ServerSslParams>,
+    /// `pgsql_servers_ssl_params` rows.
+    pub pgsql_servers_ssl_params: Vec<ServerSslParams>,
     /// Warnings worth logging at start (e.g. variables accepted without effect).
     pub warnings: Vec<String>,
 }

@@ -44,6 +44,10 @@ struct RawFile {
     mysql_group_replication_hostgroups: Vec<Spanned<GroupReplicationHostgroup>>,
     #[serde(default)]
     mysql_galera_hostgroups: Vec<Spanned<GroupReplicationHostgroup>>,
+    #[serde(default)]
+    mysql_servers_ssl_params: Vec<Spanned<ServerSslParams>>,
+    #[serde(default)]
+    pgsql_servers_ssl_params: Vec<Spanned<ServerSslParams>>,
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
@@ -105,6 +109,10 @@ pub(super) fn parse(text: &str) -> Result<Config, Error> {
         raw.mysql_galera_hostgroups,
     )?;
     r.default_hostgroups(pg_user_hostgroups)?;
+    r.cfg.mysql_servers_ssl_params =
+        r.ssl_params("mysql_servers_ssl_params", raw.mysql_servers_ssl_params)?;
+    r.cfg.pgsql_servers_ssl_params =
+        r.ssl_params("pgsql_servers_ssl_params", raw.pgsql_servers_ssl_params)?;
     Ok(r.cfg)
 }
 
@@ -206,6 +214,45 @@ impl Reader<'_> {
             self.cfg.mysql_users.push(u);
         }
         Ok(())
+    }
+
+    /// `table` rows: one per (hostname, port, username), a valid `ssl_verify`; columns this
+    /// version does not use are a warning.
+    fn ssl_params(
+        &mut self,
+        table: &str,
+        rows: Vec<Spanned<ServerSslParams>>,
+    ) -> Result<Vec<ServerSslParams>, Error> {
+        let mut seen = HashSet::new();
+        let mut out = Vec::new();
+        for row in rows {
+            let offset = row.span().start;
+            let p = row.into_inner();
+            let key = (p.hostname.clone(), p.port, p.username.clone());
+            if !seen.insert(key) {
+                return Err(self.invalid(
+                    offset,
+                    format!(
+                        "{table}: duplicate row for {}:{} user '{}'",
+                        p.hostname, p.port, p.username
+                    ),
+                ));
+            }
+            if let Err(e) = BackendVerify::parse(&table[..5], "ssl_verify", &p.ssl_verify) {
+                return Err(self.invalid(offset, format!("{table}: {e}")));
+            }
+            let unused = p.unused_columns();
+            if !unused.is_empty() {
+                self.cfg.warnings.push(format!(
+                    "{table} {}:{}: {} accepted but not used in this version",
+                    p.hostname,
+                    p.port,
+                    unused.join(", ")
+                ));
+            }
+            out.push(p);
+        }
+        Ok(out)
     }
 
     fn hostgroup_attributes(

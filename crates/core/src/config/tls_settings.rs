@@ -81,7 +81,7 @@ pub struct FrontendTls {
 }
 
 /// How a server's certificate is checked on backend TLS connections (`use_ssl=1`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub enum BackendVerify {
     /// `""`: `verify-ca` when a CA is configured, else `none` (ProxySQL's behaviour).
     #[default]
@@ -128,7 +128,7 @@ impl BackendVerify {
 
 /// What backend TLS connections (`use_ssl=1`) and the monitor's are built from: the
 /// `<prefix>-ssl_p2s_ca`, `_capath`, `_cert`, `_key` and `_verify` variables of each side.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct BackendTls {
     /// CA bundle (PEM path).
     pub ca: String,

@@ -40,6 +40,9 @@ pub struct CheckTarget {
     /// A row of the server has `use_ssl=1`: the check connects over TLS, with the same
     /// verification as the data path's connections.
     pub use_ssl: bool,
+    /// The server's `*_servers_ssl_params` rows (the one for the monitor user, else the one
+    /// for every user, overrides the `ssl_p2s_*` variables).
+    pub ssl_params: Vec<std::sync::Arc<crate::config::ServerSslParams>>,
 }
 
 /// The checks a backend crate implements.
@@ -303,12 +306,12 @@ impl Monitor {
             let lag_checked = lag_thresholds(side.hostgroups);
             let grouped = group_members(side.hostgroups, groups(&base, self.protocol));
             let galera_nodes = group_members(side.hostgroups, galera(&base, self.protocol));
-            let tls_servers: HashSet<ServerKey> = side
+            let tls_servers: HashMap<ServerKey, &HostgroupServer> = side
                 .hostgroups
                 .values()
                 .flatten()
                 .filter(|s| s.use_ssl)
-                .map(|s| s.key.clone())
+                .map(|s| (s.key.clone(), s))
                 .collect();
             let shunned: HashSet<ServerKey> = lock(&self.health)
                 .iter()
@@ -360,7 +363,11 @@ impl Monitor {
                         check_type: check_type.cloned().unwrap_or_default(),
                         timeout: Duration::from_millis(timeout),
                         heartbeat_table: v.replication_lag_use_percona_heartbeat.clone(),
-                        use_ssl: tls_servers.contains(&server),
+                        use_ssl: tls_servers.contains_key(&server),
+                        ssl_params: tls_servers
+                            .get(&server)
+                            .map(|s| s.ssl_params.clone())
+                            .unwrap_or_default(),
                     };
                     spawn_check(kind, target, checker.clone(), tx.clone());
                 }

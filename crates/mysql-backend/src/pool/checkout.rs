@@ -92,13 +92,26 @@ impl MysqlPool {
         server: &HostgroupServer,
         deadline: Instant,
     ) -> Result<PooledConn, Error> {
-        if server.use_ssl && self.tls.is_none() {
-            self.release_slot(req.hostgroup, &server.key);
-            return Err(Error::Tls {
-                server: server.key.to_string(),
-                why: "no TLS client configuration".into(),
-            });
-        }
+        let tls = match (server.use_ssl, &self.tls) {
+            (false, _) => None,
+            (true, Some(src)) => match src.config_for(&server.ssl_params, req.user) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    self.release_slot(req.hostgroup, &server.key);
+                    return Err(Error::Tls {
+                        server: server.key.to_string(),
+                        why: e.to_string(),
+                    });
+                }
+            },
+            (true, None) => {
+                self.release_slot(req.hostgroup, &server.key);
+                return Err(Error::Tls {
+                    server: server.key.to_string(),
+                    why: "no TLS client configuration".into(),
+                });
+            }
+        };
         let remaining = deadline.saturating_duration_since(Instant::now());
         let params = ConnectParams {
             host: server.key.hostname.clone(),
@@ -108,11 +121,7 @@ impl MysqlPool {
             schema: None,
             charset: req.charset,
             client_caps: req.client_caps & REPLY_SHAPING_CAPS,
-            tls: if server.use_ssl {
-                self.tls.clone()
-            } else {
-                None
-            },
+            tls,
             compress: server.compression,
             timeout: req
                 .connect_timeout

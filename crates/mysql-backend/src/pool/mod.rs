@@ -46,7 +46,7 @@ struct Inner {
 #[derive(Debug)]
 pub struct MysqlPool {
     inner: Mutex<Inner>,
-    tls: Option<Arc<rustls::ClientConfig>>,
+    tls: Option<Arc<sluice_net::client_tls::TlsSource>>,
     /// Told about each failed connect (not refused logins): the monitor's error shunning.
     connect_errors: std::sync::OnceLock<sluice_core::monitor::ConnectErrorHook>,
     /// Every open connection's socket, by server, to kill them when the server is shunned.
@@ -136,13 +136,14 @@ pub struct ServerPoolStats {
 }
 
 impl MysqlPool {
-    /// The TLS configuration towards servers with `use_ssl=1` (the monitor uses it too).
-    pub fn tls(&self) -> Option<&Arc<rustls::ClientConfig>> {
+    /// The TLS configurations towards servers with `use_ssl=1` (the monitor uses them too).
+    pub fn tls(&self) -> Option<&Arc<sluice_net::client_tls::TlsSource>> {
         self.tls.as_ref()
     }
 
-    /// A pool set; `tls` is used for servers with `use_ssl=1`.
-    pub fn new(tls: Option<Arc<rustls::ClientConfig>>) -> Arc<Self> {
+    /// A pool set; `tls` serves servers with `use_ssl=1` (per server, with its
+    /// `mysql_servers_ssl_params`).
+    pub fn new(tls: Option<Arc<sluice_net::client_tls::TlsSource>>) -> Arc<Self> {
         Arc::new(MysqlPool {
             inner: Mutex::new(Inner::default()),
             tls,
