@@ -429,7 +429,8 @@ fn postgresql_heartbeat_shuns_a_stopped_server_and_kills_its_queries() {
         in_flight,
         || signal_postgres(pid, "CONT"),
         (
-            "ERROR:",
+            // The session ends with its server connection, as PostgreSQL ends it.
+            "FATAL:  the server connection was lost",
             &format!("Killed 1 PostgreSQL connection(s) to shunned server 127.0.0.1:{r}"),
         ),
     );

@@ -327,13 +327,6 @@ impl SessionProcessor {
     pub fn client_ip(&self) -> &str {
         &self.id.client_ip
     }
-
-    /// The server connection was lost: nothing outstanding will be answered.
-    pub fn reset(&mut self) {
-        self.inflight.clear();
-        self.batch = None;
-        self.rows = (0, 0);
-    }
 }
 
 #[cfg(test)]

@@ -308,7 +308,13 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
     async fn client_message(&mut self, m: Bytes) -> Result<Step, Error> {
         if m[0] == b'X' {
             if let Some(b) = self.backend.take() {
-                if self.pinned.reason().is_some() || !self.replies.at_rest() {
+                if !self.replies.at_rest() {
+                    // Replies still in flight or a transaction open: `DISCARD ALL` would fail
+                    // or be read as the answer to what is in flight, leaving its own answer in
+                    // the socket for the next session (the soak saw clients get "DISCARD ALL
+                    // cannot run inside a transaction block"). The connection is closed.
+                    drop(b);
+                } else if self.pinned.reason().is_some() {
                     b.release_discard();
                 } else {
                     b.release_clean();
@@ -339,47 +345,28 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
         Ok(Step::Continue)
     }
 
-    /// The server connection broke. With a request in flight the client gets its answer (the
-    /// server's error, else Sluice's) and ReadyForQuery, and the session goes on without the
-    /// connection. With none — idle in a transaction, or holding a pinned connection — the
-    /// transaction or the session state is gone and nothing was asked: the session ends, as
-    /// PostgreSQL ends it (a ReadyForQuery nobody asked for would be taken as the answer to the
-    /// client's next command, and every answer after it would be one off).
+    /// The server connection broke (terminated, crashed, cut): the client session ends as
+    /// PostgreSQL ends it — the server's FATAL if it sent one, else Sluice's, then the close —
+    /// as PgBouncer does too. Going on without the connection cannot be made right: the
+    /// transaction or session state is gone, and any ReadyForQuery Sluice made up (for a batch
+    /// whose Sync comes later, or with nothing asked) would be taken as the answer to a later
+    /// command, putting every answer after it one off (the soak saw acknowledged commits that
+    /// were not there). Sessions that hold no connection are not affected.
     async fn server_lost(&mut self, e: Error) -> Result<Step, Error> {
-        let asked = self.replies.outstanding() > 0 || self.replies.handoff_pending();
         self.backend = None;
         self.replies.lost();
         set_target(&self.handle.target, None);
-        self.io.stmts.reset_inflight();
-        self.io.qp.reset();
-        self.fill = None;
         if let Some(t) = self.timer.take() {
             t.abort();
         }
-        self.batch_open = false;
-        self.pending.clear();
-        let forwarded = std::mem::take(&mut self.error_forwarded);
-        if !asked {
-            if !forwarded {
-                let msg = format!("the server connection was lost: {e}");
-                self.tcp
-                    .write_all(&error_response("FATAL", "08006", &msg))
-                    .await?;
-            }
-            info!(user = %self.l.user.username, "pgsql: the server connection of an idle transaction or pinned session was lost ({e}); ending the client session, as PostgreSQL would");
-            return Ok(Step::End);
+        if !std::mem::take(&mut self.error_forwarded) {
+            let msg = format!("the server connection was lost: {e}");
+            self.tcp
+                .write_all(&error_response("FATAL", "08006", &msg))
+                .await?;
         }
-        let mut out = Vec::new();
-        if !forwarded {
-            out = error_response(
-                "ERROR",
-                "08006",
-                &format!("the server connection was lost: {e}"),
-            );
-        }
-        out.extend(ready(b'I'));
-        self.tcp.write_all(&out).await?;
-        Ok(Step::Continue)
+        info!(user = %self.l.user.username, "pgsql: the session's server connection was lost ({e}); ending the client session, as PostgreSQL would");
+        Ok(Step::End)
     }
 
     /// Forwards every complete server frame, noting what pooling needs; gives the connection

@@ -307,14 +307,6 @@ impl SessionStatements {
             self.closes.pop_front();
         }
     }
-
-    /// The server connection was lost or handed back: nothing is outstanding any more.
-    pub fn reset_inflight(&mut self) {
-        self.parses.clear();
-        self.closes.clear();
-        self.batches_sent = 0;
-        self.batches_done = 0;
-    }
 }
 
 #[cfg(test)]
