@@ -21,7 +21,9 @@ const PG_ADMIN: u16 = 16203;
 const SB_DB: &str = "sbsoak";
 
 /// The soak's Sluice: replication hostgroups on both sides (writer 0, reader 1), reads split
-/// to the readers, monitors every second.
+/// to the readers, monitors every second; server connects (TCP + TLS + SCRAM) may take 5 s, as
+/// the 2,000-connect burst on a loaded 2-core machine needs (with the default 1 s, 23 of 1,000
+/// PostgreSQL logins of a 10-minute run timed out opening their server connection).
 fn config() -> String {
     format!(
         r#"[admin_variables]
@@ -31,6 +33,8 @@ pgsql_ifaces = "127.0.0.1:{PG_ADMIN}"
 [mysql_variables]
 interfaces = "127.0.0.1:{MY_PORT}"
 max_connections = 20000
+connect_timeout_server = 5000
+connect_timeout_server_max = 20000
 monitor_read_only_interval = 1000
 monitor_ping_interval = 1000
 monitor_connect_interval = 2000
@@ -38,6 +42,8 @@ monitor_connect_interval = 2000
 [pgsql_variables]
 interfaces = "127.0.0.1:{PG_PORT}"
 max_connections = 20000
+connect_timeout_server = 5000
+connect_timeout_server_max = 20000
 monitor_read_only_interval = 1000
 monitor_ping_interval = 1000
 monitor_connect_interval = 2000
@@ -415,7 +421,7 @@ impl Soak {
                 failed_over = true;
                 writer = my2.clone();
             }
-            if !burst_done && tick >= at(0.3) {
+            if !burst_done && tick >= at(0.1).max(15) {
                 let (ok, failed) = faults::connect_burst(
                     &self.script,
                     [("mysql", MY_PORT), ("pgsql", PG_PORT)],
