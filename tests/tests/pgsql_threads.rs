@@ -28,11 +28,17 @@ fn thread_names(pid: u32) -> Vec<String> {
     names
 }
 
-fn session_threads(s: &Sluice) -> Vec<String> {
-    thread_names(s.pid())
-        .into_iter()
-        .filter(|n| n.starts_with("sluice-pg-"))
-        .collect()
+/// The session threads' names, once `n` of them run (the ports open a moment before the
+/// threads start, so the harness's start can return first).
+fn session_threads(s: &Sluice, n: usize) -> Vec<String> {
+    let names = || -> Vec<String> {
+        thread_names(s.pid())
+            .into_iter()
+            .filter(|n| n.starts_with("sluice-pg-"))
+            .collect()
+    };
+    wait_for("the session threads", || names().len() >= n);
+    names()
 }
 
 #[test]
@@ -43,7 +49,7 @@ fn one_session_thread_per_cpu_by_default() {
     let s = Sluice::start(&standard_config("", ""));
     let cpus = std::thread::available_parallelism().map_or(1, usize::from);
     let want: Vec<String> = (0..cpus).map(|i| format!("sluice-pg-{i}")).collect();
-    let mut got = session_threads(&s);
+    let mut got = session_threads(&s, cpus);
     got.sort_by_key(|n| n.len());
     assert_eq!(got, want);
     assert_eq!(
@@ -69,7 +75,9 @@ async fn sessions_on_two_threads_share_one_server_connection() {
         )
     );
     let s = Sluice::start(&cfg);
-    assert_eq!(session_threads(&s), ["sluice-pg-0", "sluice-pg-1"]);
+    let mut got = session_threads(&s, 2);
+    got.sort();
+    assert_eq!(got, ["sluice-pg-0", "sluice-pg-1"]);
     assert_eq!(
         s.admin_ok(
             "SELECT variable_value FROM runtime_global_variables WHERE variable_name = 'pgsql-threads'"
