@@ -344,6 +344,24 @@ fn count_refusal(stats: &sluice_core::metrics::FrontendStats, e: &crate::Error) 
     counter.fetch_add(1, Relaxed);
 }
 
+/// Waits the client address's turn when its failed logins throttle it; false (and the client
+/// told why) when its queue is full.
+async fn admitted<S: AsyncWrite + Unpin>(fe: &PgFrontend, io: &mut S, peer: SocketAddr) -> bool {
+    match fe.login.admit(peer.ip()) {
+        Admission::Now => true,
+        Admission::After(wait) => {
+            tokio::time::sleep(wait).await;
+            true
+        }
+        Admission::Refused => {
+            fe.stats.client_connections_aborted.fetch_add(1, Relaxed);
+            let msg = format!("too many failed logins from {}; retry later", peer.ip());
+            fail(io, "28000", &msg).await;
+            false
+        }
+    }
+}
+
 /// A logged-in session: announce the server's parameters, then pump messages until the end.
 async fn run<S: AsyncRead + AsyncWrite + Unpin>(
     fe: Arc<PgFrontend>,
@@ -354,15 +372,8 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
     (peer, local): (SocketAddr, SocketAddr),
     worker: Option<usize>,
 ) {
-    match fe.login.admit(peer.ip()) {
-        Admission::Now => {}
-        Admission::After(wait) => tokio::time::sleep(wait).await,
-        Admission::Refused => {
-            fe.stats.client_connections_aborted.fetch_add(1, Relaxed);
-            let msg = format!("too many failed logins from {}; retry later", peer.ip());
-            fail(&mut io, "28000", &msg).await;
-            return;
-        }
+    if !admitted(&fe, &mut io, peer).await {
+        return;
     }
     let l = match login(&fe, &mut io, &mut reader, startup, tls, peer).await {
         Ok(mut l) => {

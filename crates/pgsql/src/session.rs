@@ -440,22 +440,9 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
                 saw_ready = true;
                 conn.traffic.queries.fetch_add(1, Relaxed);
             }
-            match f.sets {
-                Some(SetsVerdict::Kept) => {
-                    for c in &self.pending {
-                        self.vars.apply(c);
-                        apply(&mut conn.session_vars, c);
-                    }
-                    self.pending.clear();
-                }
-                Some(SetsVerdict::Unclear) => {
-                    // Committed after an error (savepoints): which SETs survived is unclear,
-                    // so the session keeps this connection.
-                    self.pinned.sticky = Some("session state");
-                    self.pending.clear();
-                }
-                Some(SetsVerdict::Undone) => self.pending.clear(),
-                None => {}
+            if let Some(verdict) = f.sets {
+                let session = (&mut self.pending, &mut self.vars, &mut self.pinned);
+                settle_sets(verdict, session, &mut conn.session_vars);
             }
             if matches!(f.kind, b'1' | b'3' | b'Z')
                 && self.io.stmts.incoming(f.kind, &mut conn.prepared) == Reply::Swallow
@@ -508,6 +495,29 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
             fe.cache.invalidate(&tables, complete);
         }
     }
+}
+
+/// The transaction that carried a session's `pending` SETs ended: they are kept (in the
+/// session's `vars` and in `conn_vars`, the connection's), undone, or — after an error inside a
+/// committed transaction — unclear, which pins the connection.
+fn settle_sets(
+    verdict: SetsVerdict,
+    (pending, vars, pinned): (&mut Vec<Change>, &mut SessionVars, &mut PinSet),
+    conn_vars: &mut std::collections::BTreeMap<String, String>,
+) {
+    match verdict {
+        SetsVerdict::Kept => {
+            for c in pending.iter() {
+                vars.apply(c);
+                apply(conn_vars, c);
+            }
+        }
+        // Committed after an error (savepoints): which SETs survived is unclear, so the
+        // session keeps this connection.
+        SetsVerdict::Unclear => pinned.sticky = Some("session state"),
+        SetsVerdict::Undone => {}
+    }
+    pending.clear();
 }
 
 /// `chunk` without the byte ranges in `cut` (sorted, disjoint); borrowed when nothing is cut.
