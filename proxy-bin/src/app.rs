@@ -52,6 +52,7 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
         }),
     );
     let mut servers = listeners.serve(&fe, &pg_fe, &admin, (&shutdown, &tasks));
+    servers.push(fleet_sync(&admin, &cfg, &shutdown)?);
     if let Some(http) = http {
         servers.push(tokio::spawn(sluice_admin::serve_http(
             admin.clone(),
@@ -99,6 +100,39 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
     fe.pool().close_idle().await;
     info!("sluice stopped");
     Ok(())
+}
+
+/// Keeps this node in step with its fleet: through the configuration store when one is set,
+/// else ProxySQL Cluster style with the `proxysql_servers` peers (idle until
+/// `admin-cluster_username` is set).
+fn fleet_sync(
+    admin: &Arc<Admin>,
+    cfg: &Config,
+    shutdown: &CancellationToken,
+) -> Result<tokio::task::JoinHandle<()>, String> {
+    let Some(url) = &cfg.config_store else {
+        return Ok(tokio::spawn(sluice_cluster::run_peer_sync(
+            admin.clone(),
+            shutdown.clone(),
+        )));
+    };
+    let address = sluice_cluster::StoreAddress::parse(url).map_err(|e| e.to_string())?;
+    let node = sluice_cluster::NodeIdentity::from_admin_ifaces(&cfg.admin_variables.mysql_ifaces);
+    if cfg.admin_variables.cluster.enabled() && !cfg.proxysql_servers.is_empty() {
+        warn!(
+            "a configuration store is set: the proxysql_servers peers are not polled (one source of configuration per fleet)"
+        );
+    }
+    admin.attach_config_store(Arc::new(sluice_cluster::EtcdStore::new(
+        address.clone(),
+        node.id.clone(),
+    )));
+    Ok(tokio::spawn(sluice_cluster::run_etcd_sync(
+        admin.clone(),
+        address,
+        node,
+        shutdown.clone(),
+    )))
 }
 
 /// Opens the admin store (from disk, or from the config file with `--initial` or a new datadir)

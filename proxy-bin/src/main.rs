@@ -26,6 +26,10 @@ struct Cli {
     /// Initialise from the config file even if a saved admin database exists.
     #[arg(long)]
     initial: bool,
+    /// The fleet's shared configuration store, `etcd://host:port[,host:port…]/prefix`
+    /// (overrides `[cluster] config_store`).
+    #[arg(long)]
+    config_store: Option<String>,
     /// Seconds sessions get to finish their current statement on SIGTERM/SIGINT.
     #[arg(long, default_value_t = 30)]
     shutdown_timeout: u64,
@@ -40,13 +44,16 @@ fn main() -> ExitCode {
         )
         .with_target(false)
         .init();
-    let cfg = match sluice_core::config::Config::from_file(&cli.config) {
+    let mut cfg = match sluice_core::config::Config::from_file(&cli.config) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("sluice: {e}");
             return ExitCode::from(64);
         }
     };
+    if cli.config_store.is_some() {
+        cfg.config_store = cli.config_store;
+    }
     let threads = cfg.mysql_variables.threads as usize;
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads)

@@ -365,6 +365,18 @@ impl Drop for Sluice {
     }
 }
 
+/// Polls `check` every 20 ms until it holds or `limit` passes; how long it took, or `None`.
+pub fn within(limit: Duration, mut check: impl FnMut() -> bool) -> Option<Duration> {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if check() {
+            return Some(start.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
 /// Runs the `mariadb` CLI against `port` with `args`, feeding `sql` on stdin; tab-separated
 /// output without headers.
 pub fn mariadb(port: u16, user: &str, password: &str, args: &[&str], sql: &str) -> Output {

@@ -4,6 +4,7 @@
 //! Everything lives in a state folder under `target/sluice-backends/`; every process is started
 //! detached with a pid file so that `down` stops exactly what `up` started.
 
+pub mod etcd;
 pub mod galera;
 pub mod mariadb;
 pub mod packages;

@@ -99,9 +99,19 @@ pub fn ensure_test_tools() -> Result<()> {
         &["prometheus", "promtool", "prometheus-pgbouncer-exporter"],
         &["prometheus", "prometheus-pgbouncer-exporter"],
     )?;
+    ensure_etcd()?;
     ensure_python_module("pymysql", "PyMySQL")?;
     ensure_python_module("psycopg", "psycopg[binary]")?;
     ensure_python_module("asyncpg", "asyncpg")
+}
+
+/// etcd (server and etcdctl), the configuration store's tests' three-member cluster.
+pub fn ensure_etcd() -> Result<()> {
+    apt_install(
+        "config store",
+        &["etcd", "etcdctl"],
+        &["etcd-server", "etcd-client"],
+    )
 }
 
 /// HAProxy for the benchmark's TCP-relay baseline.

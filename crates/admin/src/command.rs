@@ -83,6 +83,10 @@ pub enum Direction {
     MemoryToDisk,
     /// config file → memory.
     ConfigToMemory,
+    /// `SAVE … TO CLUSTER`: the module's runtime → the shared configuration store (etcd).
+    RuntimeToCluster,
+    /// `LOAD … FROM CLUSTER`: the store's copy → memory → runtime (and disk, as a sync does).
+    ClusterToRuntime,
 }
 
 /// A statement the admin handles itself.
@@ -117,6 +121,9 @@ pub enum Command {
     Unsupported(String),
     /// `PROXYSQL PAUSE|RESUME|SHUTDOWN|FLUSH LOGS|...`.
     Proxysql(String),
+    /// `PROXY_SELECT * FROM runtime_<table>`: a cluster peer pulling a module table's runtime
+    /// rows as configured (table name lower-cased).
+    ProxySelect(String),
     /// `KILL [CONNECTION] n`.
     Kill(u32),
     /// `SAVE CONFIG TO FILE <path>`.
@@ -197,6 +204,8 @@ fn direction(verb: &str, rest: &[String]) -> Option<Direction> {
         ("LOAD", ["TO", "RUNTIME" | "RUN"] | ["FROM", "MEMORY" | "MEM"]) => Some(MemoryToRuntime),
         ("SAVE", ["TO", "MEMORY" | "MEM"] | ["FROM", "RUNTIME" | "RUN"]) => Some(RuntimeToMemory),
         ("LOAD", ["FROM", "DISK"] | ["TO", "MEMORY" | "MEM"]) => Some(DiskToMemory),
+        ("SAVE", ["TO", "CLUSTER"]) => Some(RuntimeToCluster),
+        ("LOAD", ["FROM", "CLUSTER"]) => Some(ClusterToRuntime),
         ("SAVE", ["TO", "DISK"] | ["FROM", "MEMORY" | "MEM"]) => Some(MemoryToDisk),
         ("LOAD", ["FROM", "CONFIG"]) => Some(ConfigToMemory),
         _ => None,
@@ -283,6 +292,14 @@ pub fn parse_command(sql: &str) -> Option<Command> {
             }
         }
         "PROXYSQL" => Some(Command::Proxysql(w[1..].join(" "))),
+        "PROXY_SELECT" => match w.get(1..).unwrap_or_default() {
+            [star, from, table] if star == "*" && from == "FROM" => {
+                Some(Command::ProxySelect(table.to_ascii_lowercase()))
+            }
+            _ => Some(Command::Unsupported(
+                "PROXY_SELECT takes the form PROXY_SELECT * FROM runtime_<table>".into(),
+            )),
+        },
         // PgBouncer's console verbs, where they map onto Sluice.
         "PAUSE" | "RESUME" | "SHUTDOWN" if w.len() == 1 => {
             Some(Command::Proxysql(first.to_string()))

@@ -49,9 +49,19 @@ pub struct Admin {
     live: OnceLock<Arc<dyn LiveStats>>,
     /// When the process started (`proxysql_uptime_seconds_total`, `ProxySQL_Uptime`).
     pub(crate) started: std::time::Instant,
+    /// Each cluster module's version, epoch and checksum (`runtime_checksums_values`).
+    pub(crate) checksums: crate::cluster::Checksums,
+    /// What is known of the other nodes of the fleet.
+    pub(crate) cluster: crate::cluster::ClusterBoard,
+    /// Syncs from several peers (or the store) apply one at a time.
+    pub(crate) apply_lock: tokio::sync::Mutex<()>,
+    /// The shared configuration store, when one is configured.
+    pub(crate) config_store: OnceLock<Arc<dyn crate::config_store::ConfigStore>>,
+    /// Its connection state.
+    pub(crate) store_status: Mutex<Option<crate::config_store::StoreStatus>>,
 }
 
-const RUNTIME_MODULES: [Module; 9] = [
+const RUNTIME_MODULES: [Module; 10] = [
     Module::MysqlUsers,
     Module::MysqlServers,
     Module::MysqlVariables,
@@ -61,6 +71,7 @@ const RUNTIME_MODULES: [Module; 9] = [
     Module::PgsqlVariables,
     Module::MysqlQueryRules,
     Module::PgsqlQueryRules,
+    Module::ProxysqlServers,
 ];
 const ALL_MODULES: [Module; 11] = [
     Module::MysqlUsers,
@@ -100,6 +111,11 @@ impl Admin {
             runtime: OnceLock::new(),
             live: OnceLock::new(),
             started: std::time::Instant::now(),
+            checksums: Default::default(),
+            cluster: Default::default(),
+            apply_lock: tokio::sync::Mutex::new(()),
+            config_store: OnceLock::new(),
+            store_status: Mutex::new(None),
         };
         let disk_has_config = admin
             .store
@@ -142,6 +158,7 @@ impl Admin {
         };
         *lock(&admin.running) = cfg.clone();
         for m in ALL_MODULES {
+            admin.checksums.loaded(m, &cfg);
             admin
                 .refresh_runtime_tables(m)
                 .await
@@ -198,7 +215,8 @@ impl Admin {
             | Module::PgsqlUsers
             | Module::PgsqlServers
             | Module::MysqlQueryRules
-            | Module::PgsqlQueryRules => {
+            | Module::PgsqlQueryRules
+            | Module::ProxysqlServers => {
                 let mut sql = Vec::new();
                 for t in m.tables() {
                     if crate::layers::RUNTIME_TABLES.contains(t) {
@@ -221,7 +239,7 @@ impl Admin {
         self.store.exec_all(&sql).await
     }
 
-    async fn memory_to_runtime(&self, m: Module) -> Result<AdminReply, AdminError> {
+    pub(crate) async fn memory_to_runtime(&self, m: Module) -> Result<AdminReply, AdminError> {
         let mut message = None;
         if RUNTIME_MODULES.contains(&m) {
             let base = self.running_config();
@@ -250,6 +268,7 @@ impl Admin {
             if let Some(h) = self.runtime.get() {
                 h.store(RuntimeConfig::build(&cfg));
             }
+            self.checksums.loaded(m, &cfg);
             *lock(&self.running) = cfg;
             if let Some(live) = self.live.get() {
                 live.runtime_changed();
@@ -286,6 +305,8 @@ impl Admin {
                     .await?
             }
             Direction::ConfigToMemory => self.config_to_memory(m).await?,
+            Direction::RuntimeToCluster => return self.save_to_cluster(m).await,
+            Direction::ClusterToRuntime => return self.load_from_cluster(m).await,
         }
         Ok(AdminReply::Done {
             affected: 0,
@@ -478,6 +499,7 @@ impl Admin {
             | Command::PgBouncerReload
             | Command::Unsupported(_)) => self.monitoring_command(c).await,
             Command::Proxysql(what) => self.proxysql(&what),
+            Command::ProxySelect(table) => Ok(AdminReply::Rows(self.proxy_select(&table)?)),
             Command::Kill(id) => {
                 if self.live()?.kill_session(id) {
                     Ok(AdminReply::Done {
@@ -548,6 +570,7 @@ impl Admin {
                 message: why,
             });
         }
+        self.refresh_cluster_tables(&lower).await?;
         if let Some(live) = self.live.get() {
             if lower.contains("stats_") {
                 stats::refresh(&self.store, live.as_ref(), &self.running_config()).await?;

@@ -26,6 +26,11 @@ pub fn config_to_toml(cfg: &Config) -> Result<String, crate::Error> {
     if let Some(d) = &cfg.datadir {
         t.insert("datadir".into(), Value::String(d.clone()));
     }
+    if let Some(url) = &cfg.config_store {
+        let mut c = Table::new();
+        c.insert("config_store".into(), Value::String(url.clone()));
+        t.insert("cluster".into(), Value::Table(c));
+    }
     t.insert("admin_variables".into(), vars(cfg.admin_variables.pairs()));
     t.insert("mysql_variables".into(), vars(cfg.mysql_variables.pairs()));
     t.insert("mysql_servers".into(), rows(&cfg.mysql_servers)?);
@@ -71,6 +76,7 @@ pub fn config_to_toml(cfg: &Config) -> Result<String, crate::Error> {
         "pgsql_query_rules_fast_routing".into(),
         rows(&cfg.pgsql_query_rules_fast_routing)?,
     );
+    t.insert("proxysql_servers".into(), rows(&cfg.proxysql_servers)?);
     let body = toml::to_string(&t)?;
     Ok(format!(
         "# Sluice configuration exported by SAVE CONFIG TO FILE.\n{body}"

@@ -65,7 +65,14 @@ async fn answer(admin: Arc<Admin>, mut tcp: TcpStream, peer: SocketAddr) {
         ),
         ("GET" | "HEAD", "/healthz") => response(200, "text/plain", "ok\n", head_only),
         ("GET" | "HEAD", "/readyz") => match admin.not_ready() {
-            None => response(200, "text/plain", "ready\n", head_only),
+            // Ready; fleet notes (e.g. the configuration store is unreachable) follow as detail.
+            None => {
+                let mut body = "ready\n".to_string();
+                for note in admin.cluster_board().notes() {
+                    body.push_str(&format!("note: {note}\n"));
+                }
+                response(200, "text/plain", &body, head_only)
+            }
             Some(why) => response(503, "text/plain", &format!("not ready: {why}\n"), head_only),
         },
         ("GET" | "HEAD", _) => response(404, "text/plain", "not found\n", head_only),

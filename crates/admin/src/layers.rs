@@ -92,6 +92,13 @@ pub async fn memory_to_config(
     if let Some(d) = &base.datadir {
         let _ = writeln!(text, "datadir = {}", toml::Value::String(d.clone()));
     }
+    if let Some(url) = &base.config_store {
+        let _ = writeln!(
+            text,
+            "[cluster]\nconfig_store = {}",
+            toml::Value::String(url.clone())
+        );
+    }
     for (section, prefix, module, current) in [
         (
             "admin_variables",
@@ -154,6 +161,7 @@ pub async fn memory_to_config(
                 Module::PgsqlServers
             }
             "mysql_query_rules" | "mysql_query_rules_fast_routing" => Module::MysqlQueryRules,
+            "proxysql_servers" => Module::ProxysqlServers,
             "pgsql_query_rules" | "pgsql_query_rules_fast_routing" => Module::PgsqlQueryRules,
             _ => Module::MysqlServers,
         };
@@ -191,7 +199,7 @@ pub async fn memory_to_config(
 }
 
 /// The tables the runtime is built from.
-pub const RUNTIME_TABLES: [&str; 15] = [
+pub const RUNTIME_TABLES: [&str; 16] = [
     "mysql_servers",
     "mysql_galera_hostgroups",
     "mysql_group_replication_hostgroups",
@@ -207,10 +215,11 @@ pub const RUNTIME_TABLES: [&str; 15] = [
     "pgsql_query_rules_fast_routing",
     "mysql_servers_ssl_params",
     "pgsql_servers_ssl_params",
+    "proxysql_servers",
 ];
 
 /// A configuration table's column names (from its definition).
-fn table_columns(table: &str) -> Vec<String> {
+pub(crate) fn table_columns(table: &str) -> Vec<String> {
     CONFIG_TABLES
         .iter()
         .find(|(n, _)| *n == table)
@@ -226,13 +235,18 @@ fn table_columns(table: &str) -> Vec<String> {
 
 /// The rows a [`Config`] holds for `table`, with the table's column names.
 pub fn config_rows(cfg: &Config, table: &str) -> AdminRows {
+    let columns = table_columns(table);
+    // A table the runtime does not hold (pgsql_hostgroup_attributes) has its columns and no rows.
+    let no_rows = || AdminRows {
+        columns: columns.clone(),
+        rows: Vec::new(),
+    };
     let Ok(toml::Value::Table(doc)) = toml::Value::try_from(ExportView(cfg)) else {
-        return AdminRows::default();
+        return no_rows();
     };
     let Some(toml::Value::Array(items)) = doc.get(table) else {
-        return AdminRows::default();
+        return no_rows();
     };
-    let columns = table_columns(table);
     let rows = items
         .iter()
         .filter_map(|i| i.as_table())
@@ -334,7 +348,8 @@ struct ExportView<'a>(&'a Config);
 impl serde::Serialize for ExportView<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
-        let mut m = s.serialize_map(Some(15))?;
+        let mut m = s.serialize_map(Some(16))?;
+        m.serialize_entry("proxysql_servers", &self.0.proxysql_servers)?;
         m.serialize_entry("mysql_servers", &self.0.mysql_servers)?;
         m.serialize_entry("mysql_users", &self.0.mysql_users)?;
         m.serialize_entry(

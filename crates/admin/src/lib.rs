@@ -28,7 +28,10 @@
 //! # }
 //! ```
 
+mod cluster;
+mod cluster_tables;
 mod command;
+mod config_store;
 mod engine;
 mod export;
 mod functions;
@@ -42,7 +45,12 @@ mod schema_defs;
 mod stats;
 mod store;
 
+pub use cluster::{
+    ClusterBoard, EMPTY_CHECKSUM, ModuleChecksum, ModuleRows, PeerChecksum, PeerMetrics,
+    PeerRecord, log_sync,
+};
 pub use command::{Command, Direction, Module, parse_command};
+pub use config_store::{ConfigStore, StoreFuture, StoreStatus};
 pub use pgbouncer::PgBouncerCommand;
 
 /// Why the admin store could not be opened at start.

@@ -138,6 +138,14 @@ pub fn ddl() -> Vec<String> {
             ));
         }
     }
+    for (name, cols) in crate::cluster_tables::CLUSTER_STATS_TABLES {
+        out.push(format!("CREATE TABLE IF NOT EXISTS stats.{name} ({cols})"));
+    }
+    out.push(
+        "CREATE TABLE IF NOT EXISTS main.runtime_checksums_values (name VARCHAR NOT NULL, version INT NOT NULL, \
+         epoch INT NOT NULL, checksum VARCHAR NOT NULL, PRIMARY KEY (name))"
+            .to_string(),
+    );
     for name in RESET_TABLES {
         let cols = STATS_TABLES
             .iter()

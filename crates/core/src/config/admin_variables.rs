@@ -1,6 +1,7 @@
 //! `admin-*` global variables.
 
 use super::SetOutcome;
+use super::cluster::ClusterVariables;
 use super::proxysql_names::PROXYSQL_ADMIN_VARIABLES;
 use super::values::{VariableError, check_host_ports, parse_var_bool, parse_var_int};
 use std::collections::BTreeMap;
@@ -32,6 +33,8 @@ pub struct AdminVariables {
     /// brings into memory and `SAVE … TO DISK` onto disk, as ProxySQL does. Off by default
     /// (ProxySQL: on): with only a hash, a `caching_sha2_password` login needs TLS.
     pub hash_passwords: bool,
+    /// `cluster_*`: ProxySQL Cluster's credentials, rhythm and per-module sync settings.
+    pub cluster: ClusterVariables,
     /// ProxySQL variables accepted for compatibility that have no effect in this version.
     pub accepted_unimplemented: BTreeMap<String, String>,
 }
@@ -48,6 +51,7 @@ impl Default for AdminVariables {
             restapi_interface: "127.0.0.1".into(),
             ssl_keylog_file: String::new(),
             hash_passwords: false,
+            cluster: ClusterVariables::default(),
             accepted_unimplemented: BTreeMap::new(),
         }
     }
@@ -106,6 +110,11 @@ impl AdminVariables {
             }
             "ssl_keylog_file" => self.ssl_keylog_file = value.trim().to_string(),
             "hash_passwords" => self.hash_passwords = parse_var_bool("admin", name, value)?,
+            _ if name
+                .strip_prefix("cluster_")
+                .map(|rest| self.cluster.set(rest, value))
+                .transpose()?
+                .unwrap_or(false) => {}
             _ if PROXYSQL_ADMIN_VARIABLES.contains(&name) => {
                 self.accepted_unimplemented
                     .insert(name.to_string(), value.to_string());
@@ -144,6 +153,7 @@ impl AdminVariables {
                 self.hash_passwords.to_string(),
             ),
         ];
+        v.extend(self.cluster.pairs());
         v.extend(
             self.accepted_unimplemented
                 .iter()

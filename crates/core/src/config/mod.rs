@@ -3,6 +3,7 @@
 
 mod admin_variables;
 mod client_host_variables;
+mod cluster;
 mod monitor_variables;
 mod mysql_tables;
 mod mysql_variables;
@@ -18,6 +19,9 @@ mod values;
 
 pub use admin_variables::AdminVariables;
 pub use client_host_variables::ClientHostVariables;
+pub use cluster::{
+    CLUSTER_MODULES, ClusterVariables, ModuleSync, NODE_LOCAL_VARIABLES, ProxysqlServer,
+};
 pub use monitor_variables::MonitorVariables;
 pub use mysql_tables::{MysqlHostgroupAttributes, MysqlServer, MysqlUser};
 pub use mysql_variables::{MysqlVariables, SetOutcome};
@@ -74,6 +78,11 @@ pub struct Config {
     pub mysql_servers_ssl_params: Vec<ServerSslParams>,
     /// `pgsql_servers_ssl_params` rows.
     pub pgsql_servers_ssl_params: Vec<ServerSslParams>,
+    /// `proxysql_servers` rows: the cluster peers this node polls.
+    pub proxysql_servers: Vec<ProxysqlServer>,
+    /// `[cluster] config_store`: the shared configuration store (`etcd://host:port,…/prefix`);
+    /// `None`: none (peers sync with `proxysql_servers`, if set).
+    pub config_store: Option<String>,
     /// Warnings worth logging at start (e.g. variables accepted without effect).
     pub warnings: Vec<String>,
 }

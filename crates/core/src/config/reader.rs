@@ -48,6 +48,16 @@ struct RawFile {
     mysql_servers_ssl_params: Vec<Spanned<ServerSslParams>>,
     #[serde(default)]
     pgsql_servers_ssl_params: Vec<Spanned<ServerSslParams>>,
+    #[serde(default)]
+    proxysql_servers: Vec<Spanned<ProxysqlServer>>,
+    cluster: Option<RawCluster>,
+}
+
+/// `[cluster]`: where the fleet's configuration lives.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCluster {
+    config_store: Option<String>,
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
@@ -73,6 +83,10 @@ pub(super) fn parse(text: &str) -> Result<Config, Error> {
         text,
         cfg: Config {
             datadir: raw.datadir,
+            config_store: raw
+                .cluster
+                .and_then(|c| c.config_store)
+                .filter(|s| !s.trim().is_empty()),
             ..Config::default()
         },
     };
@@ -113,6 +127,7 @@ pub(super) fn parse(text: &str) -> Result<Config, Error> {
         r.ssl_params("mysql_servers_ssl_params", raw.mysql_servers_ssl_params)?;
     r.cfg.pgsql_servers_ssl_params =
         r.ssl_params("pgsql_servers_ssl_params", raw.pgsql_servers_ssl_params)?;
+    r.proxysql_servers(raw.proxysql_servers)?;
     Ok(r.cfg)
 }
 
@@ -253,6 +268,28 @@ impl Reader<'_> {
             out.push(p);
         }
         Ok(out)
+    }
+
+    fn proxysql_servers(&mut self, rows: Vec<Spanned<ProxysqlServer>>) -> Result<(), Error> {
+        let mut seen = HashSet::new();
+        for row in rows {
+            let offset = row.span().start;
+            let p = row.into_inner();
+            if p.hostname.trim().is_empty() || p.port == 0 {
+                return Err(self.invalid(
+                    offset,
+                    "proxysql_servers: a peer needs a hostname and a port".into(),
+                ));
+            }
+            if !seen.insert((p.hostname.clone(), p.port)) {
+                return Err(self.invalid(
+                    offset,
+                    format!("proxysql_servers: duplicate peer {}:{}", p.hostname, p.port),
+                ));
+            }
+            self.cfg.proxysql_servers.push(p);
+        }
+        Ok(())
     }
 
     fn hostgroup_attributes(
