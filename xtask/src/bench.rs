@@ -24,9 +24,9 @@ const SLUICE_SCRAPE_HTTP_PORT: u16 = 16070;
 /// digesting and evaluating the rules costs, not a different server.
 const SPLIT_RULES: &str = "[[mysql_query_rules]]\nrule_id = 1\nactive = 1\nmatch_digest = '^SELECT.*FOR UPDATE'\ndestination_hostgroup = 0\napply = 1\n\
      [[mysql_query_rules]]\nrule_id = 2\nactive = 1\nmatch_digest = '^SELECT'\ndestination_hostgroup = 1\napply = 1\n";
-const DB: &str = "sbbench";
-const TABLES: u32 = 4;
-const ROWS: u32 = 100_000;
+pub(crate) const DB: &str = "sbbench";
+pub(crate) const TABLES: u32 = 4;
+pub(crate) const ROWS: u32 = 100_000;
 
 struct Sample {
     workload: &'static str,
@@ -58,7 +58,7 @@ fn sysbench(port: u16, workload: &str, action: &str, extra: &[String]) -> Comman
     c
 }
 
-fn prepare_data(state: &Path) -> xtask::Result<()> {
+pub(crate) fn prepare_data(state: &Path) -> xtask::Result<()> {
     let primary = xtask::mariadb::primary(state);
     let have = primary
         .sql(&format!(

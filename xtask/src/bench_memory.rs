@@ -6,7 +6,7 @@
 //! allows (Sluice needs one per client, the Python side one per client too, one protocol at a
 //! time).
 
-use crate::bench::{build_release, env_num, spawn_sluice};
+use crate::bench::{build_release, env_num, spawn_sluice, spawn_sluice_bin};
 use std::process::Command;
 use xtask::proc::{self, run_capture, step};
 
@@ -65,15 +65,29 @@ pub fn memory() -> xtask::Result<()> {
     let mut rows = Vec::new();
     // A fresh Sluice per protocol: memory one protocol's sessions freed would otherwise be
     // reused by the other's and hide its cost.
-    for (proto, port) in [("mysql", MYSQL_PORT), ("pgsql", PGSQL_PORT)] {
-        let mut sluice = spawn_sluice(&dir, &format!("sluice-{proto}"), &config, MYSQL_PORT)?;
+    // BENCH_BASELINE_BIN: the same rows for another build, one after the other.
+    let baseline = std::env::var_os("BENCH_BASELINE_BIN").map(std::path::PathBuf::from);
+    let mut builds = vec![("sluice", None)];
+    if let Some(b) = &baseline {
+        builds.push(("baseline", Some(b.as_path())));
+    }
+    let runs = builds.iter().flat_map(|(build, bin)| {
+        [("mysql", MYSQL_PORT), ("pgsql", PGSQL_PORT)]
+            .map(|(proto, port)| (*build, *bin, proto, port))
+    });
+    for (build, bin, proto, port) in runs {
+        let name = format!("sluice-{proto}");
+        let mut sluice = match bin {
+            None => spawn_sluice(&dir, &name, &config, MYSQL_PORT)?,
+            Some(bin) => spawn_sluice_bin(bin, &dir, &name, &config, MYSQL_PORT)?,
+        };
         proc::wait_until(std::time::Duration::from_secs(10), || {
             proc::port_open(PGSQL_PORT)
         });
         let pid = sluice.id();
         std::thread::sleep(std::time::Duration::from_secs(1));
         let idle = proc::rss_kib(pid);
-        step(&format!("{n} idle {proto} clients"));
+        step(&format!("{n} idle {proto} clients ({build})"));
         let out = run_capture(Command::new("python3").args([
             "-c",
             CLIENT,
@@ -96,7 +110,7 @@ pub fn memory() -> xtask::Result<()> {
         let with = f.first().copied().unwrap_or(0);
         let per = with.saturating_sub(idle) as f64 / n as f64;
         rows.push((
-            proto,
+            format!("{build} {proto}"),
             idle,
             with,
             per,

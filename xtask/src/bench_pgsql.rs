@@ -30,7 +30,7 @@ struct Sample {
     proxy_cpu_pct: Option<f64>,
 }
 
-fn pgbench(port: u16, args: &[String]) -> Command {
+pub(crate) fn pgbench(port: u16, args: &[String]) -> Command {
     let mut c = Command::new("pgbench");
     // Plaintext for every target: libpq's default (`prefer`) would negotiate TLS with
     // PostgreSQL and Sluice but not with PgBouncer (no client TLS configured), which measures

@@ -3,6 +3,7 @@
 mod bench;
 mod bench_memory;
 mod bench_pgsql;
+mod bench_scale;
 mod demo;
 mod fuzz;
 mod fuzz_cut;
@@ -21,6 +22,7 @@ const USAGE: &str = "usage: cargo xtask <command>
   bench pgsql                     pgbench -S direct vs PgBouncer vs sluice, printed as a table
   bench core                      criterion: query digest and rule evaluation per query
   bench memory                    Sluice's RSS idle and per idle MySQL / PostgreSQL client
+  bench scale                     16 / 1,000 / 4,000 clients on 32 backend connections, both protocols
   demo                            backends + sluice with docs/demo.toml until Ctrl-C
   fuzz [TARGET] [--time S] [--runs N]  coverage-guided fuzzing of every decoder (60 s each)
   fuzz seed                       record real traffic into the fuzz targets' seed corpora
@@ -43,6 +45,7 @@ fn main() {
         ["bench", "pgsql"] => bench_pgsql::pgsql(),
         ["bench", "core"] => bench::core(),
         ["bench", "memory"] => bench_memory::memory(),
+        ["bench", "scale"] => bench_scale::scale(),
         ["demo"] => demo::run(),
         ["fuzz", rest @ ..] => fuzz::run(rest),
         ["soak", rest @ ..] => soak::run(rest),

@@ -285,9 +285,18 @@ async fn handle(fe: Arc<MysqlFrontend>, mut tcp: TcpStream, peer: std::net::Sock
     let timeout = Duration::from_millis(vars.connect_timeout_client);
     // The acceptor of this moment: a TLS reload affects later handshakes only.
     let acceptor = fe.tls.as_ref().map(|t| t.current());
+    // Boxed: the handshake's state lives only while it runs; the session task that stays
+    // behind for an idle client is small (memory per idle client).
     let phase = tokio::time::timeout(
         timeout,
-        connection_phase(tcp, peer, &rt, acceptor.as_deref(), id, &mut slot),
+        Box::pin(connection_phase(
+            tcp,
+            peer,
+            &rt,
+            acceptor.as_deref(),
+            id,
+            &mut slot,
+        )),
     )
     .await;
     let stats = &fe.counters.stats;
@@ -322,4 +331,29 @@ async fn handle(fe: Arc<MysqlFrontend>, mut tcp: TcpStream, peer: std::net::Sock
     info!(session = id, user = %login.user.username, client = %peer, tls = io.stream.get_ref().is_tls(), compressed = io.stream.is_compressed(), schema = %login.schema, "client logged in");
     drop(rt);
     Session::new(id, io, login, fe, slot).run().await;
+}
+
+#[cfg(test)]
+mod task_size {
+    use super::*;
+    use sluice_core::config::Config;
+    use sluice_core::{ConfigHandle, RuntimeConfig};
+
+    /// Every client holds its session task for as long as it is connected, idle or not: the
+    /// task is the size of its largest state, so the handshake and each command's handling are
+    /// boxed and live only while they run. Was 10.4 KiB before.
+    #[tokio::test]
+    async fn an_idle_session_task_stays_small() {
+        let cfg = Config::parse("").expect("an empty config is valid");
+        let fe = Arc::new(MysqlFrontend::new(
+            ConfigHandle::new(RuntimeConfig::build(&cfg)),
+            sluice_mysql_backend::MysqlPool::new(None),
+        ));
+        let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = l.local_addr().expect("addr");
+        let tcp = TcpStream::connect(addr).await.expect("connect");
+        let task = handle(fe, tcp, addr);
+        let size = std::mem::size_of_val(&task);
+        assert!(size <= 6 * 1024, "a MySQL session task takes {size} bytes");
+    }
 }

@@ -128,7 +128,9 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
                         _ = &mut terminated => return terminate(self.tcp).await.map(drop),
                         m = self.reader.message(self.tcp) => m?,
                     };
-                    self.idle_message(m).await?
+                    // Boxed (as `event` below): a message's handling state lives only while
+                    // it runs, so an idle session's task stays small (memory per idle client).
+                    Box::pin(self.idle_message(m)).await?
                 }
                 Some(b) => {
                     let conn = b.conn();
@@ -137,7 +139,7 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
                         r = conn.reader.fill(&mut conn.stream) => Ev::Server(r.map_err(Error::server_wire)),
                         _ = &mut terminated => Ev::Terminated,
                     };
-                    self.event(ev).await?
+                    Box::pin(self.event(ev)).await?
                 }
             };
             if let Step::End = step {

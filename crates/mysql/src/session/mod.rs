@@ -224,7 +224,9 @@ impl Session {
                 Some(&com::STMT_PREPARE) => Some(crate::counters::named("PREPARE")),
                 _ => None,
             };
-            let next = self.dispatch(pk).await;
+            // Boxed: a statement's state lives only while it runs, so an idle session's task
+            // stays small (memory per idle client); one allocation per command.
+            let next = Box::pin(self.dispatch(pk)).await;
             if let Some(c) = command {
                 let took = started.elapsed();
                 self.fe.counters.commands.record(c, took);
