@@ -381,6 +381,8 @@ impl LiveStats for Live {
             ("mysql_sessions", u64::from(self.mysql.registry().total())),
             ("pgsql_sessions", self.pgsql.sessions().len() as u64),
         ]);
+        #[cfg(feature = "count-allocations")]
+        rows.extend(crate::alloc_count::rows());
         rows.into_iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()

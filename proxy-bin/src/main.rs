@@ -1,6 +1,8 @@
 //! `sluice`: a SQL-aware proxy for MySQL/MariaDB and PostgreSQL. This file is wiring only:
 //! parse the CLI, load the config, build the runtime, run until a signal.
 
+#[cfg(feature = "count-allocations")]
+mod alloc_count;
 mod app;
 mod live;
 mod signals;

@@ -1,5 +1,7 @@
 //! `cargo xtask bench memory`: Sluice's resident memory idle, then with N idle logged-in MySQL
-//! clients and (after those leave) N idle PostgreSQL clients, printed as KiB per client.
+//! clients and (after those leave) N idle PostgreSQL clients, printed as KiB per client; each
+//! protocol plaintext and over TLS (`+tls` rows: the TLS library's per-connection state is
+//! part of the cost).
 //!
 //! `BENCH_IDLE_CLIENTS` (default 10,000) sets N. The clients are PyMySQL and psycopg connections
 //! held open by one Python process; the file-descriptor limit is raised as far as the hard limit
@@ -24,13 +26,16 @@ def rss():
         for line in f:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
+tls = proto.endswith("+tls")
 def connect():
-    if proto == "mysql":
+    if proto.startswith("mysql"):
         import pymysql
-        return pymysql.connect(host="127.0.0.1", port=port, user="app", password="app", autocommit=True)
+        # PyMySQL negotiates TLS whenever the server offers it; ssl_disabled keeps it plain.
+        return pymysql.connect(host="127.0.0.1", port=port, user="app", password="app",
+                               autocommit=True, ssl_disabled=not tls)
     import psycopg
     return psycopg.connect(host="127.0.0.1", port=port, user="app", password="app", dbname="app",
-                           sslmode="disable", autocommit=True)
+                           sslmode="require" if tls else "disable", autocommit=True)
 conns, t0 = [], time.time()
 for i in range(n):
     conns.append(connect())
@@ -72,8 +77,13 @@ pub fn memory() -> xtask::Result<()> {
         builds.push(("baseline", Some(b.as_path())));
     }
     let runs = builds.iter().flat_map(|(build, bin)| {
-        [("mysql", MYSQL_PORT), ("pgsql", PGSQL_PORT)]
-            .map(|(proto, port)| (*build, *bin, proto, port))
+        [
+            ("mysql", MYSQL_PORT),
+            ("mysql+tls", MYSQL_PORT),
+            ("pgsql", PGSQL_PORT),
+            ("pgsql+tls", PGSQL_PORT),
+        ]
+        .map(|(proto, port)| (*build, *bin, proto, port))
     });
     for (build, bin, proto, port) in runs {
         let name = format!("sluice-{proto}");

@@ -1,6 +1,7 @@
 //! `cargo xtask`: backends up|down|status|reset, test, bench, demo.
 
 mod bench;
+mod bench_alloc;
 mod bench_memory;
 mod bench_pgsql;
 mod bench_scale;
@@ -21,6 +22,7 @@ const USAGE: &str = "usage: cargo xtask <command>
   bench [mysql]                   sysbench direct vs HAProxy vs sluice, printed as a table
   bench pgsql                     pgbench -S direct vs PgBouncer vs sluice, printed as a table
   bench core                      criterion: query digest and rule evaluation per query
+  bench alloc                     heap allocations per statement (counting build), both protocols
   bench memory                    Sluice's RSS idle and per idle MySQL / PostgreSQL client
   bench scale                     16 / 1,000 / 4,000 clients on 32 backend connections, both protocols
   demo                            backends + sluice with docs/demo.toml until Ctrl-C
@@ -44,6 +46,7 @@ fn main() {
         ["bench"] | ["bench", "mysql"] => bench::mysql(),
         ["bench", "pgsql"] => bench_pgsql::pgsql(),
         ["bench", "core"] => bench::core(),
+        ["bench", "alloc"] => bench_alloc::alloc(),
         ["bench", "memory"] => bench_memory::memory(),
         ["bench", "scale"] => bench_scale::scale(),
         ["demo"] => demo::run(),

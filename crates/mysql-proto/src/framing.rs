@@ -30,6 +30,31 @@ pub fn header_len(buf: &[u8]) -> usize {
     usize::from(buf[0]) | usize::from(buf[1]) << 8 | usize::from(buf[2]) << 16
 }
 
+/// Bytes read into the stack before a buffer is allocated (see [`PacketReader::fill`]): a
+/// packet header and a short command.
+const FIRST_READ: usize = 64;
+
+/// One `read` into `buf`; a TLS peer that closes without close_notify reads as closed (0).
+async fn read_some<R: AsyncRead + Unpin>(r: &mut R, buf: &mut [u8]) -> Result<usize, Error> {
+    match r.read(buf).await {
+        Ok(n) => Ok(n),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(0),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// [`read_some`] into the spare capacity of `buf`.
+async fn read_buf_some<R: AsyncRead + Unpin>(
+    r: &mut R,
+    buf: &mut BytesMut,
+) -> Result<usize, Error> {
+    match r.read_buf(buf).await {
+        Ok(n) => Ok(n),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(0),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// Reads logical packets from a stream into an internal buffer, bounded by `limit` bytes.
 #[derive(Debug)]
 pub struct PacketReader {
@@ -41,9 +66,26 @@ impl PacketReader {
     /// A reader that refuses packets whose payload exceeds `limit`.
     pub fn new(limit: usize) -> Self {
         PacketReader {
-            buf: BytesMut::with_capacity(16 * 1024),
+            // Allocated at the first read: a session that never sends costs no buffer.
+            buf: BytesMut::new(),
             limit,
         }
+    }
+
+    /// True when the reader holds a buffer with no unread bytes in it: one that
+    /// [`Self::release_if_empty`] would free.
+    pub fn has_idle_buffer(&self) -> bool {
+        self.buf.is_empty() && self.buf.capacity() > 0
+    }
+
+    /// Frees the buffer when no unread bytes are in it, so an idle session costs no buffer
+    /// memory; the next read allocates one again. True when it freed one.
+    pub fn release_if_empty(&mut self) -> bool {
+        if self.has_idle_buffer() {
+            self.buf = BytesMut::new();
+            return true;
+        }
+        false
     }
 
     /// Changes the size bound.
@@ -69,14 +111,21 @@ impl PacketReader {
     }
 
     async fn fill<R: AsyncRead + Unpin>(&mut self, r: &mut R) -> Result<(), Error> {
-        if self.buf.capacity() - self.buf.len() < 4096 {
-            self.buf.reserve(16 * 1024);
-        }
-        let n = match r.read_buf(&mut self.buf).await {
-            Ok(n) => n,
-            // A TLS peer that closes without close_notify has simply gone away.
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => 0,
-            Err(e) => return Err(e.into()),
+        let n = if self.buf.capacity() == 0 {
+            // No buffer (never read, or given back while idle): wait for the first bytes
+            // without one, so an idle reader holds no memory while it waits.
+            let mut first = [0u8; FIRST_READ];
+            let n = read_some(r, &mut first).await?;
+            if n > 0 {
+                self.buf.reserve(16 * 1024);
+                self.buf.extend_from_slice(&first[..n]);
+            }
+            n
+        } else {
+            if self.buf.capacity() - self.buf.len() < 4096 {
+                self.buf.reserve(16 * 1024);
+            }
+            read_buf_some(r, &mut self.buf).await?
         };
         if n == 0 {
             return Err(Error::Closed);

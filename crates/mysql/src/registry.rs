@@ -36,6 +36,9 @@ pub(crate) struct RunningOn {
     pub(crate) server: sluice_core::runtime::ServerKey,
     /// The backend connection's thread id on that server.
     pub(crate) thread_id: u32,
+    /// True while a statement runs there. The place is kept between statements (only marked
+    /// idle), so a session that keeps its connection publishes without copying the server.
+    pub(crate) active: bool,
 }
 
 /// One row of the processlist: who is connected and whether the session is multiplexed.

@@ -35,6 +35,9 @@ pub struct StmtMeta {
     pub backend_prepares: AtomicU64,
     /// COM_STMT_EXECUTEs of this statement by any client.
     pub executions: AtomicU64,
+    /// The statement's digest and the `query_digests_max_digest_length` it was made with,
+    /// computed at the first execution: every later execution, by any client, reuses it.
+    pub digest: std::sync::OnceLock<(u32, sluice_core::query::Digest)>,
 }
 
 type Key = (String, String, Bytes);
@@ -98,6 +101,7 @@ impl StmtRegistry {
             map.retain(|_, m| m.client_refs.load(Ordering::Relaxed) > 0);
         }
         let meta = Arc::new(StmtMeta {
+            digest: std::sync::OnceLock::new(),
             global_id: self.next_id.fetch_add(1, Ordering::Relaxed),
             user: user.to_string(),
             schema: schema.to_string(),

@@ -25,6 +25,12 @@ pub struct Prefixed {
 impl Prefixed {
     /// Wraps `inner`, replaying `prefix` first.
     pub fn new(prefix: bytes::BytesMut, inner: TcpStream) -> Self {
+        // An empty prefix may still own the login's packet buffer: do not keep it.
+        let prefix = if prefix.is_empty() {
+            bytes::BytesMut::new()
+        } else {
+            prefix
+        };
         Prefixed { prefix, inner }
     }
 }
@@ -39,6 +45,11 @@ impl AsyncRead for Prefixed {
         if !me.prefix.is_empty() {
             let n = me.prefix.len().min(buf.remaining());
             buf.put_slice(&me.prefix.split_to(n));
+            if me.prefix.is_empty() {
+                // The prefix was the login's packet buffer: free it rather than keep its
+                // capacity for the whole session.
+                me.prefix = bytes::BytesMut::new();
+            }
             return Poll::Ready(Ok(()));
         }
         Pin::new(&mut me.inner).poll_read(cx, buf)

@@ -8,6 +8,10 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 /// Largest message accepted (1 GiB, libpq's bound for queries and COPY data).
 pub const MAX_MESSAGE: usize = 1 << 30;
 
+/// Bytes read into the stack before a buffer is allocated (see [`Reader::fill`]): a message
+/// header and a short query.
+const FIRST_READ: usize = 64;
+
 /// Reads messages from a stream into a buffer.
 #[derive(Debug, Default)]
 pub struct Reader {
@@ -31,12 +35,41 @@ pub fn complete_len(b: &[u8]) -> Result<Option<usize>, Error> {
 }
 
 impl Reader {
+    /// True when the reader holds a buffer with no unread bytes in it: one that
+    /// [`Self::release_if_empty`] would free.
+    pub fn has_idle_buffer(&self) -> bool {
+        self.buf.is_empty() && self.buf.capacity() > 0
+    }
+
+    /// Frees the buffer when no unread bytes are in it, so an idle session costs no buffer
+    /// memory; the next read allocates one again. True when it freed one.
+    pub fn release_if_empty(&mut self) -> bool {
+        if self.has_idle_buffer() {
+            self.buf = BytesMut::new();
+            return true;
+        }
+        false
+    }
+
     /// Reads more bytes; `Closed` at end of stream.
     pub async fn fill<R: AsyncRead + Unpin>(&mut self, r: &mut R) -> Result<(), Error> {
-        if self.buf.capacity() - self.buf.len() < 4096 {
-            self.buf.reserve(16 * 1024);
-        }
-        match r.read_buf(&mut self.buf).await {
+        let read = if self.buf.capacity() == 0 {
+            // No buffer (never read, or given back while idle): wait for the first bytes
+            // without one, so an idle reader holds no memory while it waits.
+            let mut first = [0u8; FIRST_READ];
+            let read = r.read(&mut first).await;
+            if let Ok(n @ 1..) = read {
+                self.buf.reserve(16 * 1024);
+                self.buf.extend_from_slice(&first[..n]);
+            }
+            read
+        } else {
+            if self.buf.capacity() - self.buf.len() < 4096 {
+                self.buf.reserve(16 * 1024);
+            }
+            r.read_buf(&mut self.buf).await
+        };
+        match read {
             Ok(0) => Err(Error::Closed),
             Ok(_) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Err(Error::Closed),

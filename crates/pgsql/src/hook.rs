@@ -18,6 +18,8 @@ pub(crate) enum Hooked {
 
 /// The hook's say on the first statement of a transaction, when a hook is installed: `Ok`
 /// with the hostgroup it chose (or `None`: carry on), `Err` with Sluice's answer.
+// The `Err` is returned to the caller's caller as is: no boxing per hooked statement.
+#[allow(clippy::result_large_err)]
 pub(crate) fn route(
     fe: &PgFrontend,
     session: u32,

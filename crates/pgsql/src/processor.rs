@@ -65,6 +65,10 @@ pub struct SessionProcessor {
     /// The last statement digested: drivers send the same text again and again (every
     /// extended-protocol transaction re-parses it).
     memo: DigestMemo,
+    /// Buffers of digests this session is done with (the text once its execution was
+    /// recorded, the table names once the statement was routed): the next digest is written
+    /// into them.
+    spare: Digest,
 }
 
 /// The last statement's text and, once the same text came twice in a row, its digest (a
@@ -79,12 +83,14 @@ struct DigestMemo {
 }
 
 impl DigestMemo {
-    fn digest(&mut self, sql: &str, limit: u32) -> Digest {
+    /// The digest of `sql`, written into `reuse`'s buffers.
+    fn digest(&mut self, sql: &str, limit: u32, mut reuse: Digest) -> Digest {
         let repeated = self.sql == sql && self.limit == limit;
         if repeated && let Some(d) = &self.digest {
-            return d.clone();
+            reuse.assign_from(d);
+            return reuse;
         }
-        let d = digest::digest(sql, Dialect::Pgsql, limit as usize);
+        let d = digest::digest_reusing(sql, Dialect::Pgsql, limit as usize, reuse);
         if repeated {
             self.digest = Some(d.clone());
         } else if sql.len() <= MEMO_MAX_SQL {
@@ -168,6 +174,7 @@ impl SessionProcessor {
             writes: None,
             epoch: (Instant::now(), unix_now()),
             memo: DigestMemo::default(),
+            spare: Digest::default(),
         }
     }
 
@@ -187,7 +194,10 @@ impl SessionProcessor {
             proxy_port: self.id.local_port,
             flag_in: std::mem::take(&mut self.next_flag_in),
         };
-        let digest = self.memo.digest(sql, vars.query_digests_max_digest_length);
+        let reuse = std::mem::take(&mut self.spare);
+        let digest = self
+            .memo
+            .digest(sql, vars.query_digests_max_digest_length, reuse);
         let d = process_digested(&rt.pgsql.rules, vars, &ctx, sql, digest);
         stats.hit(&d.action.matched);
         if let Some(f) = d.action.next_query_flag_in {
@@ -305,10 +315,16 @@ impl SessionProcessor {
                     frontend.statement(t.hostgroup, us, slow_us);
                     let timing = (t.started, now);
                     self.record(rt, stats, t.hash, &t.text, t.hostgroup, timing, rows);
+                    self.spare.text = t.text;
                 }
             }
             _ => {}
         }
+    }
+
+    /// Gives back the table-name buffers of a digest the session is done with.
+    pub fn recycle_tables(&mut self, tables: Vec<String>) {
+        self.spare.tables = tables;
     }
 
     /// A statement that writes `tables` went to the server.
@@ -349,22 +365,24 @@ mod tests {
     fn a_repeated_statement_reuses_its_digest() {
         let mut m = DigestMemo::default();
         let fresh = |sql: &str| digest::digest(sql, Dialect::Pgsql, 2048);
+        // The buffers handed in hold another statement's digest: none of it may show through.
+        let dirty = || fresh("SELECT * FROM a JOIN b ON a.x = b.y JOIN c ON c.z = a.x /* hint */");
         let q1 = "SELECT abalance FROM pgbench_accounts WHERE aid = $1";
         let q2 = "UPDATE pgbench_accounts SET abalance = 0 WHERE aid = $1";
-        assert_eq!(m.digest(q1, 2048), fresh(q1));
+        assert_eq!(m.digest(q1, 2048, dirty()), fresh(q1));
         assert!(m.digest.is_none(), "seen once: no copy kept");
-        assert_eq!(m.digest(q1, 2048), fresh(q1));
+        assert_eq!(m.digest(q1, 2048, dirty()), fresh(q1));
         assert!(m.digest.is_some(), "seen twice: kept");
-        assert_eq!(m.digest(q1, 2048), fresh(q1));
+        assert_eq!(m.digest(q1, 2048, dirty()), fresh(q1));
         assert_eq!(
-            m.digest(q2, 2048),
+            m.digest(q2, 2048, dirty()),
             fresh(q2),
             "another text is digested afresh"
         );
         assert!(m.digest.is_none());
         // A new length limit is a new digest.
-        m.digest(q2, 2048);
-        let short = m.digest(q2, 10);
+        m.digest(q2, 2048, dirty());
+        let short = m.digest(q2, 10, dirty());
         assert_eq!(short, digest::digest(q2, Dialect::Pgsql, 10));
         assert!(short.text.len() <= 10);
     }

@@ -26,6 +26,10 @@ use tracing::{info, warn};
 /// The pin reason a query rule with `multiplex=0` / `sticky_conn=1` gives a session.
 pub(crate) const RULE_PIN: &str = "query rule (multiplex=0)";
 
+/// How long a session without a transaction waits for its client before it gives its (empty)
+/// read buffer back.
+const IDLE_BUFFER_RELEASE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Whether the session goes on after a step.
 enum Step {
     Continue,
@@ -127,6 +131,12 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
                         _ = &mut shutdown => return Ok(()),
                         _ = &mut terminated => return terminate(self.tcp).await.map(drop),
                         m = self.reader.message(self.tcp) => m?,
+                        _ = tokio::time::sleep(IDLE_BUFFER_RELEASE), if self.reader.has_idle_buffer() => {
+                            // Reading is cancel-safe: an empty buffer is given back, so an
+                            // idle client costs none; a busy one keeps its buffer.
+                            self.reader.release_if_empty();
+                            continue;
+                        }
                     };
                     // Boxed (as `event` below): a message's handling state lives only while
                     // it runs, so an idle session's task stays small (memory per idle client).
@@ -222,7 +232,7 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
                 self.tcp.write_all(&reply).await?;
                 return Ok(());
             }
-            Start::Forward(f) => *f,
+            Start::Forward(f) => f,
         };
         let Forward {
             message: m,

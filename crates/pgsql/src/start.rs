@@ -22,6 +22,8 @@ const UNARMED_TIMEOUT_MS: u64 = 36_000_000;
 const CAPTURE_LIMIT: usize = 4 << 20;
 
 /// What happens to the first message of a transaction.
+// Returned once per statement and matched at once: boxing `Forward` would allocate for each.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Start {
     /// Sluice answered; for an extended batch the rest up to Sync is skipped.
     Answered {
@@ -31,7 +33,7 @@ pub(crate) enum Start {
         skip_until_sync: bool,
     },
     /// Goes to a server.
-    Forward(Box<Forward>),
+    Forward(Forward),
 }
 
 /// A message on its way to a server, with what the processor decided.
@@ -143,12 +145,12 @@ pub(crate) async fn start(
     };
     let Some(sql) = sql.filter(|_| !user.fast_forward.0) else {
         f.hostgroup = routed.unwrap_or(f.hostgroup);
-        return Start::Forward(Box::new(f));
+        return Start::Forward(f);
     };
     let started = Instant::now();
     let qvars = &rt.pgsql.variables.query;
     let sql = String::from_utf8_lossy(sql).into_owned();
-    let d = s.qp.decide(rt, &fe.query, &sql);
+    let mut d = s.qp.decide(rt, &fe.query, &sql);
     fe.stats.processor_time(started);
     let simple = f.message[0] == b'Q';
     if d.action.log {
@@ -219,8 +221,9 @@ pub(crate) async fn start(
     }
     apply(fe, s, &mut f, &d, qvars.default_query_timeout);
     f.hostgroup = routed.unwrap_or(f.hostgroup);
+    s.qp.recycle_tables(std::mem::take(&mut d.digest.tables));
     f.digest = Some((d.digest.hash, d.digest.text));
-    Start::Forward(Box::new(f))
+    Start::Forward(f)
 }
 
 /// Applies the parts of a decision every forwarded statement shares (the digest is moved into

@@ -80,6 +80,18 @@ impl Digest {
         format!("0x{:016X}", self.hash)
     }
 
+    /// Makes this digest a copy of `other`, reusing this one's buffers (no allocation once they
+    /// are large enough, unlike `clone`).
+    pub fn assign_from(&mut self, other: &Digest) {
+        self.text.clone_from(&other.text);
+        self.tables.clone_from(&other.tables);
+        self.hash = other.hash;
+        self.first_comment = other.first_comment;
+        self.kind = other.kind;
+        self.locking_read = other.locking_read;
+        self.tables_complete = other.tables_complete;
+    }
+
     /// The first comment's body within `sql` (the text this digest was made from).
     pub fn first_comment<'a>(&self, sql: &'a str) -> Option<&'a str> {
         self.first_comment.and_then(|(s, e)| sql.get(s..e))
@@ -99,7 +111,14 @@ pub fn fnv1a(bytes: &[u8]) -> u64 {
 /// Normalises `sql`. `max_len` bounds the digest text (ProxySQL's
 /// `query_digests_max_digest_length`); the whole query is still scanned for tables and kind.
 pub fn digest(sql: &str, dialect: Dialect, max_len: usize) -> Digest {
-    let mut t = Tokenizer::new(sql.as_bytes(), dialect, max_len);
+    digest_reusing(sql, dialect, max_len, Digest::default())
+}
+
+/// [`digest`] written into the buffers of an earlier digest, `old` (its text and table names
+/// are overwritten): a session that hands its last digest back digests the next statement
+/// without allocating.
+pub fn digest_reusing(sql: &str, dialect: Dialect, max_len: usize, old: Digest) -> Digest {
+    let mut t = Tokenizer::new(sql.as_bytes(), dialect, max_len, old);
     t.run();
     t.finish()
 }
@@ -139,7 +158,10 @@ struct Tokenizer<'a> {
     locking: bool,
     table_state: TableState,
     in_from: bool,
+    /// Table names; the first `n_tables` are this statement's, the rest are an earlier
+    /// statement's strings kept for their capacity.
     tables: Vec<String>,
+    n_tables: usize,
     tables_complete: bool,
 }
 
@@ -148,13 +170,16 @@ fn is_ident_byte(b: u8) -> bool {
 }
 
 impl<'a> Tokenizer<'a> {
-    fn new(src: &'a [u8], dialect: Dialect, max: usize) -> Self {
+    fn new(src: &'a [u8], dialect: Dialect, max: usize, reuse: Digest) -> Self {
+        let mut out = reuse.text.into_bytes();
+        out.clear();
+        out.reserve(src.len().min(max) + 8);
         Tokenizer {
             src,
             i: 0,
             dialect,
             max,
-            out: Vec::with_capacity(src.len().min(max) + 8),
+            out,
             space: false,
             last_keyword: true,
             first_comment: None,
@@ -168,7 +193,8 @@ impl<'a> Tokenizer<'a> {
             locking: false,
             table_state: TableState::Idle,
             in_from: false,
-            tables: Vec::new(),
+            tables: reuse.tables,
+            n_tables: 0,
             tables_complete: true,
         }
     }
@@ -638,16 +664,26 @@ impl<'a> Tokenizer<'a> {
     fn identifier_for_tables(&mut self, name: &[u8]) {
         match self.table_state {
             TableState::Expect => {
-                if self.tables.len() < MAX_TABLES {
-                    self.tables.push(lower(name));
+                if self.n_tables < MAX_TABLES {
+                    match self.tables.get_mut(self.n_tables) {
+                        Some(kept) => lower_into(kept, name),
+                        None => {
+                            let mut t = String::new();
+                            lower_into(&mut t, name);
+                            self.tables.push(t);
+                        }
+                    }
+                    self.n_tables += 1;
                 } else {
                     self.tables_complete = false;
                 }
                 self.table_state = TableState::Got;
             }
             TableState::Qualified => {
-                if let Some(last) = self.tables.last_mut() {
-                    *last = lower(name);
+                if let Some(last) = self.n_tables.checked_sub(1)
+                    && let Some(t) = self.tables.get_mut(last)
+                {
+                    lower_into(t, name);
                 }
                 self.table_state = TableState::Got;
             }
@@ -673,6 +709,7 @@ impl<'a> Tokenizer<'a> {
         };
         let hash = fnv1a(text.as_bytes());
         let mut tables = self.tables;
+        tables.truncate(self.n_tables);
         tables.dedup();
         Digest {
             text,
@@ -686,6 +723,14 @@ impl<'a> Tokenizer<'a> {
     }
 }
 
-fn lower(name: &[u8]) -> String {
-    String::from_utf8_lossy(name).to_lowercase()
+/// Writes `name` lower-cased into `out` (reusing its capacity for the usual ASCII names).
+fn lower_into(out: &mut String, name: &[u8]) {
+    out.clear();
+    match std::str::from_utf8(name) {
+        Ok(t) if t.is_ascii() => {
+            out.push_str(t);
+            out.make_ascii_lowercase();
+        }
+        _ => out.push_str(&String::from_utf8_lossy(name).to_lowercase()),
+    }
 }

@@ -1,6 +1,6 @@
 //! Table-driven digest cases for both dialects, and properties that hold for any input.
 
-use super::digest::{Dialect, StatementKind, digest};
+use super::digest::{Dialect, Digest, StatementKind, digest, digest_reusing};
 use proptest::prelude::*;
 
 const MYSQL: &[(&str, &str)] = &[
@@ -419,4 +419,33 @@ fn unterminated_comment_runs_to_the_end() {
         digest(bare, Dialect::Pgsql, 2048).first_comment(bare),
         Some("")
     );
+}
+
+#[test]
+fn a_digest_written_into_old_buffers_equals_a_fresh_one() {
+    let statements = [
+        "SELECT * FROM db1.Orders o JOIN Customers c ON o.c = c.id JOIN x ON 1 WHERE id IN (1,2,3)",
+        "SELECT c FROM sbtest1 WHERE id=42",
+        "/* hostgroup=2 */ UPDATE s.T SET a = 'x' WHERE b = 7",
+        "INSERT INTO Ä VALUES (1)",
+        "SELECT 1",
+        "SELECT * FROM a, b, c, d, e, f, g, h, i, j",
+    ];
+    let mut reused = Digest::default();
+    // Every statement after every other: old table names, text and comments must never leak.
+    for first in statements {
+        for next in statements {
+            reused = digest_reusing(first, Dialect::Mysql, 2048, reused);
+            reused = digest_reusing(next, Dialect::Mysql, 2048, reused);
+            assert_eq!(
+                reused,
+                digest(next, Dialect::Mysql, 2048),
+                "{first} then {next}"
+            );
+        }
+    }
+    let mut copy = digest(statements[0], Dialect::Mysql, 2048);
+    let other = digest(statements[2], Dialect::Pgsql, 2048);
+    copy.assign_from(&other);
+    assert_eq!(copy, other);
 }

@@ -15,7 +15,7 @@ pub mod stats;
 mod digest_tests;
 
 pub use cache::{CacheKey, QueryCache};
-pub use digest::{Dialect, Digest, StatementKind, digest};
+pub use digest::{Dialect, Digest, StatementKind, digest, digest_reusing};
 pub use hints::Hints;
 pub use hook::{HookDecision, HookStatement, LocalReply, StatementHook};
 pub use rules::{QueryAction, QueryContext, RuleSet};
@@ -54,7 +54,21 @@ pub fn process(
     sql: &str,
     dialect: Dialect,
 ) -> Decision {
-    let digest = digest::digest(sql, dialect, vars.query_digests_max_digest_length as usize);
+    process_reusing(rules, vars, ctx, sql, dialect, Digest::default())
+}
+
+/// [`process`] that writes the digest into the buffers of an earlier one (`reuse`, e.g. the
+/// session's previous statement's): no allocation for the digest text and table names.
+pub fn process_reusing(
+    rules: &RuleSet,
+    vars: &QueryVariables,
+    ctx: &QueryContext,
+    sql: &str,
+    dialect: Dialect,
+    reuse: Digest,
+) -> Decision {
+    let max = vars.query_digests_max_digest_length as usize;
+    let digest = digest::digest_reusing(sql, dialect, max, reuse);
     process_digested(rules, vars, ctx, sql, digest)
 }
 

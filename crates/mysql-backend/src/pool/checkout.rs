@@ -15,8 +15,10 @@ use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 use tracing::{debug, warn};
 
+// A value of one checkout on the stack: boxing the connection would allocate per checkout.
+#[allow(clippy::large_enum_variant)]
 enum Decision {
-    Reuse(HostgroupServer, Box<BackendConn>),
+    Reuse(super::IdleConn),
     /// A slot is counted for this server: open a connection.
     Connect(HostgroupServer),
     /// Queued (every server at max_connections).
@@ -30,19 +32,14 @@ impl MysqlPool {
         let mut g = lock(&self.inner);
         let picked = pick(
             req.servers,
-            |s| {
-                g.open
-                    .get(&(req.hostgroup, s.key.clone()))
-                    .copied()
-                    .unwrap_or(0)
-            },
+            |s| g.open_count(req.hostgroup, &s.key),
             |s| failed.contains(&s.key),
             random_u64(),
             std::time::Instant::now(),
         );
         match picked {
-            Ok(s) => match g.idle.get_mut(&req.key_for(s)).and_then(Vec::pop) {
-                Some(conn) => Decision::Reuse(s.clone(), Box::new(conn)),
+            Ok(s) => match g.pop_idle(&req.key_ref(s)) {
+                Some(idle) => Decision::Reuse(idle),
                 None => {
                     *g.open.entry((req.hostgroup, s.key.clone())).or_insert(0) += 1;
                     Decision::Connect(s.clone())
@@ -52,8 +49,8 @@ impl MysqlPool {
                 // Servers at max_connections may still hold idle connections: ours to reuse,
                 // or another user's to close so that ours can be opened in its slot.
                 for s in req.servers {
-                    if let Some(conn) = g.idle.get_mut(&req.key_for(s)).and_then(Vec::pop) {
-                        return Decision::Reuse(s.clone(), Box::new(conn));
+                    if let Some(idle) = g.pop_idle(&req.key_ref(s)) {
+                        return Decision::Reuse(idle);
                     }
                 }
                 for s in req.servers.iter().filter(|s| !failed.contains(&s.key)) {
@@ -63,7 +60,8 @@ impl MysqlPool {
                         .find(|(k, v)| {
                             k.hostgroup == req.hostgroup && k.server == s.key && !v.is_empty()
                         })
-                        .and_then(|(_, v)| v.pop());
+                        .and_then(|(_, v)| v.pop())
+                        .map(|i| i.conn);
                     if let Some(old) = victim {
                         debug!(server = %s.key, "closing an idle connection of another user to make room");
                         tokio::spawn(old.quit());
@@ -244,21 +242,16 @@ impl Connector for MysqlAttempts<'_> {
             ..self.req.clone()
         };
         match pool.decide(req, failed) {
-            Decision::Reuse(server, conn) if conn.looks_dead() => {
-                debug!(server = %server.key, "dropping idle backend connection closed by the server");
-                pool.release_slot(req.hostgroup, &server.key);
+            Decision::Reuse(idle) if idle.conn.looks_dead() => {
+                debug!(server = %idle.key.server, "dropping idle backend connection closed by the server");
+                pool.release_slot(req.hostgroup, &idle.key.server);
                 Attempt::Again
             }
-            Decision::Reuse(server, conn) => {
+            Decision::Reuse(idle) => {
                 pool.stats
                     .get_conn_immediate
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                Attempt::Ready(PooledConn::new(
-                    *conn,
-                    req.key_for(&server),
-                    pool.clone(),
-                    true,
-                ))
+                Attempt::Ready(PooledConn::new(idle.conn, idle.key, pool.clone(), true))
             }
             Decision::Connect(server) => pool.connect_attempt(req, &server, deadline).await,
             Decision::Wait(rx) => pool.wait_in_line(req, rx, deadline).await,

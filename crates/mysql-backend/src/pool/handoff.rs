@@ -49,6 +49,10 @@ pub(super) fn give_conn(
     conn: BackendConn,
 ) -> Option<(PoolKey, BackendConn)> {
     g.waiters.retain(|w| !w.tx.is_closed());
+    if g.waiters.is_empty() {
+        // The usual case, and no allocation for it.
+        return Some((key, conn));
+    }
     let mut item = Handoff::Conn(key, Box::new(conn));
     let mut i = 0;
     while i < g.waiters.len() {
@@ -104,7 +108,7 @@ pub(super) fn give_slot(g: &mut Inner, hostgroup: u32, server: &ServerKey) -> bo
 
 fn give_slot_or_free(g: &mut Inner, hostgroup: u32, server: &ServerKey) {
     if !give_slot(g, hostgroup, server)
-        && let Some(n) = g.open.get_mut(&(hostgroup, server.clone()))
+        && let Some(n) = g.open_mut(hostgroup, server)
     {
         *n = n.saturating_sub(1);
     }

@@ -8,11 +8,12 @@ mod checkout;
 mod handoff;
 
 use crate::conn::{BackendConn, BackendSecret, REPLY_SHAPING_CAPS};
+use hashbrown::{Equivalent, HashMap};
 use sluice_core::kill_registry::KillRegistry;
 use sluice_core::metrics::{PoolStats, TrafficRegistry};
 use sluice_core::runtime::{HostgroupServer, ServerKey};
 use sluice_core::util::lock;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tracing::debug;
@@ -35,11 +36,90 @@ pub struct PoolKey {
     pub tls: bool,
 }
 
+impl PoolKey {
+    /// A key that owns nothing (empty strings do not allocate): what a released
+    /// [`PooledConn`] leaves behind when its key moves back to the pool.
+    fn placeholder() -> Self {
+        PoolKey {
+            hostgroup: 0,
+            server: ServerKey {
+                hostname: String::new(),
+                port: 0,
+            },
+            user: String::new(),
+            caps: 0,
+            charset: 0,
+            tls: false,
+        }
+    }
+}
+
+/// A [`PoolKey`] made of borrowed parts: it hashes and compares as the owned key (the field
+/// order and types match, `&str` hashes as `String`), so finding a pool clones no strings.
+#[derive(Hash)]
+struct PoolKeyRef<'a> {
+    hostgroup: u32,
+    server: &'a ServerKey,
+    user: &'a str,
+    caps: u32,
+    charset: u8,
+    tls: bool,
+}
+
+impl Equivalent<PoolKey> for PoolKeyRef<'_> {
+    fn equivalent(&self, k: &PoolKey) -> bool {
+        self.hostgroup == k.hostgroup
+            && *self.server == k.server
+            && self.user == k.user
+            && self.caps == k.caps
+            && self.charset == k.charset
+            && self.tls == k.tls
+    }
+}
+
+/// `(hostgroup, &server)` for looking up the open-connection counts without cloning the server.
+#[derive(Hash)]
+struct ServerSlot<'a>(u32, &'a ServerKey);
+
+impl Equivalent<(u32, ServerKey)> for ServerSlot<'_> {
+    fn equivalent(&self, k: &(u32, ServerKey)) -> bool {
+        self.0 == k.0 && *self.1 == k.1
+    }
+}
+
+/// An idle connection with its key, which goes with it to the next session (so a checkout
+/// does not build one).
+#[derive(Debug)]
+struct IdleConn {
+    key: PoolKey,
+    conn: BackendConn,
+}
+
 #[derive(Debug, Default)]
 struct Inner {
-    idle: HashMap<PoolKey, Vec<BackendConn>>,
+    idle: HashMap<PoolKey, Vec<IdleConn>>,
     open: HashMap<(u32, ServerKey), u32>,
     waiters: VecDeque<handoff::Waiter>,
+}
+
+impl Inner {
+    /// Open connections to `server` in `hostgroup` (idle and in use).
+    fn open_count(&self, hostgroup: u32, server: &ServerKey) -> u32 {
+        self.open
+            .get(&ServerSlot(hostgroup, server))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// The open-connection count of `server` in `hostgroup`, when there is one.
+    fn open_mut(&mut self, hostgroup: u32, server: &ServerKey) -> Option<&mut u32> {
+        self.open.get_mut(&ServerSlot(hostgroup, server))
+    }
+
+    /// Takes an idle connection of `key`'s pool.
+    fn pop_idle(&mut self, key: &PoolKeyRef<'_>) -> Option<IdleConn> {
+        self.idle.get_mut(key).and_then(Vec::pop)
+    }
 }
 
 /// All backend pools of the process.
@@ -87,6 +167,19 @@ pub struct CheckoutRequest<'a> {
 }
 
 impl CheckoutRequest<'_> {
+    /// The pool of this request on server `s`, borrowed (for lookups).
+    fn key_ref<'s>(&'s self, s: &'s HostgroupServer) -> PoolKeyRef<'s> {
+        PoolKeyRef {
+            hostgroup: self.hostgroup,
+            server: &s.key,
+            user: self.user,
+            caps: self.client_caps & REPLY_SHAPING_CAPS,
+            charset: self.charset,
+            tls: s.use_ssl,
+        }
+    }
+
+    /// The pool of this request on server `s`, owned (for a new connection or a new pool).
     fn key_for(&self, s: &HostgroupServer) -> PoolKey {
         PoolKey {
             hostgroup: self.hostgroup,
@@ -217,7 +310,7 @@ impl MysqlPool {
         if handoff::give_slot(&mut g, hostgroup, server) {
             return;
         }
-        if let Some(n) = g.open.get_mut(&(hostgroup, server.clone())) {
+        if let Some(n) = g.open_mut(hostgroup, server) {
             *n = n.saturating_sub(1);
         }
     }
@@ -225,9 +318,20 @@ impl MysqlPool {
     /// A connection is free: to the first waiting session that can use it, else idle.
     fn put_idle(&self, key: PoolKey, conn: BackendConn) {
         let mut g = lock(&self.inner);
-        if let Some((key, mut conn)) = handoff::give_conn(&mut g, key, conn) {
-            conn.idle_since = Some(std::time::Instant::now());
-            g.idle.entry(key).or_default().push(conn);
+        let Some((key, mut conn)) = handoff::give_conn(&mut g, key, conn) else {
+            return;
+        };
+        conn.idle_since = Some(std::time::Instant::now());
+        match g.idle.get_mut(&key) {
+            Some(list) => list.push(IdleConn { key, conn }),
+            None => {
+                // The pool's first connection: the only time a key is copied.
+                let list = vec![IdleConn {
+                    key: key.clone(),
+                    conn,
+                }];
+                g.idle.insert(key, list);
+            }
         }
     }
 
@@ -236,7 +340,7 @@ impl MysqlPool {
         let g = lock(&self.inner);
         let mut out = Vec::new();
         for (k, conns) in &g.idle {
-            for c in conns {
+            for IdleConn { conn: c, .. } in conns {
                 out.push(FreeConnection {
                     hostgroup: k.hostgroup,
                     server: k.server.clone(),
@@ -267,10 +371,10 @@ impl MysqlPool {
                 .collect();
             for k in doomed {
                 if let Some(v) = g.idle.remove(&k) {
-                    if let Some(n) = g.open.get_mut(&(k.hostgroup, k.server.clone())) {
+                    if let Some(n) = g.open_mut(k.hostgroup, &k.server) {
                         *n = n.saturating_sub(v.len() as u32);
                     }
-                    closed.extend(v);
+                    closed.extend(v.into_iter().map(|i| i.conn));
                 }
             }
         }
@@ -282,22 +386,18 @@ impl MysqlPool {
 
     /// Closes every idle connection (used at shutdown).
     pub async fn close_idle(&self) {
-        let conns: Vec<(PoolKey, BackendConn)> = {
+        let conns: Vec<IdleConn> = {
             let mut g = lock(&self.inner);
-            let drained: Vec<(PoolKey, BackendConn)> = g
-                .idle
-                .drain()
-                .flat_map(|(k, v)| v.into_iter().map(move |c| (k.clone(), c)))
-                .collect();
-            for (k, _) in &drained {
-                if let Some(n) = g.open.get_mut(&(k.hostgroup, k.server.clone())) {
+            let drained: Vec<IdleConn> = g.idle.drain().flat_map(|(_, v)| v).collect();
+            for i in &drained {
+                if let Some(n) = g.open_mut(i.key.hostgroup, &i.key.server) {
                     *n = n.saturating_sub(1);
                 }
             }
             drained
         };
-        for (_, c) in conns {
-            c.quit().await;
+        for i in conns {
+            i.conn.quit().await;
         }
     }
 }
@@ -345,7 +445,8 @@ impl PooledConn {
     /// own state (only the differences). For connections without pinned state.
     pub fn release_clean(mut self) {
         if let Some(conn) = self.conn.take() {
-            self.pool.put_idle(self.key.clone(), conn);
+            let key = std::mem::replace(&mut self.key, PoolKey::placeholder());
+            self.pool.put_idle(key, conn);
         }
     }
 
@@ -356,7 +457,7 @@ impl PooledConn {
             return;
         };
         let pool = self.pool.clone();
-        let key = self.key.clone();
+        let key = std::mem::replace(&mut self.key, PoolKey::placeholder());
         tokio::spawn(async move {
             match conn.reset().await {
                 Ok(true) => pool.put_idle(key, conn),

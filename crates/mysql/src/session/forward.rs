@@ -27,17 +27,24 @@ pub(super) enum ForwardFailure {
     ServerErr(Vec<u8>),
 }
 
+use std::borrow::Cow;
+
 impl Session {
-    pub(super) fn backend_secret(&self, rt: &RuntimeConfig) -> Result<BackendSecret, Error> {
+    /// What the session logs in to servers with: the client's own secret (borrowed: no copy
+    /// per checkout) unless the backend password differs from the frontend one.
+    pub(super) fn backend_secret(
+        &self,
+        rt: &RuntimeConfig,
+    ) -> Result<Cow<'_, BackendSecret>, Error> {
         let name = &self.login.user.username;
         match rt.mysql.backend_users.get(name) {
             None => Err(Error::Backend(sluice_mysql_backend::Error::NoBackendUser(
                 name.clone(),
             ))),
             Some(b) if b.password == self.login.user.password || is_native_hash(&b.password) => {
-                Ok(self.login.secret.clone())
+                Ok(Cow::Borrowed(&self.login.secret))
             }
-            Some(b) => Ok(BackendSecret::Clear(b.password.clone())),
+            Some(b) => Ok(Cow::Owned(BackendSecret::Clear(b.password.clone()))),
         }
     }
 

@@ -74,7 +74,7 @@ impl Session {
             server,
             hostgroup: on.hostgroup,
             user: self.login.user.username.clone(),
-            secret: self.backend_secret(&rt).ok()?,
+            secret: self.backend_secret(&rt).ok()?.into_owned(),
             shape: (self.login.charset, self.login.capabilities),
             thread_id: on.thread_id,
         })
@@ -83,21 +83,38 @@ impl Session {
     /// Publishes the statement about to run on the held backend connection, for a `KILL QUERY`
     /// from another session.
     pub(super) async fn publish_running(&mut self) {
-        let on = self.backend.as_mut().map(|b| {
-            let k = b.key();
-            RunningOn {
-                hostgroup: k.hostgroup,
-                server: k.server.clone(),
-                thread_id: b.conn().thread_id,
+        let mut running = self.slot.running().lock().await;
+        let Some(b) = self.backend.as_mut() else {
+            *running = None;
+            return;
+        };
+        let thread_id = b.conn().thread_id;
+        let k = b.key();
+        match running.as_mut() {
+            Some(on)
+                if on.thread_id == thread_id
+                    && on.hostgroup == k.hostgroup
+                    && on.server == k.server =>
+            {
+                on.active = true;
             }
-        });
-        *self.slot.running().lock().await = on;
+            _ => {
+                *running = Some(RunningOn {
+                    hostgroup: k.hostgroup,
+                    server: k.server.clone(),
+                    thread_id,
+                    active: true,
+                });
+            }
+        }
     }
 
     /// The statement ended: waits for a kill being sent to it, so the backend connection goes
     /// back to the pool only after that.
     pub(super) async fn unpublish_running(&mut self) {
-        *self.slot.running().lock().await = None;
+        if let Some(on) = self.slot.running().lock().await.as_mut() {
+            on.active = false;
+        }
     }
 
     /// COM_PROCESS_KILL: `KILL CONNECTION` of the id in its payload.
@@ -149,7 +166,7 @@ impl Session {
             // Held while the KILL reaches the server: the target cannot hand its backend
             // connection to another client meanwhile.
             let running = target.running.lock().await;
-            if let Some(on) = running.as_ref()
+            if let Some(on) = running.as_ref().filter(|on| on.active)
                 && let Some(k) = self.kill_query_for(on)
             {
                 let thread_id = k.thread_id;

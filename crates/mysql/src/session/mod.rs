@@ -30,8 +30,12 @@ use sluice_mysql_proto::packets::{err_payload, ok_payload};
 use sluice_mysql_proto::reply::ReplyKind;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tracing::{debug, info, warn};
+
+/// How long a session waits for its client's next command before it gives its (empty) read
+/// buffer back: busy clients keep theirs (no allocation per command), idle ones cost none.
+const IDLE_BUFFER_RELEASE: Duration = Duration::from_secs(1);
 
 /// A client's handle on a registered prepared statement.
 #[derive(Debug, Clone)]
@@ -83,6 +87,10 @@ pub struct Session {
     query_retries: u32,
     /// Held while the session is inside a transaction (`Active_Transactions`).
     in_transaction: Option<sluice_core::metrics::GaugeHold>,
+    /// The last statement's digest, whose buffers the next one is written into.
+    spare_digest: sluice_core::query::Digest,
+    /// Where COM_STMT_EXECUTE packets are rewritten for the server, kept between executes.
+    execute_buf: Vec<u8>,
 }
 
 /// How a command ended for the session loop.
@@ -131,6 +139,8 @@ impl Session {
             local_ip,
             query_retries: forward::DEFAULT_RETRIES,
             in_transaction: None,
+            spare_digest: Default::default(),
+            execute_buf: Vec::new(),
             fe,
             slot,
         };
@@ -170,8 +180,22 @@ impl Session {
     /// or Sluice shuts down.
     pub async fn run(mut self) {
         let killed = self.slot.killed();
+        let mut waiting_since = Instant::now();
         loop {
             let idle = self.idle_timeout();
+            let idle_deadline = waiting_since + idle;
+            // One timer per wait, at the earliest of: wait_timeout, a time-bounded hold running
+            // out, and the moment an idle session gives its read buffer back.
+            let release_at = self
+                .io
+                .reader
+                .has_idle_buffer()
+                .then_some(waiting_since + IDLE_BUFFER_RELEASE);
+            let wake = [Some(idle_deadline), self.pins.hold_deadline(), release_at]
+                .into_iter()
+                .flatten()
+                .min()
+                .unwrap_or(idle_deadline);
             let read = tokio::select! {
                 biased;
                 _ = self.fe.shutdown.cancelled() => {
@@ -182,18 +206,12 @@ impl Session {
                     info!(session = self.id, user = %self.login.user.username, "session killed (KILL CONNECTION from the admin or a client)");
                     break;
                 }
-                r = tokio::time::timeout(idle, self.io.read()) => r,
-                _ = sleep_until_opt(self.pins.hold_deadline()) => {
-                    // A time-bounded hold ran out while the client was quiet: let the
-                    // connection go back to the pool now rather than at the next command.
-                    self.pins.expire_holds(std::time::Instant::now());
-                    self.after_idle_change();
-                    continue;
-                }
+                r = self.io.read() => Some(r),
+                _ = tokio::time::sleep_until(wake.into()) => None,
             };
-            let read = match read {
-                Ok(r) => r,
-                Err(_) => {
+            let Some(read) = read else {
+                let now = Instant::now();
+                if now >= idle_deadline {
                     info!(session = self.id, user = %self.login.user.username, client = %self.io.peer,
                         "closing client session idle for {}s (wait_timeout)", idle.as_secs());
                     let msg = "The client was disconnected by the server because of inactivity. \
@@ -201,6 +219,19 @@ impl Session {
                     let _ = self.io.write(0, &err_payload(4031, "HY000", msg)).await;
                     break;
                 }
+                if release_at.is_some_and(|r| now >= r) {
+                    // Reading is cancel-safe: whatever arrived stays buffered and the buffer is
+                    // kept; only an empty one is given back.
+                    self.io.reader.release_if_empty();
+                    self.execute_buf = Vec::new();
+                }
+                if self.pins.hold_deadline().is_some_and(|h| now >= h) {
+                    // A time-bounded hold ran out while the client was quiet: let the
+                    // connection go back to the pool now rather than at the next command.
+                    self.pins.expire_holds(now);
+                    self.after_idle_change();
+                }
+                continue;
             };
             let pk = match read {
                 Ok(p) => p,
@@ -217,7 +248,7 @@ impl Session {
                     break;
                 }
             };
-            let started = std::time::Instant::now();
+            let started = Instant::now();
             let command = match pk.payload.first() {
                 Some(&com::QUERY) => Some(crate::counters::query_command(&pk.payload[1..])),
                 Some(&com::STMT_EXECUTE) => Some(crate::counters::named("EXECUTE")),
@@ -239,6 +270,7 @@ impl Session {
             if matches!(next, Next::Close) || self.client_gone {
                 break;
             }
+            waiting_since = Instant::now();
         }
         self.finish();
     }
@@ -377,13 +409,5 @@ impl Session {
         self.pins.clear();
         self.last_insert_id = 0;
         self.client_wait_timeout = None;
-    }
-}
-
-/// Sleeps until `at`, or forever when there is no deadline.
-async fn sleep_until_opt(at: Option<std::time::Instant>) {
-    match at {
-        Some(t) => tokio::time::sleep_until(t.into()).await,
-        None => std::future::pending().await,
     }
 }

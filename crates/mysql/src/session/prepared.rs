@@ -12,6 +12,9 @@ use sluice_mysql_proto::consts::{cap, status};
 use sluice_mysql_proto::framing::{Packet, put_packet};
 use sluice_mysql_proto::packets::{eof_payload, err_payload};
 use sluice_mysql_proto::reply::ReplyKind;
+
+/// Capacity above which the session's execute buffer is not kept for the next execute.
+const EXECUTE_BUF_KEPT: usize = 4096;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use tokio::io::AsyncWriteExt;
@@ -172,8 +175,8 @@ impl Session {
         // Rules see the statement's text at every execution, like a text query: routing,
         // blocking, delay and digest stats apply to prepared statements too.
         let started = std::time::Instant::now();
-        let sql = String::from_utf8_lossy(&cs.meta.sql).into_owned();
-        let plan = self.plan_query(&sql);
+        let sql = String::from_utf8_lossy(&cs.meta.sql);
+        let plan = self.plan_execute(&sql, &cs.meta);
         if let Some(d) = &plan {
             if d.action.error_msg.is_some() {
                 return self
@@ -193,10 +196,7 @@ impl Session {
                 return Next::Continue;
             }
         };
-        let payload = self.rewrite_execute(&pk.payload, id, &cs, backend_id);
-        let mut raw = Vec::with_capacity(payload.len() + 8);
-        let mut s = pk.seq;
-        put_packet(&mut raw, &mut s, &payload);
+        let raw = self.rewrite_execute(&pk.payload, id, &cs, backend_id, pk.seq);
         cs.meta.executions.fetch_add(1, Ordering::Relaxed);
         let cursor = pk.payload.get(5).is_some_and(|f| f & 0x01 != 0);
         let t = self
@@ -205,6 +205,10 @@ impl Session {
         self.pins.long_data.remove(&id);
         if let Some(d) = &plan {
             self.after_forward(&sql, d, t.as_ref(), started, None, None);
+        }
+        self.execute_buf = raw;
+        if let Some(d) = plan {
+            self.spare_digest = d.digest;
         }
         if let Some(t) = t {
             if cursor && t.status & status::CURSOR_EXISTS != 0 {
@@ -217,12 +221,15 @@ impl Session {
 
     /// Puts the backend's statement id into the execute packet, and the parameter types when the
     /// backend connection has not seen the ones the client bound; remembers what was bound.
+    /// Returns the packet (sequence id `seq`) to send, framed in the session's execute buffer
+    /// (the caller gives it back).
     fn rewrite_execute(
         &mut self,
         payload: &Bytes,
         client_id: u32,
         cs: &ClientStmt,
         backend_id: u32,
+        seq: u8,
     ) -> Vec<u8> {
         let bstmt = self
             .backend
@@ -243,7 +250,15 @@ impl Session {
         if let (Some(types), Some(c)) = (plan.client_bound, self.stmts.get_mut(&client_id)) {
             c.types = Some(types);
         }
-        plan.payload
+        let mut raw = std::mem::take(&mut self.execute_buf);
+        raw.clear();
+        if raw.capacity() > EXECUTE_BUF_KEPT {
+            // A big execute (blobs) does not keep its buffer for the rest of the session.
+            raw = Vec::new();
+        }
+        let mut s = seq;
+        put_packet(&mut raw, &mut s, &plan.payload);
+        raw
     }
 
     pub(super) async fn stmt_send_long_data(&mut self, pk: &Packet) -> Next {

@@ -5,7 +5,8 @@
 use super::forward::checkout_request;
 use super::{Next, Session};
 use sluice_core::query::{
-    CacheKey, Decision, Dialect, DigestSample, QueryContext, StatementKind, process,
+    CacheKey, Decision, Dialect, DigestSample, QueryContext, StatementKind, digest, process,
+    process_digested, process_reusing,
 };
 use sluice_core::util::unix_now;
 use sluice_mysql_proto::packets::{err_payload, ok_payload};
@@ -23,6 +24,24 @@ impl Session {
     /// Digest and rules for one query; `None` for `fast_forward` users, whose traffic bypasses
     /// the processor as in ProxySQL.
     pub(super) fn plan_query(&mut self, sql: &str) -> Option<Decision> {
+        self.plan_statement(sql, None)
+    }
+
+    /// [`Self::plan_query`] for a prepared statement's execution: its digest is made once per
+    /// statement (`meta.digest`) and copied into the session's buffers after that.
+    pub(super) fn plan_execute(
+        &mut self,
+        sql: &str,
+        meta: &crate::stmt_registry::StmtMeta,
+    ) -> Option<Decision> {
+        self.plan_statement(sql, Some(meta))
+    }
+
+    fn plan_statement(
+        &mut self,
+        sql: &str,
+        meta: Option<&crate::stmt_registry::StmtMeta>,
+    ) -> Option<Decision> {
         if self.login.user.fast_forward.0 {
             return None;
         }
@@ -37,7 +56,19 @@ impl Session {
             proxy_port: self.io.local.port(),
             flag_in: std::mem::take(&mut self.next_flag_in),
         };
-        let d = process(&rt.mysql.rules, vars, &ctx, sql, Dialect::Mysql);
+        let mut reuse = std::mem::take(&mut self.spare_digest);
+        let limit = vars.query_digests_max_digest_length;
+        let known = meta.map(|m| {
+            m.digest
+                .get_or_init(|| (limit, digest(sql, Dialect::Mysql, limit as usize)))
+        });
+        let d = match known {
+            Some((made_with, digest)) if *made_with == limit => {
+                reuse.assign_from(digest);
+                process_digested(&rt.mysql.rules, vars, &ctx, sql, reuse)
+            }
+            _ => process_reusing(&rt.mysql.rules, vars, &ctx, sql, Dialect::Mysql, reuse),
+        };
         let a = &d.action;
         let q = &self.fe.counters.query;
         q.hit(&a.matched);
@@ -256,6 +287,7 @@ impl Session {
             hostgroup: key.hostgroup,
             server: key.server.clone(),
             thread_id: b.conn().thread_id,
+            active: true,
         };
         let kill = self.kill_query_for(&on)?;
         let counters = self.fe.counters.clone();
@@ -331,7 +363,7 @@ impl Session {
             return;
         }
         let rt = self.fe.config.load();
-        let Ok(secret) = self.backend_secret(&rt) else {
+        let Ok(secret) = self.backend_secret(&rt).map(std::borrow::Cow::into_owned) else {
             counters.mirrors_in_flight.fetch_sub(1, Ordering::AcqRel);
             return;
         };

@@ -120,6 +120,9 @@ impl Session {
         self.record_effects(&effects, &t, keep_multiplexing, sql_bytes)
             .await;
         self.note_insert_id(&t);
+        if let Some(d) = plan {
+            self.spare_digest = d.digest;
+        }
         Next::Continue
     }
 
