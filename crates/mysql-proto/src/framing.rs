@@ -227,6 +227,48 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_released_buffer_comes_back_for_the_next_packets_whole() {
+        // A long packet after an idle release starts in the 64-byte first read and goes on in
+        // the new buffer; a short one fits in the first read; a split one is joined.
+        let long = vec![b'x'; 1000];
+        let mut wire = packet(0, b"\x0eping");
+        wire.extend(packet(0, &long));
+        wire.extend(packet(3, b"\x03SELECT 2"));
+        let mut r = PacketReader::new(64 << 20);
+        assert!(!r.has_idle_buffer(), "no buffer before the first read");
+        let mut src = slow_reader(&wire, 7);
+        let p = r.read(&mut src).await.expect("ping");
+        assert_eq!(&p.payload[..], b"\x0eping");
+        assert!(r.release_if_empty() || r.buffered() > 0);
+        let p = r.read(&mut src).await.expect("long");
+        assert_eq!(p.payload, long);
+        r.release_if_empty();
+        let p = r.read(&mut src).await.expect("select");
+        assert_eq!((p.seq, &p.payload[..]), (3, &b"\x03SELECT 2"[..]));
+        assert!(r.release_if_empty(), "an empty buffer is given back");
+        assert!(!r.has_idle_buffer());
+        assert!(matches!(r.read(&mut src).await, Err(Error::Closed)));
+    }
+
+    /// A reader that hands out `wire` at most `n` bytes per read, like a slow socket.
+    fn slow_reader(wire: &[u8], n: usize) -> impl AsyncRead + Unpin + use<> {
+        struct Chunks(Vec<u8>, usize);
+        impl AsyncRead for Chunks {
+            fn poll_read(
+                mut self: std::pin::Pin<&mut Self>,
+                _: &mut std::task::Context<'_>,
+                buf: &mut tokio::io::ReadBuf<'_>,
+            ) -> std::task::Poll<std::io::Result<()>> {
+                let k = self.1.min(self.0.len()).min(buf.remaining());
+                let head: Vec<u8> = self.0.drain(..k).collect();
+                buf.put_slice(&head);
+                std::task::Poll::Ready(Ok(()))
+            }
+        }
+        Chunks(wire.to_vec(), n)
+    }
+
+    #[tokio::test]
     async fn refuses_oversized() {
         let wire = packet(0, &[1u8; 100]);
         let mut r = PacketReader::new(99);

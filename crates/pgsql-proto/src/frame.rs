@@ -231,6 +231,26 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_released_buffer_comes_back_for_the_next_messages_whole() {
+        let long = vec![b'x'; 1000];
+        let mut wire = message(b'Q', b"SELECT 1\0");
+        wire.extend(message(b'Q', &long));
+        let mut r = Reader::default();
+        assert!(!r.has_idle_buffer(), "no buffer before the first read");
+        let mut src = &wire[..];
+        let m = r.message(&mut src).await.expect("short");
+        assert_eq!(&m[5..], b"SELECT 1\0");
+        // Both messages arrived in one read: nothing is released while bytes are unread.
+        assert!(!r.release_if_empty());
+        let m = r.message(&mut src).await.expect("long");
+        assert_eq!(&m[5..], &long[..]);
+        assert!(r.release_if_empty(), "an empty buffer is given back");
+        let mut more = &message(b'S', b"")[..];
+        let m = r.message(&mut more).await.expect("after the release");
+        assert_eq!(&m[..], &[b'S', 0, 0, 0, 4]);
+    }
+
+    #[tokio::test]
     async fn a_bounded_read_refuses_from_the_header_alone() {
         // Only the header of a 1 MB password message arrives: refused without waiting for it.
         let header = [b'p', 0, 0x10, 0, 4];

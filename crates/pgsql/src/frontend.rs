@@ -311,11 +311,19 @@ async fn session(fe: Arc<PgFrontend>, tcp: TcpStream, peer: SocketAddr, worker: 
     let local = tcp.local_addr().unwrap_or(peer);
     let ends = (peer, local);
     match opening(&fe, tcp, &mut reader).await {
-        Opening::Startup(tcp, startup) => run(fe, tcp, reader, &startup, false, ends, worker).await,
+        Opening::Startup(tcp, slice) => {
+            // A copy of its own: the slice would keep the reader's whole first buffer alive
+            // for the session, so an idle session could not give it back.
+            let startup = bytes::Bytes::copy_from_slice(&slice);
+            drop(slice);
+            run(fe, tcp, reader, &startup, false, ends, worker).await
+        }
         Opening::Tls(mut tls) => {
             let mut reader = Reader::default();
             match reader.startup(&mut tls).await {
-                Ok(p) if p.len() >= 8 && p[4..8] == 196_608u32.to_be_bytes() => {
+                Ok(slice) if slice.len() >= 8 && slice[4..8] == 196_608u32.to_be_bytes() => {
+                    let p = bytes::Bytes::copy_from_slice(&slice);
+                    drop(slice);
                     // Boxed: the TLS stream's state is large; plain sessions' tasks stay small.
                     Box::pin(run(fe, *tls, reader, &p, true, ends, worker)).await
                 }
