@@ -242,6 +242,9 @@ async fn session_state_follows_the_client_to_another_backend_connection() {
     for (set, check, want) in STATE_CASES {
         let mut a = conn(&s, "app").await;
         let mut b = conn(&s, "app").await;
+        // The connectors' own first queries may still be handing connections back: wait, so
+        // that the connection A uses below is the last one returned.
+        wait_all_released(&s);
         a.query_drop(*set)
             .await
             .unwrap_or_else(|e| panic!("{set}: {e}"));
