@@ -101,11 +101,11 @@ impl LiveStats for Live {
             PoolRow {
                 latency_us: self.monitors[0].latency_us(key),
                 replication_lag_s: self.monitors[0].replication_lag(key),
-                queries: t.queries.load(Ordering::Relaxed),
+                queries: t.queries.get(),
                 connects_ok: t.connects_ok.load(Ordering::Relaxed),
                 connects_err: t.connects_err.load(Ordering::Relaxed),
-                bytes_sent: t.bytes_sent.load(Ordering::Relaxed),
-                bytes_recv: t.bytes_recv.load(Ordering::Relaxed),
+                bytes_sent: t.bytes_sent.get(),
+                bytes_recv: t.bytes_recv.get(),
                 hostgroup: hg,
                 srv_host: key.hostname.clone(),
                 srv_port: key.port,
@@ -334,11 +334,11 @@ impl LiveStats for Live {
                     status: s.status.as_str().to_string(),
                     conn_used: used,
                     conn_free: free,
-                    queries: t.queries.load(Ordering::Relaxed),
+                    queries: t.queries.get(),
                     connects_ok: t.connects_ok.load(Ordering::Relaxed),
                     connects_err: t.connects_err.load(Ordering::Relaxed),
-                    bytes_sent: t.bytes_sent.load(Ordering::Relaxed),
-                    bytes_recv: t.bytes_recv.load(Ordering::Relaxed),
+                    bytes_sent: t.bytes_sent.get(),
+                    bytes_recv: t.bytes_recv.get(),
                     latency_us: self.monitors[1].latency_us(&s.key),
                     replication_lag_s: self.monitors[1].replication_lag(&s.key),
                 }
@@ -400,8 +400,8 @@ impl LiveStats for Live {
                 let (mut sent, mut recv) = (0, 0);
                 for s in servers {
                     let t = self.pgsql.pool().traffic().of(*hg, &s.key.to_string());
-                    sent += t.bytes_sent.load(Ordering::Relaxed);
-                    recv += t.bytes_recv.load(Ordering::Relaxed);
+                    sent += t.bytes_sent.get();
+                    recv += t.bytes_recv.get();
                 }
                 let lat = latency.get(&h);
                 HostgroupTraffic {

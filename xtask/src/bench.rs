@@ -255,12 +255,21 @@ fn start_sluice(
     )
 }
 
-/// The query processor's criterion benchmarks (digest, rules) in `sluice-core`.
+/// `sluice-core`'s criterion benchmarks: the query processor (digest, rules) and the
+/// per-statement statistics under two threads at once.
 pub fn core() -> xtask::Result<()> {
     step("criterion: digest and rule evaluation (crates/core/benches/query_processor.rs)");
     run_visible(
         Command::new("cargo")
             .args(["bench", "-p", "sluice-core", "--bench", "query_processor"])
+            .current_dir(xtask::workspace_root()),
+    )?;
+    step(
+        "criterion: statistics updated from two threads (crates/core/benches/stats_contention.rs)",
+    );
+    run_visible(
+        Command::new("cargo")
+            .args(["bench", "-p", "sluice-core", "--bench", "stats_contention"])
             .current_dir(xtask::workspace_root()),
     )
 }

@@ -224,7 +224,7 @@ impl PgPool {
             pool: self.clone(),
         };
         if let Some(conn) = idle {
-            self.stats.get_conn_immediate.fetch_add(1, Relaxed);
+            self.stats.get_conn_immediate.add(1);
             return Attempt::Ready(pooled(conn));
         }
         let tls = match (server.use_ssl, &self.tls) {

@@ -18,7 +18,6 @@ use sluice_pgsql_backend::pool::PgPooled;
 use sluice_pgsql_proto::frame::{Reader, error_response, message, parse_error, ready};
 use sluice_pgsql_proto::reply::{ReplyTracker, SetsVerdict};
 use std::ops::Range;
-use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tracing::{info, warn};
@@ -450,7 +449,7 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
             };
             if f.kind == b'Z' {
                 saw_ready = true;
-                conn.traffic.queries.fetch_add(1, Relaxed);
+                conn.traffic.queries.add(1);
             }
             if let Some(verdict) = f.sets {
                 let session = (&mut self.pending, &mut self.vars, &mut self.pinned);

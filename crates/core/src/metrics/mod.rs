@@ -3,8 +3,10 @@
 //! atomics on the hot path and read without a lock held across a scrape; a scrape costs
 //! O(servers + hostgroups + rules), never O(sessions).
 
+mod per_thread;
 mod render;
 
+pub use per_thread::{Counter, PerThread, thread_slot};
 pub use render::{ProtocolMetrics, global_rows, write_process, write_protocol};
 
 use crate::util::lock;
@@ -191,6 +193,17 @@ pub struct HistogramSnapshot {
     pub count: u64,
 }
 
+impl HistogramSnapshot {
+    /// Adds `other`'s observations to these (the same histogram kept by another thread).
+    pub fn add(&mut self, other: HistogramSnapshot) {
+        for (a, b) in self.buckets.iter_mut().zip(other.buckets) {
+            *a += b;
+        }
+        self.sum_seconds += other.sum_seconds;
+        self.count += other.count;
+    }
+}
+
 impl LatencyHistogram {
     /// Records one observation of `us` microseconds.
     pub fn observe_us(&self, us: u64) {
@@ -215,33 +228,34 @@ impl LatencyHistogram {
     }
 }
 
-/// One `T` per hostgroup, created on first use. The hot path takes a read lock (no writer once
-/// every hostgroup has been seen).
+/// One `T` per hostgroup and thread slot, created on first use. The hot path takes a read lock
+/// of its own thread's map (no writer once every hostgroup has been seen there), so threads never
+/// contend for it; readers combine the slots.
 #[derive(Debug)]
 struct PerHostgroup<T> {
-    map: RwLock<BTreeMap<i64, Arc<T>>>,
+    by_thread: PerThread<RwLock<BTreeMap<i64, Arc<T>>>>,
 }
 
 impl<T> Default for PerHostgroup<T> {
     fn default() -> Self {
         PerHostgroup {
-            map: RwLock::default(),
+            by_thread: PerThread::default(),
         }
     }
 }
 
 impl<T: Default> PerHostgroup<T> {
+    /// The calling thread's `T` of `hostgroup`.
     fn of(&self, hostgroup: i64) -> Arc<T> {
-        let found = self
-            .map
+        let map = self.by_thread.local();
+        let found = map
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .get(&hostgroup)
             .cloned();
         match found {
             Some(t) => t,
-            None => self
-                .map
+            None => map
                 .write()
                 .unwrap_or_else(|p| p.into_inner())
                 .entry(hostgroup)
@@ -250,21 +264,21 @@ impl<T: Default> PerHostgroup<T> {
         }
     }
 
-    fn get(&self, hostgroup: i64) -> Option<Arc<T>> {
-        self.map
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&hostgroup)
-            .cloned()
-    }
-
-    fn each<R>(&self, f: impl Fn(&T) -> R) -> Vec<(i64, R)> {
-        self.map
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .map(|(hg, t)| (*hg, f(t)))
-            .collect()
+    /// `f` of every thread's `T`, combined per hostgroup with `merge`, ordered by hostgroup.
+    fn each<R>(&self, f: impl Fn(&T) -> R, merge: impl Fn(&mut R, R)) -> Vec<(i64, R)> {
+        let mut out: BTreeMap<i64, R> = BTreeMap::new();
+        for map in self.by_thread.iter() {
+            for (hg, t) in map.read().unwrap_or_else(|p| p.into_inner()).iter() {
+                let r = f(t);
+                match out.get_mut(hg) {
+                    Some(acc) => merge(acc, r),
+                    None => {
+                        out.insert(*hg, r);
+                    }
+                }
+            }
+        }
+        out.into_iter().collect()
     }
 }
 
@@ -282,7 +296,8 @@ impl HostgroupLatency {
 
     /// Every hostgroup's histogram now.
     pub fn snapshot(&self) -> Vec<(i64, HistogramSnapshot)> {
-        self.by_hostgroup.each(LatencyHistogram::snapshot)
+        self.by_hostgroup
+            .each(LatencyHistogram::snapshot, HistogramSnapshot::add)
     }
 }
 
@@ -303,8 +318,10 @@ impl HostgroupCounters {
     /// `hostgroup`'s counter (0 when never counted).
     pub fn get(&self, hostgroup: i64) -> u64 {
         self.by_hostgroup
-            .get(hostgroup)
-            .map_or(0, |c| c.load(Ordering::Relaxed))
+            .each(|c| c.load(Ordering::Relaxed), |a, b| *a += b)
+            .into_iter()
+            .find(|(hg, _)| *hg == hostgroup)
+            .map_or(0, |(_, n)| n)
     }
 }
 
@@ -351,13 +368,13 @@ pub struct FrontendStats {
     /// Logins refused by the user's `max_connections`.
     pub access_denied_max_user_connections: AtomicU64,
     /// Statements from clients (queries, executes, prepares).
-    pub questions: AtomicU64,
+    pub questions: Counter,
     /// Statements that took longer than `long_query_time`.
-    pub slow_queries: AtomicU64,
+    pub slow_queries: Counter,
     /// Time from a statement's arrival to the end of its reply, all statements, in µs.
-    pub statement_time_us: AtomicU64,
+    pub statement_time_us: Counter,
     /// Time spent in the query processor (digest, rules, hints), in ns.
-    pub processor_time_ns: AtomicU64,
+    pub processor_time_ns: Counter,
     /// Sessions inside a transaction now.
     pub active_transactions: Arc<Gauge>,
     /// Statement latency per hostgroup (`sluice_query_duration_seconds`).
@@ -374,10 +391,10 @@ impl FrontendStats {
     /// Counts one statement of `us` microseconds routed to `hostgroup` (-1 when Sluice answered
     /// it); `slow_us` is `long_query_time` in µs.
     pub fn statement(&self, hostgroup: i64, us: u64, slow_us: u64) {
-        self.questions.fetch_add(1, Ordering::Relaxed);
-        self.statement_time_us.fetch_add(us, Ordering::Relaxed);
+        self.questions.add(1);
+        self.statement_time_us.add(us);
         if us > slow_us {
-            self.slow_queries.fetch_add(1, Ordering::Relaxed);
+            self.slow_queries.add(1);
         }
         self.latency.observe(hostgroup, us);
     }
@@ -385,7 +402,7 @@ impl FrontendStats {
     /// Counts `since`'s elapsed time as query-processor time.
     pub fn processor_time(&self, since: std::time::Instant) {
         let ns = u64::try_from(since.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.processor_time_ns.fetch_add(ns, Ordering::Relaxed);
+        self.processor_time_ns.add(ns);
     }
 
     /// A session became pinned to its server connection for `reason`.
@@ -407,26 +424,27 @@ pub struct PoolStats {
     pub connections_created: AtomicU64,
     /// Connect attempts that failed (refused, timed out, login refused).
     pub connections_aborted: AtomicU64,
-    /// Checkouts that got a connection.
-    pub get_conn_success: AtomicU64,
+    /// Checkouts that got a connection (one per statement when multiplexing: per thread).
+    pub get_conn_success: Counter,
     /// Checkouts that gave up (timeout or a fatal error).
     pub get_conn_failure: AtomicU64,
-    /// Checkouts served by an idle connection at once.
-    pub get_conn_immediate: AtomicU64,
+    /// Checkouts served by an idle connection at once (per thread, as above).
+    pub get_conn_immediate: Counter,
     /// Time sessions waited for a connection, in µs (`sluice_pool_wait_seconds_total`).
     pub wait_us: AtomicU64,
 }
 
 /// Per server connection: statements and bytes, for `stats_*_connection_pool` and
-/// `proxysql_connpool_*`. A connection holds its server's counters, so counting takes no lock.
+/// `proxysql_connpool_*`. A connection holds its server's counters, so counting takes no lock;
+/// the per-statement ones are kept per thread (every session on every core counts them).
 #[derive(Debug, Default)]
 pub struct ServerTraffic {
     /// Statements sent to the server.
-    pub queries: AtomicU64,
+    pub queries: Counter,
     /// Bytes sent to the server.
-    pub bytes_sent: AtomicU64,
+    pub bytes_sent: Counter,
     /// Bytes received from the server.
-    pub bytes_recv: AtomicU64,
+    pub bytes_recv: Counter,
     /// Connections opened to the server (`ConnOK`).
     pub connects_ok: AtomicU64,
     /// Connect attempts to the server that failed (`ConnERR`).
@@ -436,12 +454,12 @@ pub struct ServerTraffic {
 impl ServerTraffic {
     /// Counts `n` bytes sent.
     pub fn sent(&self, n: usize) {
-        self.bytes_sent.fetch_add(n as u64, Ordering::Relaxed);
+        self.bytes_sent.add(n as u64);
     }
 
     /// Counts `n` bytes received.
     pub fn received(&self, n: usize) {
-        self.bytes_recv.fetch_add(n as u64, Ordering::Relaxed);
+        self.bytes_recv.add(n as u64);
     }
 }
 
@@ -538,8 +556,8 @@ mod tests {
         s.statement(0, 500, 1_000_000);
         s.statement(0, 2_000_000, 1_000_000);
         s.statement(-1, 10, 1_000_000);
-        assert_eq!(s.questions.load(Ordering::Relaxed), 3);
-        assert_eq!(s.slow_queries.load(Ordering::Relaxed), 1);
+        assert_eq!(s.questions.get(), 3);
+        assert_eq!(s.slow_queries.get(), 1);
         let by_hg = s.latency.snapshot();
         assert_eq!(
             by_hg
@@ -548,5 +566,41 @@ mod tests {
                 .collect::<Vec<_>>(),
             [(-1, 1), (0, 2)]
         );
+    }
+
+    #[test]
+    fn statements_counted_on_many_threads_add_up_per_hostgroup() {
+        let s = Arc::new(FrontendStats::default());
+        let threads: Vec<_> = (0..6)
+            .map(|_| {
+                let s = s.clone();
+                std::thread::spawn(move || {
+                    for i in 0..500 {
+                        s.statement(i % 2, 100, 1_000_000);
+                        s.transactions.add(i % 2, 1);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().expect("thread");
+        }
+        assert_eq!(s.questions.get(), 3000);
+        assert_eq!(s.statement_time_us.get(), 300_000);
+        let by_hg = s.latency.snapshot();
+        assert_eq!(
+            by_hg
+                .iter()
+                .map(|(hg, h)| (*hg, h.count))
+                .collect::<Vec<_>>(),
+            [(0, 1500), (1, 1500)]
+        );
+        // Each thread's sum is converted to seconds before they are added: compare loosely.
+        assert!(
+            by_hg
+                .iter()
+                .all(|(_, h)| (h.sum_seconds - 0.15).abs() < 1e-9)
+        );
+        assert_eq!((s.transactions.get(0), s.transactions.get(1)), (1500, 1500));
     }
 }

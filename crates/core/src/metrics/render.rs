@@ -104,13 +104,13 @@ fn write_statements(out: &mut Exposition, m: &ProtocolMetrics<'_>) {
         "proxysql_questions_total",
         "Statements clients sent.",
         &p,
-        load(&f.questions),
+        f.questions.get(),
     );
     out.counter(
         "proxysql_slow_queries_total",
         "Statements that took longer than long_query_time.",
         &p,
-        load(&f.slow_queries),
+        f.slow_queries.get(),
     );
     out.gauge(
         "proxysql_active_transactions",
@@ -122,13 +122,13 @@ fn write_statements(out: &mut Exposition, m: &ProtocolMetrics<'_>) {
         "proxysql_backend_query_time_seconds_total",
         "Time from statements' arrival to the end of their replies.",
         &p,
-        load(&f.statement_time_us) as f64 / 1e6,
+        f.statement_time_us.get() as f64 / 1e6,
     );
     out.counter_f64(
         "proxysql_query_processor_time_seconds_total",
         "Time spent in the query processor (digest, rules, hints).",
         &p,
-        load(&f.processor_time_ns) as f64 / 1e9,
+        f.processor_time_ns.get() as f64 / 1e9,
     );
     for (hostgroup, h) in f.latency.snapshot() {
         let hg = hostgroup.to_string();
@@ -178,7 +178,7 @@ fn write_pool(out: &mut Exposition, m: &ProtocolMetrics<'_>) {
         (
             "proxysql_connpool_get_conn_success_total",
             "Checkouts that got a server connection.",
-            load(&s.get_conn_success),
+            s.get_conn_success.get(),
         ),
         (
             "proxysql_connpool_get_conn_failure_total",
@@ -188,7 +188,7 @@ fn write_pool(out: &mut Exposition, m: &ProtocolMetrics<'_>) {
         (
             "proxysql_connpool_get_conn_immediate_total",
             "Checkouts served by an idle pooled connection at once.",
-            load(&s.get_conn_immediate),
+            s.get_conn_immediate.get(),
         ),
     ] {
         out.counter(name, help, &p, n);
@@ -413,7 +413,7 @@ pub fn global_rows(m: &ProtocolMetrics<'_>) -> Vec<(String, String)> {
         ),
         (
             "Backend_query_time_nsec",
-            load(&f.statement_time_us).saturating_mul(1000),
+            f.statement_time_us.get().saturating_mul(1000),
         ),
         (
             "Client_Connections_aborted",
@@ -426,16 +426,16 @@ pub fn global_rows(m: &ProtocolMetrics<'_>) -> Vec<(String, String)> {
         ),
         ("Client_Connections_non_idle", used),
         ("ConnPool_get_conn_failure", load(&s.get_conn_failure)),
-        ("ConnPool_get_conn_immediate", load(&s.get_conn_immediate)),
-        ("ConnPool_get_conn_success", load(&s.get_conn_success)),
-        ("Query_Processor_time_nsec", load(&f.processor_time_ns)),
+        ("ConnPool_get_conn_immediate", s.get_conn_immediate.get()),
+        ("ConnPool_get_conn_success", s.get_conn_success.get()),
+        ("Query_Processor_time_nsec", f.processor_time_ns.get()),
         ("Queries_backends_bytes_recv", recv),
         ("Queries_backends_bytes_sent", sent),
-        ("Questions", load(&f.questions)),
+        ("Questions", f.questions.get()),
         ("Server_Connections_aborted", load(&s.connections_aborted)),
         ("Server_Connections_connected", used + free),
         ("Server_Connections_created", load(&s.connections_created)),
-        ("Slow_queries", load(&f.slow_queries)),
+        ("Slow_queries", f.slow_queries.get()),
     ];
     rows.iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))

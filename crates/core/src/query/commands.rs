@@ -1,6 +1,7 @@
 //! Counters the admin's stats tables read: per-command counts and latency histograms
 //! (`stats_{mysql,pgsql}_commands_counters`) and backend errors (`stats_mysql_errors`).
 
+use crate::metrics::PerThread;
 use crate::util::lock;
 use crate::util::unix_now;
 use std::collections::HashMap;
@@ -113,14 +114,15 @@ type ErrKey = (u32, String, u16, String, String, String, String);
 /// `stats_*_errors`.
 #[derive(Debug)]
 pub struct CommandCounters {
-    rows: Vec<CommandRow>,
+    /// Per thread slot, one row per command: counted without sharing a cache line across cores.
+    rows: PerThread<Vec<CommandRow>>,
     errors: Mutex<HashMap<ErrKey, ErrorCount>>,
 }
 
 impl Default for CommandCounters {
     fn default() -> Self {
         CommandCounters {
-            rows: COMMANDS.iter().map(|_| CommandRow::default()).collect(),
+            rows: PerThread::new_with(|| COMMANDS.iter().map(|_| CommandRow::default()).collect()),
             errors: Mutex::default(),
         }
     }
@@ -215,7 +217,7 @@ pub fn named(name: &str) -> usize {
 impl CommandCounters {
     /// Counts one command that took `elapsed`.
     pub fn record(&self, command: usize, elapsed: Duration) {
-        let Some(row) = self.rows.get(command) else {
+        let Some(row) = self.rows.local().get(command) else {
             return;
         };
         let us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
@@ -270,12 +272,22 @@ impl CommandCounters {
     pub fn commands(&self) -> Vec<CommandCount> {
         COMMANDS
             .iter()
-            .zip(&self.rows)
-            .map(|(c, r)| CommandCount {
-                command: c,
-                total_time_us: r.total_us.load(Ordering::Relaxed),
-                total_cnt: r.total_cnt.load(Ordering::Relaxed),
-                buckets: std::array::from_fn(|i| r.buckets[i].load(Ordering::Relaxed)),
+            .enumerate()
+            .map(|(i, c)| {
+                let mut row = CommandCount {
+                    command: c,
+                    total_time_us: 0,
+                    total_cnt: 0,
+                    buckets: [0; 12],
+                };
+                for r in self.rows.iter().filter_map(|rows| rows.get(i)) {
+                    row.total_time_us += r.total_us.load(Ordering::Relaxed);
+                    row.total_cnt += r.total_cnt.load(Ordering::Relaxed);
+                    for (sum, b) in row.buckets.iter_mut().zip(&r.buckets) {
+                        *sum += b.load(Ordering::Relaxed);
+                    }
+                }
+                row
             })
             .collect()
     }

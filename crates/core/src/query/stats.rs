@@ -3,12 +3,14 @@
 //! `stats_*_query_rules`, and the delayed-query counter.
 
 use super::digest::fnv1a;
+use crate::metrics::PerThread;
 use crate::util::lock;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-const SHARDS: usize = 16;
+/// The smallest bound `digests_max` can set.
+const MIN_ENTRIES: usize = 16;
 
 /// One executed query, as the digest map records it.
 #[derive(Debug, Clone, Copy)]
@@ -91,10 +93,14 @@ struct Shard {
     bytes: usize,
 }
 
-/// The bounded digest map.
+/// The bounded digest map. Each thread records into its own shard (a hot statement run by
+/// every session would otherwise serialise them all on one lock); the shards share one entry
+/// budget, and readers merge a digest's rows from every shard.
 pub struct DigestStats {
-    shards: Vec<Mutex<Shard>>,
+    shards: PerThread<Mutex<Shard>>,
     max_entries: AtomicUsize,
+    /// Entries held in all shards together (a digest recorded by two threads counts twice).
+    entries: AtomicUsize,
     evicted: AtomicU64,
 }
 
@@ -120,12 +126,30 @@ fn key_hash(s: &DigestSample) -> u64 {
     h
 }
 
+/// Whether `row` is the entry of `s` (and not another key with the same hash).
+fn same_key(row: &DigestRow, s: &DigestSample) -> bool {
+    row.digest == s.digest
+        && row.hostgroup == s.hostgroup
+        && same_text(&row.user, s.user)
+        && same_text(&row.schema, s.schema)
+        && same_text(&row.client, s.client)
+}
+
+/// `a == b`, without calling `memcmp` for two empty strings: `client` is empty for every
+/// statement by default, and glibc's AVX-512 `memcmp` given the dangling pointer of an empty
+/// `String` took ~170 ns per call on the benchmark machine (masked loads from an unmapped
+/// page; `cargo xtask bench core`, docs/benchmarks.md).
+fn same_text(a: &str, b: &str) -> bool {
+    a.len() == b.len() && (a.is_empty() || a == b)
+}
+
 impl DigestStats {
     /// A map holding at most `max_entries` digests.
     pub fn new(max_entries: usize) -> Self {
         DigestStats {
-            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
-            max_entries: AtomicUsize::new(max_entries.max(SHARDS)),
+            shards: PerThread::default(),
+            max_entries: AtomicUsize::new(max_entries.max(MIN_ENTRIES)),
+            entries: AtomicUsize::new(0),
             evicted: AtomicU64::new(0),
         }
     }
@@ -134,7 +158,7 @@ impl DigestStats {
     pub fn set_max_entries(&self, n: usize) {
         // Called for every statement from every thread: a store each time would bounce the
         // cache line between cores although the value almost never changes.
-        let n = n.max(SHARDS);
+        let n = n.max(MIN_ENTRIES);
         if self.max_entries.load(Ordering::Relaxed) != n {
             self.max_entries.store(n, Ordering::Relaxed);
         }
@@ -143,35 +167,138 @@ impl DigestStats {
     /// Records one execution.
     pub fn record(&self, s: &DigestSample) {
         let k = key_hash(s);
-        let cap = self.max_entries.load(Ordering::Relaxed) / SHARDS;
-        // The key hash's low bits vary little between digests; spread with a multiplicative mix.
-        let shard = (k.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 60) as usize % SHARDS;
-        let mut g = lock(&self.shards[shard]);
+        let own = self.shards.local_index();
+        {
+            let mut g = lock(self.shard(own));
+            g.tick += 1;
+            let tick = g.tick;
+            if let Some(e) = g.map.get_mut(&k)
+                && same_key(&e.row, s)
+            {
+                e.add(s, tick);
+                return;
+            }
+            let full =
+                self.entries.load(Ordering::Relaxed) >= self.max_entries.load(Ordering::Relaxed);
+            if !full || !g.map.is_empty() {
+                if full {
+                    let evicted = self.evict_coldest(&mut g);
+                    self.evicted.fetch_add(evicted as u64, Ordering::Relaxed);
+                }
+                self.insert(&mut g, k, s, tick);
+                return;
+            }
+        }
+        // The budget is spent by other threads' shards and this one holds nothing to evict:
+        // make room in the largest (locking one shard at a time, never two).
+        self.evict_elsewhere(own);
+        let mut g = lock(self.shard(own));
         g.tick += 1;
         let tick = g.tick;
-        if let Some(e) = g.map.get_mut(&k)
-            && e.row.digest == s.digest
-            && e.row.hostgroup == s.hostgroup
-            && e.row.user == s.user
-            && e.row.schema == s.schema
-            && e.row.client == s.client
-        {
-            let r = &mut e.row;
-            r.count += 1;
-            r.last_seen = s.now;
-            r.sum_time += s.duration_us;
-            r.min_time = r.min_time.min(s.duration_us);
-            r.max_time = r.max_time.max(s.duration_us);
-            r.rows_affected += s.rows_affected;
-            r.rows_sent += s.rows_sent;
-            e.tick = tick;
-            return;
+        self.insert(&mut g, k, s, tick);
+    }
+
+    fn shard(&self, i: usize) -> &Mutex<Shard> {
+        self.shards.get(i).unwrap_or_else(|| self.shards.local())
+    }
+
+    fn insert(&self, g: &mut Shard, k: u64, s: &DigestSample, tick: u64) {
+        let e = Entry::new(s, tick);
+        g.bytes += e.bytes();
+        match g.map.insert(k, e) {
+            // A colliding key's entry was replaced: the count of entries is unchanged.
+            Some(old) => g.bytes = g.bytes.saturating_sub(old.bytes()),
+            None => {
+                self.entries.fetch_add(1, Ordering::Relaxed);
+            }
         }
-        if g.map.len() >= cap {
-            let evicted = evict_coldest(&mut g, cap);
+    }
+
+    /// Removes the coldest eighth of a shard (at least one entry); amortised O(1) per record.
+    fn evict_coldest(&self, g: &mut Shard) -> usize {
+        let n = (g.map.len() / 8).max(1).min(g.map.len());
+        let mut ticks: Vec<(u64, u64)> = g.map.iter().map(|(k, e)| (e.tick, *k)).collect();
+        if n < ticks.len() {
+            ticks.select_nth_unstable(n - 1);
+        }
+        let mut removed = 0;
+        for (_, k) in ticks.into_iter().take(n) {
+            if let Some(e) = g.map.remove(&k) {
+                g.bytes = g.bytes.saturating_sub(e.bytes());
+                removed += 1;
+            }
+        }
+        self.entries.fetch_sub(removed, Ordering::Relaxed);
+        removed
+    }
+
+    fn evict_elsewhere(&self, own: usize) {
+        let largest = self
+            .shards
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != own)
+            .map(|(i, m)| (lock(m).map.len(), i))
+            .max();
+        if let Some((len, i)) = largest
+            && len > 0
+        {
+            let evicted = self.evict_coldest(&mut lock(self.shard(i)));
             self.evicted.fetch_add(evicted as u64, Ordering::Relaxed);
         }
-        let e = Entry {
+    }
+
+    /// Every row (for `stats_*_query_digest`), a digest's rows from every thread merged.
+    pub fn rows(&self) -> Vec<DigestRow> {
+        let mut merged = RowMerge::default();
+        for s in self.shards.iter() {
+            for e in lock(s).map.values() {
+                merged.add(e.row.clone());
+            }
+        }
+        merged.rows
+    }
+
+    /// Every row, emptying the map (for `stats_*_query_digest_reset`).
+    pub fn take_rows(&self) -> Vec<DigestRow> {
+        let mut merged = RowMerge::default();
+        for s in self.shards.iter() {
+            let mut g = lock(s);
+            let n = g.map.len();
+            for (_, e) in g.map.drain() {
+                merged.add(e.row);
+            }
+            g.bytes = 0;
+            self.entries.fetch_sub(n, Ordering::Relaxed);
+        }
+        merged.rows
+    }
+
+    /// Distinct digests held now.
+    pub fn len(&self) -> usize {
+        self.rows().len()
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.entries.load(Ordering::Relaxed) == 0
+    }
+
+    /// Digests evicted to stay under the bound since start.
+    pub fn evicted(&self) -> u64 {
+        self.evicted.load(Ordering::Relaxed)
+    }
+
+    /// Bytes the entries account for (strings and fixed parts; the hash table's own slack
+    /// is bounded by the entry count).
+    pub fn memory_bytes(&self) -> usize {
+        self.shards.iter().map(|s| lock(s).bytes).sum()
+    }
+}
+
+impl Entry {
+    fn new(s: &DigestSample, tick: u64) -> Entry {
+        Entry {
             row: DigestRow {
                 hostgroup: s.hostgroup,
                 schema: s.schema.to_string(),
@@ -189,68 +316,56 @@ impl DigestStats {
                 rows_sent: s.rows_sent,
             },
             tick,
-        };
-        g.bytes += e.bytes();
-        if let Some(old) = g.map.insert(k, e) {
-            g.bytes = g.bytes.saturating_sub(old.bytes());
         }
     }
 
-    /// Every row (for `stats_*_query_digest`).
-    pub fn rows(&self) -> Vec<DigestRow> {
-        let mut out = Vec::new();
-        for s in &self.shards {
-            out.extend(lock(s).map.values().map(|e| e.row.clone()));
-        }
-        out
-    }
-
-    /// Every row, emptying the map (for `stats_*_query_digest_reset`).
-    pub fn take_rows(&self) -> Vec<DigestRow> {
-        let mut out = Vec::new();
-        for s in &self.shards {
-            let mut g = lock(s);
-            out.extend(g.map.drain().map(|(_, e)| e.row));
-            g.bytes = 0;
-        }
-        out
-    }
-
-    /// Distinct digests held now.
-    pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| lock(s).map.len()).sum()
-    }
-
-    /// True when empty.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Digests evicted to stay under the bound since start.
-    pub fn evicted(&self) -> u64 {
-        self.evicted.load(Ordering::Relaxed)
-    }
-
-    /// Bytes the entries account for (strings and fixed parts; the hash table's own slack
-    /// is bounded by the entry count).
-    pub fn memory_bytes(&self) -> usize {
-        self.shards.iter().map(|s| lock(s).bytes).sum()
+    fn add(&mut self, s: &DigestSample, tick: u64) {
+        let r = &mut self.row;
+        r.count += 1;
+        r.last_seen = s.now;
+        r.sum_time += s.duration_us;
+        r.min_time = r.min_time.min(s.duration_us);
+        r.max_time = r.max_time.max(s.duration_us);
+        r.rows_affected += s.rows_affected;
+        r.rows_sent += s.rows_sent;
+        self.tick = tick;
     }
 }
 
-/// Removes the coldest eighth of a full shard (at least one entry); amortised O(1) per record.
-fn evict_coldest(g: &mut Shard, cap: usize) -> usize {
-    let n = (cap / 8).max(1).min(g.map.len());
-    let mut ticks: Vec<(u64, u64)> = g.map.iter().map(|(k, e)| (e.tick, *k)).collect();
-    if n < ticks.len() {
-        ticks.select_nth_unstable(n - 1);
-    }
-    for (_, k) in ticks.into_iter().take(n) {
-        if let Some(e) = g.map.remove(&k) {
-            g.bytes = g.bytes.saturating_sub(e.bytes());
+/// Rows of one digest kept by several threads, combined into one.
+#[derive(Default)]
+struct RowMerge {
+    rows: Vec<DigestRow>,
+    index: HashMap<(i64, u64, String, String, String), usize>,
+}
+
+impl RowMerge {
+    fn add(&mut self, row: DigestRow) {
+        let key = (
+            row.hostgroup,
+            row.digest,
+            row.schema.clone(),
+            row.user.clone(),
+            row.client.clone(),
+        );
+        match self.index.get(&key) {
+            Some(&i) => {
+                let r = &mut self.rows[i];
+                r.count += row.count;
+                r.first_seen = r.first_seen.min(row.first_seen);
+                r.last_seen = r.last_seen.max(row.last_seen);
+                r.sum_time += row.sum_time;
+                r.min_time = r.min_time.min(row.min_time);
+                r.max_time = r.max_time.max(row.max_time);
+                r.rows_affected += row.rows_affected;
+                r.rows_sent += row.rows_sent;
+            }
+            None => {
+                self.index.insert(key, self.rows.len());
+                self.rows.push(row);
+            }
         }
     }
-    n
 }
 
 /// Rule hits and other query-processor counters of one protocol.
@@ -258,7 +373,8 @@ fn evict_coldest(g: &mut Shard, cap: usize) -> usize {
 pub struct QueryProcessorStats {
     /// The digest map.
     pub digests: DigestStats,
-    hits: Mutex<HashMap<u32, u64>>,
+    /// Per thread slot: every statement that matches a rule counts a hit.
+    hits: PerThread<Mutex<HashMap<u32, u64>>>,
     /// Queries held by a delay (global or per rule).
     pub delayed: AtomicU64,
     /// Queries blocked by `error_msg`.
@@ -281,7 +397,7 @@ impl QueryProcessorStats {
         if rules.is_empty() {
             return;
         }
-        let mut g = lock(&self.hits);
+        let mut g = lock(self.hits.local());
         for r in rules {
             *g.entry(*r).or_insert(0) += 1;
         }
@@ -289,15 +405,20 @@ impl QueryProcessorStats {
 
     /// (rule_id, hits), ordered by rule id.
     pub fn rule_hits(&self) -> Vec<(u32, u64)> {
-        let g = lock(&self.hits);
-        let mut v: Vec<(u32, u64)> = g.iter().map(|(k, v)| (*k, *v)).collect();
-        v.sort_unstable();
-        v
+        let mut all: std::collections::BTreeMap<u32, u64> = std::collections::BTreeMap::new();
+        for h in self.hits.iter() {
+            for (k, v) in lock(h).iter() {
+                *all.entry(*k).or_insert(0) += *v;
+            }
+        }
+        all.into_iter().collect()
     }
 
     /// Forgets rule hits (a new rule set was loaded).
     pub fn reset_hits(&self) {
-        lock(&self.hits).clear();
+        for h in self.hits.iter() {
+            lock(h).clear();
+        }
     }
 }
 
@@ -363,6 +484,39 @@ mod tests {
             s.rows().iter().any(|r| r.digest == 42 && r.count == 2),
             "hot entry kept"
         );
+    }
+
+    #[test]
+    fn threads_recording_one_digest_make_one_row_and_share_the_bound() {
+        let s = std::sync::Arc::new(DigestStats::new(1000));
+        let threads: Vec<_> = (0..4u64)
+            .map(|t| {
+                let s = s.clone();
+                std::thread::spawn(move || {
+                    for i in 0..1000u64 {
+                        s.record(&DigestSample {
+                            now: 100 + t,
+                            ..sample(7, "SELECT ?", 10 + t)
+                        });
+                        // Every thread also fills the map with digests of its own.
+                        s.record(&sample(1_000_000 * (t + 1) + i, "SELECT ?", 1));
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().expect("thread");
+        }
+        let rows = s.rows();
+        let hot: Vec<&DigestRow> = rows.iter().filter(|r| r.digest == 7).collect();
+        assert_eq!(hot.len(), 1, "one row for the digest every thread ran");
+        let r = hot[0];
+        assert_eq!(
+            (r.count, r.min_time, r.max_time, r.first_seen, r.last_seen),
+            (4000, 10, 13, 100, 103)
+        );
+        assert!(s.len() <= 1000, "{} rows over a bound of 1000", s.len());
+        assert!(s.evicted() >= 4000 - 1000);
     }
 
     #[test]

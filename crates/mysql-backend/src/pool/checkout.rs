@@ -248,9 +248,7 @@ impl Connector for MysqlAttempts<'_> {
                 Attempt::Again
             }
             Decision::Reuse(idle) => {
-                pool.stats
-                    .get_conn_immediate
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                pool.stats.get_conn_immediate.add(1);
                 Attempt::Ready(PooledConn::new(idle.conn, idle.key, pool.clone(), true))
             }
             Decision::Connect(server) => pool.connect_attempt(req, &server, deadline).await,

@@ -210,7 +210,7 @@ impl Session {
             RelayOutcome::Complete(t) => {
                 self.backend_fresh = false;
                 if let Some(t) = self.backend.as_ref().and_then(|b| b.traffic()) {
-                    t.queries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    t.queries.add(1);
                 }
                 if let (Some(code), Some(b)) = (t.error_code, self.backend.as_ref()) {
                     let k = b.key();
