@@ -240,57 +240,8 @@ pub fn parse_command(sql: &str) -> Option<Command> {
             let d = direction(first, &w[1 + used..])?;
             Some(Command::Move(m, d))
         }
-        "SET" => {
-            let body = sql.trim().trim_end_matches(';');
-            let body = body.get(3..)?.trim();
-            let Some((name, value)) = body.split_once('=') else {
-                // SET NAMES utf8mb4, SET CHARACTER SET ...: connector housekeeping.
-                return Some(Command::SessionSet);
-            };
-            let name = name.trim().trim_matches('`').to_ascii_lowercase();
-            if ["mysql-", "pgsql-", "admin-"]
-                .iter()
-                .any(|p| name.starts_with(p))
-            {
-                Some(Command::SetVariable(name, unquote(value)))
-            } else {
-                Some(Command::SessionSet)
-            }
-        }
-        "SHOW" => {
-            let r: Vec<&str> = w[1..].iter().map(String::as_str).collect();
-            match r.as_slice() {
-                ["MYSQL", "VARIABLES"] => Some(Command::ShowVariables("mysql-")),
-                ["PGSQL", "VARIABLES"] => Some(Command::ShowVariables("pgsql-")),
-                ["ADMIN", "VARIABLES"] => Some(Command::ShowVariables("admin-")),
-                ["TABLES"] => Some(Command::ShowTables(None)),
-                ["TABLES", "FROM" | "IN", db] => {
-                    Some(Command::ShowTables(Some(db.to_ascii_lowercase())))
-                }
-                ["DATABASES"] | ["SCHEMAS"] => Some(Command::ShowDatabases),
-                ["CREATE", "TABLE", _] => {
-                    let t = sql.trim().trim_end_matches(';').split_whitespace().nth(3)?;
-                    Some(Command::ShowCreateTable(t.trim_matches('`').to_string()))
-                }
-                ["PROCESSLIST"] | ["FULL", "PROCESSLIST"] => Some(Command::ShowProcesslist),
-                ["PROMETHEUS", "METRICS"] => Some(Command::ShowPrometheusMetrics),
-                ["PGBOUNCER", what] => {
-                    crate::pgbouncer::PgBouncerCommand::parse(what).map(Command::PgBouncer)
-                }
-                [what] if crate::pgbouncer::PgBouncerCommand::parse(what).is_some() => {
-                    crate::pgbouncer::PgBouncerCommand::parse(what).map(Command::PgBouncer)
-                }
-                ["MYSQL", "STATUS"] => Some(Command::ShowStatus("mysql")),
-                ["PGSQL", "STATUS"] => Some(Command::ShowStatus("pgsql")),
-                ["WARNINGS", ..] | ["ERRORS", ..] => {
-                    Some(Command::EmptyShow(&["Level", "Code", "Message"]))
-                }
-                ["VARIABLES", ..] | ["SESSION", "VARIABLES", ..] | ["GLOBAL", "VARIABLES", ..] => {
-                    Some(Command::ShowAllVariables(like_pattern(sql)))
-                }
-                _ => None,
-            }
-        }
+        "SET" => parse_set(sql),
+        "SHOW" => parse_show(sql, &w),
         "PROXYSQL" => Some(Command::Proxysql(w[1..].join(" "))),
         "PROXY_SELECT" => match w.get(1..).unwrap_or_default() {
             [star, from, table] if star == "*" && from == "FROM" => {
@@ -311,40 +262,99 @@ pub fn parse_command(sql: &str) -> Option<Command> {
                 w.get(1).map_or(String::new(), |d| format!("{d} "))
             )))
         }
-        "KILL" => {
-            let n = if w.get(1).map(String::as_str) == Some("CONNECTION") {
-                w.get(2)
-            } else {
-                w.get(1)
-            };
-            match n?.parse() {
-                Ok(id) => Some(Command::Kill(id)),
-                Err(_) => Some(Command::Unsupported(format!(
-                    "KILL {} is not supported: Sluice has no per-database pools; KILL takes a session id (SHOW PROCESSLIST, stats_pgsql_processlist)",
-                    n?.to_ascii_lowercase()
-                ))),
-            }
+        "KILL" => parse_kill(&w),
+        "SELECT" => parse_select(sql, &w),
+        _ => None,
+    }
+}
+
+/// `SET <prefix>-<name> = value` of a Sluice variable, or a client's session housekeeping.
+fn parse_set(sql: &str) -> Option<Command> {
+    let body = sql.trim().trim_end_matches(';');
+    let body = body.get(3..)?.trim();
+    let Some((name, value)) = body.split_once('=') else {
+        // SET NAMES utf8mb4, SET CHARACTER SET ...: connector housekeeping.
+        return Some(Command::SessionSet);
+    };
+    let name = name.trim().trim_matches('`').to_ascii_lowercase();
+    if ["mysql-", "pgsql-", "admin-"]
+        .iter()
+        .any(|p| name.starts_with(p))
+    {
+        Some(Command::SetVariable(name, unquote(value)))
+    } else {
+        Some(Command::SessionSet)
+    }
+}
+
+/// The `SHOW …` statements the admin answers itself.
+fn parse_show(sql: &str, w: &[String]) -> Option<Command> {
+    let r: Vec<&str> = w[1..].iter().map(String::as_str).collect();
+    match r.as_slice() {
+        ["MYSQL", "VARIABLES"] => Some(Command::ShowVariables("mysql-")),
+        ["PGSQL", "VARIABLES"] => Some(Command::ShowVariables("pgsql-")),
+        ["ADMIN", "VARIABLES"] => Some(Command::ShowVariables("admin-")),
+        ["TABLES"] => Some(Command::ShowTables(None)),
+        ["TABLES", "FROM" | "IN", db] => Some(Command::ShowTables(Some(db.to_ascii_lowercase()))),
+        ["DATABASES"] | ["SCHEMAS"] => Some(Command::ShowDatabases),
+        ["CREATE", "TABLE", _] => {
+            let t = sql.trim().trim_end_matches(';').split_whitespace().nth(3)?;
+            Some(Command::ShowCreateTable(t.trim_matches('`').to_string()))
         }
-        "SELECT" => {
-            let rest: Vec<&str> = w[1..].iter().map(String::as_str).collect();
-            match rest.as_slice() {
-                ["@@VERSION"]
-                | ["VERSION()"]
-                | ["@@VERSION_COMMENT"]
-                | ["@@VERSION_COMMENT", "LIMIT", "1"] => Some(Command::SelectVersion),
-                _ if !rest.is_empty() && rest.iter().all(|w| w.starts_with("@@")) => {
-                    // Keep the client's spelling for the column names.
-                    let original = sql.trim().trim_end_matches(';');
-                    let list = original.get(6..)?;
-                    let names = list
-                        .split(',')
-                        .map(|n| n.trim().to_string())
-                        .filter(|n| n.starts_with("@@"))
-                        .collect();
-                    Some(Command::SelectSysvars(names))
-                }
-                _ => None,
-            }
+        ["PROCESSLIST"] | ["FULL", "PROCESSLIST"] => Some(Command::ShowProcesslist),
+        ["PROMETHEUS", "METRICS"] => Some(Command::ShowPrometheusMetrics),
+        ["PGBOUNCER", what] => {
+            crate::pgbouncer::PgBouncerCommand::parse(what).map(Command::PgBouncer)
+        }
+        [what] if crate::pgbouncer::PgBouncerCommand::parse(what).is_some() => {
+            crate::pgbouncer::PgBouncerCommand::parse(what).map(Command::PgBouncer)
+        }
+        ["MYSQL", "STATUS"] => Some(Command::ShowStatus("mysql")),
+        ["PGSQL", "STATUS"] => Some(Command::ShowStatus("pgsql")),
+        ["WARNINGS", ..] | ["ERRORS", ..] => {
+            Some(Command::EmptyShow(&["Level", "Code", "Message"]))
+        }
+        ["VARIABLES", ..] | ["SESSION", "VARIABLES", ..] | ["GLOBAL", "VARIABLES", ..] => {
+            Some(Command::ShowAllVariables(like_pattern(sql)))
+        }
+        _ => None,
+    }
+}
+
+/// `KILL [CONNECTION] <session id>`; PgBouncer's `KILL <db>` is refused with the reason.
+fn parse_kill(w: &[String]) -> Option<Command> {
+    let n = if w.get(1).map(String::as_str) == Some("CONNECTION") {
+        w.get(2)
+    } else {
+        w.get(1)
+    };
+    match n?.parse() {
+        Ok(id) => Some(Command::Kill(id)),
+        Err(_) => Some(Command::Unsupported(format!(
+            "KILL {} is not supported: Sluice has no per-database pools; KILL takes a session id (SHOW PROCESSLIST, stats_pgsql_processlist)",
+            n?.to_ascii_lowercase()
+        ))),
+    }
+}
+
+/// `SELECT @@version` and other `@@` system variables, answered without SQLite.
+fn parse_select(sql: &str, w: &[String]) -> Option<Command> {
+    let rest: Vec<&str> = w[1..].iter().map(String::as_str).collect();
+    match rest.as_slice() {
+        ["@@VERSION"]
+        | ["VERSION()"]
+        | ["@@VERSION_COMMENT"]
+        | ["@@VERSION_COMMENT", "LIMIT", "1"] => Some(Command::SelectVersion),
+        _ if !rest.is_empty() && rest.iter().all(|w| w.starts_with("@@")) => {
+            // Keep the client's spelling for the column names.
+            let original = sql.trim().trim_end_matches(';');
+            let list = original.get(6..)?;
+            let names = list
+                .split(',')
+                .map(|n| n.trim().to_string())
+                .filter(|n| n.starts_with("@@"))
+                .collect();
+            Some(Command::SelectSysvars(names))
         }
         _ => None,
     }

@@ -371,6 +371,22 @@ async fn admitted<S: AsyncWrite + Unpin>(fe: &PgFrontend, io: &mut S, peer: Sock
     }
 }
 
+/// Counts a login that did not complete; a wrong password also counts against the address
+/// (failed-login throttling).
+fn login_failed(fe: &PgFrontend, peer: SocketAddr, e: &crate::Error) {
+    if matches!(
+        e,
+        crate::Error::LoginRefused {
+            sqlstate: "28P01",
+            ..
+        }
+    ) {
+        fe.login.failed(peer.ip(), "PostgreSQL client", e);
+    }
+    count_refusal(&fe.stats, e);
+    debug!(client = %peer, "pgsql login ended: {e}");
+}
+
 /// A logged-in session: announce the server's parameters, then pump messages until the end.
 async fn run<S: AsyncRead + AsyncWrite + Unpin>(
     fe: Arc<PgFrontend>,
@@ -393,17 +409,7 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
             l
         }
         Err(e) => {
-            if matches!(
-                &e,
-                crate::Error::LoginRefused {
-                    sqlstate: "28P01",
-                    ..
-                }
-            ) {
-                fe.login.failed(peer.ip(), "PostgreSQL client", &e);
-            }
-            count_refusal(&fe.stats, &e);
-            debug!(client = %peer, "pgsql login ended: {e}");
+            login_failed(&fe, peer, &e);
             return;
         }
     };
