@@ -274,9 +274,14 @@ impl DigestStats {
         merged.rows
     }
 
-    /// Distinct digests held now.
+    /// Distinct digests held now (a digest kept by several threads counts once; counted by
+    /// key hash, without copying any row).
     pub fn len(&self) -> usize {
-        self.rows().len()
+        let mut keys = std::collections::HashSet::new();
+        for s in self.shards.iter() {
+            keys.extend(lock(s).map.keys().copied());
+        }
+        keys.len()
     }
 
     /// True when empty.
