@@ -5,7 +5,7 @@
 use sluice_core::metrics::FrontendStats;
 use sluice_core::query::commands::{self, CommandCounters};
 use sluice_core::query::{
-    Decision, Dialect, Digest, DigestSample, QueryContext, QueryProcessorStats, digest,
+    Decision, Dialect, Digest, DigestMemo, DigestSample, QueryContext, QueryProcessorStats,
     process_digested,
 };
 use sluice_core::runtime::RuntimeConfig;
@@ -14,9 +14,6 @@ use sluice_pgsql_proto::frame::message;
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
-
-/// Longest statement whose digest is remembered for the next statement.
-const MEMO_MAX_SQL: usize = 4096;
 
 /// One timed statement waiting for its ReadyForQuery.
 #[derive(Debug)]
@@ -69,39 +66,6 @@ pub struct SessionProcessor {
     /// recorded, the table names once the statement was routed): the next digest is written
     /// into them.
     spare: Digest,
-}
-
-/// The last statement's text and, once the same text came twice in a row, its digest (a
-/// statement seen once is not worth a copy of its digest: simple-protocol texts carry their
-/// values and rarely repeat).
-#[derive(Debug, Default)]
-struct DigestMemo {
-    sql: String,
-    digest: Option<Digest>,
-    /// `query_digests_max_digest_length` the digest was made with.
-    limit: u32,
-}
-
-impl DigestMemo {
-    /// The digest of `sql`, written into `reuse`'s buffers.
-    fn digest(&mut self, sql: &str, limit: u32, mut reuse: Digest) -> Digest {
-        let repeated = self.sql == sql && self.limit == limit;
-        if repeated && let Some(d) = &self.digest {
-            reuse.assign_from(d);
-            return reuse;
-        }
-        let d = digest::digest_reusing(sql, Dialect::Pgsql, limit as usize, reuse);
-        if repeated {
-            self.digest = Some(d.clone());
-        } else if sql.len() <= MEMO_MAX_SQL {
-            // The buffer is reused: no allocation once it is large enough.
-            self.sql.clear();
-            self.sql.push_str(sql);
-            self.digest = None;
-            self.limit = limit;
-        }
-        d
-    }
 }
 
 /// The query text of a Query or Parse message.
@@ -195,9 +159,12 @@ impl SessionProcessor {
             flag_in: std::mem::take(&mut self.next_flag_in),
         };
         let reuse = std::mem::take(&mut self.spare);
-        let digest = self
-            .memo
-            .digest(sql, vars.query_digests_max_digest_length, reuse);
+        let digest = self.memo.digest(
+            sql,
+            Dialect::Pgsql,
+            vars.query_digests_max_digest_length,
+            reuse,
+        );
         let d = process_digested(&rt.pgsql.rules, vars, &ctx, sql, digest);
         stats.hit(&d.action.matched);
         if let Some(f) = d.action.next_query_flag_in {
@@ -359,32 +326,6 @@ mod tests {
         assert_eq!(query_text(&p2), Some(&b"SELECT $1 + 1"[..]));
         assert!(p2.ends_with(b"\0\x00\x01\x00\x00\x00\x17"));
         assert_eq!(query_text(&message(b'P', b"noterm")), None);
-    }
-
-    #[test]
-    fn a_repeated_statement_reuses_its_digest() {
-        let mut m = DigestMemo::default();
-        let fresh = |sql: &str| digest::digest(sql, Dialect::Pgsql, 2048);
-        // The buffers handed in hold another statement's digest: none of it may show through.
-        let dirty = || fresh("SELECT * FROM a JOIN b ON a.x = b.y JOIN c ON c.z = a.x /* hint */");
-        let q1 = "SELECT abalance FROM pgbench_accounts WHERE aid = $1";
-        let q2 = "UPDATE pgbench_accounts SET abalance = 0 WHERE aid = $1";
-        assert_eq!(m.digest(q1, 2048, dirty()), fresh(q1));
-        assert!(m.digest.is_none(), "seen once: no copy kept");
-        assert_eq!(m.digest(q1, 2048, dirty()), fresh(q1));
-        assert!(m.digest.is_some(), "seen twice: kept");
-        assert_eq!(m.digest(q1, 2048, dirty()), fresh(q1));
-        assert_eq!(
-            m.digest(q2, 2048, dirty()),
-            fresh(q2),
-            "another text is digested afresh"
-        );
-        assert!(m.digest.is_none());
-        // A new length limit is a new digest.
-        m.digest(q2, 2048, dirty());
-        let short = m.digest(q2, 10, dirty());
-        assert_eq!(short, digest::digest(q2, Dialect::Pgsql, 10));
-        assert!(short.text.len() <= 10);
     }
 
     #[test]

@@ -8,6 +8,7 @@ pub mod digest;
 pub mod hints;
 pub mod hook;
 mod keywords;
+mod memo;
 pub mod rules;
 pub mod stats;
 
@@ -18,6 +19,7 @@ pub use cache::{CacheKey, QueryCache};
 pub use digest::{Dialect, Digest, StatementKind, digest, digest_reusing};
 pub use hints::Hints;
 pub use hook::{HookDecision, HookStatement, LocalReply, StatementHook};
+pub use memo::{DigestMemo, MEMO_MAX_SQL};
 pub use rules::{QueryAction, QueryContext, RuleSet};
 pub use stats::{DigestRow, DigestSample, DigestStats, QueryProcessorStats};
 

@@ -89,6 +89,9 @@ pub struct Session {
     in_transaction: Option<sluice_core::metrics::GaugeHold>,
     /// The last statement's digest, whose buffers the next one is written into.
     spare_digest: sluice_core::query::Digest,
+    /// The last text query and its digest once it repeated (a text digested once per run of
+    /// the same statement).
+    digest_memo: sluice_core::query::DigestMemo,
     /// Where COM_STMT_EXECUTE packets are rewritten for the server, kept between executes.
     execute_buf: Vec<u8>,
 }
@@ -140,6 +143,7 @@ impl Session {
             query_retries: forward::DEFAULT_RETRIES,
             in_transaction: None,
             spare_digest: Default::default(),
+            digest_memo: Default::default(),
             execute_buf: Vec::new(),
             fe,
             slot,

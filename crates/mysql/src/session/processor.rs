@@ -6,7 +6,7 @@ use super::forward::checkout_request;
 use super::{Next, Session};
 use sluice_core::query::{
     CacheKey, Decision, Dialect, DigestSample, QueryContext, StatementKind, digest, process,
-    process_digested, process_reusing,
+    process_digested,
 };
 use sluice_core::util::unix_now;
 use sluice_mysql_proto::packets::{err_payload, ok_payload};
@@ -62,13 +62,14 @@ impl Session {
             m.digest
                 .get_or_init(|| (limit, digest(sql, Dialect::Mysql, limit as usize)))
         });
-        let d = match known {
+        let digest = match known {
             Some((made_with, digest)) if *made_with == limit => {
                 reuse.assign_from(digest);
-                process_digested(&rt.mysql.rules, vars, &ctx, sql, reuse)
+                reuse
             }
-            _ => process_reusing(&rt.mysql.rules, vars, &ctx, sql, Dialect::Mysql, reuse),
+            _ => self.digest_memo.digest(sql, Dialect::Mysql, limit, reuse),
         };
+        let d = process_digested(&rt.mysql.rules, vars, &ctx, sql, digest);
         let a = &d.action;
         let q = &self.fe.counters.query;
         q.hit(&a.matched);
