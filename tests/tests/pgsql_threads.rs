@@ -41,6 +41,18 @@ fn session_threads(s: &Sluice, n: usize) -> Vec<String> {
     names()
 }
 
+/// The standard config with two session threads and the primary capped at `max` connections.
+fn two_threads_config(max: u32) -> String {
+    format!(
+        "[pgsql_variables]\ninterfaces = \"127.0.0.1:{{pg_port}}\"\nthreads = 2\n{}",
+        standard_config("", "").replacen(
+            &format!("port = {}\n", ports::PG_PRIMARY),
+            &format!("port = {}\nmax_connections = {max}\n", ports::PG_PRIMARY),
+            1,
+        )
+    )
+}
+
 #[test]
 fn one_session_thread_per_cpu_by_default() {
     if !backends_ready() {
@@ -66,15 +78,7 @@ async fn sessions_on_two_threads_share_one_server_connection() {
     if !backends_ready() {
         return;
     }
-    let cfg = format!(
-        "[pgsql_variables]\ninterfaces = \"127.0.0.1:{{pg_port}}\"\nthreads = 2\n{}",
-        standard_config("", "").replacen(
-            &format!("port = {}\n", ports::PG_PRIMARY),
-            &format!("port = {}\nmax_connections = 1\n", ports::PG_PRIMARY),
-            1,
-        )
-    );
-    let s = Sluice::start(&cfg);
+    let s = Sluice::start(&two_threads_config(1));
     let mut got = session_threads(&s, 2);
     got.sort();
     assert_eq!(got, ["sluice-pg-0", "sluice-pg-1"]);
@@ -167,4 +171,58 @@ async fn a_stop_lets_statements_on_session_threads_finish() {
     );
     // The idle session was closed by the stop, not left hanging.
     assert!(idle.query_one("SELECT 1", &[]).await.is_err());
+}
+
+#[tokio::test]
+async fn many_clients_on_two_threads_share_a_small_budget_without_errors() {
+    if !backends_ready() {
+        return;
+    }
+    // 40 clients dealt to two session threads, 4 server connections split between the threads:
+    // every statement is answered, and the server never sees more than 4 connections however
+    // the slots move between the threads' shares.
+    let s = Sluice::start(&two_threads_config(4));
+    session_threads(&s, 2);
+    let mut clients = Vec::new();
+    for _ in 0..40 {
+        clients.push(client(s.pg_port).await);
+    }
+    let run = |c: Client, n: i32| async move {
+        let mut pids = std::collections::BTreeSet::new();
+        for i in 0..n {
+            let row = c
+                .query_one("SELECT pg_backend_pid(), $1::int * 3", &[&i])
+                .await
+                .expect("query through a shared server connection");
+            assert_eq!(row.get::<_, i32>(1), i * 3);
+            pids.insert(row.get::<_, i32>(0));
+        }
+        pids
+    };
+    let tasks: Vec<_> = clients
+        .into_iter()
+        .map(|c| tokio::spawn(run(c, 50)))
+        .collect();
+    let mut pids = std::collections::BTreeSet::new();
+    for t in tasks {
+        pids.extend(t.await.expect("client task"));
+    }
+    assert!(
+        !pids.is_empty() && pids.len() <= 4,
+        "server connections used: {pids:?}"
+    );
+    let used = s.admin_ok(
+        "SELECT SUM(ConnUsed + ConnFree), MAX(MaxConnUsed) FROM stats_pgsql_connection_pool",
+    );
+    let counts: Vec<u32> = used
+        .split_whitespace()
+        .map(|n| n.parse().expect("a count"))
+        .collect();
+    assert_eq!(counts.len(), 2, "{used}");
+    assert!(counts[0] <= 4, "pool holds {} connections", counts[0]);
+    assert!(
+        (1..=4).contains(&counts[1]),
+        "peak connections in use: {}",
+        counts[1]
+    );
 }

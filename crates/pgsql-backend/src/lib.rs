@@ -31,6 +31,7 @@
 //! ```
 //! `examples/pg_pooled_query.rs` runs the same against a real server.
 
+mod budget;
 pub mod conn;
 mod idle;
 pub mod monitor;

@@ -1,8 +1,10 @@
 //! Server connections per (hostgroup, server, user, database). `max_connections` per server caps
-//! the connections in use at once through a fair (first come, first served) semaphore: a session
-//! takes a permit, then an idle connection or a new one, and gives both back when done.
+//! the connections in use at once through a budget of slots split between the session threads
+//! ([`crate::budget`]; sessions of a thread queue first come, first served): a session takes a
+//! slot, then an idle connection or a new one, and gives both back when done.
 
 use crate::Error;
+use crate::budget::{Budget, Slot};
 use crate::conn::{ConnectParams, PgConn};
 use crate::idle::{IdleConns, KeyRef};
 use sluice_core::admin::Protocol;
@@ -12,10 +14,10 @@ use sluice_core::metrics::{PoolStats, TrafficRegistry};
 use sluice_core::runtime::{HostgroupServer, ServerKey};
 use sluice_core::util::lock;
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::{debug, info, warn};
 
 /// Which idle connections can serve a client.
@@ -31,15 +33,17 @@ pub struct PgKey {
     pub database: String,
 }
 
-/// Per hostgroup, each server's connection budget: its `max_connections` and the semaphore
-/// enforcing it. A hostgroup has few servers; a scan finds one without building a key.
-type Slots = HashMap<u32, Vec<(ServerKey, u32, Arc<Semaphore>)>>;
+/// Per hostgroup, each server's connection budget (its `max_connections` split between the
+/// session threads). A hostgroup has few servers; a scan finds one without building a key.
+type Slots = HashMap<u32, Vec<(ServerKey, Arc<Budget>)>>;
 
 /// All PostgreSQL pools.
 #[derive(Debug, Default)]
 pub struct PgPool {
     idle: Mutex<IdleConns>,
     slots: Mutex<Slots>,
+    /// Session threads the budgets are split between (0 until told: one share).
+    session_threads: AtomicUsize,
     /// TLS for servers with `use_ssl=1`.
     tls: Option<Arc<sluice_net::client_tls::TlsSource>>,
     /// Told about each failed connect (not refused logins): the monitor's error shunning.
@@ -87,7 +91,7 @@ pub struct PgCheckout<'a> {
 #[derive(Debug)]
 pub struct PgPooled {
     conn: Option<PgConn>,
-    permit: Option<OwnedSemaphorePermit>,
+    permit: Option<Slot>,
     key: Arc<PgKey>,
     pool: Arc<PgPool>,
 }
@@ -107,23 +111,29 @@ impl PgPool {
         })
     }
 
-    fn semaphore(&self, hg: u32, s: &HostgroupServer) -> Arc<Semaphore> {
+    /// Splits every server's `max_connections` between `threads` session threads from now on
+    /// (`pgsql-threads`): each thread's sessions queue for their own share, so a slot and its
+    /// connection stay on one thread under load. Budgets made before keep their split.
+    pub fn set_session_threads(&self, threads: usize) {
+        self.session_threads.store(threads, Relaxed);
+    }
+
+    fn budget(&self, hg: u32, s: &HostgroupServer) -> Arc<Budget> {
         let mut g = lock(&self.slots);
         let servers = g.entry(hg).or_default();
-        let fresh = || Arc::new(Semaphore::new(s.max_connections as usize));
-        match servers.iter_mut().find(|(k, _, _)| *k == s.key) {
-            Some((_, max, sem)) => {
-                if *max != s.max_connections {
+        let fresh = || Budget::new(s.max_connections, self.session_threads.load(Relaxed));
+        match servers.iter_mut().find(|(k, _)| *k == s.key) {
+            Some((_, budget)) => {
+                if budget.max != s.max_connections {
                     // max_connections changed at runtime: a fresh budget for new connections.
-                    *max = s.max_connections;
-                    *sem = fresh();
+                    *budget = fresh();
                 }
-                sem.clone()
+                budget.clone()
             }
             None => {
-                let sem = fresh();
-                servers.push((s.key.clone(), s.max_connections, sem.clone()));
-                sem
+                let budget = fresh();
+                servers.push((s.key.clone(), budget.clone()));
+                budget
             }
         }
     }
@@ -134,8 +144,8 @@ impl PgPool {
         lock(&self.slots)
             .iter()
             .flat_map(|(hg, servers)| servers.iter().map(move |s| (*hg, s)))
-            .map(|(hg, (server, max, sem))| {
-                let used = max.saturating_sub(sem.available_permits() as u32);
+            .map(|(hg, (server, budget))| {
+                let used = budget.in_use();
                 let free = idle
                     .iter()
                     .filter(|(k, _)| k.hostgroup == hg && &k.server == server)
@@ -202,12 +212,12 @@ impl PgPool {
         sluice_core::checkout::checkout(&attempts, req.servers, budget).await
     }
 
-    /// A connection from the pool or a new one, for `server` whose slot `permit` holds.
+    /// A connection from the pool or a new one, for `server` whose `permit` the session holds.
     async fn connection_on(
         self: &Arc<Self>,
         req: &PgCheckout<'_>,
         server: &HostgroupServer,
-        permit: OwnedSemaphorePermit,
+        permit: Slot,
         deadline: Instant,
     ) -> Attempt<PgPooled, Error> {
         let wanted = KeyRef {
@@ -354,11 +364,7 @@ impl sluice_core::checkout::Connector for PgAttempts<'_> {
     ) -> Attempt<PgPooled, Error> {
         let (pool, req) = (self.pool, self.req);
         let now = Instant::now();
-        let in_use = |s: &HostgroupServer| {
-            let sem = pool.semaphore(req.hostgroup, s);
-            s.max_connections
-                .saturating_sub(sem.available_permits() as u32)
-        };
+        let in_use = |s: &HostgroupServer| pool.budget(req.hostgroup, s).in_use();
         let skip = |s: &HostgroupServer| failed.contains(&s.key);
         // Prefer a server with room; when all are full, queue on a random usable one.
         let server = pick(servers, in_use, skip, random_u64(), now)
@@ -366,17 +372,9 @@ impl sluice_core::checkout::Connector for PgAttempts<'_> {
         let Ok(server) = server else {
             return Attempt::Exhausted;
         };
-        let sem = pool.semaphore(req.hostgroup, server);
-        // A free slot is taken without arming a timer; waiters queue in order otherwise.
-        let permit = match sem.clone().try_acquire_owned() {
-            Ok(p) => p,
-            Err(_) => {
-                let remaining = deadline.saturating_duration_since(Instant::now());
-                match tokio::time::timeout(remaining, sem.acquire_owned()).await {
-                    Ok(Ok(p)) => p,
-                    _ => return Attempt::Again,
-                }
-            }
+        let budget = pool.budget(req.hostgroup, server);
+        let Some(permit) = budget.take(req.worker, deadline).await else {
+            return Attempt::Again;
         };
         pool.connection_on(req, server, permit, deadline).await
     }

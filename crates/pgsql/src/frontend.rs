@@ -142,8 +142,10 @@ impl PgFrontend {
     }
 
     /// Runs each session on one of `workers`' single-threaded event loops (`pgsql-threads`)
-    /// instead of the caller's runtime.
+    /// instead of the caller's runtime; each server's `max_connections` is split between them
+    /// (see [`PgPool::set_session_threads`]).
     pub fn with_workers(mut self, workers: Arc<sluice_net::Workers>) -> PgFrontend {
+        self.pool.set_session_threads(workers.len());
         self.workers = Some(workers);
         self
     }
