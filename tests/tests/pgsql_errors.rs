@@ -323,3 +323,68 @@ print("free", admin("SELECT hostgroup, srv_port, user, database, fd > 0 FROM sta
         )
     );
 }
+
+#[test]
+fn a_server_that_never_answers_its_login_is_retried_on_another() {
+    if !backends_ready() {
+        return;
+    }
+    // Fault injection: a "server" in hostgroup 0 that accepts connections and never says a
+    // word, next to the real primary. A connect to it times out after
+    // `connect_timeout_server`; that is worth another attempt within
+    // `connect_timeout_server_max` (it used to fail the client at once, as if the login had
+    // been refused).
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let silent_port = silent.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for c in silent.incoming().flatten() {
+            held.push(c);
+        }
+    });
+    let cfg = standard_config("", "").replacen(
+        "[[pgsql_servers]]\n",
+        &format!("[[pgsql_servers]]\nhostgroup_id = 0\nhostname = \"127.0.0.1\"\nport = {silent_port}\n\n[[pgsql_servers]]\n"),
+        1,
+    );
+    let cfg = format!(
+        "[pgsql_variables]\ninterfaces = \"127.0.0.1:{{pg_port}}\"\nconnect_timeout_server = 300\nconnect_timeout_server_max = 10000\n{cfg}"
+    );
+    let s = Sluice::start(&cfg);
+    // Both servers are in hostgroup 0 with the same weight: across ten logins (each needs a
+    // server connection of its own at first) the silent one is picked, times out and is
+    // skipped.
+    for i in 0..10 {
+        let out = std::process::Command::new("psql")
+            .env("PGPASSWORD", "app")
+            .env("PGSSLMODE", "disable")
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &s.pg_port.to_string(),
+                "-U",
+                "app",
+                "-d",
+                "app",
+                "-XAt",
+                "-c",
+            ])
+            .arg(format!("SELECT {i} + 1, inet_server_port()"))
+            .output()
+            .expect("psql");
+        assert_eq!(
+            ok_stdout(&out).trim(),
+            format!("{}|{}", i + 1, ports::PG_PRIMARY),
+            "log:\n{}",
+            s.log()
+        );
+    }
+    assert!(
+        s.log().contains(&format!(
+            "connecting to 127.0.0.1:{silent_port} timed out after 300ms"
+        )),
+        "the timeout is logged with the server it concerns:\n{}",
+        s.log()
+    );
+}

@@ -103,11 +103,16 @@ impl PgConn {
     pub async fn connect(p: &ConnectParams) -> Result<PgConn, Error> {
         match tokio::time::timeout(p.timeout, Self::connect_inner(p)).await {
             Ok(r) => r,
-            Err(_) => Err(Error::Auth(format!(
-                "{}:{}: timed out after {}ms",
-                p.host,
-                p.port,
-                p.timeout.as_millis()
+            // A slow server (or a busy Sluice) is worth another attempt within
+            // `connect_timeout_server_max`: a wire error, unlike a refused login.
+            Err(_) => Err(Error::from(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "connecting to {}:{} timed out after {}ms",
+                    p.host,
+                    p.port,
+                    p.timeout.as_millis()
+                ),
             ))),
         }
     }
