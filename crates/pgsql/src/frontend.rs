@@ -390,7 +390,7 @@ fn login_failed(fe: &PgFrontend, peer: SocketAddr, e: &crate::Error) {
 }
 
 /// A logged-in session: announce the server's parameters, then pump messages until the end.
-async fn run<S: AsyncRead + AsyncWrite + Unpin>(
+async fn run<S: AsyncRead + AsyncWrite + Unpin + Send>(
     fe: Arc<PgFrontend>,
     mut io: S,
     mut reader: Reader,

@@ -35,6 +35,14 @@ enum Step {
     End,
 }
 
+/// What a session step handles.
+enum Input {
+    /// A client message while the session holds no server connection.
+    Idle(Bytes),
+    /// What woke the session while it holds one.
+    Held(Ev),
+}
+
 /// What woke a session that holds a server connection.
 enum Ev {
     Client(Result<Bytes, Error>),
@@ -114,47 +122,66 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
 
     /// Forwards client messages and server replies until the client leaves, Sluice stops or
     /// the session is terminated.
-    pub(crate) async fn run(mut self) -> Result<(), Error> {
+    pub(crate) async fn run(self) -> Result<(), Error>
+    where
+        S: Send,
+    {
         let (fe, handle) = (self.fe, self.handle);
         let terminated = handle.terminate.cancelled();
         tokio::pin!(terminated);
         // One registration for the session's life, not one per transaction.
         let shutdown = fe.shutdown.cancelled();
         tokio::pin!(shutdown);
+        // A step's state lives in the session's step block, not in its task (memory per idle
+        // client), reused from step to step (no allocation per message) and given back with
+        // the read buffer once the client goes idle.
+        let mut steps: sluice_net::StepBlock<'a, (Self, Result<Step, Error>)> = Default::default();
+        let mut s = self;
         loop {
-            self.publish_pin();
-            let step = match self.backend.as_mut() {
+            s.publish_pin();
+            let input = match s.backend.as_mut() {
                 None => {
                     // Idle between transactions: wait for the client only.
                     let m = tokio::select! {
                         _ = &mut shutdown => return Ok(()),
-                        _ = &mut terminated => return terminate(self.tcp).await.map(drop),
-                        m = self.reader.message(self.tcp) => m?,
-                        _ = tokio::time::sleep(IDLE_BUFFER_RELEASE), if self.reader.has_idle_buffer() => {
+                        _ = &mut terminated => return terminate(s.tcp).await.map(drop),
+                        m = s.reader.message(s.tcp) => m?,
+                        _ = tokio::time::sleep(IDLE_BUFFER_RELEASE), if s.reader.has_idle_buffer() => {
                             // Reading is cancel-safe: an empty buffer is given back, so an
                             // idle client costs none; a busy one keeps its buffer.
-                            self.reader.release_if_empty();
+                            s.reader.release_if_empty();
+                            steps.release();
                             continue;
                         }
                     };
-                    // Boxed (as `event` below): a message's handling state lives only while
-                    // it runs, so an idle session's task stays small (memory per idle client).
-                    Box::pin(self.idle_message(m)).await?
+                    Input::Idle(m)
                 }
                 Some(b) => {
                     let conn = b.conn();
                     let ev = tokio::select! {
-                        m = self.reader.message(self.tcp) => Ev::Client(m.map_err(Error::Client)),
+                        m = s.reader.message(s.tcp) => Ev::Client(m.map_err(Error::Client)),
                         r = conn.reader.fill(&mut conn.stream) => Ev::Server(r.map_err(Error::server_wire)),
                         _ = &mut terminated => Ev::Terminated,
                     };
-                    Box::pin(self.event(ev)).await?
+                    Input::Held(ev)
                 }
             };
-            if let Step::End = step {
+            let outcome;
+            (s, outcome) = steps.run(s.step(input)).await;
+            if let Step::End = outcome? {
                 return Ok(());
             }
         }
+    }
+
+    /// Handles one input; the session is handed in and back so the step's future borrows
+    /// nothing and can live in the reused block of [`Self::run`].
+    async fn step(mut self, input: Input) -> (Self, Result<Step, Error>) {
+        let outcome = match input {
+            Input::Idle(m) => self.idle_message(m).await,
+            Input::Held(ev) => self.event(ev).await,
+        };
+        (self, outcome)
     }
 
     /// Shows why the session holds its connection in the processlist, when that changed.

@@ -185,6 +185,7 @@ impl Session {
     pub async fn run(mut self) {
         let killed = self.slot.killed();
         let mut waiting_since = Instant::now();
+        let mut steps: sluice_net::StepBlock<'static, (Session, Next)> = Default::default();
         loop {
             let idle = self.idle_timeout();
             let idle_deadline = waiting_since + idle;
@@ -228,6 +229,7 @@ impl Session {
                     // kept; only an empty one is given back.
                     self.io.reader.release_if_empty();
                     self.execute_buf = Vec::new();
+                    steps.release();
                 }
                 if self.pins.hold_deadline().is_some_and(|h| now >= h) {
                     // A time-bounded hold ran out while the client was quiet: let the
@@ -259,9 +261,10 @@ impl Session {
                 Some(&com::STMT_PREPARE) => Some(crate::counters::named("PREPARE")),
                 _ => None,
             };
-            // Boxed: a statement's state lives only while it runs, so an idle session's task
-            // stays small (memory per idle client); one allocation per command.
-            let next = Box::pin(self.dispatch(pk)).await;
+            // The command's state lives in the session's step block, not in its task (memory
+            // per idle client), reused from command to command (no allocation per command).
+            let next;
+            (self, next) = steps.run(self.step(pk)).await;
             if let Some(c) = command {
                 let took = started.elapsed();
                 self.fe.counters.commands.record(c, took);
@@ -331,6 +334,13 @@ impl Session {
             Ok(()) => Next::Continue,
             Err(_) => Next::Close,
         }
+    }
+
+    /// Runs one command; the session is handed in and back so the command's future borrows
+    /// nothing and can live in the reused block of [`Self::run`].
+    async fn step(mut self, pk: Packet) -> (Session, Next) {
+        let next = self.dispatch(pk).await;
+        (self, next)
     }
 
     async fn dispatch(&mut self, pk: Packet) -> Next {
