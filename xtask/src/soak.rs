@@ -23,7 +23,11 @@ const SB_DB: &str = "sbsoak";
 /// The soak's Sluice: replication hostgroups on both sides (writer 0, reader 1), reads split
 /// to the readers, monitors every second; server connects (TCP + TLS + SCRAM) may take 5 s, as
 /// the 2,000-connect burst on a loaded 2-core machine needs (with the default 1 s, 23 of 1,000
-/// PostgreSQL logins of a 10-minute run timed out opening their server connection).
+/// PostgreSQL logins of a 10-minute run timed out opening their server connection). The
+/// monitor's connects and read_only checks get 2 s for the same reason: during a burst the
+/// default 600 ms / 500 ms timed out three times in a row on the MariaDB primary, which then
+/// counted as read_only and left the writer hostgroup for a second (one client got 1927). A
+/// crashed server still refuses at once, so failover detection is as fast as before.
 fn config() -> String {
     format!(
         r#"[admin_variables]
@@ -38,6 +42,8 @@ connect_timeout_server_max = 20000
 monitor_read_only_interval = 1000
 monitor_ping_interval = 1000
 monitor_connect_interval = 2000
+monitor_connect_timeout = 2000
+monitor_read_only_timeout = 2000
 
 [pgsql_variables]
 interfaces = "127.0.0.1:{PG_PORT}"
@@ -47,6 +53,8 @@ connect_timeout_server_max = 20000
 monitor_read_only_interval = 1000
 monitor_ping_interval = 1000
 monitor_connect_interval = 2000
+monitor_connect_timeout = 2000
+monitor_read_only_timeout = 2000
 
 [[mysql_servers]]
 hostgroup_id = 0
