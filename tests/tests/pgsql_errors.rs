@@ -355,24 +355,7 @@ fn a_server_that_never_answers_its_login_is_retried_on_another() {
     // server connection of its own at first) the silent one is picked, times out and is
     // skipped.
     for i in 0..10 {
-        let out = std::process::Command::new("psql")
-            .env("PGPASSWORD", "app")
-            .env("PGSSLMODE", "disable")
-            .args([
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &s.pg_port.to_string(),
-                "-U",
-                "app",
-                "-d",
-                "app",
-                "-XAt",
-                "-c",
-            ])
-            .arg(format!("SELECT {i} + 1, inet_server_port()"))
-            .output()
-            .expect("psql");
+        let out = psql_app(s.pg_port, &format!("SELECT {i} + 1, inet_server_port()"));
         assert_eq!(
             ok_stdout(&out).trim(),
             format!("{}|{}", i + 1, ports::PG_PRIMARY),
