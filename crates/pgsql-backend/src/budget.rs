@@ -11,8 +11,8 @@
 //! budget follows the load and no thread starves. The total never exceeds `max_connections`.
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, SeqCst};
+use std::sync::atomic::{AtomicU32, fence};
 use std::time::Instant;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -44,12 +44,25 @@ pub(crate) struct Slot {
     share: usize,
 }
 
-/// Decrements a share's waiting count however the wait ends (slot, timeout, cancellation).
-struct Waiting<'a>(&'a Share);
+/// Counts a session of share `.1` as waiting; however the wait ends (slot, timeout,
+/// cancellation), the count goes down and, when it was the share's last waiter, free slots a
+/// give-back moved here for it are offered to the shares whose sessions still wait.
+struct Waiting<'a>(&'a Budget, usize);
+
+impl<'a> Waiting<'a> {
+    fn start(budget: &'a Budget, share: usize) -> Self {
+        budget.shares[share].waiting.fetch_add(1, SeqCst);
+        Waiting(budget, share)
+    }
+}
 
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
-        self.0.waiting.fetch_sub(1, AcqRel);
+        let Waiting(budget, share) = *self;
+        if budget.shares[share].waiting.fetch_sub(1, SeqCst) == 1 {
+            fence(SeqCst);
+            budget.offer_free(share);
+        }
     }
 }
 
@@ -109,15 +122,16 @@ impl Budget {
             return Some(s);
         }
         let own = self.share_of(thread);
-        let share = &self.shares[own];
-        share.waiting.fetch_add(1, SeqCst);
-        let _waiting = Waiting(share);
+        let _waiting = Waiting::start(self, own);
         // Looked at again once this wait is visible: a slot given back between the first look
-        // and the count went to a free list nobody would have taken it from.
+        // and the count went to a free list nobody would have taken it from. The giver looks
+        // at the counts after its give-back (`give_back`), behind a fence like this one, so at
+        // least one of the two looks sees the other.
+        fence(SeqCst);
         if let Some(s) = self.try_take(thread) {
             return Some(s);
         }
-        let wait = share.free.clone().acquire_owned();
+        let wait = self.shares[own].free.clone().acquire_owned();
         match tokio::time::timeout_at(deadline.into(), wait).await {
             Ok(Ok(permit)) => Some(Slot {
                 permit: Some(permit),
@@ -126,6 +140,48 @@ impl Budget {
             }),
             _ => None,
         }
+    }
+
+    /// Gives a slot of share `from` back: to a share whose sessions wait when [`receiver`]
+    /// names one, else to `from`'s free list.
+    ///
+    /// [`receiver`]: Budget::receiver
+    fn give_back(&self, from: usize, permit: OwnedSemaphorePermit) {
+        if let Some(to) = self.receiver(from) {
+            permit.forget();
+            self.moved(from, to);
+            return;
+        }
+        drop(permit);
+        // A session of another thread may have started waiting after the look above and
+        // looked at the free lists before the slot was in one: it would sleep on its own
+        // share with this slot free here. Looking again after the give-back (the waiter
+        // fences between counting itself and its last look) closes that gap; CI once saw a
+        // session wait out its 10 s connect timeout on a pool of one.
+        fence(SeqCst);
+        self.offer_free(from);
+    }
+
+    /// Moves free slots of `from` to shares whose sessions wait, as long as [`receiver`] says
+    /// they should have them (a slot moved to a share whose waiter then gave up comes back
+    /// out this way too).
+    ///
+    /// [`receiver`]: Budget::receiver
+    fn offer_free(&self, from: usize) {
+        while let Some(to) = self.receiver(from) {
+            let Ok(permit) = self.shares[from].free.try_acquire() else {
+                return;
+            };
+            permit.forget();
+            self.moved(from, to);
+        }
+    }
+
+    /// Books a slot taken out of `from` (its permit forgotten) to `to` and frees it there.
+    fn moved(&self, from: usize, to: usize) {
+        self.shares[from].owned.fetch_sub(1, AcqRel);
+        self.shares[to].owned.fetch_add(1, AcqRel);
+        self.shares[to].free.add_permits(1);
     }
 
     /// Where a slot of share `from` goes when given back: another share whose sessions wait,
@@ -145,18 +201,8 @@ impl Budget {
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        let Some(permit) = self.permit.take() else {
-            return;
-        };
-        let b = &self.budget;
-        match b.receiver(self.share) {
-            Some(to) => {
-                permit.forget();
-                b.shares[self.share].owned.fetch_sub(1, AcqRel);
-                b.shares[to].owned.fetch_add(1, AcqRel);
-                b.shares[to].free.add_permits(1);
-            }
-            None => drop(permit),
+        if let Some(permit) = self.permit.take() {
+            self.budget.give_back(self.share, permit);
         }
     }
 }
@@ -270,6 +316,62 @@ mod tests {
         );
         drop(z);
         assert_eq!(w0.await.expect("join"), Some(0));
+    }
+
+    #[tokio::test]
+    async fn a_slot_moved_to_a_waiter_that_gave_up_goes_on_to_another_waiting_thread() {
+        let b = Budget::new(1, 2);
+        let held = b.try_take(Some(0)).expect("slot");
+        let leaver = waiter(&b, 1);
+        let stayer = waiter(&b, 0);
+        until_waiting(&b, &[0, 1]).await;
+        // Share 0 owns the slot and share 1 none: the give-back goes to share 1's session,
+        // which is cancelled (its client left) before it runs.
+        drop(held);
+        leaver.abort();
+        assert!(leaver.await.expect_err("cancelled").is_cancelled());
+        assert_eq!(stayer.await.expect("join"), Some(0), "not left to time out");
+        assert_eq!(b.in_use(), 0);
+    }
+
+    /// Two session threads, each on its own event loop, taking turns on one slot as fast as
+    /// they can: every wait ends with the slot (a give-back racing a new waiter on the other
+    /// thread once left the slot free in one share while the waiter slept on the other's).
+    #[test]
+    fn two_threads_alternating_on_one_slot_never_wait_out_their_deadline() {
+        let b = Budget::new(1, 2);
+        let rounds = 20_000;
+        let threads: Vec<_> = (0..2)
+            .map(|t| {
+                let b = b.clone();
+                std::thread::spawn(move || {
+                    let rt = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .expect("runtime");
+                    rt.block_on(async {
+                        let mut timed_out = 0;
+                        for _ in 0..rounds {
+                            let deadline = Instant::now() + Duration::from_secs(1);
+                            match b.take(Some(t), deadline).await {
+                                Some(slot) => {
+                                    tokio::task::yield_now().await;
+                                    drop(slot);
+                                }
+                                None => timed_out += 1,
+                            }
+                        }
+                        timed_out
+                    })
+                })
+            })
+            .collect();
+        let timed_out: Vec<u32> = threads
+            .into_iter()
+            .map(|h| h.join().expect("thread"))
+            .collect();
+        assert_eq!(timed_out, [0, 0], "waits that ran out with a slot free");
+        assert_eq!(b.in_use(), 0);
     }
 
     #[tokio::test]
