@@ -11,6 +11,11 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// The smallest bound `digests_max` can set.
 const MIN_ENTRIES: usize = 16;
+/// A shard with fewer entries than this makes room in the largest other shard rather than in
+/// itself: the coldest eighth of a handful of entries is the thread's hot statement, so a
+/// thread that started recording once the map was full would evict its own hot digest at
+/// every new one (CI once saw a thread's every execution of a statement lost that way).
+const OWN_EVICTION_MIN: usize = 8;
 
 /// One executed query, as the digest map records it.
 #[derive(Debug, Clone, Copy)]
@@ -180,7 +185,7 @@ impl DigestStats {
             }
             let full =
                 self.entries.load(Ordering::Relaxed) >= self.max_entries.load(Ordering::Relaxed);
-            if !full || !g.map.is_empty() {
+            if !full || g.map.len() >= OWN_EVICTION_MIN {
                 if full {
                     let evicted = self.evict_coldest(&mut g);
                     self.evicted.fetch_add(evicted as u64, Ordering::Relaxed);
@@ -189,8 +194,8 @@ impl DigestStats {
                 return;
             }
         }
-        // The budget is spent by other threads' shards and this one holds nothing to evict:
-        // make room in the largest (locking one shard at a time, never two).
+        // The budget is spent by other threads' shards and this one holds too little to evict
+        // from: make room in the largest (locking one shard at a time, never two).
         self.evict_elsewhere(own);
         let mut g = lock(self.shard(own));
         g.tick += 1;
@@ -522,6 +527,43 @@ mod tests {
         );
         assert!(s.len() <= 1000, "{} rows over a bound of 1000", s.len());
         assert!(s.evicted() >= 4000 - 1000);
+    }
+
+    #[test]
+    fn a_thread_starting_on_a_full_map_keeps_its_hot_digest() {
+        let s = std::sync::Arc::new(DigestStats::new(100));
+        let mut next = 1_000u64;
+        // Up to the bound exactly, as a busy thread keeps it.
+        let mut fill = |s: &DigestStats| {
+            while s.entries.load(Ordering::Relaxed) < 100 {
+                next += 1;
+                s.record(&sample(next, "SELECT ?", 1));
+            }
+        };
+        fill(&s);
+        // Another thread runs its hot statement and a new one in turn while this one keeps the
+        // map full in between (as busy threads do).
+        let (ran, wait_ran) = std::sync::mpsc::channel();
+        let (filled, wait_filled) = std::sync::mpsc::channel::<()>();
+        let late = s.clone();
+        let t = std::thread::spawn(move || {
+            for i in 0..50u64 {
+                late.record(&sample(7, "SELECT ?", 5));
+                let _ = ran.send(());
+                let _ = wait_filled.recv();
+                late.record(&sample(2_000_000 + i, "SELECT ?", 1));
+            }
+        });
+        while wait_ran.recv().is_ok() {
+            fill(&s);
+            let _ = filled.send(());
+        }
+        t.join().expect("thread");
+        let rows = s.rows();
+        let hot: Vec<&DigestRow> = rows.iter().filter(|r| r.digest == 7).collect();
+        assert_eq!(hot.len(), 1, "the hot digest has its row");
+        assert_eq!(hot[0].count, 50, "and every execution in it");
+        assert!(s.len() <= 100, "{} rows over a bound of 100", s.len());
     }
 
     #[test]
