@@ -65,7 +65,8 @@ pub(crate) async fn forward(
                     _ => query_text(m),
                 };
                 sql.map(|q| {
-                    let q = String::from_utf8_lossy(q).into_owned();
+                    // Borrowed when it is UTF-8, as statement texts are (the server checks).
+                    let q = String::from_utf8_lossy(q);
                     let t0 = std::time::Instant::now();
                     let d = s.qp.decide(rt, &fe.query, &q);
                     fe.stats.processor_time(t0);

@@ -149,7 +149,8 @@ pub(crate) async fn start(
     };
     let started = Instant::now();
     let qvars = &rt.pgsql.variables.query;
-    let sql = String::from_utf8_lossy(sql).into_owned();
+    // Borrowed when it is UTF-8, as statement texts are (the server checks).
+    let sql = String::from_utf8_lossy(sql);
     let mut d = s.qp.decide(rt, &fe.query, &sql);
     fe.stats.processor_time(started);
     let simple = f.message[0] == b'Q';
@@ -211,7 +212,7 @@ pub(crate) async fn start(
                 .unwrap_or(qvars.query_cache_stores_empty_result),
             bytes: Some(Vec::new()),
             error: false,
-            sql: sql.clone(),
+            sql: sql.clone().into_owned(),
         });
     }
     let delay = d.delay_ms(qvars);

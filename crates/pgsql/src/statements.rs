@@ -7,7 +7,6 @@
 
 use bytes::Bytes;
 use sluice_pgsql_backend::prepared::PreparedSet;
-use sluice_pgsql_proto::frame::message;
 use std::collections::{HashMap, VecDeque};
 
 /// A client statement as the server knows it.
@@ -58,13 +57,20 @@ fn cstr(b: &[u8]) -> Option<(&[u8], &[u8])> {
     Some((&b[..end], &b[end + 1..]))
 }
 
-fn with_name(kind: u8, prefix: &[u8], name: &str, rest: &[u8]) -> Vec<u8> {
-    let mut body = Vec::with_capacity(prefix.len() + name.len() + 1 + rest.len());
-    body.extend_from_slice(prefix);
-    body.extend_from_slice(name.as_bytes());
-    body.push(0);
-    body.extend_from_slice(rest);
-    message(kind, &body)
+/// Appends to `out` a `kind` message whose body is `prefix`, the statement `name` with its NUL,
+/// then `rest`: the client's message with the statement renamed, written in place (a Bind of
+/// `-M prepared` costs no allocation).
+fn put_named(out: &mut Vec<u8>, kind: u8, prefix: &[&[u8]], name: &str, rest: &[u8]) {
+    let body = prefix.iter().map(|p| p.len()).sum::<usize>() + name.len() + 1 + rest.len();
+    out.reserve(body + 5);
+    out.push(kind);
+    out.extend_from_slice(&((body + 4) as u32).to_be_bytes());
+    for p in prefix {
+        out.extend_from_slice(p);
+    }
+    out.extend_from_slice(name.as_bytes());
+    out.push(0);
+    out.extend_from_slice(rest);
 }
 
 impl SessionStatements {
@@ -157,7 +163,7 @@ impl SessionStatements {
                 let server_name = self.define(name, definition);
                 let client_name = Bytes::copy_from_slice(name);
                 self.make_room(conn, max, out);
-                out.extend(with_name(b'P', b"", &server_name, definition));
+                put_named(out, b'P', &[], &server_name, definition);
                 conn.insert(server_name.clone());
                 self.parses.push_back(Pending {
                     server_name: Some(server_name),
@@ -176,9 +182,7 @@ impl SessionStatements {
                 let Some(server_name) = self.ensure(name, conn, max, out) else {
                     return out.extend_from_slice(msg);
                 };
-                let mut prefix = portal.to_vec();
-                prefix.push(0);
-                out.extend(with_name(b'B', &prefix, &server_name, params));
+                put_named(out, b'B', &[portal, b"\0"], server_name, params);
             }
             b'D' if body.first() == Some(&b'S') => {
                 let Some((name, _)) = cstr(&body[1..]) else {
@@ -187,7 +191,7 @@ impl SessionStatements {
                 let Some(server_name) = self.ensure(name, conn, max, out) else {
                     return out.extend_from_slice(msg);
                 };
-                out.extend(with_name(b'D', b"S", &server_name, b""));
+                put_named(out, b'D', &[b"S"], server_name, b"");
             }
             b'C' => {
                 let named = if body.first() == Some(&b'S') {
@@ -208,7 +212,7 @@ impl SessionStatements {
                     // gets its CloseComplete.
                     Some(server_name) => {
                         conn.remove(&server_name);
-                        out.extend(with_name(b'C', b"S", &server_name, b""));
+                        put_named(out, b'C', &[b"S"], &server_name, b"");
                     }
                     None => out.extend_from_slice(msg),
                 }
@@ -226,23 +230,26 @@ impl SessionStatements {
         conn: &mut PreparedSet,
         max: usize,
         out: &mut Vec<u8>,
-    ) -> Option<String> {
+    ) -> Option<&str> {
         if name.is_empty() {
             return None;
         }
-        let st = self.by_client_name.get(name)?.clone();
-        if !conn.touch(&st.server_name) {
+        if !conn.touch(&self.by_client_name.get(name)?.server_name) {
+            // Only here, where the connection lacks it, is the statement copied out.
+            let st = self.by_client_name.get(name)?.clone();
             self.make_room(conn, max, out);
-            out.extend(with_name(b'P', b"", &st.server_name, &st.definition));
+            put_named(out, b'P', &[], &st.server_name, &st.definition);
             conn.insert(st.server_name.clone());
             self.parses.push_back(Pending {
-                server_name: Some(st.server_name.clone()),
+                server_name: Some(st.server_name),
                 client_name: None,
                 swallow: true,
                 batch: self.batches_sent,
             });
         }
-        Some(st.server_name)
+        self.by_client_name
+            .get(name)
+            .map(|st| st.server_name.as_str())
     }
 
     /// Closes least recently used statements until one more fits under `max`.
@@ -251,7 +258,7 @@ impl SessionStatements {
             let Some(old) = conn.evict_oldest() else {
                 break;
             };
-            out.extend(with_name(b'C', b"S", &old, b""));
+            put_named(out, b'C', &[b"S"], &old, b"");
             self.closes.push_back(Pending {
                 server_name: Some(old),
                 client_name: None,
@@ -312,6 +319,29 @@ impl SessionStatements {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sluice_pgsql_proto::frame::message;
+
+    fn with_name(kind: u8, prefix: &[u8], name: &str, rest: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        put_named(&mut out, kind, &[prefix], name, rest);
+        out
+    }
+
+    #[test]
+    fn a_bind_is_renamed_byte_for_byte() {
+        let mut s = SessionStatements::new(4);
+        let mut c = PreparedSet::default();
+        let mut out = Vec::new();
+        s.outgoing(&parse("s4", "SELECT $1"), &mut c, 5, &mut out);
+        out.clear();
+        let params = [0u8, 1, 0, 1, 0, 0, 0, 1, b'7', 0, 0];
+        let mut body = b"portal\0s4\0".to_vec();
+        body.extend_from_slice(&params);
+        s.outgoing(&message(b'B', &body), &mut c, 5, &mut out);
+        let mut want = b"portal\0sl4_1\0".to_vec();
+        want.extend_from_slice(&params);
+        assert_eq!(out, message(b'B', &want));
+    }
 
     fn parse(name: &str, sql: &str) -> Vec<u8> {
         let mut rest = sql.as_bytes().to_vec();

@@ -20,11 +20,15 @@ fn types_offset(payload: &[u8], num_params: u16) -> Option<(usize, bool)> {
     Some((flag_at, bound))
 }
 
-/// What to send for one execute and what to remember afterwards.
+/// What to send for one execute and what to remember afterwards. The payload itself is not
+/// copied here: [`ExecuteRewrite::write`] writes it, renumbered, where the caller frames it.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct ExecuteRewrite {
-    /// The payload for the backend connection.
-    pub payload: Vec<u8>,
+    /// The backend connection's id for the statement.
+    backend_id: u32,
+    /// Types the client bound on an earlier execute, to add at the new-params-bound flag's
+    /// offset because the backend connection has not seen them.
+    add_types: Option<(usize, Bytes)>,
     /// Types the client bound in this execute (to remember for its later executes).
     pub client_bound: Option<Bytes>,
     /// Types the backend connection knows after this execute, when that changed.
@@ -44,12 +48,9 @@ impl ExecuteRewrite {
         server_known: Option<&Bytes>,
         on_server: bool,
     ) -> ExecuteRewrite {
-        let mut out = payload.to_vec();
-        if let Some(id) = out.get_mut(1..5) {
-            id.copy_from_slice(&backend_id.to_le_bytes());
-        }
         let mut plan = ExecuteRewrite {
-            payload: out,
+            backend_id,
+            add_types: None,
             client_bound: None,
             server_knows: None,
         };
@@ -73,14 +74,39 @@ impl ExecuteRewrite {
             return plan;
         }
         // flag_at < payload.len(): types_offset found the flag byte there.
-        let mut with = Vec::with_capacity(plan.payload.len() + types.len());
-        with.extend_from_slice(&plan.payload[..flag_at]);
-        with.push(1);
-        with.extend_from_slice(types);
-        with.extend_from_slice(&plan.payload[flag_at + 1..]);
-        plan.payload = with;
+        plan.add_types = Some((flag_at, types.clone()));
         plan.server_knows = Some(types.clone());
         plan
+    }
+
+    /// Length of the rewritten `payload`.
+    pub(crate) fn len(&self, payload: &[u8]) -> usize {
+        payload.len() + self.add_types.as_ref().map_or(0, |(_, t)| t.len())
+    }
+
+    /// Appends the rewritten `payload` (the one [`ExecuteRewrite::plan`] was given) to `out`:
+    /// the backend's statement id, and the added types with the flag that says they are bound.
+    pub(crate) fn write(&self, payload: &[u8], out: &mut Vec<u8>) {
+        let start = out.len();
+        match &self.add_types {
+            Some((flag_at, types)) if *flag_at < payload.len() => {
+                out.extend_from_slice(&payload[..*flag_at]);
+                out.push(1);
+                out.extend_from_slice(types);
+                out.extend_from_slice(&payload[flag_at + 1..]);
+            }
+            _ => out.extend_from_slice(payload),
+        }
+        if let Some(id) = out.get_mut(start + 1..start + 5) {
+            id.copy_from_slice(&self.backend_id.to_le_bytes());
+        }
+    }
+
+    /// The rewritten `payload` in a buffer of its own (tests and fuzzing).
+    pub(crate) fn payload(&self, payload: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.len(payload));
+        self.write(payload, &mut out);
+        out
     }
 }
 
@@ -107,21 +133,24 @@ mod tests {
 
     #[test]
     fn renumbers_and_remembers_bound_types() {
-        let plan = ExecuteRewrite::plan(&execute(1, Some([3, 0])), 9, 1, None, None, true);
-        assert_eq!(stmt_id(&plan.payload), Some(9));
+        let input = execute(1, Some([3, 0]));
+        let plan = ExecuteRewrite::plan(&input, 9, 1, None, None, true);
+        assert_eq!(stmt_id(&plan.payload(&input)), Some(9));
         assert_eq!(plan.client_bound.as_deref(), Some(&[3u8, 0][..]));
         assert_eq!(plan.server_knows.as_deref(), Some(&[3u8, 0][..]));
-        assert_eq!(plan.payload.len(), execute(1, Some([3, 0])).len());
+        assert_eq!(plan.payload(&input).len(), input.len());
     }
 
     #[test]
     fn adds_types_a_new_backend_connection_has_not_seen() {
         let types = Bytes::from_static(&[3, 0]);
-        let plan = ExecuteRewrite::plan(&execute(1, None), 4, 1, Some(&types), None, true);
-        assert_eq!(plan.payload, execute(4, Some([3, 0])).to_vec());
+        let input = execute(1, None);
+        let plan = ExecuteRewrite::plan(&input, 4, 1, Some(&types), None, true);
+        assert_eq!(plan.payload(&input), execute(4, Some([3, 0])).to_vec());
+        assert_eq!(plan.len(&input), plan.payload(&input).len());
         assert_eq!(plan.server_knows, Some(types.clone()));
-        let same = ExecuteRewrite::plan(&execute(1, None), 4, 1, Some(&types), Some(&types), true);
-        assert_eq!(same.payload, execute(4, None).to_vec());
+        let same = ExecuteRewrite::plan(&input, 4, 1, Some(&types), Some(&types), true);
+        assert_eq!(same.payload(&input), execute(4, None).to_vec());
     }
 
     #[test]
@@ -129,7 +158,7 @@ mod tests {
         for len in 0..16 {
             let p = execute(1, Some([3, 0])).slice(..len);
             let plan = ExecuteRewrite::plan(&p, 2, 1, None, None, true);
-            assert_eq!(plan.payload.len(), len);
+            assert_eq!(plan.payload(&p).len(), len);
         }
     }
 }

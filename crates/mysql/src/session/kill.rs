@@ -91,14 +91,19 @@ impl Session {
         let thread_id = b.conn().thread_id;
         let k = b.key();
         match running.as_mut() {
-            Some(on)
-                if on.thread_id == thread_id
-                    && on.hostgroup == k.hostgroup
-                    && on.server == k.server =>
-            {
+            Some(on) => {
+                // Another connection than the last statement's (multiplexing hands out
+                // whichever is idle): the place is rewritten in its own buffers, no allocation
+                // once the host name fits.
+                if on.server != k.server {
+                    on.server.hostname.clone_from(&k.server.hostname);
+                    on.server.port = k.server.port;
+                }
+                on.hostgroup = k.hostgroup;
+                on.thread_id = thread_id;
                 on.active = true;
             }
-            _ => {
+            None => {
                 *running = Some(RunningOn {
                     hostgroup: k.hostgroup,
                     server: k.server.clone(),

@@ -8,7 +8,7 @@ use super::{ClientStmt, Next, Session};
 use crate::stmt_registry::StmtMeta;
 use bytes::Bytes;
 use sluice_mysql_backend::BackendStmt;
-use sluice_mysql_proto::consts::{cap, status};
+use sluice_mysql_proto::consts::{MAX_CHUNK, cap, status};
 use sluice_mysql_proto::framing::{Packet, put_packet};
 use sluice_mysql_proto::packets::{eof_payload, err_payload};
 use sluice_mysql_proto::reply::ReplyKind;
@@ -247,8 +247,8 @@ impl Session {
         if let (Some(types), Some(b)) = (&plan.server_knows, bstmt) {
             b.bound_types = Some(types.clone());
         }
-        if let (Some(types), Some(c)) = (plan.client_bound, self.stmts.get_mut(&client_id)) {
-            c.types = Some(types);
+        if let (Some(types), Some(c)) = (&plan.client_bound, self.stmts.get_mut(&client_id)) {
+            c.types = Some(types.clone());
         }
         let mut raw = std::mem::take(&mut self.execute_buf);
         raw.clear();
@@ -256,8 +256,16 @@ impl Session {
             // A big execute (blobs) does not keep its buffer for the rest of the session.
             raw = Vec::new();
         }
-        let mut s = seq;
-        put_packet(&mut raw, &mut s, &plan.payload);
+        let len = plan.len(payload);
+        if len < MAX_CHUNK {
+            // One packet: framed here, the payload written in place after its header.
+            raw.extend_from_slice(&(len as u32).to_le_bytes()[..3]);
+            raw.push(seq);
+            plan.write(payload, &mut raw);
+        } else {
+            let mut s = seq;
+            put_packet(&mut raw, &mut s, &plan.payload(payload));
+        }
         raw
     }
 
