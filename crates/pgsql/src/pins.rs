@@ -3,6 +3,7 @@
 //! lock, closing the `WITH HOLD` cursor, `DEALLOCATE`, or `DISCARD ALL`. Causes Sluice cannot
 //! follow (an unparsable `SET`, a rule's `multiplex=0`) stay for the session.
 
+use sluice_core::query::WordSet;
 use std::collections::BTreeSet;
 
 /// The session-scoped things a server connection holds for one client.
@@ -41,10 +42,8 @@ const PIN_VERBS: [&str; 9] = [
 ];
 
 /// ASCII case-insensitive substring test.
-fn contains_ignore_case(hay: &[u8], needle: &[u8]) -> bool {
-    hay.windows(needle.len())
-        .any(|w| w.eq_ignore_ascii_case(needle))
-}
+/// Functions whose call anywhere in a statement may take a session-level lock or setting.
+const PIN_FUNCTIONS: WordSet = WordSet::new(&[b"advisory_", b"set_config"]);
 
 /// The last part of a possibly schema-qualified name.
 fn unqualified(name: &str) -> String {
@@ -102,8 +101,7 @@ impl PinSet {
             .next()
             .unwrap_or("");
         let relevant = PIN_VERBS.iter().any(|v| head.eq_ignore_ascii_case(v))
-            || contains_ignore_case(stmt.as_bytes(), b"advisory_")
-            || contains_ignore_case(stmt.as_bytes(), b"set_config");
+            || PIN_FUNCTIONS.occurs_in(stmt.as_bytes());
         if !relevant {
             return;
         }

@@ -1,6 +1,7 @@
 //! The query processor, shared by both protocols: a digest per query ([`digest`](mod@digest)), the rules
 //! that decide where it goes and what happens to it ([`rules`]), first-comment hints
-//! ([`hints`]), the result cache ([`cache`]) and the statistics ([`stats`]).
+//! ([`hints`]), the result cache ([`cache`]), the statistics ([`stats`]) and a word filter the
+//! sessions' state trackers run first ([`WordSet`]).
 
 pub mod cache;
 pub mod commands;
@@ -11,6 +12,7 @@ mod keywords;
 mod memo;
 pub mod rules;
 pub mod stats;
+mod words;
 
 #[cfg(test)]
 mod digest_tests;
@@ -22,6 +24,7 @@ pub use hook::{HookDecision, HookStatement, LocalReply, StatementHook};
 pub use memo::{DigestMemo, MEMO_MAX_SQL};
 pub use rules::{QueryAction, QueryContext, RuleSet};
 pub use stats::{DigestRow, DigestSample, DigestStats, QueryProcessorStats};
+pub use words::WordSet;
 
 use crate::config::QueryVariables;
 

@@ -6,6 +6,7 @@ use super::{Next, Session};
 use crate::sql::classify::{Effects, ProxyAnswer, classify};
 use crate::sql::lexer::split_statements;
 use crate::sql::set::{SetItem, SetParse, SetValue};
+use sluice_core::query::WordSet;
 use sluice_mysql_proto::framing::Packet;
 use sluice_mysql_proto::packets::err_payload;
 use sluice_mysql_proto::reply::ReplyKind;
@@ -14,7 +15,7 @@ use tracing::warn;
 
 /// Words whose presence makes a query worth classifying; anything else (plain SELECT/INSERT/
 /// UPDATE/DELETE without user variables) changes no session state and skips the tokenizer.
-const INTERESTING: &[&[u8]] = &[
+const INTERESTING: WordSet = WordSet::new(&[
     b"set",
     b"use",
     b"temporary",
@@ -31,16 +32,7 @@ const INTERESTING: &[&[u8]] = &[
     b"kill",
     b"connection_id",
     b"local",
-];
-
-fn contains_ci(hay: &[u8], needle: &[u8]) -> bool {
-    hay.windows(needle.len())
-        .any(|w| w.eq_ignore_ascii_case(needle))
-}
-
-fn needs_classification(sql: &[u8]) -> bool {
-    INTERESTING.iter().any(|n| contains_ci(sql, n))
-}
+]);
 
 fn quote_literal(v: &str) -> String {
     format!("'{}'", v.replace('\\', "\\\\").replace('\'', "''"))
@@ -81,7 +73,7 @@ impl Session {
             Some(t) => t.as_bytes(),
             None => &pk.payload[1..],
         };
-        let effects: Vec<Effects> = if needs_classification(sql_bytes) {
+        let effects: Vec<Effects> = if INTERESTING.occurs_in(sql_bytes) {
             let text = String::from_utf8_lossy(sql_bytes);
             split_statements(&text).into_iter().map(classify).collect()
         } else {
