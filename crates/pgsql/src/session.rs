@@ -136,17 +136,28 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
         // client), reused from step to step (no allocation per message) and given back with
         // the read buffer once the client goes idle.
         let mut steps: sluice_net::StepBlock<'a, (Self, Result<Step, Error>)> = Default::default();
+        // One timer for the session's life, moved later at every idle wait: tokio moves a
+        // pending timer later with a compare-and-swap, where a new timer per wait locks the
+        // timer wheel to insert it and again to remove it.
+        let release = tokio::time::sleep(IDLE_BUFFER_RELEASE);
+        tokio::pin!(release);
         let mut s = self;
         loop {
             s.publish_pin();
             let input = match s.backend.as_mut() {
                 None => {
                     // Idle between transactions: wait for the client only.
+                    let idle_buffer = s.reader.has_idle_buffer();
+                    if idle_buffer {
+                        release
+                            .as_mut()
+                            .reset(tokio::time::Instant::now() + IDLE_BUFFER_RELEASE);
+                    }
                     let m = tokio::select! {
                         _ = &mut shutdown => return Ok(()),
                         _ = &mut terminated => return terminate(s.tcp).await.map(drop),
                         m = s.reader.message(s.tcp) => m?,
-                        _ = tokio::time::sleep(IDLE_BUFFER_RELEASE), if s.reader.has_idle_buffer() => {
+                        _ = &mut release, if idle_buffer => {
                             // Reading is cancel-safe: an empty buffer is given back, so an
                             // idle client costs none; a busy one keeps its buffer.
                             s.reader.release_if_empty();

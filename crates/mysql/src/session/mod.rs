@@ -186,6 +186,11 @@ impl Session {
         let killed = self.slot.killed();
         let mut waiting_since = Instant::now();
         let mut steps: sluice_net::StepBlock<'static, (Session, Next)> = Default::default();
+        // One timer for the session's life, moved at every wait: tokio moves a pending timer
+        // later with a compare-and-swap, where a new timer per wait locks the timer wheel to
+        // insert it and again to remove it.
+        let timer = tokio::time::sleep_until(waiting_since.into());
+        tokio::pin!(timer);
         loop {
             let idle = self.idle_timeout();
             let idle_deadline = waiting_since + idle;
@@ -201,6 +206,7 @@ impl Session {
                 .flatten()
                 .min()
                 .unwrap_or(idle_deadline);
+            timer.as_mut().reset(wake.into());
             let read = tokio::select! {
                 biased;
                 _ = self.fe.shutdown.cancelled() => {
@@ -212,7 +218,7 @@ impl Session {
                     break;
                 }
                 r = self.io.read() => Some(r),
-                _ = tokio::time::sleep_until(wake.into()) => None,
+                _ = &mut timer => None,
             };
             let Some(read) = read else {
                 let now = Instant::now();
