@@ -14,8 +14,8 @@ use std::process::Command;
 use std::time::Duration;
 use xtask::proc::{self, run_capture, run_visible, step};
 
-const MYSQL_PORT: u16 = 16634;
-const PGSQL_PORT: u16 = 16635;
+pub(crate) const MYSQL_PORT: u16 = 16634;
+pub(crate) const PGSQL_PORT: u16 = 16635;
 const ADMIN_PORT: u16 = 16632;
 /// Clients per run: enough that sessions interleave on the pool, few enough that a 2-core
 /// machine runs them without queueing.
@@ -66,9 +66,9 @@ fn heap() -> xtask::Result<Heap> {
 }
 
 /// One workload: a command that runs `n` statements in total.
-struct Workload {
-    name: &'static str,
-    run: fn(u64) -> Command,
+pub(crate) struct Workload {
+    pub(crate) name: &'static str,
+    pub(crate) run: fn(u64) -> Command,
 }
 
 fn sysbench(n: u64, extra: &[&str]) -> Command {
@@ -106,7 +106,7 @@ fn pgbench_n(n: u64, mode: &str) -> Command {
     )
 }
 
-const WORKLOADS: [Workload; 5] = [
+pub(crate) const WORKLOADS: [Workload; 5] = [
     Workload {
         name: "sysbench oltp_point_select, prepared (COM_STMT_EXECUTE)",
         run: |n| sysbench(n, &[]),
@@ -148,7 +148,7 @@ fn build_counting() -> xtask::Result<PathBuf> {
     Ok(counting)
 }
 
-fn config() -> String {
+pub(crate) fn config() -> String {
     format!(
         "[admin_variables]\nmysql_ifaces = \"127.0.0.1:{ADMIN_PORT}\"\npgsql_ifaces = \"127.0.0.1:0\"\n\
          [mysql_variables]\ninterfaces = \"127.0.0.1:{MYSQL_PORT}\"\nthreads = 2\nmonitor_enabled = false\n\

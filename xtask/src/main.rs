@@ -2,6 +2,7 @@
 
 mod bench;
 mod bench_alloc;
+mod bench_instructions;
 mod bench_memory;
 mod bench_pgsql;
 mod bench_scale;
@@ -23,6 +24,7 @@ const USAGE: &str = "usage: cargo xtask <command>
   bench pgsql                     pgbench -S direct vs PgBouncer vs sluice, printed as a table
   bench core                      criterion: query digest and rule evaluation per query
   bench alloc                     heap allocations per statement (counting build), both protocols
+  bench instructions              Sluice's user-space instructions per statement (callgrind), both protocols
   bench memory                    Sluice's RSS idle and per idle MySQL / PostgreSQL client
   bench scale                     16 / 1,000 / 4,000 clients on 32 backend connections, both protocols
   demo                            backends + sluice with docs/demo.toml until Ctrl-C
@@ -47,6 +49,7 @@ fn main() {
         ["bench", "pgsql"] => bench_pgsql::pgsql(),
         ["bench", "core"] => bench::core(),
         ["bench", "alloc"] => bench_alloc::alloc(),
+        ["bench", "instructions"] => bench_instructions::instructions(),
         ["bench", "memory"] => bench_memory::memory(),
         ["bench", "scale"] => bench_scale::scale(),
         ["demo"] => demo::run(),

@@ -123,6 +123,15 @@ pub fn ensure_bench_tools() -> Result<()> {
     )
 }
 
+/// Valgrind's callgrind, which counts the instructions `bench instructions` reports.
+pub fn ensure_valgrind() -> Result<()> {
+    apt_install(
+        "bench tools",
+        &["valgrind", "callgrind_control"],
+        &["valgrind"],
+    )
+}
+
 /// PgBouncer, the PostgreSQL benchmark's transaction-pooling baseline.
 pub fn ensure_pgbouncer() -> Result<()> {
     apt_install("bench tools", &["pgbouncer"], &["pgbouncer"])
