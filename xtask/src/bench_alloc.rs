@@ -171,8 +171,8 @@ fn measure(w: &Workload, n: u64) -> xtask::Result<Heap> {
     Ok(heap()?.minus(before))
 }
 
-/// Runs the allocation benchmark and prints the table (also written to target/bench-alloc.md).
-pub fn alloc() -> xtask::Result<()> {
+/// The clients, the servers and the data the [`WORKLOADS`] need; returns the state directory.
+pub(crate) fn prepare_workloads() -> xtask::Result<PathBuf> {
     xtask::packages::ensure_test_tools()?;
     xtask::backends_up()?;
     let state = xtask::state_dir();
@@ -182,6 +182,12 @@ pub fn alloc() -> xtask::Result<()> {
         xtask::ports::PG_PRIMARY,
         &["-i".into(), "-q".into(), "-s".into(), "10".into()],
     ))?;
+    Ok(state)
+}
+
+/// Runs the allocation benchmark and prints the table (also written to target/bench-alloc.md).
+pub fn alloc() -> xtask::Result<()> {
+    let state = prepare_workloads()?;
     let bin = build_counting()?;
     let dir = state.join("bench-alloc");
     let mut sluice = spawn_sluice_bin(&bin, &dir, "sluice", &config(), MYSQL_PORT)?;

@@ -10,9 +10,8 @@
 //! counted, and `rep movsb` (large copies) counts one instruction per byte.
 //! `BENCH_BASELINE_BIN=/path/to/sluice` measures that binary the same way in the same run.
 
-use crate::bench::{env_num, prepare_data};
+use crate::bench::env_num;
 use crate::bench_alloc::{MYSQL_PORT, PGSQL_PORT, WORKLOADS, config};
-use crate::bench_pgsql::pgbench;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -136,16 +135,8 @@ fn measure(bin: &Path, dir: &Path, small: u64, large: u64) -> xtask::Result<Vec<
 /// Runs the instruction benchmark and prints the table (also written to
 /// target/bench-instructions.md).
 pub fn instructions() -> xtask::Result<()> {
-    xtask::packages::ensure_test_tools()?;
     xtask::packages::ensure_valgrind()?;
-    xtask::backends_up()?;
-    let state = xtask::state_dir();
-    prepare_data(&state)?;
-    step("pgbench -i -s 10 (direct)");
-    run_capture(&mut pgbench(
-        xtask::ports::PG_PRIMARY,
-        &["-i".into(), "-q".into(), "-s".into(), "10".into()],
-    ))?;
+    let state = crate::bench_alloc::prepare_workloads()?;
     crate::bench::build_release()?;
     let root = xtask::workspace_root();
     let large = env_num("BENCH_INSTR_EVENTS", 5_000);
