@@ -263,7 +263,10 @@ impl PgPool {
                 .max(Duration::from_millis(1)),
             tls,
         };
-        match PgConn::connect(&params).await {
+        // Boxed: opening a connection is rare next to the transactions that reuse one, and the
+        // login's state (TLS included) would otherwise be part of every step's future, which
+        // the session moves into its reused block for every message.
+        match Box::pin(PgConn::connect(&params)).await {
             Ok(mut conn) => {
                 conn.home = req.worker;
                 let server_name = server.key.to_string();

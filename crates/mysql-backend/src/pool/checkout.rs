@@ -127,7 +127,10 @@ impl MysqlPool {
                 .max(Duration::from_millis(1)),
             max_packet: req.max_packet,
         };
-        match BackendConn::connect(&params).await {
+        // Boxed: opening a connection is rare next to the statements that reuse one, and the
+        // login's state (TLS included) would otherwise be part of every command's future, which
+        // the session moves into its reused block for every statement.
+        match Box::pin(BackendConn::connect(&params)).await {
             Ok(mut conn) => {
                 let server_name = server.key.to_string();
                 conn.traffic = self
