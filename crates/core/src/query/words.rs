@@ -13,7 +13,10 @@ pub struct WordSet {
 }
 
 impl WordSet {
-    /// The set of `words` (at most 32; an empty word is ignored).
+    /// The set of `words` (an empty word is ignored).
+    ///
+    /// # Panics
+    /// With more than 32 words; a `const` set fails to compile instead.
     pub const fn new(words: &'static [&'static [u8]]) -> WordSet {
         assert!(words.len() <= 32, "a WordSet holds at most 32 words");
         let mut first = [0u32; 256];
