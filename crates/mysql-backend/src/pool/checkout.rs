@@ -162,6 +162,33 @@ impl MysqlPool {
         }
     }
 
+    /// An idle connection for `req` at once, when the server the balancer picks has one; `None`
+    /// when it has none (or it died while idle): then [`MysqlPool::checkout`] opens one or
+    /// queues. This is a busy pool's common case, and it needs none of the checkout's retry
+    /// and queueing state, which a session would otherwise carry in every statement's future.
+    pub fn try_checkout_idle(self: &Arc<Self>, req: &CheckoutRequest<'_>) -> Option<PooledConn> {
+        let idle = {
+            let mut g = lock(&self.inner);
+            let picked = pick(
+                req.servers,
+                |s| g.open_count(req.hostgroup, &s.key),
+                |_| false,
+                random_u64(),
+                Instant::now(),
+            )
+            .ok()?;
+            g.pop_idle(&req.key_ref(picked))?
+        };
+        if idle.conn.looks_dead() {
+            debug!(server = %idle.key.server, "dropping idle backend connection closed by the server");
+            self.release_slot(req.hostgroup, &idle.key.server);
+            return None;
+        }
+        self.stats.get_conn_immediate.add(1);
+        self.stats.get_conn_success.add(1);
+        Some(PooledConn::new(idle.conn, idle.key, self.clone(), true))
+    }
+
     /// Gets a connection: an idle one when possible, else a new one, else a place in the queue;
     /// servers that fail are skipped and retried until `connect_timeout_max` is spent.
     pub async fn checkout(

@@ -97,7 +97,14 @@ impl Session {
                 (self.login.charset, self.login.capabilities),
             )
         };
-        let mut pooled = match self.fe.pool.checkout(&req).await {
+        let checked_out = match self.fe.pool.try_checkout_idle(&req) {
+            Some(p) => Ok(p),
+            // Boxed: opening a connection or queueing for one is rare next to reusing an idle
+            // one, and its retry state would otherwise be part of every command's future, which
+            // the session moves into its reused block for every statement.
+            None => Box::pin(self.fe.pool.checkout(&req)).await,
+        };
+        let mut pooled = match checked_out {
             Ok(p) => p,
             Err(e) => {
                 if let sluice_mysql_backend::Error::ConnectTimeout {
@@ -113,7 +120,14 @@ impl Session {
                 return Err(ForwardFailure::Report(Error::Backend(e)));
             }
         };
-        match pooled.conn().sync_state(&self.state).await {
+        // The connection is usually in the client's state already; bringing it there (boxed,
+        // for the same reason as the checkout above) sends statements to the server anyway.
+        let synced = if pooled.conn().state == self.state {
+            Ok(Ok(()))
+        } else {
+            Box::pin(pooled.conn().sync_state(&self.state)).await
+        };
+        match synced {
             Ok(Ok(())) => {}
             Ok(Err(err)) => {
                 // The connection is fine; the client's state is not applicable (e.g. its schema

@@ -138,8 +138,15 @@ impl Session {
         }
     }
 
-    /// Carries out a client's `KILL` on a Sluice session.
+    /// Carries out a client's `KILL` on a Sluice session. Boxed: KILL is rare and its state
+    /// is large (it may open a connection to the target's server), and every command's future
+    /// would otherwise carry it; the session moves that future into its reused block for every
+    /// statement.
     pub(super) async fn kill(&mut self, seq: u8, req: &KillRequest) -> Next {
+        Box::pin(self.kill_now(seq, req)).await
+    }
+
+    async fn kill_now(&mut self, seq: u8, req: &KillRequest) -> Next {
         let (id, query) = match req {
             KillRequest::Session { id, query } => (*id, *query),
             KillRequest::Unsupported(what) => {
