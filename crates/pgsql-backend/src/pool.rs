@@ -212,6 +212,34 @@ impl PgPool {
         sluice_core::checkout::checkout(&attempts, req.servers, budget).await
     }
 
+    /// An idle connection for `req` at once, when the server the balancer picks has a free slot
+    /// and an idle connection; `None` otherwise, and then [`PgPool::checkout`] opens one or
+    /// waits. This is a busy pool's common case, and it needs none of the checkout's retry and
+    /// waiting state, which a session would otherwise carry in every step's future.
+    pub fn try_checkout_idle(self: &Arc<Self>, req: &PgCheckout<'_>) -> Option<PgPooled> {
+        let in_use = |s: &HostgroupServer| self.budget(req.hostgroup, s).in_use();
+        let server = pick(req.servers, in_use, |_| false, random_u64(), Instant::now()).ok()?;
+        let permit = self.budget(req.hostgroup, server).try_take(req.worker)?;
+        let wanted = KeyRef {
+            hostgroup: req.hostgroup,
+            server: &server.key,
+            user: req.user,
+            database: req.database,
+        };
+        let (key, idle) = self.take_idle(wanted, req.worker, req.session);
+        // No idle connection: the slot goes back (to a waiting session first) and the full
+        // checkout opens one.
+        let conn = idle?;
+        self.stats.get_conn_immediate.add(1);
+        self.stats.get_conn_success.add(1);
+        Some(PgPooled {
+            conn: Some(conn),
+            permit: Some(permit),
+            key,
+            pool: self.clone(),
+        })
+    }
+
     /// A connection from the pool or a new one, for `server` whose `permit` the session holds.
     async fn connection_on(
         self: &Arc<Self>,

@@ -290,7 +290,13 @@ pub(crate) async fn checkout(
         connect_timeout_max: Duration::from_millis(v.connect_timeout_server_max),
         config: Some(&fe.config),
     };
-    fe.pool.checkout(&req).await
+    match fe.pool.try_checkout_idle(&req) {
+        Some(c) => Ok(c),
+        // Boxed: opening a connection or waiting for a slot is rare next to reusing an idle
+        // one, and its retry state would otherwise be part of every step's future, which the
+        // session moves into its reused block for every message.
+        None => Box::pin(fe.pool.checkout(&req)).await,
+    }
 }
 
 /// The ErrorResponse a client gets for a failed server connection.

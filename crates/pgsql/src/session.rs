@@ -186,13 +186,18 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
     }
 
     /// Handles one input; the session is handed in and back so the step's future borrows
-    /// nothing and can live in the reused block of [`Self::run`].
-    async fn step(mut self, input: Input) -> (Self, Result<Step, Error>) {
-        let outcome = match input {
-            Input::Idle(m) => self.idle_message(m).await,
-            Input::Held(ev) => self.event(ev).await,
-        };
-        (self, outcome)
+    /// nothing and can live in the reused block of [`Self::run`]. An `async` block rather than
+    /// an `async fn`: the latter keeps the session twice in its future (the argument and the
+    /// binding it is moved to), and the future is copied into the block at every step.
+    #[allow(clippy::manual_async_fn)] // the point: see above
+    fn step(mut self, input: Input) -> impl Future<Output = (Self, Result<Step, Error>)> {
+        async move {
+            let outcome = match input {
+                Input::Idle(m) => self.idle_message(m).await,
+                Input::Held(ev) => self.event(ev).await,
+            };
+            (self, outcome)
+        }
     }
 
     /// Shows why the session holds its connection in the processlist, when that changed.
