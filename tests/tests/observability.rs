@@ -304,6 +304,8 @@ fn the_admin_shows_the_same_metrics_status_and_memory() {
     assert_eq!(value("Client_Connections_created"), 1, "{status}");
     assert!(value("Server_Connections_created") >= 1, "{status}");
     assert!(value("ConnPool_get_conn_success") >= 30, "{status}");
+    // One client's statements one after another: nearly all find its connection idle at once.
+    assert!(value("ConnPool_get_conn_immediate") >= 25, "{status}");
     assert!(value("Query_Processor_time_nsec") > 0, "{status}");
     // (The harness's port probe, a connect without a login, already counts as aborted.)
     let aborted = value("Client_Connections_aborted");
