@@ -5,7 +5,7 @@ use super::Session;
 use crate::error::{Error, LOST_BACKEND};
 use sluice_core::config::is_native_hash;
 use sluice_core::runtime::RuntimeConfig;
-use sluice_mysql_backend::{BackendSecret, CheckoutRequest, RelayOutcome};
+use sluice_mysql_backend::{BackendSecret, CheckoutRequest, PooledConn, RelayOutcome};
 use sluice_mysql_proto::framing::Packet;
 use sluice_mysql_proto::packets::err_payload;
 use sluice_mysql_proto::reply::{ReplyKind, ReplyTracker};
@@ -29,6 +29,22 @@ pub(super) enum ForwardFailure {
 
 use std::borrow::Cow;
 
+/// What a session can use without waiting for the pool or a server.
+// Lives on the stack for a moment and is never part of a future, so its size costs nothing.
+#[allow(clippy::large_enum_variant)]
+enum AtHand {
+    /// The connection it holds, or an idle pooled one already in its state (now held).
+    Ready,
+    /// An idle pooled connection whose session state differs from the client's.
+    Unsynced(PooledConn),
+    /// No idle connection: the pool's full checkout is needed.
+    Nothing,
+}
+
+/// The part of getting a connection that waits (checkout or state sync), boxed.
+type SlowPath<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), ForwardFailure>> + Send + 'a>>;
+
 impl Session {
     /// What the session logs in to servers with: the client's own secret (borrowed: no copy
     /// per checkout) unless the backend password differs from the frontend one.
@@ -50,14 +66,29 @@ impl Session {
 
     /// Makes sure the session has a backend connection in its session state.
     pub(super) async fn ensure_backend(&mut self) -> Result<(), ForwardFailure> {
+        // Boxed, both: bringing a connection to the client's state sends statements to the
+        // server, and opening one or queueing for one is rare next to reusing an idle one;
+        // their state would otherwise be part of every command's future, which the session
+        // moves into its reused block for every statement. (Built before it is awaited, so the
+        // future keeps neither the idle connection nor the match.)
+        let slow: SlowPath<'_> = match self.backend_at_hand()? {
+            AtHand::Ready => return Ok(()),
+            AtHand::Unsynced(pooled) => Box::pin(self.adopt(pooled)),
+            AtHand::Nothing => Box::pin(self.checkout_backend()),
+        };
+        slow.await
+    }
+
+    /// What [`Self::ensure_backend`] can settle without waiting: the connection the session
+    /// holds, or an idle pooled one.
+    fn backend_at_hand(&mut self) -> Result<AtHand, ForwardFailure> {
         // A connection the session holds stays: it may carry a transaction or other pinned state,
         // so if the server closed it the client must see the failure rather than go on elsewhere.
         let rt = self.fe.config.load();
         if let Some(b) = self.backend.as_ref() {
             let k = b.key();
-            let in_service = rt.mysql.server_in_service(k.hostgroup, &k.server);
-            if in_service {
-                return Ok(());
+            if rt.mysql.server_in_service(k.hostgroup, &k.server) {
+                return Ok(AtHand::Ready);
             }
             // OFFLINE_HARD or removed: its connections are dropped, as ProxySQL does.
             let server = k.server.to_string();
@@ -78,7 +109,25 @@ impl Session {
                 )));
             }
         }
-        let vars = &rt.mysql.variables;
+        let secret = self.backend_secret(&rt).map_err(ForwardFailure::Report)?;
+        let req = self.pool_request(&rt, &secret);
+        let Some(mut pooled) = self.fe.pool.try_checkout_idle(&req) else {
+            return Ok(AtHand::Nothing);
+        };
+        if pooled.conn().state != self.state {
+            return Ok(AtHand::Unsynced(pooled));
+        }
+        self.backend = Some(pooled);
+        self.backend_fresh = true;
+        Ok(AtHand::Ready)
+    }
+
+    /// The pool request for the session's current hostgroup, user and charset.
+    fn pool_request<'a>(
+        &'a self,
+        rt: &'a RuntimeConfig,
+        secret: &'a BackendSecret,
+    ) -> CheckoutRequest<'a> {
         let hostgroup = self.route_hostgroup;
         let servers = rt
             .mysql
@@ -86,25 +135,25 @@ impl Session {
             .get(&hostgroup)
             .map(Vec::as_slice)
             .unwrap_or(&[]);
-        let secret = self.backend_secret(&rt).map_err(ForwardFailure::Report)?;
-        let req = CheckoutRequest {
+        CheckoutRequest {
             config: Some(&self.fe.config),
             ..checkout_request(
-                vars,
+                &rt.mysql.variables,
                 hostgroup,
                 servers,
-                (&self.login.user.username, &secret),
+                (&self.login.user.username, secret),
                 (self.login.charset, self.login.capabilities),
             )
-        };
-        let checked_out = match self.fe.pool.try_checkout_idle(&req) {
-            Some(p) => Ok(p),
-            // Boxed: opening a connection or queueing for one is rare next to reusing an idle
-            // one, and its retry state would otherwise be part of every command's future, which
-            // the session moves into its reused block for every statement.
-            None => Box::pin(self.fe.pool.checkout(&req)).await,
-        };
-        let mut pooled = match checked_out {
+        }
+    }
+
+    /// The pool's full checkout (open a connection, queue for one, retry other servers), then
+    /// the connection brought to the client's state.
+    async fn checkout_backend(&mut self) -> Result<(), ForwardFailure> {
+        let rt = self.fe.config.load();
+        let secret = self.backend_secret(&rt).map_err(ForwardFailure::Report)?;
+        let req = self.pool_request(&rt, &secret);
+        let pooled = match self.fe.pool.checkout(&req).await {
             Ok(p) => p,
             Err(e) => {
                 if let sluice_mysql_backend::Error::ConnectTimeout {
@@ -120,14 +169,13 @@ impl Session {
                 return Err(ForwardFailure::Report(Error::Backend(e)));
             }
         };
-        // The connection is usually in the client's state already; bringing it there (boxed,
-        // for the same reason as the checkout above) sends statements to the server anyway.
-        let synced = if pooled.conn().state == self.state {
-            Ok(Ok(()))
-        } else {
-            Box::pin(pooled.conn().sync_state(&self.state)).await
-        };
-        match synced {
+        self.adopt(pooled).await
+    }
+
+    /// Brings a checked-out connection to the client's state (only the differences) and makes
+    /// it the session's.
+    async fn adopt(&mut self, mut pooled: PooledConn) -> Result<(), ForwardFailure> {
+        match pooled.conn().sync_state(&self.state).await {
             Ok(Ok(())) => {}
             Ok(Err(err)) => {
                 // The connection is fine; the client's state is not applicable (e.g. its schema
@@ -207,7 +255,8 @@ impl Session {
             };
             let mut outcome = outcome;
             while let RelayOutcome::LocalInfile(t) = outcome {
-                outcome = self.relay_local_file(t).await;
+                // Boxed: LOAD DATA LOCAL is rare, and its state would be in every command's future.
+                outcome = Box::pin(self.relay_local_file(t)).await;
             }
             // Before the connection can go back to the pool, and after any KILL in flight.
             self.unpublish_running().await;
