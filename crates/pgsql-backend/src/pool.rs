@@ -87,6 +87,18 @@ pub struct PgCheckout<'a> {
     pub config: Option<&'a sluice_core::runtime::ConfigHandle>,
 }
 
+impl PgCheckout<'_> {
+    /// The pool this request draws from on `server`, borrowed (for lookups).
+    fn key_ref<'s>(&'s self, server: &'s HostgroupServer) -> KeyRef<'s> {
+        KeyRef {
+            hostgroup: self.hostgroup,
+            server: &server.key,
+            user: self.user,
+            database: self.database,
+        }
+    }
+}
+
 /// A checked-out connection; dropping it closes the connection.
 #[derive(Debug)]
 pub struct PgPooled {
@@ -220,12 +232,7 @@ impl PgPool {
         let in_use = |s: &HostgroupServer| self.budget(req.hostgroup, s).in_use();
         let server = pick(req.servers, in_use, |_| false, random_u64(), Instant::now()).ok()?;
         let permit = self.budget(req.hostgroup, server).try_take(req.worker)?;
-        let wanted = KeyRef {
-            hostgroup: req.hostgroup,
-            server: &server.key,
-            user: req.user,
-            database: req.database,
-        };
+        let wanted = req.key_ref(server);
         let (key, idle) = self.take_idle(wanted, req.worker, req.session);
         // No idle connection: the slot goes back (to a waiting session first) and the full
         // checkout opens one.
@@ -248,12 +255,7 @@ impl PgPool {
         permit: Slot,
         deadline: Instant,
     ) -> Attempt<PgPooled, Error> {
-        let wanted = KeyRef {
-            hostgroup: req.hostgroup,
-            server: &server.key,
-            user: req.user,
-            database: req.database,
-        };
+        let wanted = req.key_ref(server);
         let (key, idle) = self.take_idle(wanted, req.worker, req.session);
         let pooled = |conn| PgPooled {
             conn: Some(conn),
