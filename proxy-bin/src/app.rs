@@ -285,8 +285,13 @@ fn frontends(
         )
         .map_err(|e| e.to_string())?,
     );
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    let my_threads = vars.session_threads(cpus);
+    let my_workers = sluice_net::Workers::start(my_threads, "sluice-my")
+        .map_err(|e| format!("cannot start {my_threads} MySQL session thread(s): {e}"))?;
     let mut fe = MysqlFrontend::new(config.clone(), MysqlPool::new(Some(backend_tls.clone())))
-        .with_shutdown(shutdown.clone(), tasks.clone());
+        .with_shutdown(shutdown.clone(), tasks.clone())
+        .with_workers(Arc::new(my_workers));
     if vars.have_ssl {
         let tls = sluice_net::tls::ReloadableAcceptor::new(
             "mysql",
@@ -298,7 +303,6 @@ fn frontends(
         fe = fe.with_tls(Arc::new(tls));
     }
     let pg_vars = &cfg.pgsql_variables;
-    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
     let pg_threads = pg_vars.session_threads(cpus);
     let pg_workers = sluice_net::Workers::start(pg_threads, "sluice-pg")
         .map_err(|e| format!("cannot start {pg_threads} PostgreSQL session thread(s): {e}"))?;

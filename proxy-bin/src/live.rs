@@ -151,6 +151,7 @@ impl LiveStats for Live {
                 db: p.schema,
                 client: p.client,
                 pin_reason: p.pin_reason.map(str::to_string),
+                thread: p.thread,
             })
             .collect()
     }
@@ -281,6 +282,7 @@ impl LiveStats for Live {
                 client: p.client,
                 hostgroup: p.hostgroup,
                 pin_reason: p.pin_reason.map(str::to_string),
+                thread: p.thread,
             })
             .collect()
     }

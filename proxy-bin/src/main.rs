@@ -56,9 +56,11 @@ fn main() -> ExitCode {
     if cli.config_store.is_some() {
         cfg.config_store = cli.config_store;
     }
-    let threads = cfg.mysql_variables.threads as usize;
+    // Sessions of both protocols run on their own event-loop threads (`mysql-threads`,
+    // `pgsql-threads`); this runtime accepts connections and runs the admin ports, the
+    // monitors and the cluster sync.
     let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(threads)
+        .worker_threads(2)
         .enable_all()
         .build()
     {

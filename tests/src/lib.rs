@@ -445,6 +445,31 @@ pub fn mariadb_admin(port: u16, commands: &[&str]) -> Output {
         .expect("mariadb-admin installed")
 }
 
+/// Names of a process's threads, as `top -H` shows them, sorted.
+pub fn thread_names(pid: u32) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .expect("task list")
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .map(|n| n.trim().to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+/// The names of Sluice's session threads starting with `prefix` (`sluice-my-`, `sluice-pg-`),
+/// once `n` of them run (the ports open a moment before the threads start, so the harness's
+/// start can return first).
+pub fn session_threads(s: &Sluice, prefix: &str, n: usize) -> Vec<String> {
+    let names = || -> Vec<String> {
+        thread_names(s.pid())
+            .into_iter()
+            .filter(|t| t.starts_with(prefix))
+            .collect()
+    };
+    wait_for("the session threads", || names().len() >= n);
+    names()
+}
+
 /// [`standard_config`] with hostgroup 0's server (the primary) capped at `max` connections.
 pub fn capped_config(max: u32, extra_vars: &str, extra_tables: &str) -> String {
     standard_config(extra_vars, extra_tables).replacen(

@@ -1,5 +1,6 @@
 //! PostgreSQL sessions run on `pgsql-threads` event-loop threads (ProxySQL's worker model): the
-//! threads exist under their names (one per CPU by default), and one server connection serves
+//! threads exist under their names (one per CPU by default: tests/mysql_threads.rs checks both
+//! protocols' defaults), and one server connection serves
 //! sessions on different threads in turn (its socket moves to the thread of the session using
 //! it).
 
@@ -17,28 +18,9 @@ async fn client(port: u16) -> Client {
     c
 }
 
-/// Names of the process's threads, as `top -H` shows them.
-fn thread_names(pid: u32) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
-        .expect("task list")
-        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
-        .map(|n| n.trim().to_string())
-        .collect();
-    names.sort();
-    names
-}
-
-/// The session threads' names, once `n` of them run (the ports open a moment before the
-/// threads start, so the harness's start can return first).
+/// The PostgreSQL session threads' names, once `n` of them run.
 fn session_threads(s: &Sluice, n: usize) -> Vec<String> {
-    let names = || -> Vec<String> {
-        thread_names(s.pid())
-            .into_iter()
-            .filter(|n| n.starts_with("sluice-pg-"))
-            .collect()
-    };
-    wait_for("the session threads", || names().len() >= n);
-    names()
+    sluice_tests::session_threads(s, "sluice-pg-", n)
 }
 
 /// The standard config with two session threads and the primary capped at `max` connections.
@@ -51,26 +33,6 @@ fn two_threads_config(max: u32) -> String {
             1,
         )
     )
-}
-
-#[test]
-fn one_session_thread_per_cpu_by_default() {
-    if !backends_ready() {
-        return;
-    }
-    let s = Sluice::start(&standard_config("", ""));
-    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
-    let want: Vec<String> = (0..cpus).map(|i| format!("sluice-pg-{i}")).collect();
-    let mut got = session_threads(&s, cpus);
-    got.sort_by_key(|n| n.len());
-    assert_eq!(got, want);
-    assert_eq!(
-        s.admin_ok(
-            "SELECT variable_value FROM runtime_global_variables WHERE variable_name = 'pgsql-threads'"
-        )
-        .trim(),
-        "0"
-    );
 }
 
 #[tokio::test]

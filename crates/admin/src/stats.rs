@@ -143,7 +143,7 @@ fn process_table(procs: &[sluice_core::admin::ProcessRow]) -> AdminRows {
             .map(|p| {
                 let (host, port) = p.client.rsplit_once(':').unwrap_or((&p.client, "0"));
                 vec![
-                    s(0),
+                    s(p.thread.unwrap_or(0)),
                     s(p.session_id),
                     s(&p.user),
                     s(&p.db),

@@ -144,6 +144,9 @@ pub struct ProcessRow {
     pub hostgroup: u32,
     /// `None` when multiplexed, else why the session holds its backend connection.
     pub pin_reason: Option<String>,
+    /// The session thread (`mysql-threads` / `pgsql-threads`, 0-based) the session runs on:
+    /// ProxySQL's `ThreadID`. `None` off the session threads (an embedding without workers).
+    pub thread: Option<usize>,
 }
 
 /// One hostgroup's traffic on the PostgreSQL side, for PgBouncer's `SHOW STATS` family.

@@ -36,6 +36,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         retry_delay: Duration::from_millis(10),
         max_packet: 64 << 20,
         config: None,
+        worker: None,
     };
     let mut threads = Vec::new();
     for _ in 0..3 {

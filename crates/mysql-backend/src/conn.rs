@@ -91,6 +91,9 @@ pub struct BackendConn {
     pub kill_handle: std::sync::Arc<crate::stream::KillHandle>,
     /// The server's statement and byte counters (the pool hands them over at connect).
     pub traffic: std::sync::Arc<sluice_core::metrics::ServerTraffic>,
+    /// The session thread (`mysql-threads`) whose poll its socket is registered with: the one
+    /// it was opened on. `None` when opened off the worker threads.
+    pub home: Option<usize>,
 }
 
 fn base_caps() -> u32 {
@@ -240,6 +243,7 @@ impl BackendConn {
             idle_since: None,
             kill_handle: std::sync::Arc::new(kill_handle),
             traffic: Default::default(),
+            home: None,
         })
     }
 

@@ -29,6 +29,7 @@
 //!     retry_delay: Duration::from_millis(10),
 //!     max_packet: 64 << 20,
 //!     config: None,
+//!     worker: None, // not on a session thread
 //! };
 //! let mut conn = pool.checkout(&request).await?;
 //! let answer = conn.conn().query_table("SELECT 20 + 22").await?;

@@ -120,6 +120,9 @@ pub struct LoggedIn {
     pub schema: String,
     /// The auth nonce of the connection (COM_CHANGE_USER scrambles use it).
     pub nonce: Vec<u8>,
+    /// The session thread (`mysql-threads`) the session runs on, `None` off the worker threads:
+    /// its checkouts prefer server connections registered with that thread's poll.
+    pub worker: Option<usize>,
 }
 
 fn denied(user: &str, peer: &SocketAddr, response: &[u8], extra: &str) -> Error {
@@ -348,6 +351,7 @@ pub async fn connection_phase(
             charset: resp.charset,
             schema,
             nonce,
+            worker: None,
         },
     ))
 }

@@ -66,6 +66,9 @@ pub struct MysqlFrontend {
     pub(crate) hook: Option<Arc<dyn StatementHook>>,
     /// Failed logins per client address (`mysql-client_host_*`).
     pub(crate) login: sluice_core::login_throttle::LoginGate,
+    /// The event-loop threads sessions run on (`mysql-threads`); `None` runs them on the
+    /// runtime that accepts.
+    pub(crate) workers: Option<Arc<sluice_net::Workers>>,
 }
 
 impl MysqlFrontend {
@@ -91,7 +94,15 @@ impl MysqlFrontend {
             counters: Default::default(),
             paused: Default::default(),
             hook: None,
+            workers: None,
         }
+    }
+
+    /// Runs each session on one of `workers`' single-threaded event loops (`mysql-threads`,
+    /// ProxySQL's worker threads) instead of the caller's runtime.
+    pub fn with_workers(mut self, workers: Arc<sluice_net::Workers>) -> MysqlFrontend {
+        self.workers = Some(workers);
+        self
     }
 
     /// Offers TLS to clients that ask for it (see [`sluice_net::tls::ReloadableAcceptor`];
@@ -211,10 +222,10 @@ pub async fn serve(fe: Arc<MysqlFrontend>, listeners: Vec<TcpListener>) {
         shutdown: fe.shutdown.clone(),
         paused: Some(fe.paused.clone()),
         tasks: fe.tasks.clone(),
-        workers: None,
+        workers: fe.workers.clone(),
     };
-    sluice_net::serve(listeners, ctl, move |tcp, peer, _| {
-        handle(fe.clone(), tcp, peer)
+    sluice_net::serve(listeners, ctl, move |tcp, peer, worker| {
+        handle(fe.clone(), tcp, peer, worker)
     })
     .await;
 }
@@ -243,7 +254,14 @@ fn count_refusal(stats: &sluice_core::metrics::FrontendStats, e: &crate::Error) 
     counter.fetch_add(1, Relaxed);
 }
 
-async fn handle(fe: Arc<MysqlFrontend>, mut tcp: TcpStream, peer: std::net::SocketAddr) {
+/// One client connection, from its first bytes to its close; `worker` is the session thread
+/// it runs on (`None` without `mysql-threads` workers).
+async fn handle(
+    fe: Arc<MysqlFrontend>,
+    mut tcp: TcpStream,
+    peer: std::net::SocketAddr,
+    worker: Option<usize>,
+) {
     let rt = fe.config.load();
     let vars = &rt.mysql.variables;
     // Before taking a place: a throttled address's queued attempts hold no client slot.
@@ -282,6 +300,7 @@ async fn handle(fe: Arc<MysqlFrontend>, mut tcp: TcpStream, peer: std::net::Sock
             .await;
         return;
     };
+    slot.set_thread(worker);
     let timeout = Duration::from_millis(vars.connect_timeout_client);
     // The acceptor of this moment: a TLS reload affects later handshakes only.
     let acceptor = fe.tls.as_ref().map(|t| t.current());
@@ -300,7 +319,7 @@ async fn handle(fe: Arc<MysqlFrontend>, mut tcp: TcpStream, peer: std::net::Sock
     )
     .await;
     let stats = &fe.counters.stats;
-    let (io, login) = match phase {
+    let (io, mut login) = match phase {
         Ok(Ok(v)) => {
             stats.client_connections_created.fetch_add(1, Relaxed);
             fe.login.succeeded(peer.ip());
@@ -330,6 +349,7 @@ async fn handle(fe: Arc<MysqlFrontend>, mut tcp: TcpStream, peer: std::net::Sock
     };
     info!(session = id, user = %login.user.username, client = %peer, tls = io.stream.get_ref().is_tls(), compressed = io.stream.is_compressed(), schema = %login.schema, "client logged in");
     drop(rt);
+    login.worker = worker;
     Session::new(id, io, login, fe, slot).run().await;
 }
 
@@ -352,7 +372,7 @@ mod task_size {
         let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = l.local_addr().expect("addr");
         let tcp = TcpStream::connect(addr).await.expect("connect");
-        let task = handle(fe, tcp, addr);
+        let task = handle(fe, tcp, addr, None);
         let size = std::mem::size_of_val(&task);
         assert!(size <= 6 * 1024, "a MySQL session task takes {size} bytes");
     }

@@ -54,6 +54,8 @@ pub struct ProcessInfo {
     pub schema: String,
     /// Why the session holds its backend connection; `None` = multiplexed.
     pub pin_reason: Option<&'static str>,
+    /// The session thread (`mysql-threads`) it runs on; `None` off the session threads.
+    pub thread: Option<usize>,
 }
 
 /// Holds one client's place; dropping it frees the place.
@@ -97,6 +99,7 @@ impl SessionRegistry {
             client: client.to_string(),
             schema: String::new(),
             pin_reason: None,
+            thread: None,
         };
         lock(&self.processes).insert(id, info);
         let target = KillTarget {
@@ -148,6 +151,13 @@ impl SessionSlot {
     /// Where this session publishes the statement it is running (see [`KillTarget::running`]).
     pub(crate) fn running(&self) -> &Arc<tokio::sync::Mutex<Option<RunningOn>>> {
         &self.target.running
+    }
+
+    /// Publishes the session thread the session runs on to the processlist.
+    pub fn set_thread(&self, thread: Option<usize>) {
+        if let Some(p) = lock(&self.registry.processes).get_mut(&self.id) {
+            p.thread = thread;
+        }
     }
 
     /// Publishes the session's user, schema and pin reason to the processlist.

@@ -485,6 +485,7 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin + Send>(
             client: peer.to_string(),
             hostgroup: l.user.default_hostgroup.0,
             pin_reason: None,
+            thread: l.worker,
         });
         let s = SessionIo {
             stmts: &mut stmts,

@@ -21,6 +21,8 @@ pub struct PgSessionInfo {
     pub hostgroup: u32,
     /// Why the session keeps its server connection.
     pub pin_reason: Option<&'static str>,
+    /// The session thread (`pgsql-threads`) it runs on; `None` off the session threads.
+    pub thread: Option<usize>,
 }
 
 /// The sessions of the PostgreSQL frontend.

@@ -111,5 +111,14 @@ pub fn is_native_hash(s: &str) -> bool {
     s.len() == 41 && s.starts_with('*') && s[1..].bytes().all(|b| b.is_ascii_hexdigit())
 }
 
+/// How many session threads a `*-threads` setting asks for: the setting, or one per CPU when it
+/// is 0 (`cpus`, at most 255).
+fn session_threads(setting: u32, cpus: usize) -> usize {
+    match setting {
+        0 => cpus.clamp(1, 255),
+        n => n as usize,
+    }
+}
+
 #[cfg(test)]
 mod tests;

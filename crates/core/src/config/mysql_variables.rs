@@ -42,7 +42,8 @@ pub struct MysqlVariables {
     pub ssl_cipher: String,
     /// Backend TLS: CA bundle/folder, client certificate, verification (`ssl_p2s_*`).
     pub backend_tls: super::BackendTls,
-    /// Worker threads (restart required).
+    /// Event-loop threads serving MySQL sessions (ProxySQL's worker threads), each with its own
+    /// poll; 0 = one per CPU (restart required).
     pub threads: u32,
     /// Return backend connections to the pool between statements when nothing pins them.
     pub multiplexing: bool,
@@ -90,7 +91,9 @@ impl Default for MysqlVariables {
             tls_version: "TLSv1.2,TLSv1.3".into(),
             ssl_cipher: String::new(),
             backend_tls: super::BackendTls::default(),
-            threads: 4,
+            // One per CPU, as `pgsql-threads`: threads beyond the cores only add context
+            // switches. ProxySQL's default is a fixed 4.
+            threads: 0,
             multiplexing: true,
             max_stmts_per_connection: 20,
             max_stmts_cache: 10_000,
@@ -125,6 +128,12 @@ fn boolean(name: &str, v: &str) -> Result<bool, VariableError> {
 }
 
 impl MysqlVariables {
+    /// How many session threads to run: `threads`, or one per CPU when it is 0 (`cpus`, at
+    /// most 255).
+    pub fn session_threads(&self, cpus: usize) -> usize {
+        super::session_threads(self.threads, cpus)
+    }
+
     /// Sets one variable from text. Unknown names and bad values are errors naming the variable.
     pub fn set(&mut self, name: &str, value: &str) -> Result<SetOutcome, VariableError> {
         let v = value;
@@ -178,7 +187,7 @@ impl MysqlVariables {
                 self.tls_version = v.to_string();
             }
             "ssl_cipher" => self.ssl_cipher = v.to_string(),
-            "threads" => self.threads = int(name, v, 1, 255)? as u32,
+            "threads" => self.threads = int(name, v, 0, 255)? as u32,
             "multiplexing" => self.multiplexing = boolean(name, v)?,
             "max_stmts_per_connection" => {
                 self.max_stmts_per_connection = int(name, v, 1, 1024)? as u32
@@ -308,6 +317,17 @@ impl MysqlVariables {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The rule itself (0 = one per CPU, at least one, at most 255) is tested once, with
+    /// `pgsql-threads`; here the MySQL default and range.
+    #[test]
+    fn threads_default_to_one_per_cpu_unless_set() {
+        let mut v = MysqlVariables::default();
+        assert_eq!((v.threads, v.session_threads(3)), (0, 3));
+        assert_eq!(v.set("threads", "4"), Ok(SetOutcome::Applied));
+        assert_eq!(v.session_threads(3), 4);
+        assert!(v.set("threads", "256").is_err());
+    }
 
     #[test]
     fn set_checks_ranges_and_names() {

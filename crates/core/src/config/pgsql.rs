@@ -287,10 +287,7 @@ impl PgsqlVariables {
     /// How many session threads to run: `threads`, or one per CPU when it is 0 (`cpus`, at
     /// most 255).
     pub fn session_threads(&self, cpus: usize) -> usize {
-        match self.threads {
-            0 => cpus.clamp(1, 255),
-            n => n as usize,
-        }
+        super::session_threads(self.threads, cpus)
     }
 }
 

@@ -38,7 +38,7 @@ impl MysqlPool {
             std::time::Instant::now(),
         );
         match picked {
-            Ok(s) => match g.pop_idle(&req.key_ref(s)) {
+            Ok(s) => match g.pop_idle(&req.key_ref(s), req.worker) {
                 Some(idle) => Decision::Reuse(idle),
                 None => {
                     *g.open.entry((req.hostgroup, s.key.clone())).or_insert(0) += 1;
@@ -49,7 +49,7 @@ impl MysqlPool {
                 // Servers at max_connections may still hold idle connections: ours to reuse,
                 // or another user's to close so that ours can be opened in its slot.
                 for s in req.servers {
-                    if let Some(idle) = g.pop_idle(&req.key_ref(s)) {
+                    if let Some(idle) = g.pop_idle(&req.key_ref(s), req.worker) {
                         return Decision::Reuse(idle);
                     }
                 }
@@ -136,7 +136,8 @@ impl MysqlPool {
                 conn.traffic = self
                     .traffic
                     .count_connect(req.hostgroup, &server_name, true);
-                debug!(server = %server.key, hostgroup = req.hostgroup, thread_id = conn.thread_id, "opened backend connection");
+                conn.home = req.worker;
+                debug!(server = %server.key, hostgroup = req.hostgroup, thread_id = conn.thread_id, session_thread = ?req.worker, "opened backend connection");
                 self.connect_outcome(&server.key, true);
                 self.sockets.register(&server.key, &conn.kill_handle);
                 Ok(PooledConn::new(
@@ -177,7 +178,7 @@ impl MysqlPool {
                 Instant::now(),
             )
             .ok()?;
-            g.pop_idle(&req.key_ref(picked))?
+            g.pop_idle(&req.key_ref(picked), req.worker)?
         };
         if idle.conn.looks_dead() {
             debug!(server = %idle.key.server, "dropping idle backend connection closed by the server");

@@ -116,9 +116,19 @@ impl Inner {
         self.open.get_mut(&ServerSlot(hostgroup, server))
     }
 
-    /// Takes an idle connection of `key`'s pool.
-    fn pop_idle(&mut self, key: &PoolKeyRef<'_>) -> Option<IdleConn> {
-        self.idle.get_mut(key).and_then(Vec::pop)
+    /// Takes an idle connection of `key`'s pool: the most recently used one opened on
+    /// `worker`'s thread, else the most recently used one.
+    fn pop_idle(&mut self, key: &PoolKeyRef<'_>, worker: Option<usize>) -> Option<IdleConn> {
+        let list = self.idle.get_mut(key)?;
+        let last = list.len().checked_sub(1)?;
+        let at = match worker {
+            Some(w) if list[last].conn.home != Some(w) => list
+                .iter()
+                .rposition(|i| i.conn.home == Some(w))
+                .unwrap_or(last),
+            _ => last,
+        };
+        Some(list.remove(at))
     }
 }
 
@@ -164,6 +174,10 @@ pub struct CheckoutRequest<'a> {
     /// Where to re-read the hostgroup's servers after a round in which all failed: the monitor
     /// may have moved a new writer in meanwhile (failover). `None` keeps `servers`.
     pub config: Option<&'a sluice_core::runtime::ConfigHandle>,
+    /// The session thread asking (`mysql-threads`): an idle connection opened on it is taken
+    /// before one of another thread, whose poll would have to wake that thread for every reply.
+    /// `None` off the worker threads.
+    pub worker: Option<usize>,
 }
 
 impl CheckoutRequest<'_> {

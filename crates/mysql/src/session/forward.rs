@@ -137,6 +137,7 @@ impl Session {
             .unwrap_or(&[]);
         CheckoutRequest {
             config: Some(&self.fe.config),
+            worker: self.login.worker,
             ..checkout_request(
                 &rt.mysql.variables,
                 hostgroup,
@@ -375,6 +376,7 @@ pub(super) fn checkout_request<'a>(
         retry_delay: Duration::from_millis(vars.connect_retries_delay),
         max_packet: (vars.max_allowed_packet as usize).max(64 << 20),
         config: None,
+        worker: None,
     }
 }
 
