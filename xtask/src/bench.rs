@@ -3,7 +3,8 @@
 //!
 //! `BENCH_TIME` (seconds per run, default 20) and `BENCH_ROUNDS` (default 1) tune the run.
 //! `BENCH_BASELINE_BIN=/path/to/sluice` adds a `sluice-baseline` target run from that binary
-//! (e.g. built from the commit before a change), interleaved with the others. The
+//! (e.g. built from the commit before a change), interleaved with the others, and to the
+//! 256-client multiplexing table. The
 //! `sluice+scrape` target is the same Sluice with `/metrics` fetched every second during its
 //! runs: the metrics endpoint's cost, side by side with plain `sluice`.
 
@@ -18,6 +19,7 @@ const SLUICE_MUX_PORT: u16 = 16035;
 const SLUICE_RULES_PORT: u16 = 16036;
 const SLUICE_BASELINE_PORT: u16 = 16037;
 const SLUICE_SCRAPE_PORT: u16 = 16038;
+const SLUICE_BASELINE_MUX_PORT: u16 = 16039;
 const SLUICE_SCRAPE_HTTP_PORT: u16 = 16070;
 
 /// The classic read/write split, with hostgroup 1 on the same primary: the run measures what
@@ -462,21 +464,36 @@ fn render(samples: &[Sample], secs: u64, rounds: u64) -> String {
     t
 }
 
-/// 256 client threads direct to MariaDB and through Sluice limited to 32 backend connections,
-/// with the server's Threads_connected sampled during each run.
+/// 256 client threads direct to MariaDB and through Sluice limited to 32 backend connections
+/// (and through the `BENCH_BASELINE_BIN` build, when set), with the server's Threads_connected
+/// sampled during each run. Each Sluice runs only for its own run, so the peak counts its
+/// connections alone.
 fn multiplexing_runs(state: &Path, secs: u64) -> xtask::Result<String> {
     let primary = xtask::mariadb::primary(state);
-    let mut sluice = start_sluice(state, SLUICE_MUX_PORT, 32, "")?;
-    let mut rows = Vec::new();
-    let mut result = Ok(());
-    for (target, port, pid) in [
+    let release = xtask::workspace_root().join("target/release/sluice");
+    let mut targets = vec![
         ("direct", xtask::ports::MY_PRIMARY, None),
-        (
-            "sluice (32 backend conns)",
-            SLUICE_MUX_PORT,
-            Some(sluice.id()),
-        ),
-    ] {
+        ("sluice (32 backend conns)", SLUICE_MUX_PORT, Some(release)),
+    ];
+    if let Some(bin) = std::env::var_os("BENCH_BASELINE_BIN") {
+        targets.push((
+            "sluice-baseline (32 backend conns)",
+            SLUICE_BASELINE_MUX_PORT,
+            Some(bin.into()),
+        ));
+    }
+    let mut rows = Vec::new();
+    for (target, port, bin) in targets {
+        let mut sluice = match bin {
+            None => None,
+            Some(bin) => Some(spawn_sluice_bin(
+                &bin,
+                &state.join("bench"),
+                &format!("sluice-{port}"),
+                &sluice_config(port, 32, ""),
+                port,
+            )?),
+        };
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let sampler = {
             let (stop, primary) = (stop.clone(), primary.clone());
@@ -494,20 +511,16 @@ fn multiplexing_runs(state: &Path, secs: u64) -> xtask::Result<String> {
                 peak
             })
         };
+        let pid = sluice.as_ref().map(std::process::Child::id);
         let r = run_threads("oltp_point_select", "mux", port, pid, secs, 256);
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         let peak = sampler.join().unwrap_or(0);
-        match r {
-            Ok(s) => rows.push((target, s, peak)),
-            Err(e) => {
-                result = Err(e);
-                break;
-            }
+        if let Some(s) = sluice.as_mut() {
+            proc::signal(s.id(), "TERM");
+            let _ = s.wait();
         }
+        rows.push((target, r?, peak));
     }
-    proc::signal(sluice.id(), "TERM");
-    let _ = sluice.wait();
-    result?;
     let direct = rows.first().map(|r| r.1.qps).unwrap_or(f64::NAN);
     let mut t = format!(
         "oltp_point_select, 256 client threads, {secs}s per run; Threads_connected is the peak seen on MariaDB (includes 1 monitor/sampler connection)\n\n\

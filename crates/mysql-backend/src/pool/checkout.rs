@@ -76,7 +76,13 @@ impl MysqlPool {
                     .map(|s| s.key.clone())
                     .collect();
                 let key = req.key_for(&req.servers[0]);
-                g.waiters.push_back(Waiter { key, servers, tx });
+                g.waiters.push_back(Waiter {
+                    key,
+                    servers,
+                    tx,
+                    worker: req.worker,
+                    passed: 0,
+                });
                 Decision::Wait(rx)
             }
             Err(_) => Decision::Retry,

@@ -2,6 +2,12 @@
 //! `max_connections`. A freed connection goes to the longest-waiting session that can use it,
 //! so a busy session that releases and immediately wants a connection again cannot starve the
 //! others. A connection no waiter can use (another user's) is closed and its slot handed on.
+//!
+//! On session threads (`mysql-threads`) one exception: a connection goes to the longest-waiting
+//! session *of the thread it was opened on*, when one waits, so its replies wake the thread
+//! that serves them instead of crossing to another one on every handoff. The longest-waiting
+//! session overall is passed over at most [`MAX_PASSES`] times that way, then served whatever
+//! the thread: a session's extra wait is bounded by a few handoffs, never starved.
 
 use super::{Inner, PoolKey};
 use crate::conn::BackendConn;
@@ -18,6 +24,10 @@ pub(super) enum Handoff {
     Slot(ServerKey),
 }
 
+/// How often the longest-waiting session may be passed over for a session of the freed
+/// connection's own thread.
+pub(super) const MAX_PASSES: u32 = 4;
+
 /// A session in the queue.
 #[derive(Debug)]
 pub(super) struct Waiter {
@@ -26,6 +36,10 @@ pub(super) struct Waiter {
     /// Servers of its hostgroup it accepts.
     pub servers: Vec<ServerKey>,
     pub tx: oneshot::Sender<Handoff>,
+    /// The session thread it waits on (`CheckoutRequest::worker`).
+    pub worker: Option<usize>,
+    /// Times a connection went to a session of another thread while this one was first in line.
+    pub passed: u32,
 }
 
 impl Waiter {
@@ -53,7 +67,20 @@ pub(super) fn give_conn(
         // The usual case, and no allocation for it.
         return Some((key, conn));
     }
+    let own_thread = own_thread_waiter(g, &key, conn.home);
     let mut item = Handoff::Conn(key, Box::new(conn));
+    if let Some((first, own)) = own_thread
+        && let Some(w) = g.waiters.remove(own)
+    {
+        match w.tx.send(item) {
+            Ok(()) => {
+                g.waiters[first].passed += 1;
+                return None;
+            }
+            // The session stopped waiting meanwhile: first come, first served, as usual.
+            Err(back) => item = back,
+        }
+    }
     let mut i = 0;
     while i < g.waiters.len() {
         let Handoff::Conn(k, _) = &item else { break };
@@ -88,6 +115,29 @@ pub(super) fn give_conn(
     }
 }
 
+/// When the session first in line for a connection of `key` opened on thread `home` waits on
+/// another thread, and has not been passed over [`MAX_PASSES`] times yet: its index and that of
+/// the longest-waiting session of `home`'s thread that can use the connection, if any.
+fn own_thread_waiter(g: &Inner, key: &PoolKey, home: Option<usize>) -> Option<(usize, usize)> {
+    let home = home?;
+    // The first in line: the first waiter the FIFO handoff would serve (it can use the
+    // connection, or would take its slot).
+    let first = g
+        .waiters
+        .iter()
+        .position(|w| w.can_use(key) || w.wants_server(key.hostgroup, &key.server))?;
+    let front = &g.waiters[first];
+    if front.worker == Some(home) || !front.can_use(key) || front.passed >= MAX_PASSES {
+        return None;
+    }
+    let own = g
+        .waiters
+        .iter()
+        .skip(first + 1)
+        .position(|w| w.worker == Some(home) && w.can_use(key))?;
+    Some((first, first + 1 + own))
+}
+
 /// Gives a freed slot to a waiter for that server; false when nobody waits for it.
 pub(super) fn give_slot(g: &mut Inner, hostgroup: u32, server: &ServerKey) -> bool {
     g.waiters.retain(|w| !w.tx.is_closed());
@@ -111,5 +161,60 @@ fn give_slot_or_free(g: &mut Inner, hostgroup: u32, server: &ServerKey) {
         && let Some(n) = g.open_mut(hostgroup, server)
     {
         *n = n.saturating_sub(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key() -> PoolKey {
+        PoolKey {
+            hostgroup: 0,
+            server: ServerKey {
+                hostname: "db".into(),
+                port: 3306,
+            },
+            user: "app".into(),
+            caps: 0,
+            charset: 45,
+            tls: false,
+        }
+    }
+
+    /// A queue of sessions waiting on threads `threads`, first in line first.
+    fn queue(threads: &[usize]) -> (Inner, Vec<oneshot::Receiver<Handoff>>) {
+        let mut g = Inner::default();
+        let mut rxs = Vec::new();
+        for &t in threads {
+            let (tx, rx) = oneshot::channel();
+            rxs.push(rx);
+            g.waiters.push_back(Waiter {
+                key: key(),
+                servers: vec![key().server],
+                tx,
+                worker: Some(t),
+                passed: 0,
+            });
+        }
+        (g, rxs)
+    }
+
+    #[test]
+    fn a_connection_goes_to_its_own_thread_but_the_first_in_line_is_not_passed_over_forever() {
+        let (mut g, _rx) = queue(&[1, 0, 1, 0]);
+        // A connection of thread 0: the first in line waits on thread 1, the next session of
+        // thread 0 (second in line) gets it.
+        assert_eq!(own_thread_waiter(&g, &key(), Some(0)), Some((0, 1)));
+        // A connection of thread 1 goes to the first in line, who is on thread 1.
+        assert_eq!(own_thread_waiter(&g, &key(), Some(1)), None);
+        // Off the session threads: first come, first served.
+        assert_eq!(own_thread_waiter(&g, &key(), None), None);
+        // Passed over MAX_PASSES times, the first in line is served whatever the thread.
+        g.waiters[0].passed = MAX_PASSES;
+        assert_eq!(own_thread_waiter(&g, &key(), Some(0)), None);
+        // No session of the connection's thread waits: first come, first served.
+        let (g, _rx) = queue(&[1, 1]);
+        assert_eq!(own_thread_waiter(&g, &key(), Some(0)), None);
     }
 }
