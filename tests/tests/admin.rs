@@ -11,7 +11,7 @@ fn stderr(o: &std::process::Output) -> String {
 
 #[test]
 fn seed_statements_run_verbatim_with_their_effect() {
-    if !backends_ready() {
+    if !backends_ready(Servers::Both) {
         return;
     }
     let s = Sluice::start(&standard_config("", ""));
@@ -90,7 +90,7 @@ fn seed_statements_run_verbatim_with_their_effect() {
 
 #[test]
 fn column_names_and_canned_connector_answers() {
-    if !backends_ready() {
+    if !backends_ready(Servers::Both) {
         return;
     }
     let s = Sluice::start(&standard_config("", ""));
@@ -148,7 +148,7 @@ print([d[0] for d in cur.description])
 
 #[tokio::test]
 async fn servers_users_and_offline_soft_change_at_runtime_without_disconnects() {
-    if !backends_ready() {
+    if !backends_ready(Servers::Both) {
         return;
     }
     primary_root(
@@ -223,7 +223,7 @@ async fn servers_users_and_offline_soft_change_at_runtime_without_disconnects() 
 
 #[test]
 fn invalid_rows_are_rejected_and_the_runtime_stays() {
-    if !backends_ready() {
+    if !backends_ready(Servers::Both) {
         return;
     }
     let s = Sluice::start(&standard_config("", ""));
@@ -280,7 +280,7 @@ fn invalid_rows_are_rejected_and_the_runtime_stays() {
 
 #[test]
 fn saved_config_survives_a_restart_unless_initial() {
-    if !backends_ready() {
+    if !backends_ready(Servers::Both) {
         return;
     }
     let dir = scratch_dir("persist");
@@ -346,7 +346,7 @@ fn saved_config_survives_a_restart_unless_initial() {
 
 #[tokio::test]
 async fn processlist_shows_pins_and_kill_ends_a_session() {
-    if !backends_ready() {
+    if !backends_ready(Servers::Both) {
         return;
     }
     let s = Sluice::start(&standard_config("", ""));
@@ -396,7 +396,7 @@ async fn processlist_shows_pins_and_kill_ends_a_session() {
 
 #[test]
 fn reload_loop_under_sysbench_costs_no_client_errors() {
-    if !backends_ready() {
+    if !backends_ready(Servers::Both) {
         return;
     }
     // Its own tables, prepared directly on the primary: this test must not depend on others.
@@ -440,7 +440,7 @@ fn reload_loop_under_sysbench_costs_no_client_errors() {
 
 #[test]
 fn psql_reaches_the_same_admin_store() {
-    if !backends_ready() {
+    if !backends_ready(Servers::Both) {
         return;
     }
     let s = Sluice::start(&standard_config("", ""));
@@ -505,7 +505,7 @@ fn psql_reaches_the_same_admin_store() {
 
 #[tokio::test]
 async fn stats_tables_show_live_counters_and_offline_hard_drops_connections() {
-    if !backends_ready() {
+    if !backends_ready(Servers::Both) {
         return;
     }
     let s = Sluice::start(&standard_config("", ""));
@@ -562,7 +562,7 @@ async fn stats_tables_show_live_counters_and_offline_hard_drops_connections() {
 
 #[test]
 fn pause_resume_shutdown_and_load_from_config() {
-    if !backends_ready() {
+    if !backends_ready(Servers::Both) {
         return;
     }
     let mut s = Sluice::start(&standard_config("", ""));
@@ -607,7 +607,7 @@ fn pause_resume_shutdown_and_load_from_config() {
 
 #[test]
 fn the_admin_sqlite_refuses_files_code_and_writable_pragmas() {
-    if !backends_ready() {
+    if !backends_ready(Servers::Both) {
         return;
     }
     let s = Sluice::start(&standard_config("", ""));
@@ -645,7 +645,7 @@ fn the_admin_sqlite_refuses_files_code_and_writable_pragmas() {
 
 #[test]
 fn show_variables_lists_every_module_as_proxysql_does() {
-    if !backends_ready() {
+    if !backends_ready(Servers::Both) {
         return;
     }
     let s = Sluice::start(&standard_config("", ""));
@@ -674,7 +674,7 @@ fn show_variables_lists_every_module_as_proxysql_does() {
 /// masks every password and credential.
 #[test]
 fn the_stats_account_reads_statistics_and_nothing_that_holds_a_secret() {
-    if !backends_ready() {
+    if !backends_ready(Servers::Both) {
         return;
     }
     let s = Sluice::start(&standard_config("", ""));
@@ -743,7 +743,7 @@ fn the_stats_account_reads_statistics_and_nothing_that_holds_a_secret() {
 /// from their own scramble), a wrong password is still refused.
 #[test]
 fn hash_passwords_keeps_only_hashes_and_logins_still_work() {
-    if !backends_ready() {
+    if !backends_ready(Servers::Both) {
         return;
     }
     let s = Sluice::start(&standard_config("", ""));

@@ -107,7 +107,7 @@ fn last_connect_error(s: &Sluice, proto: &str, port: u16) -> String {
 
 #[test]
 fn verify_ca_and_verify_full_check_server_certificates_for_data_and_monitor() {
-    if !backends_ready() {
+    if !backends_ready(Servers::Both) {
         return;
     }
     let ca = test_ca();
@@ -167,7 +167,7 @@ fn verify_ca_and_verify_full_check_server_certificates_for_data_and_monitor() {
 
 #[test]
 fn a_ca_that_did_not_sign_the_server_is_refused_and_verification_needs_a_ca() {
-    if !backends_ready() {
+    if !backends_ready(Servers::Both) {
         return;
     }
     let dir = scratch_dir("backend-tls");
@@ -218,7 +218,7 @@ fn a_ca_that_did_not_sign_the_server_is_refused_and_verification_needs_a_ca() {
 /// admin's runtime table.
 #[test]
 fn per_server_ssl_params_override_the_variables() {
-    if !backends_ready() {
+    if !backends_ready(Servers::Both) {
         return;
     }
     let dir = scratch_dir("backend-tls-params");

@@ -57,7 +57,7 @@ fn wait_connected(nodes: &[&Sluice]) {
 
 #[test]
 fn a_module_saved_on_one_node_reaches_every_node_within_a_second() {
-    if !backends_ready() {
+    if !backends_ready(Servers::MariaDb) {
         return;
     }
     let store = etcd("etcd-reach");
@@ -135,7 +135,7 @@ fn a_module_saved_on_one_node_reaches_every_node_within_a_second() {
 
 #[test]
 fn members_failing_and_the_whole_store_stopping_never_stop_traffic() {
-    if !backends_ready() {
+    if !backends_ready(Servers::MariaDb) {
         return;
     }
     let mut store = etcd("etcd-faults");

@@ -149,7 +149,7 @@ fn three_nodes() -> (Vec<NodeSpec>, Vec<Sluice>) {
 
 #[test]
 fn a_load_on_one_node_reaches_the_others_for_every_module() {
-    if !backends_ready() {
+    if !backends_ready(Servers::Both) {
         return;
     }
     let (_specs, nodes) = three_nodes();
@@ -227,7 +227,7 @@ fn a_load_on_one_node_reaches_the_others_for_every_module() {
 
 #[test]
 fn sysbench_through_every_node_sees_no_error_while_servers_sync() {
-    if !backends_ready() {
+    if !backends_ready(Servers::Both) {
         return;
     }
     const DB: (&str, u32, u32) = ("sbcluster", 2, 2000);
@@ -299,7 +299,7 @@ fn sysbench_through_every_node_sees_no_error_while_servers_sync() {
 
 #[test]
 fn a_node_restarted_empty_catches_up_and_a_node_alone_keeps_serving() {
-    if !backends_ready() {
+    if !backends_ready(Servers::Both) {
         return;
     }
     let (specs, mut nodes) = three_nodes();
@@ -341,7 +341,7 @@ fn a_node_restarted_empty_catches_up_and_a_node_alone_keeps_serving() {
 
 #[test]
 fn a_node_with_a_fresh_empty_config_never_overwrites_the_others() {
-    if !backends_ready() {
+    if !backends_ready(Servers::Both) {
         return;
     }
     let specs = specs(4);

@@ -40,7 +40,7 @@ fn core_routes_statements_with_rules_built_in_code() {
 
 #[test]
 fn pgsql_pool_serves_a_service_from_one_pooled_connection() {
-    if !backends_ready() {
+    if !backends_ready(Servers::Both) {
         return;
     }
     let addr = format!("127.0.0.1:{}", ports::PG_PRIMARY);
@@ -54,7 +54,7 @@ fn pgsql_pool_serves_a_service_from_one_pooled_connection() {
 
 #[test]
 fn mysql_pool_serves_a_service_from_one_pooled_connection() {
-    if !backends_ready() {
+    if !backends_ready(Servers::Both) {
         return;
     }
     let addr = format!("127.0.0.1:{}", ports::MY_PRIMARY);
@@ -100,7 +100,7 @@ impl Drop for ServingExample {
 
 #[test]
 fn mysql_mini_proxy_routes_reads_to_the_replica_with_its_own_hook() {
-    if !backends_ready() {
+    if !backends_ready(Servers::Both) {
         return;
     }
     let port = free_port();
@@ -130,7 +130,7 @@ fn mysql_mini_proxy_routes_reads_to_the_replica_with_its_own_hook() {
 
 #[test]
 fn pgsql_mini_proxy_routes_reads_to_the_replica_with_its_own_hook() {
-    if !backends_ready() {
+    if !backends_ready(Servers::Both) {
         return;
     }
     let port = free_port();
@@ -150,7 +150,7 @@ fn pgsql_mini_proxy_routes_reads_to_the_replica_with_its_own_hook() {
 
 #[test]
 fn mysql_custom_handler_answers_in_process_and_forwards_the_rest() {
-    if !backends_ready() {
+    if !backends_ready(Servers::Both) {
         return;
     }
     let port = free_port();

@@ -152,7 +152,7 @@ impl Drop for RestoreMy {
 #[test]
 fn postgresql_failover_under_load_recovers_within_one_and_a_half_read_only_intervals() {
     // Stops, promotes and rebuilds the servers every other test needs: it runs alone.
-    if !backends_exclusive() {
+    if !backends_exclusive(Servers::Both) {
         return;
     }
     let _restore = RestorePg;
@@ -245,7 +245,7 @@ fn postgresql_failover_under_load_recovers_within_one_and_a_half_read_only_inter
 #[test]
 fn mariadb_failover_under_load_and_heartbeat_shunning_of_a_stopped_server() {
     // Stops, promotes and rebuilds the servers every other test needs: it runs alone.
-    if !backends_exclusive() {
+    if !backends_exclusive(Servers::Both) {
         return;
     }
     let _restore = RestoreMy;
@@ -399,7 +399,7 @@ impl Drop for ContPg {
 #[test]
 fn postgresql_heartbeat_shuns_a_stopped_server_and_kills_its_queries() {
     // Stops, promotes and rebuilds the servers every other test needs: it runs alone.
-    if !backends_exclusive() {
+    if !backends_exclusive(Servers::Both) {
         return;
     }
     let cfg = format!(

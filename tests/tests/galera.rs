@@ -33,7 +33,7 @@ fn expect(s: &Sluice, want: &[(u32, u16)]) {
 
 #[test]
 fn galera_hostgroups_elect_a_writer_and_move_desynced_nodes_offline() {
-    if !backends_ready() {
+    if !backends_ready(Servers::MariaDb) {
         return;
     }
     let state = xtask::state_dir();

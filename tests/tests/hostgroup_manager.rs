@@ -7,7 +7,7 @@ use std::time::Duration;
 
 #[test]
 fn connect_errors_shun_a_server_and_it_recovers_after_the_recovery_time() {
-    if !backends_ready() {
+    if !backends_ready(Servers::MariaDb) {
         return;
     }
     let dead = free_port();

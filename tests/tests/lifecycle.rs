@@ -7,7 +7,7 @@ use xtask::mariadb::MariaDb;
 
 #[tokio::test]
 async fn sigterm_lets_the_running_statement_finish_then_exits_0() {
-    if !backends_ready() {
+    if !backends_ready(Servers::MariaDb) {
         return;
     }
     let mut s = Sluice::start(&standard_config("", ""));
@@ -51,7 +51,7 @@ async fn sigterm_lets_the_running_statement_finish_then_exits_0() {
 
 #[tokio::test]
 async fn backend_stopped_and_restarted() {
-    if !backends_ready() {
+    if !backends_ready(Servers::MariaDb) {
         return;
     }
     // A MariaDB of its own, so stopping it disturbs no other test.

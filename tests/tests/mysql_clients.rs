@@ -22,7 +22,7 @@ fn setup_hashed_backend_user() {
 
 #[test]
 fn mariadb_cli_plain_tls_and_both_plugins() {
-    if !backends_ready() {
+    if !backends_ready(Servers::MariaDb) {
         return;
     }
     let s = Sluice::start(&standard_config("", ""));
@@ -81,7 +81,7 @@ fn mariadb_cli_plain_tls_and_both_plugins() {
 
 #[test]
 fn pymysql_native_sha2_fast_and_full_auth() {
-    if !backends_ready() {
+    if !backends_ready(Servers::MariaDb) {
         return;
     }
     setup_hashed_backend_user();
@@ -165,7 +165,7 @@ except pymysql.err.OperationalError as e:
 
 #[tokio::test]
 async fn mysql_async_text_binary_tls_reset_and_change_user() {
-    if !backends_ready() {
+    if !backends_ready(Servers::MariaDb) {
         return;
     }
     let s = Sluice::start(&standard_config("", ""));
@@ -255,7 +255,7 @@ async fn mysql_async_text_binary_tls_reset_and_change_user() {
 
 #[tokio::test]
 async fn mysql_async_with_caching_sha2_announced() {
-    if !backends_ready() {
+    if !backends_ready(Servers::MariaDb) {
         return;
     }
     let s = Sluice::start(&standard_config(
@@ -281,7 +281,7 @@ async fn mysql_async_with_caching_sha2_announced() {
 
 #[test]
 fn backend_tls_when_use_ssl_is_set() {
-    if !backends_ready() {
+    if !backends_ready(Servers::MariaDb) {
         return;
     }
     let cfg = standard_config("", "").replacen("port = 13306\n", "port = 13306\nuse_ssl = 1\n", 1);
@@ -302,7 +302,7 @@ fn backend_tls_when_use_ssl_is_set() {
 
 #[tokio::test]
 async fn pool_reuses_backend_connections_of_finished_sessions() {
-    if !backends_ready() {
+    if !backends_ready(Servers::MariaDb) {
         return;
     }
     let s = Sluice::start(&standard_config("", ""));
@@ -361,7 +361,7 @@ async fn pool_reuses_backend_connections_of_finished_sessions() {
 /// COM_STMT_PREPARE/RESET/CLOSE, COM_STATISTICS, COM_PING.
 #[test]
 fn libmariadb_field_list_set_option_stmt_reset() {
-    if !backends_ready() {
+    if !backends_ready(Servers::MariaDb) {
         return;
     }
     primary_root("CREATE TABLE IF NOT EXISTS app.fl_t (id INT PRIMARY KEY, a VARCHAR(5), b DATE);");
@@ -434,7 +434,7 @@ close(m)
 /// 16 MiB packet, in the binary and the text protocol.
 #[tokio::test]
 async fn long_data_and_rows_over_16_mib() {
-    if !backends_ready() {
+    if !backends_ready(Servers::MariaDb) {
         return;
     }
     let s = Sluice::start(&standard_config("", ""));

@@ -34,7 +34,7 @@ const BIG: &str = "SELECT COUNT(*), SUM(LENGTH(v)) FROM (SELECT REPEAT('r', 1024
 
 #[test]
 fn mariadb_cli_compress_with_both_kinds_of_backend() {
-    if !backends_ready() {
+    if !backends_ready(Servers::MariaDb) {
         return;
     }
     for backend in [0, 1] {
@@ -76,7 +76,7 @@ fn mariadb_cli_compress_with_both_kinds_of_backend() {
 
 #[test]
 fn uncompressed_client_on_a_compressed_backend() {
-    if !backends_ready() {
+    if !backends_ready(Servers::MariaDb) {
         return;
     }
     let s = Sluice::start(&config(1));
@@ -98,7 +98,7 @@ fn uncompressed_client_on_a_compressed_backend() {
 
 #[tokio::test]
 async fn mysql_async_with_compression() {
-    if !backends_ready() {
+    if !backends_ready(Servers::MariaDb) {
         return;
     }
     let s = Sluice::start(&config(0));
@@ -133,7 +133,7 @@ async fn mysql_async_with_compression() {
 
 #[test]
 fn connector_j_use_compression() {
-    if !backends_ready() {
+    if !backends_ready(Servers::MariaDb) {
         return;
     }
     let s = Sluice::start(&config(1));

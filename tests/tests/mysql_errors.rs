@@ -11,7 +11,7 @@ fn stderr(out: &std::process::Output) -> String {
 
 #[test]
 fn access_denied_inactive_and_tls_required() {
-    if !backends_ready() {
+    if !backends_ready(Servers::MariaDb) {
         return;
     }
     let tables = r#"
@@ -75,7 +75,7 @@ use_ssl = 1
 
 #[tokio::test]
 async fn too_many_connections_per_user_and_global() {
-    if !backends_ready() {
+    if !backends_ready(Servers::MariaDb) {
         return;
     }
     let cfg = standard_config("max_connections = 3", "").replace(
@@ -117,7 +117,7 @@ async fn too_many_connections_per_user_and_global() {
 
 #[test]
 fn no_reachable_backend_names_the_hostgroup() {
-    if !backends_ready() {
+    if !backends_ready(Servers::MariaDb) {
         return;
     }
     let dead_port = free_port();
@@ -154,7 +154,7 @@ fn no_reachable_backend_names_the_hostgroup() {
 
 #[tokio::test]
 async fn backend_killed_mid_query_then_session_continues() {
-    if !backends_ready() {
+    if !backends_ready(Servers::MariaDb) {
         return;
     }
     let s = Sluice::start(&standard_config("", ""));
@@ -190,7 +190,7 @@ async fn backend_killed_mid_query_then_session_continues() {
 
 #[test]
 fn malformed_and_oversized_packets_close_only_that_session() {
-    if !backends_ready() {
+    if !backends_ready(Servers::MariaDb) {
         return;
     }
     let s = Sluice::start(&standard_config("max_allowed_packet = 16384", ""));
@@ -285,7 +285,7 @@ fn bad_config_is_a_startup_error_naming_key_and_line() {
 
 #[test]
 fn health_check_connects_are_counted_but_not_warned_about() {
-    if !backends_ready() {
+    if !backends_ready(Servers::MariaDb) {
         return;
     }
     let s = Sluice::start(&standard_config("", ""));

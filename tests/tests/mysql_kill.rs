@@ -14,7 +14,7 @@ fn config() -> String {
 
 #[test]
 fn pymysql_kill_query_and_connection_by_the_thread_id_it_was_given() {
-    if !backends_ready() {
+    if !backends_ready(Servers::MariaDb) {
         return;
     }
     // `other` exists on the server too: PyMySQL sets autocommit at connect, which needs it.
@@ -62,8 +62,8 @@ started = wait_running("SELECT SLEEP(20)")
 with b.cursor() as cur:
     cur.execute(f"KILL QUERY {a.thread_id()}")
 t.join(10)
-assert result["end"] - started < 2, result
-# MariaDB answers a killed SLEEP() with 1 (interrupted) or error 1317.
+assert not t.is_alive(), "KILL QUERY did not end the SLEEP(20)"
+# MariaDB answers a killed SLEEP() with 1 (interrupted, where 0 is slept out) or error 1317.
 assert result.get("row") == (1,) or result.get("error") == 1317, result
 with a.cursor() as cur:
     cur.execute("SELECT 41 + 1")
@@ -106,7 +106,8 @@ tc.start()
 started = wait_running("SELECT SLEEP(20)")
 b.cursor().execute(f"KILL CONNECTION {c.thread_id()}")
 tc.join(10)
-assert result["c"] == "ended" and time.time() - started < 3, result
+assert not tc.is_alive(), "KILL CONNECTION did not end the SLEEP(20)"
+assert result["c"] == "ended", result
 # The killer itself is unharmed.
 with b.cursor() as cur:
     cur.execute("SELECT 7")
@@ -127,7 +128,7 @@ print("ok")
 
 #[test]
 fn mariadb_cli_connection_id_matches_the_handshake_and_unknown_ids_are_refused() {
-    if !backends_ready() {
+    if !backends_ready(Servers::MariaDb) {
         return;
     }
     let s = Sluice::start(&config());
@@ -162,7 +163,7 @@ fn mariadb_cli_connection_id_matches_the_handshake_and_unknown_ids_are_refused()
 
 #[test]
 fn connector_j_query_timeout_cancels_through_sluice() {
-    if !backends_ready() {
+    if !backends_ready(Servers::MariaDb) {
         return;
     }
     // A pool of two backend connections: the timeout and cancel need the second for their KILL.
@@ -177,5 +178,5 @@ fn connector_j_query_timeout_cancels_through_sluice() {
         &[s.port.to_string()],
         &s.log(),
     );
-    assert_eq!(out, "timeout within 2s\ncancel within 2s\nok\n");
+    assert_eq!(out, "timeout ended the sleep\ncancel ended the sleep\nok\n");
 }

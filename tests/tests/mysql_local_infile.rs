@@ -49,7 +49,7 @@ fn load_sql(path: &Path, table: &str) -> String {
 
 #[test]
 fn disabled_by_default_with_a_clear_error() {
-    if !backends_ready() {
+    if !backends_ready(Servers::MariaDb) {
         return;
     }
     fresh_table("off");
@@ -83,7 +83,7 @@ fn disabled_by_default_with_a_clear_error() {
 
 #[test]
 fn mariadb_cli_and_pymysql_load_local_files() {
-    if !backends_ready() {
+    if !backends_ready(Servers::MariaDb) {
         return;
     }
     fresh_table("cli");
@@ -140,7 +140,7 @@ print("ok")
 
 #[test]
 fn a_100_mb_file_streams_with_bounded_memory() {
-    if !backends_ready() {
+    if !backends_ready(Servers::MariaDb) {
         return;
     }
     fresh_table("big");
@@ -188,7 +188,7 @@ fn a_100_mb_file_streams_with_bounded_memory() {
 
 #[test]
 fn a_client_that_aborts_mid_file_ends_only_its_session() {
-    if !backends_ready() {
+    if !backends_ready(Servers::MariaDb) {
         return;
     }
     fresh_table("abort");
@@ -254,7 +254,7 @@ c.cursor().execute(f"LOAD DATA LOCAL INFILE '{sys.argv[2]}' INTO TABLE infile_e2
 
 #[test]
 fn connector_j_allow_local_infile() {
-    if !backends_ready() {
+    if !backends_ready(Servers::MariaDb) {
         return;
     }
     fresh_table("jdbc");

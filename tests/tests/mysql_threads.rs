@@ -29,7 +29,7 @@ async fn connect(s: &Sluice) -> mysql_async::Conn {
 
 #[test]
 fn both_protocols_run_one_session_thread_per_cpu_by_default() {
-    if !backends_ready() {
+    if !backends_ready(Servers::MariaDb) {
         return;
     }
     let s = Sluice::start(&standard_config("", ""));
@@ -48,7 +48,7 @@ fn both_protocols_run_one_session_thread_per_cpu_by_default() {
 
 #[tokio::test]
 async fn sessions_on_two_threads_share_one_server_connection_and_not_their_state() {
-    if !backends_ready() {
+    if !backends_ready(Servers::MariaDb) {
         return;
     }
     let s = Sluice::start(&capped_config(1, "threads = 2", ""));
@@ -128,7 +128,7 @@ async fn server_id(c: &mut mysql_async::Conn) -> u64 {
 
 #[tokio::test]
 async fn a_session_takes_the_idle_connection_of_its_own_thread() {
-    if !backends_ready() {
+    if !backends_ready(Servers::MariaDb) {
         return;
     }
     let s = Sluice::start(&capped_config(2, "threads = 2", ""));
@@ -159,7 +159,7 @@ async fn a_session_takes_the_idle_connection_of_its_own_thread() {
 
 #[tokio::test]
 async fn a_stop_lets_statements_on_session_threads_finish() {
-    if !backends_ready() {
+    if !backends_ready(Servers::MariaDb) {
         return;
     }
     let mut s = Sluice::start(&standard_config("threads = 2", ""));
@@ -199,7 +199,7 @@ async fn a_stop_lets_statements_on_session_threads_finish() {
 
 #[tokio::test]
 async fn many_clients_on_two_threads_share_a_small_pool_without_errors() {
-    if !backends_ready() {
+    if !backends_ready(Servers::MariaDb) {
         return;
     }
     // 40 clients dealt to two session threads queue for 4 server connections: a freed

@@ -137,7 +137,7 @@ fn promql(prometheus: u16, query: &str) -> Option<f64> {
 
 #[test]
 fn prometheus_scrapes_sluice_and_answers_promql_and_promtool_finds_no_errors() {
-    if !backends_ready() {
+    if !backends_ready(Servers::Both) {
         return;
     }
     let http = free_port();
@@ -280,7 +280,7 @@ fn the_compose_files_are_valid() {
 
 #[test]
 fn the_admin_shows_the_same_metrics_status_and_memory() {
-    if !backends_ready() {
+    if !backends_ready(Servers::Both) {
         return;
     }
     let s = Sluice::start(&standard_config("", ""));
@@ -311,17 +311,19 @@ fn the_admin_shows_the_same_metrics_status_and_memory() {
     let aborted = value("Client_Connections_aborted");
     let wrong = mariadb(s.port, "app", "nope", &["--skip-ssl"], "SELECT 1;");
     assert!(!wrong.status.success());
-    let status = s.admin_ok("SHOW MYSQL STATUS;");
-    assert!(
-        status.contains("Access_Denied_Wrong_Password\t1\n"),
-        "{status}"
-    );
-    let aborted_now: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Client_Connections_aborted\t"))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0);
-    assert!(aborted_now > aborted, "{status}");
+    // The refusal is counted once the client has its error (the counters are bumped after the
+    // ERR packet is written): wait for both.
+    let counted = |status: &str| {
+        let aborted_now: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Client_Connections_aborted\t"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0);
+        status.contains("Access_Denied_Wrong_Password\t1\n") && aborted_now > aborted
+    };
+    wait_for("the wrong password counted", || {
+        counted(&s.admin_ok("SHOW MYSQL STATUS;"))
+    });
     let rss = s.admin_ok(
         "SELECT Variable_Value FROM stats_memory_metrics WHERE Variable_Name = 'resident_memory_bytes';",
     );
@@ -333,7 +335,7 @@ fn the_admin_shows_the_same_metrics_status_and_memory() {
 
 #[test]
 fn pgbouncer_exporter_reads_pools_and_stats_from_the_postgresql_admin() {
-    if !backends_ready() {
+    if !backends_ready(Servers::Both) {
         return;
     }
     let s = Sluice::start(&standard_config("", ""));
@@ -393,7 +395,7 @@ impl Drop for StopOnDrop {
 
 #[test]
 fn readyz_turns_503_while_the_only_writer_is_shunned_and_200_when_it_is_back() {
-    if !backends_ready() {
+    if !backends_ready(Servers::Both) {
         return;
     }
     // A MariaDB of its own, so stopping it disturbs no other test.

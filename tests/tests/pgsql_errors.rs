@@ -51,7 +51,7 @@ fn cleartext_config() -> String {
 
 #[test]
 fn bind_with_one_format_code_for_all_parameters() {
-    if !backends_ready() {
+    if !backends_ready(Servers::Postgres) {
         return;
     }
     let s = Sluice::start(&cleartext_config());
@@ -84,7 +84,7 @@ for k, b in until_ready(s):
 
 #[test]
 fn malformed_and_oversized_messages_end_only_that_session() {
-    if !backends_ready() {
+    if !backends_ready(Servers::Postgres) {
         return;
     }
     let s = Sluice::start(&cleartext_config());
@@ -126,7 +126,7 @@ print("other session", [k for k, _ in until_ready(other)])
 
 #[test]
 fn unknown_database_and_a_server_connection_killed_mid_transaction() {
-    if !backends_ready() {
+    if !backends_ready(Servers::Postgres) {
         return;
     }
     let s = Sluice::start(&standard_config("", ""));
@@ -143,7 +143,7 @@ c = psycopg.connect(dsn + " dbname=app")
 c.execute("BEGIN")
 pid = c.execute("SELECT pg_backend_pid()").fetchone()[0]
 k = psycopg.connect("host=127.0.0.1 port={primary} user=postgres password=postgres dbname=postgres sslmode=disable", autocommit=True)
-k.execute("SELECT pg_terminate_backend(%s)", (pid,))
+k.execute("SELECT pg_terminate_backend(%s, 10000)", (pid,))
 try:
     c.execute("SELECT 1")
     print("no error")
@@ -173,7 +173,7 @@ print("afterwards:", c.execute("SELECT 2").fetchone()[0], c.execute("SELECT pg_b
 /// ReadyForQuery that later answers would be shifted by.
 #[test]
 fn a_terminated_statement_gets_what_postgresql_gives() {
-    if !backends_ready() {
+    if !backends_ready(Servers::Postgres) {
         return;
     }
     let s = Sluice::start(&standard_config("", ""));
@@ -218,7 +218,7 @@ print("directly:", terminated_while_running({primary}))
 /// it reported was not there). A new session works.
 #[test]
 fn a_transaction_whose_server_connection_dies_while_idle_ends_cleanly() {
-    if !backends_ready() {
+    if !backends_ready(Servers::Postgres) {
         return;
     }
     let s = Sluice::start(&standard_config("", ""));
@@ -230,7 +230,7 @@ def after_termination(port):
     dsn = f"host=127.0.0.1 port={{port}} user=app password=app sslmode=disable dbname=app"
     c = psycopg.connect(dsn)
     pid = c.execute("SELECT pg_backend_pid()").fetchone()[0]  # opens a transaction
-    k.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    k.execute("SELECT pg_terminate_backend(%s, 10000)", (pid,))
     time.sleep(0.5)
     c.pgconn.send_query(b"SELECT 7")
     results = []
@@ -259,7 +259,7 @@ print("new session:", [d.execute(f"SELECT {{i}}").fetchone()[0] for i in range(3
 
 #[test]
 fn servers_with_use_ssl_are_reached_over_tls() {
-    if !backends_ready() {
+    if !backends_ready(Servers::Postgres) {
         return;
     }
     let cfg = standard_config("", "").replacen(
@@ -288,7 +288,7 @@ fn servers_with_use_ssl_are_reached_over_tls() {
 
 #[test]
 fn pgsql_stats_tables_show_users_errors_pool_and_free_connections() {
-    if !backends_ready() {
+    if !backends_ready(Servers::Postgres) {
         return;
     }
     let s = Sluice::start(&standard_config("", ""));
@@ -326,7 +326,7 @@ print("free", admin("SELECT hostgroup, srv_port, user, database, fd > 0 FROM sta
 
 #[test]
 fn a_server_that_never_answers_its_login_is_retried_on_another() {
-    if !backends_ready() {
+    if !backends_ready(Servers::Postgres) {
         return;
     }
     // Fault injection: a "server" in hostgroup 0 that accepts connections and never says a
@@ -344,16 +344,17 @@ fn a_server_that_never_answers_its_login_is_retried_on_another() {
     });
     let cfg = standard_config("", "").replacen(
         "[[pgsql_servers]]\n",
-        &format!("[[pgsql_servers]]\nhostgroup_id = 0\nhostname = \"127.0.0.1\"\nport = {silent_port}\n\n[[pgsql_servers]]\n"),
+        &format!("[[pgsql_servers]]\nhostgroup_id = 0\nhostname = \"127.0.0.1\"\nport = {silent_port}\nweight = 1000\n\n[[pgsql_servers]]\n"),
         1,
     );
     let cfg = format!(
         "[pgsql_variables]\ninterfaces = \"127.0.0.1:{{pg_port}}\"\nconnect_timeout_server = 300\nconnect_timeout_server_max = 10000\n{cfg}"
     );
     let s = Sluice::start(&cfg);
-    // Both servers are in hostgroup 0 with the same weight: across ten logins (each needs a
-    // server connection of its own at first) the silent one is picked, times out and is
-    // skipped.
+    // Both servers are in hostgroup 0, the silent one weighted 1000 to the primary's 1: the
+    // first login is all but certain to pick it (1000 in 1001; a pick is random by weight),
+    // time out and be skipped for the primary, and across ten logins the chance that it is
+    // never picked is 1 in 1001^10.
     for i in 0..10 {
         let out = psql_app(s.pg_port, &format!("SELECT {i} + 1, inet_server_port()"));
         assert_eq!(

@@ -7,7 +7,7 @@ use sluice_tests::*;
 
 #[test]
 fn pins_show_in_the_processlist_and_end_with_their_cause() {
-    if !backends_ready() {
+    if !backends_ready(Servers::Postgres) {
         return;
     }
     let cfg = standard_config("", "").replacen(

@@ -40,7 +40,7 @@ fn select_digest(s: &Sluice, table: &str) -> Vec<(i64, u64)> {
 
 #[test]
 fn pgbench_select_only_goes_to_the_replica_and_tpcb_stays_on_the_primary() {
-    if !backends_ready() {
+    if !backends_ready(Servers::Postgres) {
         return;
     }
     ok_stdout(&pgbench(ports::PG_PRIMARY, &["-i", "-q", "-s", "1"]));
@@ -107,7 +107,7 @@ fn pgbench_select_only_goes_to_the_replica_and_tpcb_stays_on_the_primary() {
 
 #[test]
 fn rules_block_rewrite_route_and_delay_for_psql_and_psycopg() {
-    if !backends_ready() {
+    if !backends_ready(Servers::Postgres) {
         return;
     }
     let s = Sluice::start(&standard_config("", ""));
@@ -226,7 +226,7 @@ print(timed("SELECT 'slow_me'"), timed("SELECT 'quick'"))
 
 #[test]
 fn ok_msg_timeout_log_and_cache_through_psql_and_psycopg() {
-    if !backends_ready() {
+    if !backends_ready(Servers::Postgres) {
         return;
     }
     ok_stdout(&psql(
@@ -238,7 +238,7 @@ fn ok_msg_timeout_log_and_cache_through_psql_and_psycopg() {
         &s,
         r#"INSERT INTO pgsql_query_rules (rule_id, active, match_pattern, OK_msg, log, apply) VALUES (20, 1, '^DELETE FROM nowhere_at_all', 'DELETE 0', 1, 1);
 INSERT INTO pgsql_query_rules (rule_id, active, match_pattern, timeout, apply) VALUES (21, 1, 'pg_sleep\(3\)', 500, 1);
-INSERT INTO pgsql_query_rules (rule_id, active, match_digest, cache_ttl, apply) VALUES (22, 1, '^SELECT v FROM pg_cache_t', 1500, 1);
+INSERT INTO pgsql_query_rules (rule_id, active, match_digest, cache_ttl, apply) VALUES (22, 1, '^SELECT v FROM pg_cache_t', 600000, 1);
 LOAD PGSQL QUERY RULES TO RUNTIME;"#,
     );
     // OK_msg answers without a server (the table exists nowhere); log=1 writes the query.
@@ -249,29 +249,28 @@ import psycopg, time
 c = psycopg.connect("host=127.0.0.1 port={port} user=app password=app dbname=app sslmode=disable", autocommit=True)
 cur = c.execute("DELETE FROM nowhere_at_all")
 print(cur.statusmessage)
-t = time.time()
 try:
     c.execute("SELECT pg_sleep(3)")
     print("not cancelled")
 except psycopg.errors.QueryCanceled as e:
-    print("cancelled", e.sqlstate, round(time.time() - t) < 2)
+    print("cancelled", e.sqlstate)
 print(c.execute("SELECT 7").fetchone()[0])
 "#,
             port = s.pg_port
         ),
         &[],
     );
-    assert_eq!(ok_stdout(&py), "DELETE 0\ncancelled 57014 True\n7\n");
+    assert_eq!(ok_stdout(&py), "DELETE 0\ncancelled 57014\n7\n");
     assert!(
         s.log().contains("query: DELETE FROM nowhere_at_all"),
         "{}",
         s.log()
     );
-    assert!(
-        s.log().contains("sent a cancel request to the server"),
-        "{}",
-        s.log()
-    );
+    // The canceller logs once the server took its request, which may be after the client saw
+    // the cancel.
+    wait_for("the timeout's cancel log line", || {
+        s.log().contains("sent a cancel request to the server")
+    });
 
     // The cache: psql sends simple-protocol queries.
     let q = "SELECT v FROM pg_cache_t WHERE id = 1";
@@ -301,6 +300,19 @@ print(c.execute("SELECT 7").fetchone()[0])
     );
     ask("two");
     assert_eq!(hits(&s), 3);
+    // The hits above are checked under a TTL of ten minutes (each check starts client
+    // processes, which a loaded machine can slow past a short TTL); the expiry on its own: an
+    // entry stored under a TTL of 1.5 s is gone 1.7 s later.
+    admin(
+        &s,
+        "UPDATE pgsql_query_rules SET cache_ttl = 1500 WHERE rule_id = 22; LOAD PGSQL QUERY RULES TO RUNTIME;",
+    );
+    ok_stdout(&psql(
+        s.pg_port,
+        "UPDATE pg_cache_t SET v = 'two' WHERE id = 1",
+    ));
+    ask("two");
+    assert_eq!(hits(&s), 3, "invalidated by the UPDATE, stored again");
     std::thread::sleep(Duration::from_millis(1700));
     ask("two");
     assert_eq!(hits(&s), 3, "expired after cache_ttl");

@@ -6,7 +6,7 @@ use sluice_tests::*;
 
 #[test]
 fn psycopg_cancel_terminate_and_notify_by_sluice_pid() {
-    if !backends_ready() {
+    if !backends_ready(Servers::Postgres) {
         return;
     }
     let s = Sluice::start(&standard_config(
@@ -47,7 +47,8 @@ t.start()
 started = wait_running("SELECT pg_sleep(20)")
 assert b.execute(f"SELECT pg_cancel_backend({a.info.backend_pid})").fetchone()[0] is True
 t.join(10)
-assert result["a"] == "cancelled" and result["end"] - started < 2, result
+assert not t.is_alive(), "pg_cancel_backend did not end pg_sleep(20)"
+assert result["a"] == "cancelled", result
 assert a.execute("SELECT 42").fetchone()[0] == 42
 # Another user may not signal A.
 p = connect("postgres")

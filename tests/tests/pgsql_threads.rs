@@ -37,7 +37,7 @@ fn two_threads_config(max: u32) -> String {
 
 #[tokio::test]
 async fn sessions_on_two_threads_share_one_server_connection() {
-    if !backends_ready() {
+    if !backends_ready(Servers::Postgres) {
         return;
     }
     let s = Sluice::start(&two_threads_config(1));
@@ -92,7 +92,7 @@ async fn sessions_on_two_threads_share_one_server_connection() {
 
 #[tokio::test]
 async fn a_stop_lets_statements_on_session_threads_finish() {
-    if !backends_ready() {
+    if !backends_ready(Servers::Postgres) {
         return;
     }
     let mut s = Sluice::start(&standard_config("", ""));
@@ -137,7 +137,7 @@ async fn a_stop_lets_statements_on_session_threads_finish() {
 
 #[tokio::test]
 async fn many_clients_on_two_threads_share_a_small_budget_without_errors() {
-    if !backends_ready() {
+    if !backends_ready(Servers::Postgres) {
         return;
     }
     // 40 clients dealt to two session threads, 4 server connections split between the threads:

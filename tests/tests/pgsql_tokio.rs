@@ -71,7 +71,7 @@ async fn workload(c: &mut Client, table: &str) -> (i32, i64, Vec<String>) {
 
 #[tokio::test]
 async fn tokio_postgres_over_plaintext_and_tls() {
-    if !backends_ready() {
+    if !backends_ready(Servers::Postgres) {
         return;
     }
     // Two server connections for everything: statements prepared once are re-parsed on

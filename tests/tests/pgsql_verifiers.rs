@@ -54,7 +54,7 @@ fn config(password: &str, method: u32) -> String {
 
 #[test]
 fn users_stored_as_scram_verifiers_log_in_and_reach_the_server() {
-    if !backends_ready() {
+    if !backends_ready(Servers::Postgres) {
         return;
     }
     let verifier = server_verifier();
@@ -83,7 +83,7 @@ fn users_stored_as_scram_verifiers_log_in_and_reach_the_server() {
 
 #[test]
 fn a_verifier_the_server_does_not_share_or_the_md5_method_is_refused_with_the_reason() {
-    if !backends_ready() {
+    if !backends_ready(Servers::Postgres) {
         return;
     }
     // The client's password is right, but the server's salt differs: the server login fails.

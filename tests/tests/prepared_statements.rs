@@ -10,13 +10,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 #[tokio::test]
 async fn statements_follow_the_client_across_backend_connections() {
-    if !backends_ready() {
+    if !backends_ready(Servers::MariaDb) {
         return;
     }
     primary_root(
         "CREATE TABLE IF NOT EXISTS app.ps_t (id INT PRIMARY KEY, name VARCHAR(20)); REPLACE INTO app.ps_t VALUES (1,'one'),(2,'two'),(3,'three');",
     );
-    let s = Sluice::start(&capped_config(2, "", ""));
+    // One session thread, so both clients draw on one idle list: a checkout takes the most
+    // recently used connection there, and B, taking one while A is idle, takes A's last one.
+    let s = Sluice::start(&capped_config(2, "threads = 1", ""));
     let opts = Opts::from_url(&s.url("app", "app", "app")).expect("url");
     let mut a = Conn::new(opts.clone()).await.expect("a");
     let mut b = Conn::new(opts).await.expect("b");
@@ -25,13 +27,14 @@ async fn statements_follow_the_client_across_backend_connections() {
         .await
         .expect("prepare 1");
     let add = a.prep("SELECT ? + ?").await.expect("prepare 2");
-    let mut seen_conns = std::collections::HashSet::new();
+    let mut last_conn: Option<u64> = None;
     for round in 0..10u64 {
         // Every other round B holds the connection A used last, so A moves.
         let hold = round % 2 == 1;
+        let mut held_by_b = None;
         if hold {
             b.query_drop("BEGIN").await.expect("begin");
-            b.query_drop("SELECT 1").await.expect("take a connection");
+            held_by_b = b.query_first(BACKEND_THREAD_ID).await.expect("b's id");
         }
         let id = 1 + round % 3;
         let name: Option<String> = a.exec_first(&by_id, (id,)).await.expect("execute 1");
@@ -47,15 +50,20 @@ async fn statements_follow_the_client_across_backend_connections() {
             .await
             .expect("id")
             .expect("row");
-        seen_conns.insert(cid);
         if hold {
+            assert_eq!(
+                held_by_b, last_conn,
+                "round {round}: B did not take the connection A used last"
+            );
+            assert_ne!(
+                Some(cid),
+                last_conn,
+                "round {round}: A stayed on connection {cid} while B held it"
+            );
             b.query_drop("ROLLBACK").await.expect("rollback");
         }
+        last_conn = Some(cid);
     }
-    assert!(
-        seen_conns.len() >= 2,
-        "the statements ran on more than one backend connection: {seen_conns:?}"
-    );
     a.close(by_id).await.expect("close");
     a.close(add).await.expect("close");
 }
@@ -116,7 +124,7 @@ async fn run_clients(url: String, clients: u64) -> (u64, u64) {
 async fn many_clients_never_exhaust_max_prepared_stmt_count() {
     // Lowers the server's max_prepared_stmt_count, which every test that prepares needs: it
     // runs alone.
-    if !backends_exclusive() {
+    if !backends_exclusive(Servers::MariaDb) {
         return;
     }
     primary_root(
@@ -167,7 +175,7 @@ fn prepared_on_server() -> u64 {
 /// small pool found it).
 #[tokio::test]
 async fn a_reset_connection_forgets_its_prepared_statements_and_variables() {
-    if !backends_ready() {
+    if !backends_ready(Servers::MariaDb) {
         return;
     }
     let s = Sluice::start(&capped_config(1, "", ""));

@@ -5,7 +5,7 @@ use sluice_tests::*;
 
 #[test]
 fn version_queries_come_from_server_version_unless_forwarded() {
-    if !backends_ready() {
+    if !backends_ready(Servers::MariaDb) {
         return;
     }
     let sql = "SELECT @@version; SELECT VERSION(); select @@version_comment limit 1; SELECT VERSION() AS v;";
@@ -36,7 +36,7 @@ fn version_queries_come_from_server_version_unless_forwarded() {
 
 #[test]
 fn ping_never_touches_a_backend_and_waits_behind_a_running_query() {
-    if !backends_ready() {
+    if !backends_ready(Servers::MariaDb) {
         return;
     }
     // A hostgroup whose only server is down: queries fail, pings still answer.
@@ -87,7 +87,7 @@ except pymysql.err.OperationalError as e:
 
 #[test]
 fn idle_clients_are_closed_after_wait_timeout() {
-    if !backends_ready() {
+    if !backends_ready(Servers::MariaDb) {
         return;
     }
     let s = Sluice::start(&standard_config("", ""));

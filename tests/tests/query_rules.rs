@@ -51,7 +51,7 @@ const SPLIT_RULES: &str = "INSERT INTO mysql_query_rules (rule_id, active, match
 
 #[test]
 fn classic_read_write_split_sends_sysbench_reads_to_the_replica() {
-    if !backends_ready() {
+    if !backends_ready(Servers::MariaDb) {
         return;
     }
     primary_root("CREATE DATABASE IF NOT EXISTS sbsplit;");
@@ -156,7 +156,7 @@ fn classic_read_write_split_sends_sysbench_reads_to_the_replica() {
 
 #[test]
 fn every_rule_action_with_a_real_client() {
-    if !backends_ready() {
+    if !backends_ready(Servers::MariaDb) {
         return;
     }
     primary_root(
@@ -244,12 +244,15 @@ LOAD MYSQL QUERY RULES TO RUNTIME;"#,
     );
     assert_eq!(ok_stdout(&hinted), format!("{r}\n"));
     // timeout: the server's query is killed after 500 ms.
-    let t0 = Instant::now();
     let out = mariadb(s.port, "app", "app", &["--skip-ssl"], "SELECT SLEEP(3)");
-    let took = t0.elapsed();
+    // A killed SLEEP() returns 1 (0 when it slept its full time) or fails with error 1317.
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
     assert!(
-        took < Duration::from_millis(2500),
-        "timeout did not stop the query: {took:?} {out:?}"
+        stdout.trim() == "1" || stderr.contains("ERROR 1317"),
+        "timeout did not stop the query: {out:?}"
     );
     // The killer logs after its KILL returns, which may be after the client saw the result.
     let logged = xtask::proc::wait_until(Duration::from_secs(5), || {
@@ -375,7 +378,7 @@ print(reason().split()[-1])
 
 #[test]
 fn query_cache_serves_expires_and_is_invalidated_by_writes() {
-    if !backends_ready() {
+    if !backends_ready(Servers::MariaDb) {
         return;
     }
     primary_root(
@@ -384,8 +387,10 @@ fn query_cache_serves_expires_and_is_invalidated_by_writes() {
     let s = Sluice::start(&standard_config("", ""));
     admin(
         &s,
-        "INSERT INTO mysql_query_rules (rule_id, active, match_pattern, cache_ttl, cache_empty_result, apply) VALUES (1, 1, 'id = 99', 1500, 0, 1); INSERT INTO mysql_query_rules (rule_id, active, match_digest, cache_ttl, apply) VALUES (2, 1, '^SELECT v FROM qrcache', 1500, 1); LOAD MYSQL QUERY RULES TO RUNTIME;",
+        "INSERT INTO mysql_query_rules (rule_id, active, match_pattern, cache_ttl, cache_empty_result, apply) VALUES (1, 1, 'id = 99', 600000, 0, 1); INSERT INTO mysql_query_rules (rule_id, active, match_digest, cache_ttl, apply) VALUES (2, 1, '^SELECT v FROM qrcache', 600000, 1); LOAD MYSQL QUERY RULES TO RUNTIME;",
     );
+    // The hits are checked under a TTL of ten minutes: each check starts client processes,
+    // which a loaded machine can slow past a short TTL. The expiry is checked apart below.
     let q = "SELECT v FROM qrcache.t WHERE id = 1";
     let ask = |want: &str| -> u64 {
         let before = pool_queries(&s, 0);
@@ -399,10 +404,15 @@ fn query_cache_serves_expires_and_is_invalidated_by_writes() {
     sql(&s, "UPDATE qrcache.t SET v = 'two' WHERE id = 1");
     assert_eq!(ask("two"), 1, "invalidated by the UPDATE");
     assert_eq!(ask("two"), 0);
-    // The TTL ends the entry.
+    // The TTL ends the entry: an entry stored under a TTL of 1.5 s is gone 1.7 s later.
+    admin(
+        &s,
+        "UPDATE mysql_query_rules SET cache_ttl = 1500 WHERE rule_id = 2; LOAD MYSQL QUERY RULES TO RUNTIME;",
+    );
+    sql(&s, "UPDATE qrcache.t SET v = 'two' WHERE id = 1");
+    assert_eq!(ask("two"), 1, "invalidated by the UPDATE, stored again");
     std::thread::sleep(Duration::from_millis(1700));
     assert_eq!(ask("two"), 1, "expired after cache_ttl");
-    assert_eq!(ask("two"), 0);
     // cache_empty_result=0: a result without rows is not kept.
     for _ in 0..2 {
         let before = pool_queries(&s, 0);
@@ -420,21 +430,21 @@ fn query_cache_serves_expires_and_is_invalidated_by_writes() {
         &s,
         "SELECT Variable_Value FROM stats_mysql_global WHERE Variable_Name = 'Query_Cache_count_GET_OK'",
     );
-    assert_eq!(g.trim(), "4");
+    assert_eq!(g.trim(), "3");
     let hits = admin(
         &s,
         "SELECT count_star FROM stats_mysql_query_digest WHERE hostgroup = -1 AND digest_text = 'SELECT v FROM qrcache.t WHERE id = ?'",
     );
     assert_eq!(
         hits.trim(),
-        "4",
+        "3",
         "cache hits are recorded with hostgroup -1"
     );
 }
 
 #[test]
 fn seed_throttle_a_rule_delay_slows_only_its_queries_and_the_global_delay_slows_all() {
-    if !backends_ready() {
+    if !backends_ready(Servers::MariaDb) {
         return;
     }
     primary_root(
@@ -459,41 +469,39 @@ fn seed_throttle_a_rule_delay_slows_only_its_queries_and_the_global_delay_slows_
         &s,
         "update mysql_query_rules set delay = 50 where rule_id = 3 ; LOAD MYSQL QUERY RULES TO RUNTIME;",
     );
+    // Which statements were held is counted (Queries_delayed, bumped before a held statement
+    // is sent); the times show that the holds are as long as configured.
+    let delayed = || -> u64 {
+        admin(
+            &s,
+            "SELECT Variable_Value FROM stats_mysql_global WHERE Variable_Name = 'Queries_delayed'",
+        )
+        .trim()
+        .parse()
+        .unwrap_or(0)
+    };
     let (u1, s1) = (timed(update), timed(select));
+    assert_eq!(delayed(), 20, "the rule held its 20 UPDATEs and no SELECT");
     // The seed's global throttle.
     admin(
         &s,
         "set mysql-default_query_delay = 30 ; LOAD MYSQL VARIABLES TO RUNTIME;",
     );
     let (u2, s2) = (timed(update), timed(select));
+    assert_eq!(delayed(), 60, "the global delay held all 40 statements");
     admin(
         &s,
         "set mysql-default_query_delay = 0 ; LOAD MYSQL VARIABLES TO RUNTIME; update mysql_query_rules set delay = 0 where rule_id = 3 ; LOAD MYSQL QUERY RULES TO RUNTIME;",
     );
     let (u3, s3) = (timed(update), timed(select));
+    assert_eq!(delayed(), 60, "back to 0: nothing more is held");
     eprintln!(
         "20 UPDATEs / 20 SELECTs: no delay {u0:?}/{s0:?}; rule delay 50ms {u1:?}/{s1:?}; + global 30ms {u2:?}/{s2:?}; back to 0 {u3:?}/{s3:?}"
     );
     let ms = Duration::from_millis;
     assert!(u1 >= ms(1000), "the rule's delay holds each UPDATE: {u1:?}");
     assert!(
-        s1 < ms(700),
-        "SELECTs are not held by the UPDATE rule: {s1:?}"
-    );
-    assert!(
         u2 >= ms(1600) && s2 >= ms(600),
         "the global delay adds to every query: {u2:?} {s2:?}"
     );
-    assert!(
-        u3 < ms(700) && s3 < ms(700),
-        "back to 0 restores: {u3:?} {s3:?}"
-    );
-    let delayed: u64 = admin(
-        &s,
-        "SELECT Variable_Value FROM stats_mysql_global WHERE Variable_Name = 'Queries_delayed'",
-    )
-    .trim()
-    .parse()
-    .unwrap_or(0);
-    assert_eq!(delayed, 60, "20 + 20 + 20 statements were held");
 }

@@ -76,7 +76,7 @@ fn status(s: &Sluice) -> String {
 #[test]
 fn lagging_replica_is_shunned_reads_move_and_it_returns() {
     // Stops and reconfigures the replica the other tests read from: it runs alone.
-    if !backends_exclusive() {
+    if !backends_exclusive(Servers::MariaDb) {
         return;
     }
     let _restore = Restore;
@@ -195,7 +195,7 @@ fn lagging_replica_is_shunned_reads_move_and_it_returns() {
 #[test]
 fn pt_heartbeat_table_gives_the_lag_when_replication_reports_null() {
     // Stops and reconfigures the replica the other tests read from: it runs alone.
-    if !backends_exclusive() {
+    if !backends_exclusive(Servers::MariaDb) {
         return;
     }
     let _restore = Restore;

@@ -8,7 +8,7 @@ const SBTEST: (&str, u32, u32) = ("sbtest", 4, 10000);
 
 #[test]
 fn oltp_read_write_with_and_without_prepared_statements() {
-    if !backends_ready() {
+    if !backends_ready(Servers::MariaDb) {
         return;
     }
     let _ = sysbench(ports::MY_PRIMARY, SBTEST, "oltp_read_write", &[], "cleanup");

@@ -36,7 +36,7 @@ fn handshake(port: u16, starttls: &str, version: &str, cipher: &str) -> Option<S
 
 #[test]
 fn versions_and_cipher_suites_are_what_the_variables_allow() {
-    if !backends_ready() {
+    if !backends_ready(Servers::Both) {
         return;
     }
     let pg = "\n[pgsql_variables]\ninterfaces = \"127.0.0.1:{pg_port}\"\nssl_min_protocol_version = \"TLSv1.3\"\n";

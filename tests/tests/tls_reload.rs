@@ -64,7 +64,7 @@ print("third is B:", fp == fingerprint(cert_b))
 
 #[test]
 fn reload_tls_swaps_the_certificate_for_new_handshakes_and_refuses_a_bad_one() {
-    if !backends_ready() {
+    if !backends_ready(Servers::MariaDb) {
         return;
     }
     let dir = scratch_dir("tls-reload");

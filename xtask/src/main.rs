@@ -19,7 +19,8 @@ use xtask::proc::step;
 const USAGE: &str = "usage: cargo xtask <command>
   backends up|down|status|reset   MariaDB :13306/:13307 and PostgreSQL :15432/:15433 pairs
   backends up|down --galera       also a three-node MariaDB Galera cluster on :13331-:13333
-  test [ARGS...]                  backends up, the whole test suite, backends down
+  test [ARGS...]                  lint, backends up, the whole suite, soak, fuzz; ARGS filter tests
+  test --repeat N [--cpu-hog] [ARGS...]  the suite N times on one build (a core kept busy)
   bench [mysql]                   sysbench direct vs HAProxy vs sluice, printed as a table
   bench pgsql                     pgbench -S direct vs PgBouncer vs sluice, printed as a table
   bench core                      criterion: query digest and rule evaluation per query
