@@ -1,4 +1,4 @@
-//! `cargo xtask fuzz [TARGET] [--time S] [--runs N]`: builds the coverage-guided fuzz targets in `fuzz/`
+//! `cargo xtask fuzz [TARGET] [--time S] [--runs N] [--smoke]`: builds the coverage-guided fuzz targets in `fuzz/`
 //! (libFuzzer through libfuzzer-sys on the stable toolchain, with the SanitizerCoverage
 //! instrumentation cargo-fuzz would add; no nightly, no sanitizer runtime), replays every
 //! regression input, then fuzzes each target for the given time from the committed seed corpus
@@ -61,6 +61,7 @@ pub fn run(args: &[&str]) -> xtask::Result<()> {
     let mut time = 60u64;
     let mut runs = None;
     let mut only = None;
+    let mut profile = Profile::Release;
     let mut rest = args.iter();
     while let Some(a) = rest.next() {
         match *a {
@@ -77,6 +78,7 @@ pub fn run(args: &[&str]) -> xtask::Result<()> {
                         .ok_or("--runs needs a count")?,
                 );
             }
+            "--smoke" => profile = Profile::Smoke,
             t if TARGETS.contains(&t) => only = Some(t),
             other => {
                 return Err(format!(
@@ -86,7 +88,7 @@ pub fn run(args: &[&str]) -> xtask::Result<()> {
             }
         }
     }
-    let bins = build()?;
+    let bins = build(profile)?;
     let targets: Vec<&'static str> = TARGETS
         .iter()
         .copied()
@@ -121,17 +123,37 @@ fn fuzz_dir() -> PathBuf {
 }
 
 /// Builds every target with instrumentation into `target/fuzz`; returns the binaries' folder.
-fn build() -> xtask::Result<PathBuf> {
+/// How the targets are built: release for real fuzzing, the lighter `smoke` profile of
+/// `fuzz/Cargo.toml` for CI's few seconds per target (same instrumentation and checks).
+#[derive(Clone, Copy)]
+enum Profile {
+    Release,
+    Smoke,
+}
+
+impl Profile {
+    fn name(self) -> &'static str {
+        match self {
+            Profile::Release => "release",
+            Profile::Smoke => "smoke",
+        }
+    }
+}
+
+fn build(profile: Profile) -> xtask::Result<PathBuf> {
     let target_dir = xtask::workspace_root().join("target").join("fuzz");
-    step("building the fuzz targets (release, SanitizerCoverage instrumentation)");
+    let name = profile.name();
+    step(&format!(
+        "building the fuzz targets ({name} profile, SanitizerCoverage instrumentation)"
+    ));
     run_visible(
         Command::new("cargo")
             .current_dir(fuzz_dir())
-            .args(["build", "--release", "--quiet", "--target", TRIPLE])
+            .args(["build", "--profile", name, "--quiet", "--target", TRIPLE])
             .env("RUSTFLAGS", RUSTFLAGS)
             .env("CARGO_TARGET_DIR", &target_dir),
     )?;
-    Ok(target_dir.join(TRIPLE).join("release"))
+    Ok(target_dir.join(TRIPLE).join(name))
 }
 
 /// Runs every committed input under `fuzz/regressions/<target>` once: each is a crash found

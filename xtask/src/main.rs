@@ -29,7 +29,7 @@ const USAGE: &str = "usage: cargo xtask <command>
   bench memory                    Sluice's RSS idle and per idle MySQL / PostgreSQL client
   bench scale                     16 / 1,000 / 4,000 clients on 32 backend connections, both protocols
   demo                            backends + sluice with docs/demo.toml until Ctrl-C
-  fuzz [TARGET] [--time S] [--runs N]  coverage-guided fuzzing of every decoder (60 s each)
+  fuzz [TARGET] [--time S] [--runs N] [--smoke]  coverage-guided fuzzing of every decoder (60 s each)
   fuzz seed                       record real traffic into the fuzz targets' seed corpora
   soak [--minutes N]              load + faults + a commit ledger on both protocols (30 min)";
 

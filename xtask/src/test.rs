@@ -153,7 +153,7 @@ fn run_phases(options: &Options, phases: &mut Phases) -> xtask::Result<()> {
     // Short and bounded here; `cargo xtask fuzz --time 1800` is the long run (docs/reliability.md).
     let secs = crate::bench::env_num("SLUICE_FUZZ_SECONDS", 5).to_string();
     phases.run(&format!("fuzz: {secs} s per target"), || {
-        crate::fuzz::run(&["--time", &secs])
+        crate::fuzz::run(&["--time", &secs, "--smoke"])
     })
 }
 
