@@ -1,6 +1,6 @@
 //! Server connections per (hostgroup, server, user, database). `max_connections` per server caps
 //! the connections in use at once through a budget of slots split between the session threads
-//! ([`crate::budget`]; sessions of a thread queue first come, first served): a session takes a
+//! (the `budget` module; sessions of a thread queue first come, first served): a session takes a
 //! slot, then an idle connection or a new one, and gives both back when done.
 
 use crate::Error;
