@@ -122,6 +122,7 @@ pub(crate) fn rows_of(cfg: &Config, m: Module) -> ModuleRows {
             let pairs = match prefix {
                 "mysql-" => cfg.mysql_variables.pairs(),
                 "pgsql-" => cfg.pgsql_variables.pairs(),
+                "mcp-" => cfg.mcp_variables.pairs(),
                 _ => cfg.admin_variables.pairs(),
             };
             let mut rows: Vec<Vec<Option<String>>> = pairs
@@ -368,6 +369,7 @@ impl Admin {
                 Module::AdminVariables,
                 Module::MysqlVariables,
                 Module::PgsqlVariables,
+                Module::McpVariables,
             ] {
                 for (_, r) in rows_of(&cfg, m).tables {
                     out.rows.extend(r.rows);

@@ -27,6 +27,13 @@ pub enum Module {
     Scheduler,
     /// `PROXYSQL SERVERS`.
     ProxysqlServers,
+    /// `MCP VARIABLES`.
+    McpVariables,
+    /// `MCP PROFILES` (ProxySQL 4.0's name; `MCP USERS` and `MCP TARGETS` move the same two
+    /// tables): `mcp_users` and `mcp_targets`.
+    McpProfiles,
+    /// `MCP QUERY RULES`.
+    McpQueryRules,
 }
 
 impl Module {
@@ -53,9 +60,12 @@ impl Module {
             Module::PgsqlQueryRules => &["pgsql_query_rules", "pgsql_query_rules_fast_routing"],
             Module::Scheduler => &["scheduler"],
             Module::ProxysqlServers => &["proxysql_servers"],
-            Module::MysqlVariables | Module::PgsqlVariables | Module::AdminVariables => {
-                &["global_variables"]
-            }
+            Module::McpProfiles => &["mcp_users", "mcp_targets"],
+            Module::McpQueryRules => &["mcp_query_rules"],
+            Module::MysqlVariables
+            | Module::PgsqlVariables
+            | Module::AdminVariables
+            | Module::McpVariables => &["global_variables"],
         }
     }
 
@@ -65,6 +75,7 @@ impl Module {
             Module::MysqlVariables => Some("mysql-"),
             Module::PgsqlVariables => Some("pgsql-"),
             Module::AdminVariables => Some("admin-"),
+            Module::McpVariables => Some("mcp-"),
             _ => None,
         }
     }
@@ -192,6 +203,9 @@ fn module(w: &[String]) -> Option<(Module, usize)> {
         ("ADMIN", "VARIABLES", _) => (Module::AdminVariables, 2),
         ("SCHEDULER", _, _) => (Module::Scheduler, 1),
         ("PROXYSQL", "SERVERS", _) => (Module::ProxysqlServers, 2),
+        ("MCP", "VARIABLES", _) => (Module::McpVariables, 2),
+        ("MCP", "PROFILES" | "USERS" | "TARGETS", _) => (Module::McpProfiles, 2),
+        ("MCP", "QUERY", "RULES") => (Module::McpQueryRules, 3),
         _ => return None,
     };
     Some(m)
@@ -294,6 +308,7 @@ fn parse_show(sql: &str, w: &[String]) -> Option<Command> {
         ["MYSQL", "VARIABLES"] => Some(Command::ShowVariables("mysql-")),
         ["PGSQL", "VARIABLES"] => Some(Command::ShowVariables("pgsql-")),
         ["ADMIN", "VARIABLES"] => Some(Command::ShowVariables("admin-")),
+        ["MCP", "VARIABLES"] => Some(Command::ShowVariables("mcp-")),
         ["TABLES"] => Some(Command::ShowTables(None)),
         ["TABLES", "FROM" | "IN", db] => Some(Command::ShowTables(Some(db.to_ascii_lowercase()))),
         ["DATABASES"] | ["SCHEMAS"] => Some(Command::ShowDatabases),

@@ -61,7 +61,7 @@ pub struct Admin {
     pub(crate) store_status: Mutex<Option<crate::config_store::StoreStatus>>,
 }
 
-const RUNTIME_MODULES: [Module; 10] = [
+const RUNTIME_MODULES: [Module; 13] = [
     Module::MysqlUsers,
     Module::MysqlServers,
     Module::MysqlVariables,
@@ -72,8 +72,11 @@ const RUNTIME_MODULES: [Module; 10] = [
     Module::MysqlQueryRules,
     Module::PgsqlQueryRules,
     Module::ProxysqlServers,
+    Module::McpVariables,
+    Module::McpProfiles,
+    Module::McpQueryRules,
 ];
-const ALL_MODULES: [Module; 11] = [
+const ALL_MODULES: [Module; 14] = [
     Module::MysqlUsers,
     Module::MysqlServers,
     Module::MysqlQueryRules,
@@ -85,6 +88,9 @@ const ALL_MODULES: [Module; 11] = [
     Module::AdminVariables,
     Module::Scheduler,
     Module::ProxysqlServers,
+    Module::McpVariables,
+    Module::McpProfiles,
+    Module::McpQueryRules,
 ];
 
 impl Admin {
@@ -182,6 +188,7 @@ impl Admin {
         let sql = match m.variable_prefix() {
             Some("mysql-") => variables_sql("main", "mysql-", &self.file.mysql_variables.pairs()),
             Some("admin-") => variables_sql("main", "admin-", &self.file.admin_variables.pairs()),
+            Some("mcp-") => variables_sql("main", "mcp-", &self.file.mcp_variables.pairs()),
             Some(_) => variables_sql("main", "pgsql-", &self.file.pgsql_variables.pairs()),
             None => {
                 let mut sql = Vec::new();
@@ -210,13 +217,19 @@ impl Admin {
                 .into_iter()
                 .map(|s| s.replacen("main.global_variables", "main.runtime_global_variables", 1))
                 .collect(),
+            Module::McpVariables => variables_sql("main", "mcp-", &cfg.mcp_variables.pairs())
+                .into_iter()
+                .map(|s| s.replacen("main.global_variables", "main.runtime_global_variables", 1))
+                .collect(),
             Module::MysqlUsers
             | Module::MysqlServers
             | Module::PgsqlUsers
             | Module::PgsqlServers
             | Module::MysqlQueryRules
             | Module::PgsqlQueryRules
-            | Module::ProxysqlServers => {
+            | Module::ProxysqlServers
+            | Module::McpProfiles
+            | Module::McpQueryRules => {
                 let mut sql = Vec::new();
                 for t in m.tables() {
                     if crate::layers::RUNTIME_TABLES.contains(t) {
@@ -322,6 +335,8 @@ impl Admin {
             PgsqlVariables::default().set(n, value)
         } else if let Some(n) = name.strip_prefix("admin-") {
             AdminVariables::default().set(n, value)
+        } else if let Some(n) = name.strip_prefix("mcp-") {
+            sluice_core::config::McpVariables::default().set(n, value)
         } else {
             Ok(SetOutcome::Applied)
         };

@@ -42,6 +42,10 @@ pub fn config_to_toml(cfg: &Config) -> Result<String, crate::Error> {
     t.insert("pgsql_variables".into(), vars(cfg.pgsql_variables.pairs()));
     t.insert("pgsql_servers".into(), rows(&cfg.pgsql_servers)?);
     t.insert("pgsql_users".into(), rows(&cfg.pgsql_users)?);
+    t.insert("mcp_variables".into(), vars(cfg.mcp_variables.pairs()));
+    t.insert("mcp_users".into(), rows(&cfg.mcp_users)?);
+    t.insert("mcp_targets".into(), rows(&cfg.mcp_targets)?);
+    t.insert("mcp_query_rules".into(), rows(&cfg.mcp_query_rules)?);
     t.insert(
         "mysql_servers_ssl_params".into(),
         rows(&cfg.mysql_servers_ssl_params)?,

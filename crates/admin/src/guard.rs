@@ -165,8 +165,9 @@ pub(crate) fn refused(sql: &str) -> Option<String> {
 
 /// Tables the stats account may not read although they are not configuration: the runtime
 /// copies that hold passwords.
-const SECRET_RUNTIME_TABLES: [&str; 4] = [
+const SECRET_RUNTIME_TABLES: [&str; 5] = [
     "runtime_mysql_users",
+    "runtime_mcp_users",
     "runtime_pgsql_users",
     "runtime_global_variables",
     "runtime_proxysql_servers",

@@ -118,6 +118,12 @@ pub async fn memory_to_config(
             Module::PgsqlVariables,
             base.pgsql_variables.pairs(),
         ),
+        (
+            "mcp_variables",
+            "mcp-",
+            Module::McpVariables,
+            base.mcp_variables.pairs(),
+        ),
     ] {
         let _ = writeln!(text, "[{section}]");
         let pairs: Vec<(String, String)> = if replace.contains(&module) {
@@ -163,6 +169,8 @@ pub async fn memory_to_config(
             "mysql_query_rules" | "mysql_query_rules_fast_routing" => Module::MysqlQueryRules,
             "proxysql_servers" => Module::ProxysqlServers,
             "pgsql_query_rules" | "pgsql_query_rules_fast_routing" => Module::PgsqlQueryRules,
+            "mcp_users" | "mcp_targets" => Module::McpProfiles,
+            "mcp_query_rules" => Module::McpQueryRules,
             _ => Module::MysqlServers,
         };
         if from_memory(m) {
@@ -199,7 +207,7 @@ pub async fn memory_to_config(
 }
 
 /// The tables the runtime is built from.
-pub const RUNTIME_TABLES: [&str; 16] = [
+pub const RUNTIME_TABLES: [&str; 19] = [
     "mysql_servers",
     "mysql_galera_hostgroups",
     "mysql_group_replication_hostgroups",
@@ -216,6 +224,9 @@ pub const RUNTIME_TABLES: [&str; 16] = [
     "mysql_servers_ssl_params",
     "pgsql_servers_ssl_params",
     "proxysql_servers",
+    "mcp_users",
+    "mcp_targets",
+    "mcp_query_rules",
 ];
 
 /// A configuration table's column names (from its definition).
@@ -348,7 +359,7 @@ struct ExportView<'a>(&'a Config);
 impl serde::Serialize for ExportView<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
-        let mut m = s.serialize_map(Some(16))?;
+        let mut m = s.serialize_map(Some(19))?;
         m.serialize_entry("proxysql_servers", &self.0.proxysql_servers)?;
         m.serialize_entry("mysql_servers", &self.0.mysql_servers)?;
         m.serialize_entry("mysql_users", &self.0.mysql_users)?;
@@ -383,6 +394,9 @@ impl serde::Serialize for ExportView<'_> {
         )?;
         m.serialize_entry("mysql_servers_ssl_params", &self.0.mysql_servers_ssl_params)?;
         m.serialize_entry("pgsql_servers_ssl_params", &self.0.pgsql_servers_ssl_params)?;
+        m.serialize_entry("mcp_users", &self.0.mcp_users)?;
+        m.serialize_entry("mcp_targets", &self.0.mcp_targets)?;
+        m.serialize_entry("mcp_query_rules", &self.0.mcp_query_rules)?;
         m.end()
     }
 }

@@ -288,6 +288,59 @@ pub const CONFIG_TABLES: &[(&str, &str)] = &[
      PRIMARY KEY (hostname, port)",
     ),
     (
+        "mcp_users",
+        "username VARCHAR NOT NULL PRIMARY KEY,\n\
+     token_sha256 VARCHAR NOT NULL UNIQUE,\n\
+     active INT CHECK (active IN (0,1)) NOT NULL DEFAULT 1,\n\
+     db_username VARCHAR NOT NULL DEFAULT '',\n\
+     endpoints VARCHAR NOT NULL DEFAULT 'query',\n\
+     targets VARCHAR NOT NULL DEFAULT '*',\n\
+     max_rows INT CHECK (max_rows >= 0) NOT NULL DEFAULT 0,\n\
+     max_bytes INT CHECK (max_bytes >= 0) NOT NULL DEFAULT 0,\n\
+     timeout_ms INT CHECK (timeout_ms >= 0) NOT NULL DEFAULT 0,\n\
+     calls_per_minute INT CHECK (calls_per_minute >= 0) NOT NULL DEFAULT 0,\n\
+     masked_columns VARCHAR NOT NULL DEFAULT '',\n\
+     comment VARCHAR NOT NULL DEFAULT ''",
+    ),
+    (
+        "mcp_targets",
+        "target_id VARCHAR NOT NULL PRIMARY KEY,\n\
+     protocol VARCHAR CHECK (LOWER(protocol) IN ('mysql','pgsql')) NOT NULL,\n\
+     hostgroup_id INT CHECK (hostgroup_id >= 0) NOT NULL,\n\
+     username VARCHAR NOT NULL DEFAULT '',\n\
+     default_schema VARCHAR NOT NULL DEFAULT '',\n\
+     description VARCHAR NOT NULL DEFAULT '',\n\
+     max_rows INT CHECK (max_rows >= 0) NOT NULL DEFAULT 0,\n\
+     timeout_ms INT CHECK (timeout_ms >= 0) NOT NULL DEFAULT 0,\n\
+     allow_explain INT CHECK (allow_explain IN (0,1)) NOT NULL DEFAULT 1,\n\
+     allow_discovery INT CHECK (allow_discovery IN (0,1)) NOT NULL DEFAULT 1,\n\
+     allow_writer INT CHECK (allow_writer IN (0,1)) NOT NULL DEFAULT 0,\n\
+     active INT CHECK (active IN (0,1)) NOT NULL DEFAULT 1,\n\
+     comment VARCHAR NOT NULL DEFAULT ''",
+    ),
+    (
+        "mcp_query_rules",
+        "rule_id INTEGER PRIMARY KEY AUTOINCREMENT NOT NULL,\n\
+     active INT CHECK (active IN (0,1)) NOT NULL DEFAULT 0,\n\
+     username VARCHAR,\n\
+     mcp_username VARCHAR,\n\
+     target_id VARCHAR,\n\
+     schemaname VARCHAR,\n\
+     tool_name VARCHAR,\n\
+     match_pattern VARCHAR,\n\
+     negate_match_pattern INT CHECK (negate_match_pattern IN (0,1)) NOT NULL DEFAULT 0,\n\
+     re_modifiers VARCHAR DEFAULT 'CASELESS',\n\
+     flagIN INT CHECK (flagIN >= 0) NOT NULL DEFAULT 0,\n\
+     flagOUT INT CHECK (flagOUT >= 0),\n\
+     replace_pattern VARCHAR,\n\
+     timeout_ms INT CHECK (timeout_ms >= 0),\n\
+     error_msg VARCHAR,\n\
+     OK_msg VARCHAR,\n\
+     log INT CHECK (log IN (0,1)),\n\
+     apply INT CHECK (apply IN (0,1)) NOT NULL DEFAULT 1,\n\
+     comment VARCHAR",
+    ),
+    (
         "scheduler",
         "id INTEGER PRIMARY KEY AUTOINCREMENT NOT NULL,\n\
      active INT CHECK (active IN (0,1)) NOT NULL DEFAULT 1,\n\

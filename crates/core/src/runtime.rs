@@ -189,6 +189,21 @@ pub struct RuntimeConfig {
     pub mysql: MysqlRuntime,
     /// What the PostgreSQL frontend, pools and monitor read.
     pub pgsql: PgsqlRuntime,
+    /// What the MCP endpoint reads.
+    pub mcp: Arc<McpRuntime>,
+}
+
+/// The MCP endpoint's part of the snapshot: its variables and rows as loaded.
+#[derive(Debug, Clone, Default)]
+pub struct McpRuntime {
+    /// `mcp-*` variables.
+    pub variables: crate::config::McpVariables,
+    /// Active `mcp_users` rows.
+    pub users: Vec<crate::config::McpUser>,
+    /// `mcp_targets` rows.
+    pub targets: Vec<crate::config::McpTarget>,
+    /// `mcp_query_rules` rows, by rule_id.
+    pub rules: Vec<crate::config::McpQueryRule>,
 }
 
 impl RuntimeConfig {
@@ -255,6 +270,17 @@ impl RuntimeConfig {
         };
         RuntimeConfig {
             datadir: cfg.datadir.clone(),
+            mcp: Arc::new(McpRuntime {
+                variables: cfg.mcp_variables.clone(),
+                users: cfg
+                    .mcp_users
+                    .iter()
+                    .filter(|u| u.active.0)
+                    .cloned()
+                    .collect(),
+                targets: cfg.mcp_targets.clone(),
+                rules: cfg.mcp_query_rules.clone(),
+            }),
             pgsql,
             mysql: MysqlRuntime {
                 variables: cfg.mysql_variables.clone(),

@@ -64,6 +64,9 @@ pub struct ConnectParams {
     pub timeout: Duration,
     /// Largest reply packet accepted.
     pub max_packet: usize,
+    /// Negotiate `CLIENT_MULTI_STATEMENTS` (clients' connections do; the MCP endpoint's never,
+    /// so the server itself refuses a second statement in one COM_QUERY).
+    pub multi_statements: bool,
 }
 
 /// An authenticated backend connection.
@@ -154,6 +157,9 @@ impl BackendConn {
         }
         let greeting = Greeting::decode(&first.payload).map_err(proto)?;
         let mut caps = base_caps() | (p.client_caps & REPLY_SHAPING_CAPS);
+        if !p.multi_statements {
+            caps &= !cap::MULTI_STATEMENTS;
+        }
         if p.schema.is_some() {
             caps |= cap::CONNECT_WITH_DB;
         }

@@ -43,6 +43,7 @@ fn params(t: &CheckTarget, tls: &Option<Arc<TlsSource>>) -> Result<ConnectParams
         compress: false,
         timeout: t.timeout,
         max_packet: 1 << 20,
+        multi_statements: true,
     })
 }
 

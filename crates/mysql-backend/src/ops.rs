@@ -29,6 +29,24 @@ pub struct Prepared {
 pub type ServerErr = Bytes;
 
 impl BackendConn {
+    /// Sends a command Sluice builds (sequence id 0) without reading its reply; the caller
+    /// reads it with [`BackendConn::read_payload`] (a reply read as it streams, e.g. to stop
+    /// after a number of rows).
+    pub async fn send_command(&mut self, payload: &[u8]) -> Result<(), Error> {
+        self.send_raw(&packet(0, payload)).await
+    }
+
+    /// Reads the next reply packet's payload (bounded by the connection's packet limit).
+    pub async fn read_payload(&mut self) -> Result<Bytes, Error> {
+        let pk = self
+            .reader
+            .read(&mut self.stream)
+            .await
+            .map_err(|e| self.proto_err(e))?;
+        self.traffic.received(pk.raw.len());
+        Ok(pk.payload)
+    }
+
     /// Sends a command Sluice builds (sequence id 0) and collects every reply packet's payload.
     pub async fn command_collect(
         &mut self,

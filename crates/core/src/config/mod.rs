@@ -4,6 +4,7 @@
 mod admin_variables;
 mod client_host_variables;
 mod cluster;
+mod mcp;
 mod monitor_variables;
 mod mysql_tables;
 mod mysql_variables;
@@ -22,6 +23,7 @@ pub use client_host_variables::ClientHostVariables;
 pub use cluster::{
     CLUSTER_MODULES, ClusterVariables, ModuleSync, NODE_LOCAL_VARIABLES, ProxysqlServer,
 };
+pub use mcp::{McpQueryRule, McpTarget, McpUser, McpVariables};
 pub use monitor_variables::MonitorVariables;
 pub use mysql_tables::{MysqlHostgroupAttributes, MysqlServer, MysqlUser};
 pub use mysql_variables::{MysqlVariables, SetOutcome};
@@ -80,6 +82,14 @@ pub struct Config {
     pub pgsql_servers_ssl_params: Vec<ServerSslParams>,
     /// `proxysql_servers` rows: the cluster peers this node polls.
     pub proxysql_servers: Vec<ProxysqlServer>,
+    /// `mcp-*` variables.
+    pub mcp_variables: McpVariables,
+    /// `mcp_users` rows: the agents allowed on the MCP endpoint.
+    pub mcp_users: Vec<McpUser>,
+    /// `mcp_targets` rows: where agents' SQL may run.
+    pub mcp_targets: Vec<McpTarget>,
+    /// `mcp_query_rules` rows.
+    pub mcp_query_rules: Vec<McpQueryRule>,
     /// `[cluster] config_store`: the shared configuration store (`etcd://host:port,…/prefix`);
     /// `None`: none (peers sync with `proxysql_servers`, if set).
     pub config_store: Option<String>,

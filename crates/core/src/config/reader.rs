@@ -8,6 +8,8 @@ use serde::Deserialize;
 use std::collections::{BTreeMap, HashSet};
 use toml::Spanned;
 
+mod mcp_rows;
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawFile {
@@ -50,6 +52,14 @@ struct RawFile {
     pgsql_servers_ssl_params: Vec<Spanned<ServerSslParams>>,
     #[serde(default)]
     proxysql_servers: Vec<Spanned<ProxysqlServer>>,
+    #[serde(default)]
+    mcp_variables: BTreeMap<String, Spanned<toml::Value>>,
+    #[serde(default)]
+    mcp_users: Vec<Spanned<McpUser>>,
+    #[serde(default)]
+    mcp_targets: Vec<Spanned<McpTarget>>,
+    #[serde(default)]
+    mcp_query_rules: Vec<Spanned<McpQueryRule>>,
     cluster: Option<RawCluster>,
 }
 
@@ -128,6 +138,17 @@ pub(super) fn parse(text: &str) -> Result<Config, Error> {
     r.cfg.pgsql_servers_ssl_params =
         r.ssl_params("pgsql_servers_ssl_params", raw.pgsql_servers_ssl_params)?;
     r.proxysql_servers(raw.proxysql_servers)?;
+    let mcp = &mut r.cfg.mcp_variables;
+    apply_variables(
+        text,
+        "mcp",
+        &raw.mcp_variables,
+        &mut r.cfg.warnings,
+        |n, v| mcp.set(n, v),
+    )?;
+    r.mcp_users(raw.mcp_users)?;
+    r.mcp_targets(raw.mcp_targets)?;
+    r.mcp_query_rules(raw.mcp_query_rules)?;
     Ok(r.cfg)
 }
 
