@@ -40,6 +40,11 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
     let (fe, pg_fe, pg_threads) = frontends(&cfg, &config, &opts, &shutdown, &tasks)?;
     let monitors = start_monitors(&config, fe.pool(), pg_fe.pool());
     let stop_requested = CancellationToken::new();
+    let mcp_stats = Arc::new(sluice_mcp::McpStats::default());
+    let mcp = sluice_mcp::McpServer::new(
+        sluice_mcp::McpService::new(config.clone(), mcp_stats.clone(), admin.clone()),
+        opts.datadir.clone(),
+    );
     admin.attach(
         config.clone(),
         Arc::new(Live {
@@ -49,12 +54,15 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
             config: config.clone(),
             stop: stop_requested.clone(),
             started: std::time::Instant::now(),
+            mcp: mcp.clone(),
+            mcp_stats,
         }),
     );
+    servers_mcp(&mcp, &shutdown, &tasks);
     let mut servers = listeners.serve(&fe, &pg_fe, &admin, (&shutdown, &tasks));
     servers.push(fleet_sync(&admin, &cfg, &shutdown)?);
     if let Some(http) = http {
-        servers.push(tokio::spawn(sluice_admin::serve_http(
+        servers.push(tokio::spawn(sluice_mcp::probes::serve_http(
             admin.clone(),
             http,
             shutdown.clone(),
@@ -100,6 +108,16 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
     fe.pool().close_idle().await;
     info!("sluice stopped");
     Ok(())
+}
+
+/// Runs the MCP port's supervisor: it listens while `mcp-enabled` is on, and follows every
+/// `LOAD MCP VARIABLES TO RUNTIME`.
+fn servers_mcp(
+    mcp: &Arc<sluice_mcp::McpServer>,
+    shutdown: &CancellationToken,
+    tasks: &TaskTracker,
+) {
+    tokio::spawn(mcp.clone().run(shutdown.clone(), tasks.clone()));
 }
 
 /// Keeps this node in step with its fleet: through the configuration store when one is set,

@@ -23,6 +23,10 @@ pub struct Live {
     pub stop: CancellationToken,
     /// When the process started (`ProxySQL_Uptime`).
     pub started: std::time::Instant,
+    /// The MCP port's supervisor (it follows runtime changes).
+    pub mcp: Arc<sluice_mcp::McpServer>,
+    /// The MCP endpoint's counters.
+    pub mcp_stats: Arc<sluice_mcp::McpStats>,
 }
 
 impl Live {
@@ -353,6 +357,11 @@ impl LiveStats for Live {
         write_protocol(out, &self.metrics_of(Protocol::Mysql, &my_servers));
         let pg_servers = self.pgsql_connection_pool();
         write_protocol(out, &self.metrics_of(Protocol::Pgsql, &pg_servers));
+        self.mcp_stats.write_metrics(out);
+    }
+
+    fn mcp_tables(&self) -> Vec<(&'static str, sluice_core::admin::AdminRows)> {
+        self.mcp_stats.tables()
     }
 
     fn memory_metrics(&self) -> Vec<(String, String)> {
@@ -487,6 +496,7 @@ impl LiveStats for Live {
         self.mysql
             .pool()
             .purge_idle(|hg, server| rt.mysql.server_in_service(hg, server));
+        self.mcp.reconfigure();
     }
 
     fn kill_session(&self, id: u32) -> bool {

@@ -7,6 +7,7 @@
 
 mod backends;
 pub mod fake_mysql;
+pub mod mcp;
 
 pub use backends::{Servers, backends_exclusive, backends_ready};
 

@@ -80,7 +80,7 @@ pub const PGJDBC_JAR: &str = "/usr/share/java/postgresql.jar";
 pub const MARIADB_JDBC_JAR: &str = "/usr/share/java/mariadb-java-client.jar";
 
 /// sysbench (used by tests and benchmarks), a JDK with the PostgreSQL and MariaDB JDBC drivers, the
-/// Python drivers the tests run (PyMySQL, psycopg and asyncpg), and the monitoring tools the
+/// Python drivers the tests run (PyMySQL, psycopg, asyncpg and the MCP SDK), and the monitoring tools the
 /// observability tests run: Prometheus with promtool, and prometheus-pgbouncer-exporter.
 pub fn ensure_test_tools() -> Result<()> {
     apt_install(
@@ -102,7 +102,20 @@ pub fn ensure_test_tools() -> Result<()> {
     ensure_etcd()?;
     ensure_python_module("pymysql", "PyMySQL")?;
     ensure_python_module("psycopg", "psycopg[binary]")?;
-    ensure_python_module("asyncpg", "asyncpg")
+    ensure_python_module("asyncpg", "asyncpg")?;
+    ensure_mcp_sdk()
+}
+
+/// The MCP Python SDK the MCP endpoint's tests drive Sluice with, at the version they were
+/// written against (2.x speaks 2025-06-18 through 2026-07-28).
+pub const MCP_SDK: (&str, &str) = ("mcp", "2.3.0");
+
+fn ensure_mcp_sdk() -> Result<()> {
+    let (name, version) = MCP_SDK;
+    let check = format!(
+        "import importlib.metadata as m, sys; sys.exit(m.version('{name}') != '{version}')"
+    );
+    pip_install_unless(&check, &format!("{name}=={version}"))
 }
 
 /// etcd (server and etcdctl), the configuration store's tests' three-member cluster.
@@ -138,8 +151,12 @@ pub fn ensure_pgbouncer() -> Result<()> {
 }
 
 fn ensure_python_module(module: &str, package: &str) -> Result<()> {
-    let import = format!("import {module}");
-    if run_capture(Command::new("python3").args(["-c", &import])).is_ok() {
+    pip_install_unless(&format!("import {module}"), package)
+}
+
+/// `pip install package` unless the Python `check` succeeds.
+fn pip_install_unless(check: &str, package: &str) -> Result<()> {
+    if run_capture(Command::new("python3").args(["-c", check])).is_ok() {
         return Ok(());
     }
     step(&format!("python: pip install {package}"));

@@ -291,7 +291,7 @@ fn parse_set(sql: &str) -> Option<Command> {
         return Some(Command::SessionSet);
     };
     let name = name.trim().trim_matches('`').to_ascii_lowercase();
-    if ["mysql-", "pgsql-", "admin-"]
+    if ["mysql-", "pgsql-", "admin-", "mcp-"]
         .iter()
         .any(|p| name.starts_with(p))
     {

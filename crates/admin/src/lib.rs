@@ -36,7 +36,6 @@ mod engine;
 mod export;
 mod functions;
 mod guard;
-mod http;
 mod layers;
 mod observe;
 mod pgbouncer;
@@ -81,7 +80,6 @@ pub enum Error {
 }
 pub use engine::{Admin, AdminOptions, StartupSource};
 pub use export::config_to_toml;
-pub use http::serve_http;
 
 /// Runs every reader an admin statement goes through before SQLite sees it: the command
 /// grammar, the PgBouncer console words and the guard that refuses what reaches files or loads

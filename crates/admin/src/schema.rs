@@ -67,6 +67,28 @@ pub const STATS_TABLES: &[(&str, &str)] = &[
     ),
 ];
 
+/// The MCP endpoint's stats tables (ProxySQL 4.0's names; the digest is keyed by tool, MCP
+/// user, target and the digest of the SQL).
+pub const MCP_STATS_TABLES: &[(&str, &str)] = &[
+    (
+        "stats_mcp_query_tools_counters",
+        "endpoint VARCHAR NOT NULL, tool VARCHAR NOT NULL, schema VARCHAR NOT NULL, count INTEGER NOT NULL, \
+         first_seen INTEGER NOT NULL, last_seen INTEGER NOT NULL, sum_time INTEGER NOT NULL, min_time INTEGER NOT NULL, \
+         max_time INTEGER NOT NULL, PRIMARY KEY (endpoint, tool, schema)",
+    ),
+    (
+        "stats_mcp_query_digest",
+        "tool_name VARCHAR NOT NULL, username VARCHAR NOT NULL, target_id VARCHAR NOT NULL, digest VARCHAR NOT NULL, \
+         digest_text VARCHAR NOT NULL, count_star INTEGER NOT NULL, first_seen INTEGER NOT NULL, last_seen INTEGER NOT NULL, \
+         sum_time INTEGER NOT NULL, min_time INTEGER NOT NULL, max_time INTEGER NOT NULL, sum_rows_sent INTEGER NOT NULL, \
+         PRIMARY KEY (tool_name, username, target_id, digest)",
+    ),
+    (
+        "stats_mcp_query_rules",
+        "rule_id INTEGER PRIMARY KEY, hits INT NOT NULL",
+    ),
+];
+
 /// Monitor log tables of both protocols (filled by the monitor).
 const MONITOR_LOGS: &[(&str, &str)] = &[
     (
@@ -137,6 +159,9 @@ pub fn ddl() -> Vec<String> {
                 pg_columns(cols)
             ));
         }
+    }
+    for (name, cols) in MCP_STATS_TABLES {
+        out.push(format!("CREATE TABLE IF NOT EXISTS stats.{name} ({cols})"));
     }
     for (name, cols) in crate::cluster_tables::CLUSTER_STATS_TABLES {
         out.push(format!("CREATE TABLE IF NOT EXISTS stats.{name} ({cols})"));

@@ -390,6 +390,9 @@ pub async fn refresh(store: &Store, live: &dyn LiveStats, cfg: &Config) -> Resul
     {
         sql.extend(replace_rows_sql("stats", table, r));
     }
+    for (table, r) in live.mcp_tables() {
+        sql.extend(replace_rows_sql("stats", table, &r));
+    }
     store.exec_all(&sql).await
 }
 

@@ -339,6 +339,7 @@ impl PeerPoller {
                 compress: false,
                 timeout: CONNECT_TIMEOUT,
                 max_packet: MAX_PACKET,
+                multi_statements: true,
             };
             let conn = BackendConn::connect(&params)
                 .await

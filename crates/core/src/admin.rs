@@ -261,6 +261,11 @@ pub trait LiveStats: Send + Sync {
     }
     /// Writes both protocol sides' metric families (`/metrics`, `SHOW PROMETHEUS METRICS`).
     fn write_metrics(&self, _out: &mut crate::metrics::Exposition) {}
+    /// The MCP endpoint's stats tables (`stats_mcp_query_tools_counters`,
+    /// `stats_mcp_query_digest`, `stats_mcp_query_rules`) by name.
+    fn mcp_tables(&self) -> Vec<(&'static str, AdminRows)> {
+        Vec::new()
+    }
     /// Clients connected now on the `p` side (`Client_Connections_connected`).
     fn clients_connected(&self, _p: Protocol) -> u64 {
         0

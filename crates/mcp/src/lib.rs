@@ -1,3 +1,25 @@
-//! Sluice's HTTP side: the MCP endpoint for AI agents and the metrics and probe endpoints.
+//! Sluice's HTTP side: the MCP endpoint for AI agents ([`McpServer`], [`McpService`]) and the
+//! metrics and probe endpoints ([`probes`]), on one HTTP server ([`http`]).
 
+mod audit;
+pub mod auth;
+mod error;
+pub mod exec;
+mod gate;
+mod handler;
+pub mod http;
+mod masks;
+pub mod probes;
 pub mod readonly;
+mod rules;
+mod server;
+mod service;
+pub mod stats;
+mod targets;
+mod tools;
+
+pub use error::Error;
+pub use handler::PROTOCOL_VERSIONS;
+pub use server::McpServer;
+pub use service::McpService;
+pub use stats::McpStats;

@@ -35,7 +35,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         connect_timeout_max: Duration::from_secs(5),
         retry_delay: Duration::from_millis(10),
         max_packet: 64 << 20,
-        multi_statements: true,
         config: None,
         worker: None,
     };

@@ -28,7 +28,6 @@
 //!     connect_timeout_max: Duration::from_secs(5),
 //!     retry_delay: Duration::from_millis(10),
 //!     max_packet: 64 << 20,
-//!     multi_statements: true,
 //!     config: None,
 //!     worker: None, // not on a session thread
 //! };

@@ -326,6 +326,21 @@ impl PgConn {
     }
 }
 
+/// Sends a CancelRequest for server process `pid` to `server`; false (logged) when it could not.
+pub async fn send_cancel(server: &str, pid: u32, secret: u32) -> bool {
+    let mut pkt = 16u32.to_be_bytes().to_vec();
+    pkt.extend_from_slice(&80_877_102u32.to_be_bytes());
+    pkt.extend_from_slice(&pid.to_be_bytes());
+    pkt.extend_from_slice(&secret.to_be_bytes());
+    match TcpStream::connect(server).await {
+        Ok(mut s) => s.write_all(&pkt).await.is_ok(),
+        Err(e) => {
+            tracing::warn!(server = %server, "cannot send a cancel request: {e}");
+            false
+        }
+    }
+}
+
 /// Appends a simple-protocol Query message running `sql` to `out`.
 pub fn query_message(sql: &str, out: &mut Vec<u8>) {
     out.push(b'Q');

@@ -227,23 +227,8 @@ pub(crate) async fn cancel(fe: &PgFrontend, pid: u32, secret: u32) {
     let Some((server, bpid, bsecret)) = fe.cancels.cancel_target(pid, secret) else {
         return;
     };
-    if send_cancel(&server, bpid, bsecret).await {
+    if sluice_pgsql_backend::conn::send_cancel(&server, bpid, bsecret).await {
         info!(server = %server, "forwarded a client's cancel request");
-    }
-}
-
-/// Sends a CancelRequest for server process `pid` to `server`; false (logged) when it could not.
-pub(crate) async fn send_cancel(server: &str, pid: u32, secret: u32) -> bool {
-    let mut pkt = 16u32.to_be_bytes().to_vec();
-    pkt.extend_from_slice(&80_877_102u32.to_be_bytes());
-    pkt.extend_from_slice(&pid.to_be_bytes());
-    pkt.extend_from_slice(&secret.to_be_bytes());
-    match TcpStream::connect(server).await {
-        Ok(mut s) => s.write_all(&pkt).await.is_ok(),
-        Err(e) => {
-            warn!(server = %server, "cannot send a cancel request: {e}");
-            false
-        }
     }
 }
 

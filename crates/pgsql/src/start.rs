@@ -3,11 +3,12 @@
 //! hostgroup, rewritten or not, under which timeout, with its result to be cached or not.
 
 use crate::forward::SessionIo;
-use crate::frontend::{PgFrontend, send_cancel};
+use crate::frontend::PgFrontend;
 use crate::processor::{query_text, with_query};
 use bytes::Bytes;
 use sluice_core::config::PgsqlUser;
 use sluice_core::query::{CacheKey, Decision, QueryCache, StatementKind, digest::fnv1a};
+use sluice_pgsql_backend::conn::send_cancel;
 use sluice_pgsql_proto::frame::{complete_len, error_response, message, ready};
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;

@@ -8,7 +8,7 @@
 //! `TABLE` or `(`, and nowhere holds a data-modifying word (`INSERT`, `UPDATE`, `DELETE`,
 //! `MERGE`, `REPLACE` … outside their pure string functions `INSERT(` / `REPLACE(`), an `INTO`,
 //! a locking clause, a variable assignment, or a call of a function with side effects (the
-//! lists in [`functions`]). Identifiers are whole tokens, so `created_at` or `updated_at` never
+//! lists [`MYSQL_SIDE_EFFECTS`] and [`PGSQL_SIDE_EFFECTS`]). Identifiers are whole tokens, so `created_at` or `updated_at` never
 //! match anything.
 
 pub mod corpus;
@@ -81,6 +81,20 @@ pub fn check_read(sql: &str, dialect: Dialect, max_sleep_ms: u64) -> Result<Read
     };
     check_body(&tokens, dialect, max_sleep_ms)?;
     Ok(kind)
+}
+
+/// Every identifier of `sql` (bare words and quoted names), lower-cased; empty when it does
+/// not lex.
+pub(crate) fn identifiers(sql: &str, dialect: Dialect) -> Vec<String> {
+    tokenize(sql, dialect)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|t| match t {
+            Token::Word(w) => Some(w.to_ascii_lowercase()),
+            Token::Quoted(q) => Some(q.to_ascii_lowercase()),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Words that start a nested write inside one read statement (PostgreSQL's data-modifying

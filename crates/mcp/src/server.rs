@@ -1,0 +1,241 @@
+//! The MCP port: started, moved or stopped whenever `LOAD MCP VARIABLES TO RUNTIME` changes
+//! `mcp-enabled`, `mcp-port`, `mcp-interface` or `mcp-use_ssl`; HTTPS with the MySQL
+//! frontend's certificate (the generated pair in the datadir by default); plaintext only on a
+//! loopback interface.
+
+use crate::auth::Endpoint;
+use crate::gate::Gate;
+use crate::handler::Handler;
+use crate::service::McpService;
+use axum::Router;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::Request;
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use sluice_core::config::McpVariables;
+use sluice_core::login_throttle::{LoginGate, LoginThrottle};
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{error, info};
+
+/// What decides how the port listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Listen {
+    interface: String,
+    port: u16,
+    tls: bool,
+    allowed_hosts: String,
+    allowed_origins: String,
+}
+
+impl Listen {
+    fn of(v: &McpVariables) -> Option<Listen> {
+        v.enabled.then(|| Listen {
+            interface: v.interface.clone(),
+            port: v.port,
+            tls: v.use_ssl,
+            allowed_hosts: v.allowed_hosts.clone(),
+            allowed_origins: v.allowed_origins.clone(),
+        })
+    }
+
+    fn loopback(&self) -> bool {
+        let h = self.interface.trim_start_matches('[').trim_end_matches(']');
+        h == "localhost"
+            || h.parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
+    }
+
+    fn address(&self) -> String {
+        if self.interface.contains(':') && !self.interface.starts_with('[') {
+            format!("[{}]:{}", self.interface, self.port)
+        } else {
+            format!("{}:{}", self.interface, self.port)
+        }
+    }
+
+    fn url(&self) -> String {
+        format!(
+            "{}://{}",
+            if self.tls { "https" } else { "http" },
+            self.address()
+        )
+    }
+}
+
+/// The MCP port's supervisor: call [`McpServer::reconfigure`] after every runtime change.
+pub struct McpServer {
+    svc: Arc<McpService>,
+    datadir: Option<PathBuf>,
+    changed: Notify,
+    logins: LoginGate,
+}
+
+impl McpServer {
+    /// A supervisor for `svc`; TLS material is looked up in `datadir`.
+    pub fn new(svc: Arc<McpService>, datadir: Option<PathBuf>) -> Arc<McpServer> {
+        let logins = LoginGate::new(
+            Arc::new(LoginThrottle::new()),
+            svc.config.clone(),
+            sluice_core::admin::Protocol::Mysql,
+        );
+        Arc::new(McpServer {
+            svc,
+            datadir,
+            changed: Notify::new(),
+            logins,
+        })
+    }
+
+    /// The runtime changed: the port follows the `mcp-*` variables.
+    pub fn reconfigure(&self) {
+        self.changed.notify_one();
+    }
+
+    /// Keeps the port as the variables say until `shutdown`.
+    pub async fn run(self: Arc<Self>, shutdown: CancellationToken, tasks: TaskTracker) {
+        let mut current: Option<(Listen, CancellationToken)> = None;
+        loop {
+            let wanted = Listen::of(&self.svc.config.load().mcp.variables);
+            if current.as_ref().map(|c| &c.0) != wanted.as_ref() {
+                if let Some((old, stop)) = current.take() {
+                    stop.cancel();
+                    info!("MCP endpoint on {} stopped", old.url());
+                }
+                if let Some(listen) = wanted {
+                    let stop = shutdown.child_token();
+                    match self.start(&listen, stop.clone(), tasks.clone()).await {
+                        Ok(()) => current = Some((listen, stop)),
+                        Err(why) => error!("MCP endpoint not started: {why}"),
+                    }
+                }
+            }
+            tokio::select! {
+                _ = self.changed.notified() => {}
+                _ = shutdown.cancelled() => return,
+            }
+        }
+    }
+
+    async fn start(
+        &self,
+        listen: &Listen,
+        stop: CancellationToken,
+        tasks: TaskTracker,
+    ) -> Result<(), String> {
+        if !listen.tls && !listen.loopback() {
+            return Err(format!(
+                "mcp-use_ssl=false is refused on {} (not loopback): bearer tokens would cross the network in clear; set mcp-use_ssl=true or mcp-interface=127.0.0.1",
+                listen.interface
+            ));
+        }
+        let tls = if listen.tls {
+            let rt = self.svc.config.load();
+            let acceptor = sluice_net::tls::acceptor(
+                "mysql",
+                &rt.mysql.variables.frontend_tls(),
+                self.datadir.as_deref(),
+                None,
+            )
+            .map_err(|e| format!("HTTPS: {e}"))?;
+            Some(Arc::new(acceptor))
+        } else {
+            None
+        };
+        let listeners = sluice_net::bind_all(&listen.address(), "MCP (mcp-port)")
+            .await
+            .map_err(|e| e.to_string())?;
+        let router = self.router(listen, stop.clone());
+        let ctl = sluice_net::AcceptControl {
+            name: "MCP (mcp-port)",
+            shutdown: stop,
+            paused: None,
+            tasks: tasks.clone(),
+            workers: None,
+        };
+        let v = self.svc.config.load().mcp.variables.clone();
+        let limits = crate::http::HttpLimits {
+            head_timeout: std::time::Duration::from_millis(v.request_timeout_ms),
+            ..crate::http::HttpLimits::default()
+        };
+        tasks.spawn(crate::http::serve(listeners, ctl, tls, router, limits));
+        info!(
+            "MCP endpoint listening on {} (/mcp/query, /mcp/stats, /mcp/config)",
+            listen.url()
+        );
+        Ok(())
+    }
+
+    fn transport(
+        &self,
+        listen: &Listen,
+        endpoint: Endpoint,
+        stop: &CancellationToken,
+    ) -> StreamableHttpService<Handler, NeverSessionManager> {
+        let mut hosts: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
+        hosts.push(listen.interface.clone());
+        hosts.extend(
+            listen
+                .allowed_hosts
+                .split(',')
+                .map(str::trim)
+                .filter(|h| !h.is_empty())
+                .map(str::to_string),
+        );
+        let origins: Vec<String> = listen
+            .allowed_origins
+            .split(',')
+            .map(str::trim)
+            .filter(|o| !o.is_empty())
+            .map(str::to_string)
+            .collect();
+        let config = StreamableHttpServerConfig::default()
+            .with_legacy_session_mode(false)
+            .with_json_response(true)
+            .with_sse_keep_alive(None)
+            .with_allowed_hosts(hosts)
+            .with_allowed_origins(origins)
+            .enforce_origin_validation()
+            .with_cancellation_token(stop.clone());
+        let svc = self.svc.clone();
+        StreamableHttpService::new(
+            move || {
+                Ok(Handler {
+                    svc: svc.clone(),
+                    endpoint,
+                })
+            },
+            Arc::new(NeverSessionManager::default()),
+            config,
+        )
+    }
+
+    fn router(&self, listen: &Listen, stop: CancellationToken) -> Router {
+        let gate = Arc::new(Gate {
+            svc: self.svc.clone(),
+            logins: self.logins.clone(),
+            query: self.transport(listen, Endpoint::Query, &stop),
+            stats: self.transport(listen, Endpoint::Stats, &stop),
+            config: self.transport(listen, Endpoint::Config, &stop),
+        });
+        async fn mcp(
+            State(gate): State<Arc<Gate>>,
+            req: Request<Body>,
+        ) -> axum::response::Response {
+            gate.answer(req).await
+        }
+        Router::new()
+            .route("/mcp/{*rest}", axum::routing::any(mcp))
+            .fallback(|| async {
+                (
+                    axum::http::StatusCode::NOT_FOUND,
+                    "not found: the MCP endpoints are /mcp/query, /mcp/stats and /mcp/config\n",
+                )
+            })
+            .with_state(gate)
+    }
+}

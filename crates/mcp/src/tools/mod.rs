@@ -1,0 +1,201 @@
+//! The tools of each endpoint: their definitions (an `inputSchema` and `outputSchema` generated
+//! from the argument and result types, `readOnlyHint` annotations) and the dispatch of a call.
+
+mod admin;
+mod args;
+mod query;
+mod sql_text;
+
+use crate::auth::{Caller, Endpoint};
+use crate::error::Error;
+use crate::service::McpService;
+use args::*;
+use rmcp::model::{JsonObject, Tool, ToolAnnotations};
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// Why a call could not even start (a JSON-RPC error rather than a tool error).
+#[derive(Debug)]
+pub(crate) enum CallFailure {
+    /// No such tool on this endpoint.
+    UnknownTool(String),
+    /// The arguments do not match the tool's `inputSchema`.
+    BadArguments(String),
+    /// The tool ran and failed (a tool result with `isError`).
+    Tool(Error),
+}
+
+impl From<Error> for CallFailure {
+    fn from(e: Error) -> Self {
+        CallFailure::Tool(e)
+    }
+}
+
+fn schema<T: JsonSchema>() -> Arc<JsonObject> {
+    let v = serde_json::to_value(schemars::schema_for!(T)).unwrap_or(Value::Null);
+    let mut obj = v.as_object().cloned().unwrap_or_default();
+    obj.remove("$schema");
+    obj.remove("title");
+    obj.entry("type")
+        .or_insert_with(|| Value::String("object".into()));
+    Arc::new(obj)
+}
+
+fn tool<I: JsonSchema, O: JsonSchema>(
+    name: &'static str,
+    title: &str,
+    description: &'static str,
+) -> Tool {
+    tool_with::<I, O>(name, title, description, true)
+}
+
+fn tool_with<I: JsonSchema, O: JsonSchema>(
+    name: &'static str,
+    title: &str,
+    description: &'static str,
+    read_only: bool,
+) -> Tool {
+    let mut t = Tool::new(name, description, schema::<I>());
+    t.title = Some(title.to_string());
+    t.output_schema = Some(schema::<O>());
+    let mut a = ToolAnnotations::new();
+    a.title = Some(title.to_string());
+    a.read_only_hint = Some(read_only);
+    a.destructive_hint = Some(false);
+    a.idempotent_hint = Some(true);
+    a.open_world_hint = Some(false);
+    t.annotations = Some(a);
+    t
+}
+
+/// The tools of `endpoint`, in a fixed order.
+pub(crate) fn definitions(endpoint: Endpoint) -> Vec<Tool> {
+    match endpoint {
+        Endpoint::Query => vec![
+            tool::<NoArgs, TargetList>(
+                "list_targets",
+                "List targets",
+                "The databases this caller may query: each target's id, protocol (mysql/pgsql), hostgroup, role (reader/writer), login and default schema, and why a target cannot be used if it cannot.",
+            ),
+            tool::<TargetArgs, SchemaList>(
+                "list_schemas",
+                "List schemas",
+                "The schemas (MySQL databases, PostgreSQL schemas) of a target.",
+            ),
+            tool::<ListTablesArgs, TableList>(
+                "list_tables",
+                "List tables",
+                "Tables and views of a schema with their type, row estimate and comment, by name, one page at a time (page_size, page_token), optionally only names containing name_filter.",
+            ),
+            tool::<TableArgs, TableDescription>(
+                "describe_table",
+                "Describe a table",
+                "A table's columns (type, nullable, default, comment), primary key, indexes, foreign keys, comment and row estimate.",
+            ),
+            tool::<SampleRowsArgs, Rows>(
+                "sample_rows",
+                "Sample rows",
+                "A few rows of a table (limit up to 100), optionally some columns only and a WHERE condition.",
+            ),
+            tool::<SampleDistinctArgs, Rows>(
+                "sample_distinct",
+                "Sample distinct values",
+                "A column's most frequent values with their counts (limit up to 100).",
+            ),
+            tool::<RunSqlArgs, Rows>(
+                "run_sql_readonly",
+                "Run read-only SQL",
+                "Runs exactly one read-only statement (SELECT, WITH, SHOW, DESCRIBE, EXPLAIN, VALUES, TABLE) on a replica, in a READ ONLY transaction. Rows are capped (max_rows; truncated says when), values are typed, the statement stops at the timeout. Writes, locks, stacked statements and functions with side effects are refused with the reason.",
+            ),
+            tool::<ExplainArgs, Plan>(
+                "explain_sql",
+                "Explain SQL",
+                "The server's JSON plan of a read-only statement (EXPLAIN FORMAT=JSON / EXPLAIN (FORMAT JSON)); the statement is never run.",
+            ),
+        ],
+        Endpoint::Stats => admin::STATS_TOOLS
+            .iter()
+            .map(|(name, description)| {
+                tool::<admin::StatsArgs, admin::Table>(name, name, description)
+            })
+            .collect(),
+        Endpoint::Config => vec![
+            tool::<admin::VariablesArgs, admin::Table>(
+                "get_config",
+                "Runtime variables",
+                "The variables in effect (runtime_global_variables), optionally those whose name contains filter; credentials and tokens are hidden.",
+            ),
+            tool::<admin::VariablesArgs, admin::Table>(
+                "list_variables",
+                "Memory variables",
+                "The variables as edited (global_variables, the memory layer), optionally filtered; credentials and tokens are hidden.",
+            ),
+            tool_with::<admin::SetVariableArgs, admin::Change>(
+                "set_variable",
+                "Set a variable",
+                "Sets one variable in the memory layer (SET name = value); load_to_runtime applies it. Audited; undone with LOAD … VARIABLES FROM DISK. Credentials cannot be set here.",
+                false,
+            ),
+            tool_with::<admin::LoadArgs, admin::Change>(
+                "load_to_runtime",
+                "Load variables to runtime",
+                "LOAD <MODULE> VARIABLES TO RUNTIME for mysql, pgsql, admin or mcp. Audited.",
+                false,
+            ),
+        ],
+    }
+}
+
+fn parse<T: DeserializeOwned>(args: Option<JsonObject>) -> Result<T, CallFailure> {
+    serde_json::from_value(Value::Object(args.unwrap_or_default()))
+        .map_err(|e| CallFailure::BadArguments(e.to_string()))
+}
+
+/// Runs tool `name` for `caller`.
+pub(crate) async fn call(
+    svc: &McpService,
+    caller: &Caller,
+    name: &str,
+    args: Option<JsonObject>,
+    cancel: &CancellationToken,
+) -> Result<Value, CallFailure> {
+    use query::*;
+    let r = match (caller.endpoint, name) {
+        (Endpoint::Query, "list_targets") => {
+            parse::<NoArgs>(args)?;
+            Ok(list_targets(svc, caller))
+        }
+        (Endpoint::Query, "list_schemas") => list_schemas(svc, caller, parse(args)?, cancel).await,
+        (Endpoint::Query, "list_tables") => list_tables(svc, caller, parse(args)?, cancel).await,
+        (Endpoint::Query, "describe_table") => {
+            describe_table(svc, caller, parse(args)?, cancel).await
+        }
+        (Endpoint::Query, "sample_rows") => sample_rows(svc, caller, parse(args)?, cancel).await,
+        (Endpoint::Query, "sample_distinct") => {
+            sample_distinct(svc, caller, parse(args)?, cancel).await
+        }
+        (Endpoint::Query, "run_sql_readonly") => {
+            run_sql_readonly(svc, caller, parse(args)?, cancel).await
+        }
+        (Endpoint::Query, "explain_sql") => explain_sql(svc, caller, parse(args)?, cancel).await,
+        (Endpoint::Stats, tool) => match admin::STATS_TOOLS.iter().find(|(n, _)| *n == tool) {
+            Some((name, _)) => admin::stats(svc, caller, name, parse(args)?).await,
+            None => return Err(CallFailure::UnknownTool(name.to_string())),
+        },
+        (Endpoint::Config, "get_config") => {
+            admin::variables(svc, caller, "get_config", parse(args)?).await
+        }
+        (Endpoint::Config, "list_variables") => {
+            admin::variables(svc, caller, "list_variables", parse(args)?).await
+        }
+        (Endpoint::Config, "set_variable") => admin::set_variable(svc, caller, parse(args)?).await,
+        (Endpoint::Config, "load_to_runtime") => {
+            admin::load_to_runtime(svc, caller, parse(args)?).await
+        }
+        _ => return Err(CallFailure::UnknownTool(name.to_string())),
+    };
+    r.map_err(CallFailure::Tool)
+}
