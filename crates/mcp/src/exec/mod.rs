@@ -130,6 +130,13 @@ impl ResultSet {
     }
 }
 
+/// Whether the connection ended a call at rest (its reply read to the end) or must be
+/// dropped, its statement stopped.
+enum Clean {
+    Yes,
+    No,
+}
+
 /// How long past the server's own timeout Sluice waits before it stops the statement itself
 /// (KILL QUERY / CancelRequest).
 const BACKSTOP_GRACE: Duration = Duration::from_millis(1500);

@@ -4,7 +4,7 @@
 //! user variables, temporary tables and the transaction go with it).
 
 use super::conns::ConnKey;
-use super::{Column, Conns, Limits, Origin, Place, ResultSet, integer, number};
+use super::{Clean, Column, Conns, Limits, Origin, Place, ResultSet, integer, number};
 use crate::error::Error;
 use bytes::Bytes;
 use serde_json::Value;
@@ -95,14 +95,9 @@ pub async fn run(
     }
 }
 
-/// Packets read past a cap before the connection is given up instead.
-const DRAIN_MAX: usize = 1024;
-
-/// Whether the connection ended the call at rest (its reply read to the end).
-enum Clean {
-    Yes,
-    No,
-}
+/// Packets read past the row cap before the connection is given up instead (the server's
+/// `sql_select_limit` ends a SELECT one row past the cap; what it does not limit is cut here).
+const DRAIN_MAX: usize = 16;
 
 async fn statement(
     conn: &mut BackendConn,
@@ -212,7 +207,11 @@ async fn read_result(conn: &mut BackendConn, limits: Limits) -> Result<(ResultSe
             }
             _ => {
                 let (row, bytes) = decode_row(&p, &types)?;
-                result.push(row, bytes, &limits);
+                if !result.push(row, bytes, &limits) && (result.rows.len() as u64) < limits.max_rows
+                {
+                    // The byte cap: the rest is not read; KILL QUERY and a dropped connection.
+                    return Ok((result, Clean::No));
+                }
             }
         }
     }

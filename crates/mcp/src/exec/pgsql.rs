@@ -4,7 +4,7 @@
 //! and `DISCARD ALL` (advisory locks, settings, temporary tables go with it).
 
 use super::conns::ConnKey;
-use super::{Column, Conns, Limits, Origin, Place, ResultSet, integer, number};
+use super::{Clean, Column, Conns, Limits, Origin, Place, ResultSet, integer, number};
 use crate::error::Error;
 use serde_json::Value;
 use sluice_pgsql_backend::conn::{ConnectParams, PgConn, query_message, send_cancel};
@@ -55,28 +55,33 @@ pub async fn run(
     };
     let (server, (pid, secret)) = (conn.server.clone(), conn.key);
     let outcome = super::bounded(statement(&mut conn, place, sql, limits), &limits, cancel).await;
+    let cancel_it = || async {
+        let sent = send_cancel(&server, pid, secret).await;
+        tracing::info!(
+            server = %server,
+            pid,
+            sent,
+            "MCP: cancelled a statement (past its timeout, cut at a cap, or its agent went away)"
+        );
+    };
     match outcome {
+        Some(Ok((result, Clean::No))) => {
+            conns.note_discarded();
+            cancel_it().await;
+            Ok(result)
+        }
         Some(r) => {
-            let at_rest = match &r {
-                Ok(_) | Err(Error::Server(_) | Error::Timeout { .. }) => true,
-                Err(_) => false,
-            };
+            let at_rest = matches!(&r, Ok(_) | Err(Error::Server(_) | Error::Timeout { .. }));
             if at_rest && reset(&mut conn).await {
                 conns.put_pgsql(key, conn);
             } else {
                 conns.note_discarded();
             }
-            r
+            r.map(|(result, _)| result)
         }
         None => {
             conns.note_discarded();
-            let sent = send_cancel(&server, pid, secret).await;
-            tracing::info!(
-                server = %server,
-                pid,
-                sent,
-                "MCP: cancelled the statement of a call that ran past its timeout or lost its agent"
-            );
+            cancel_it().await;
             Err(Error::Timeout {
                 timeout_ms: limits.timeout.as_millis() as u64,
             })
@@ -101,7 +106,7 @@ async fn statement(
     place: &Place,
     sql: &str,
     limits: Limits,
-) -> Result<ResultSet, Error> {
+) -> Result<(ResultSet, Clean), Error> {
     let mut begin = format!(
         "BEGIN READ ONLY; SET LOCAL statement_timeout = {}",
         limits.timeout.as_millis().max(1)
@@ -144,7 +149,7 @@ fn extended(sql: &str, max_rows: u64, out: &mut Vec<u8>) {
     msg(b'S', &[]);
 }
 
-async fn read_result(conn: &mut PgConn, limits: Limits) -> Result<ResultSet, Error> {
+async fn read_result(conn: &mut PgConn, limits: Limits) -> Result<(ResultSet, Clean), Error> {
     let mut result = ResultSet::default();
     let mut types = Vec::new();
     let mut failure = None;
@@ -163,7 +168,12 @@ async fn read_result(conn: &mut PgConn, limits: Limits) -> Result<ResultSet, Err
             }
             b'D' if failure.is_none() => {
                 let (row, bytes) = data_row(body, &types)?;
-                result.push(row, bytes, &limits);
+                if !result.push(row, bytes, &limits) && (result.rows.len() as u64) < limits.max_rows
+                {
+                    // The byte cap: the rest of the rows are not read; the statement is
+                    // cancelled and the connection dropped.
+                    return Ok((result, Clean::No));
+                }
             }
             // More rows than Execute asked for.
             b's' => result.truncated = true,
@@ -177,7 +187,7 @@ async fn read_result(conn: &mut PgConn, limits: Limits) -> Result<ResultSet, Err
                     Error::Server(format!("{message} (SQLSTATE {code})"))
                 });
             }
-            b'Z' => return failure.map_or(Ok(result), Err),
+            b'Z' => return failure.map_or(Ok((result, Clean::Yes)), Err),
             _ => {}
         }
     }
