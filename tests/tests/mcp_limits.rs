@@ -207,3 +207,67 @@ asyncio.run(main())
     );
     assert_eq!(calls.trim(), "5000");
 }
+
+#[test]
+fn the_cost_guard_refuses_a_plan_over_its_estimate_and_the_audit_log_has_every_call() {
+    if !backends_ready(Servers::Both) {
+        return;
+    }
+    create_schema();
+    let audit = sluice_tests::scratch_dir("mcp_audit").join("audit.jsonl");
+    let s = McpSluice::start(
+        &format!(
+            "max_estimated_rows = \"100000\"\naudit_log = {:?}",
+            audit.display().to_string()
+        ),
+        "",
+    );
+    let lines = s.python(
+        "query",
+        QUERY_TOKEN,
+        r#"
+async def main():
+    async with client(URL, TOKEN) as c:
+        for tid, big in [("mysql_hg1", "SELECT seq FROM seq_1_to_10000000"),
+                         ("pgsql_hg1", "SELECT g FROM generate_series(1, 10000000) g")]:
+            emit(target=tid, kind="big", r=await call(c, "run_sql_readonly", {"target_id": tid, "sql": big}))
+            emit(target=tid, kind="small", r=await call(c, "run_sql_readonly", {"target_id": tid,
+                 "sql": "SELECT id FROM mcp_e2e.customers WHERE id = 1"}))
+asyncio.run(main())
+"#,
+    );
+    for l in &lines {
+        if l["kind"] == "big" {
+            assert_eq!(l["r"]["error"], true, "{l}");
+            let text = l["r"]["text"].as_str().unwrap_or("");
+            assert!(
+                text.contains("cost guard") && text.contains("10000000"),
+                "{l}"
+            );
+        } else {
+            assert_eq!(l["r"]["data"]["rows"], serde_json::json!([[1]]), "{l}");
+        }
+    }
+    let entries: Vec<Value> = std::fs::read_to_string(&audit)
+        .expect("the audit file")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert_eq!(entries.len(), 4, "{entries:?}");
+    assert_eq!(entries[0]["sql"], "SELECT seq FROM seq_1_to_10000000");
+    assert_eq!(entries[0]["outcome"], "refused");
+    assert_eq!(entries[1]["outcome"], "ok");
+    assert_eq!(entries[1]["rows"], 1);
+    assert_eq!(entries[3]["target"], "pgsql_hg1");
+    assert!(
+        entries[0]["digest"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("0x"))
+    );
+    assert!(
+        entries[0]["time"]
+            .as_str()
+            .is_some_and(|t| t.ends_with('Z'))
+    );
+    assert_eq!(entries[0]["mcp_user"], "query_endpoint_auth");
+}
