@@ -37,14 +37,22 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
     let http = bind_http(&cfg).await?;
     let shutdown = CancellationToken::new();
     let tasks = TaskTracker::new();
-    let (fe, pg_fe, pg_threads) = frontends(&cfg, &config, &opts, &shutdown, &tasks)?;
+    let mcp_stats = Arc::new(sluice_mcp::McpStats::default());
+    let mcp = sluice_mcp::McpServer::new(sluice_mcp::McpService::new(
+        config.clone(),
+        mcp_stats.clone(),
+        admin.clone(),
+        opts.datadir.clone(),
+    ));
+    let (fe, pg_fe, pg_threads) = frontends(
+        &cfg,
+        &config,
+        &opts,
+        (&shutdown, &tasks),
+        mcp.ddl_watchers(),
+    )?;
     let monitors = start_monitors(&config, fe.pool(), pg_fe.pool());
     let stop_requested = CancellationToken::new();
-    let mcp_stats = Arc::new(sluice_mcp::McpStats::default());
-    let mcp = sluice_mcp::McpServer::new(
-        sluice_mcp::McpService::new(config.clone(), mcp_stats.clone(), admin.clone()),
-        opts.datadir.clone(),
-    );
     admin.attach(
         config.clone(),
         Arc::new(Live {
@@ -267,13 +275,14 @@ impl Listeners {
 }
 
 /// The two data-port frontends with their pools and TLS, sharing one shutdown and one
-/// `PROXYSQL PAUSE`; also the number of PostgreSQL session threads started.
+/// `PROXYSQL PAUSE`, each with its DDL watcher for the MCP catalog; also the number of
+/// PostgreSQL session threads started.
 fn frontends(
     cfg: &Config,
     config: &ConfigHandle,
     opts: &Options,
-    shutdown: &CancellationToken,
-    tasks: &TaskTracker,
+    (shutdown, tasks): (&CancellationToken, &TaskTracker),
+    [my_ddl, pg_ddl]: [Arc<sluice_mcp::DdlWatcher>; 2],
 ) -> Result<(Arc<MysqlFrontend>, Arc<PgFrontend>, usize), String> {
     let vars = &cfg.mysql_variables;
     let datadir = opts.datadir.as_deref();
@@ -309,7 +318,8 @@ fn frontends(
         .map_err(|e| format!("cannot start {my_threads} MySQL session thread(s): {e}"))?;
     let mut fe = MysqlFrontend::new(config.clone(), MysqlPool::new(Some(backend_tls.clone())))
         .with_shutdown(shutdown.clone(), tasks.clone())
-        .with_workers(Arc::new(my_workers));
+        .with_workers(Arc::new(my_workers))
+        .with_hook(my_ddl);
     if vars.have_ssl {
         let tls = sluice_net::tls::ReloadableAcceptor::new(
             "mysql",
@@ -328,7 +338,8 @@ fn frontends(
         .with_shutdown(shutdown.clone(), tasks.clone())
         .with_workers(Arc::new(pg_workers))
         // One PROXYSQL PAUSE for both data ports.
-        .with_pause(fe.paused().clone());
+        .with_pause(fe.paused().clone())
+        .with_hook(pg_ddl);
     if pg_vars.have_ssl {
         let tls = sluice_net::tls::ReloadableAcceptor::new(
             "pgsql",

@@ -89,13 +89,22 @@ asyncio.run(main())
                 "sample_rows",
                 "sample_distinct",
                 "run_sql_readonly",
-                "explain_sql"
+                "explain_sql",
+                "discovery.run_static",
+                "catalog.search",
+                "catalog.get_object",
+                "catalog.list_objects",
+                "catalog.get_relationships",
+                "catalog.save_template",
+                "catalog.search_templates"
             ]
         );
         for t in tools["tools"].as_array().expect("tools") {
             assert_eq!(t["input"]["type"], "object", "{t}");
             assert_eq!(t["output"]["type"], "object", "{t}");
-            assert_eq!(t["read_only"], true, "{t}");
+            // Only save_template writes (to Sluice's catalog, never to a database).
+            let writes = t["name"] == "catalog.save_template";
+            assert_eq!(t["read_only"], !writes, "{t}");
         }
         let run_schema = &tools["tools"][6]["input"];
         assert_eq!(run_schema["required"], json!(["sql"]), "{run_schema}");

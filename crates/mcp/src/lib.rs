@@ -3,6 +3,7 @@
 
 mod audit;
 pub mod auth;
+mod catalog;
 mod error;
 pub mod exec;
 mod gate;
@@ -18,6 +19,7 @@ pub mod stats;
 mod targets;
 mod tools;
 
+pub use catalog::DdlWatcher;
 pub use error::Error;
 pub use handler::PROTOCOL_VERSIONS;
 pub use server::McpServer;

@@ -4,6 +4,7 @@
 //! loopback interface.
 
 use crate::auth::Endpoint;
+use crate::catalog::DdlWatcher;
 use crate::gate::Gate;
 use crate::handler::Handler;
 use crate::service::McpService;
@@ -15,7 +16,6 @@ use rmcp::transport::streamable_http_server::session::never::NeverSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use sluice_core::config::McpVariables;
 use sluice_core::login_throttle::{LoginGate, LoginThrottle};
-use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -70,25 +70,34 @@ impl Listen {
 /// The MCP port's supervisor: call [`McpServer::reconfigure`] after every runtime change.
 pub struct McpServer {
     svc: Arc<McpService>,
-    datadir: Option<PathBuf>,
     changed: Notify,
     logins: LoginGate,
+    watchers: [Arc<DdlWatcher>; 2],
+    ddl: std::sync::Mutex<Option<tokio::sync::mpsc::Receiver<crate::catalog::DdlEvent>>>,
 }
 
 impl McpServer {
-    /// A supervisor for `svc`; TLS material is looked up in `datadir`.
-    pub fn new(svc: Arc<McpService>, datadir: Option<PathBuf>) -> Arc<McpServer> {
+    /// A supervisor for `svc` (TLS material is looked up in its datadir).
+    pub fn new(svc: Arc<McpService>) -> Arc<McpServer> {
         let logins = LoginGate::new(
             Arc::new(LoginThrottle::new()),
             svc.config.clone(),
             sluice_core::admin::Protocol::Mysql,
         );
+        let (mysql, pgsql, ddl) = DdlWatcher::pair();
         Arc::new(McpServer {
             svc,
-            datadir,
             changed: Notify::new(),
             logins,
+            watchers: [mysql, pgsql],
+            ddl: std::sync::Mutex::new(Some(ddl)),
         })
+    }
+
+    /// The statement hooks of the MySQL and PostgreSQL frontends that keep the discovery
+    /// catalog fresh (see [`DdlWatcher`]); they never change what a statement does.
+    pub fn ddl_watchers(&self) -> [Arc<DdlWatcher>; 2] {
+        self.watchers.clone()
     }
 
     /// The runtime changed: the port follows the `mcp-*` variables.
@@ -98,6 +107,14 @@ impl McpServer {
 
     /// Keeps the port as the variables say until `shutdown`.
     pub async fn run(self: Arc<Self>, shutdown: CancellationToken, tasks: TaskTracker) {
+        let ddl = self.ddl.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(rx) = ddl {
+            tasks.spawn(crate::catalog::refresh(
+                self.svc.clone(),
+                rx,
+                shutdown.clone(),
+            ));
+        }
         let mut current: Option<(Listen, CancellationToken)> = None;
         loop {
             let wanted = Listen::of(&self.svc.config.load().mcp.variables);
@@ -138,7 +155,7 @@ impl McpServer {
             let acceptor = sluice_net::tls::acceptor(
                 "mysql",
                 &rt.mysql.variables.frontend_tls(),
-                self.datadir.as_deref(),
+                self.svc.datadir.as_deref(),
                 None,
             )
             .map_err(|e| format!("HTTPS: {e}"))?;

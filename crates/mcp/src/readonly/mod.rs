@@ -13,7 +13,7 @@
 
 pub mod corpus;
 mod functions;
-mod lexer;
+pub(crate) mod lexer;
 
 use lexer::{LexError, Token, tokenize};
 use sluice_core::query::Dialect;

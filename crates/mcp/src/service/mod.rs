@@ -28,6 +28,9 @@ pub struct McpService {
     rate: Mutex<HashMap<String, (Instant, u64)>>,
     pub(crate) audit: AuditLog,
     pub(crate) admin: Arc<sluice_admin::Admin>,
+    catalog: tokio::sync::OnceCell<crate::catalog::Store>,
+    /// The datadir (`--datadir`): the catalog and the TLS material live there.
+    pub(crate) datadir: Option<std::path::PathBuf>,
 }
 
 /// Callers whose calls-per-minute windows are remembered.
@@ -119,11 +122,12 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl McpService {
     /// The service over `config`, counting into `stats`, with the admin for the stats and config
-    /// endpoints.
+    /// endpoints; the catalog and the HTTPS certificate are kept in `datadir`.
     pub fn new(
         config: ConfigHandle,
         stats: Arc<McpStats>,
         admin: Arc<sluice_admin::Admin>,
+        datadir: Option<std::path::PathBuf>,
     ) -> Arc<McpService> {
         Arc::new(McpService {
             config,
@@ -133,7 +137,25 @@ impl McpService {
             rate: Mutex::new(HashMap::new()),
             audit: AuditLog::default(),
             admin,
+            catalog: tokio::sync::OnceCell::new(),
+            datadir,
         })
+    }
+
+    /// The discovery catalog, opened at first use: `mcp_catalog.db` in the datadir (in memory
+    /// without one).
+    pub(crate) async fn catalog(&self) -> Result<&crate::catalog::Store, Error> {
+        self.catalog
+            .get_or_try_init(|| async {
+                let path = self.datadir.as_ref().map(|d| d.join("mcp_catalog.db"));
+                crate::catalog::Store::open(path.as_deref()).await
+            })
+            .await
+    }
+
+    /// The catalog if a tool opened it.
+    pub(crate) fn catalog_if_open(&self) -> Option<&crate::catalog::Store> {
+        self.catalog.get()
     }
 
     /// The compiled MCP rules of `rt` (compiled once per loaded snapshot).

@@ -183,7 +183,7 @@ pub(crate) struct TableList {
 }
 
 /// A column in `describe_table`.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub(crate) struct ColumnInfo {
     /// Its name.
     pub name: String,
@@ -199,7 +199,7 @@ pub(crate) struct ColumnInfo {
 }
 
 /// An index in `describe_table`.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub(crate) struct IndexInfo {
     /// Its name.
     pub name: String,
@@ -212,7 +212,7 @@ pub(crate) struct IndexInfo {
 }
 
 /// A foreign key in `describe_table`.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub(crate) struct ForeignKeyInfo {
     /// Its name.
     pub name: String,
@@ -225,7 +225,7 @@ pub(crate) struct ForeignKeyInfo {
 }
 
 /// `describe_table`'s result.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub(crate) struct TableDescription {
     /// The target that answered.
     pub target_id: String,
@@ -233,6 +233,9 @@ pub(crate) struct TableDescription {
     pub schema: String,
     /// The table.
     pub table: String,
+    /// `BASE TABLE`, `VIEW`, …
+    #[serde(rename = "type")]
+    pub kind: String,
     /// Its comment.
     pub comment: Option<String>,
     /// The server's row estimate.

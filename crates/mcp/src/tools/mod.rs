@@ -3,7 +3,11 @@
 
 mod admin;
 mod args;
+mod catalog;
+mod harvest;
 mod query;
+
+pub(crate) use query::Cx;
 mod sql_text;
 
 use crate::auth::{Caller, Endpoint};
@@ -115,6 +119,42 @@ pub(crate) fn definitions(endpoint: Endpoint) -> Vec<Tool> {
                 "Explain SQL",
                 "The server's JSON plan of a read-only statement (EXPLAIN FORMAT=JSON / EXPLAIN (FORMAT JSON)); the statement is never run.",
             ),
+            tool::<catalog::RunStaticArgs, catalog::RunSummary>(
+                "discovery.run_static",
+                "Harvest the catalog",
+                "Reads a target's schemas (tables, views, columns, keys, indexes, foreign keys) into Sluice's discovery catalog and infers relationships from column names; DDL that passes through Sluice keeps it fresh afterwards.",
+            ),
+            tool::<catalog::SearchArgs, catalog::Hits>(
+                "catalog.search",
+                "Search the catalog",
+                "Full-text search over the catalog's table names, comments and columns, best first.",
+            ),
+            tool::<catalog::ObjectArgs, catalog::ObjectEntry>(
+                "catalog.get_object",
+                "Catalog entry",
+                "One table's catalog entry (describe_table's shape) with its relationships, and whether DDL changed it since.",
+            ),
+            tool::<catalog::ListObjectsArgs, catalog::ObjectList>(
+                "catalog.list_objects",
+                "List catalog entries",
+                "The catalog's tables and views, by schema and name, one page at a time.",
+            ),
+            tool::<catalog::ObjectArgs, catalog::Relationships>(
+                "catalog.get_relationships",
+                "Table relationships",
+                "A table's declared and inferred relationships, both ways.",
+            ),
+            tool_with::<catalog::SaveTemplateArgs, catalog::Saved>(
+                "catalog.save_template",
+                "Save a query template",
+                "Keeps working read-only SQL with the question it answers, for reuse (catalog.search_templates); only a single read is accepted. Writes to Sluice's catalog, never to a database.",
+                false,
+            ),
+            tool::<catalog::SearchArgs, catalog::Templates>(
+                "catalog.search_templates",
+                "Find query templates",
+                "Saved SQL whose question, SQL or notes match the words, best first.",
+            ),
         ],
         Endpoint::Stats => admin::STATS_TOOLS
             .iter()
@@ -149,6 +189,20 @@ pub(crate) fn definitions(endpoint: Endpoint) -> Vec<Tool> {
     }
 }
 
+/// Harvests one table of `schema` on `t` into the catalog again (after DDL on it; gone
+/// tables leave it).
+pub(crate) async fn harvest_into_catalog(
+    cx: Cx<'_>,
+    t: &crate::targets::Target,
+    schema: &str,
+    table: &str,
+    trace: &mut crate::service::CallTrace,
+) -> Result<(), Error> {
+    catalog::harvest(cx, t, &[schema.to_string()], Some(table), trace)
+        .await
+        .map(drop)
+}
+
 fn parse<T: DeserializeOwned>(args: Option<JsonObject>) -> Result<T, CallFailure> {
     serde_json::from_value(Value::Object(args.unwrap_or_default()))
         .map_err(|e| CallFailure::BadArguments(e.to_string()))
@@ -181,6 +235,25 @@ pub(crate) async fn call(
             run_sql_readonly(svc, caller, parse(args)?, cancel).await
         }
         (Endpoint::Query, "explain_sql") => explain_sql(svc, caller, parse(args)?, cancel).await,
+        (Endpoint::Query, "discovery.run_static") => {
+            catalog::run_static(svc, caller, parse(args)?, cancel).await
+        }
+        (Endpoint::Query, "catalog.search") => catalog::search(svc, caller, parse(args)?).await,
+        (Endpoint::Query, "catalog.get_object") => {
+            catalog::get_object(svc, caller, parse(args)?).await
+        }
+        (Endpoint::Query, "catalog.list_objects") => {
+            catalog::list_objects(svc, caller, parse(args)?).await
+        }
+        (Endpoint::Query, "catalog.get_relationships") => {
+            catalog::get_relationships(svc, caller, parse(args)?).await
+        }
+        (Endpoint::Query, "catalog.save_template") => {
+            catalog::save_template(svc, caller, parse(args)?).await
+        }
+        (Endpoint::Query, "catalog.search_templates") => {
+            catalog::search_templates(svc, caller, parse(args)?).await
+        }
         (Endpoint::Stats, tool) => match admin::STATS_TOOLS.iter().find(|(n, _)| *n == tool) {
             Some((name, _)) => admin::stats(svc, caller, name, parse(args)?).await,
             None => return Err(CallFailure::UnknownTool(name.to_string())),

@@ -43,15 +43,6 @@ fn int(v: &Value) -> Option<i64> {
     }
 }
 
-fn truthy(v: &Value) -> bool {
-    match v {
-        Value::Bool(b) => *b,
-        Value::Number(n) => n.as_i64() == Some(1),
-        Value::String(s) => matches!(s.as_str(), "YES" | "t" | "1" | "true"),
-        _ => false,
-    }
-}
-
 /// `list_targets`: the targets the caller may use, with why any cannot be used.
 pub(crate) fn list_targets(svc: &McpService, caller: &Caller) -> Value {
     let rt = svc.config.load();
@@ -85,14 +76,14 @@ pub(crate) fn list_targets(svc: &McpService, caller: &Caller) -> Value {
 
 /// Who runs a tool, with what.
 #[derive(Clone, Copy)]
-struct Cx<'a> {
-    svc: &'a McpService,
-    caller: &'a Caller,
-    cancel: &'a CancellationToken,
+pub(crate) struct Cx<'a> {
+    pub svc: &'a McpService,
+    pub caller: &'a Caller,
+    pub cancel: &'a CancellationToken,
 }
 
 /// Runs one statement Sluice wrote for a tool, quietly (the tool records itself).
-async fn internal(
+pub(crate) async fn internal(
     cx: Cx<'_>,
     tool: &'static str,
     target: &Target,
@@ -157,7 +148,11 @@ where
 }
 
 /// The target of a discovery tool, if it allows discovery.
-fn discovery_target(svc: &McpService, caller: &Caller, id: Option<&str>) -> Result<Target, Error> {
+pub(crate) fn discovery_target(
+    svc: &McpService,
+    caller: &Caller,
+    id: Option<&str>,
+) -> Result<Target, Error> {
     let rt = svc.config.load();
     svc.admit(&rt, caller)?;
     let t = svc.target(&rt, caller, id)?;
@@ -265,47 +260,6 @@ pub(crate) async fn list_tables(
     .await
 }
 
-/// The four statements of `describe_table` for a dialect: table, columns, indexes, foreign
-/// keys.
-fn describe_sql(d: Dialect, schema: &str, table: &str) -> Result<[String; 4], Error> {
-    let (s, t) = (literal(d, schema)?, literal(d, table)?);
-    Ok(match d {
-        Dialect::Mysql => [
-            format!(
-                "SELECT table_comment, table_rows FROM information_schema.tables WHERE table_schema = {s} AND table_name = {t}"
-            ),
-            format!(
-                "SELECT column_name, column_type, is_nullable, column_default, column_comment FROM information_schema.columns WHERE table_schema = {s} AND table_name = {t} ORDER BY ordinal_position"
-            ),
-            format!(
-                "SELECT index_name, non_unique, column_name FROM information_schema.statistics WHERE table_schema = {s} AND table_name = {t} ORDER BY index_name = 'PRIMARY' DESC, index_name, seq_in_index"
-            ),
-            format!(
-                "SELECT constraint_name, column_name, referenced_table_schema, referenced_table_name, referenced_column_name FROM information_schema.key_column_usage WHERE table_schema = {s} AND table_name = {t} AND referenced_table_name IS NOT NULL ORDER BY constraint_name, ordinal_position"
-            ),
-        ],
-        Dialect::Pgsql => {
-            let rel = format!(
-                "(SELECT c.oid FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = {s} AND c.relname = {t})"
-            );
-            [
-                format!(
-                    "SELECT obj_description(c.oid, 'pg_class'), c.reltuples::bigint FROM pg_catalog.pg_class c WHERE c.oid = {rel}"
-                ),
-                format!(
-                    "SELECT a.attname, format_type(a.atttypid, a.atttypmod), NOT a.attnotnull, pg_get_expr(d.adbin, d.adrelid), col_description(a.attrelid, a.attnum) FROM pg_catalog.pg_attribute a LEFT JOIN pg_catalog.pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum WHERE a.attrelid = {rel} AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum"
-                ),
-                format!(
-                    "SELECT i.relname, ix.indisunique, ix.indisprimary, a.attname FROM pg_catalog.pg_index ix JOIN pg_catalog.pg_class i ON i.oid = ix.indexrelid CROSS JOIN LATERAL unnest(ix.indkey) WITH ORDINALITY AS k(attnum, ord) JOIN pg_catalog.pg_attribute a ON a.attrelid = ix.indrelid AND a.attnum = k.attnum WHERE ix.indrelid = {rel} ORDER BY ix.indisprimary DESC, i.relname, k.ord"
-                ),
-                format!(
-                    "SELECT con.conname, a.attname, fn.nspname, ft.relname, fa.attname FROM pg_catalog.pg_constraint con JOIN pg_catalog.pg_class ft ON ft.oid = con.confrelid JOIN pg_catalog.pg_namespace fn ON fn.oid = ft.relnamespace CROSS JOIN LATERAL unnest(con.conkey, con.confkey) WITH ORDINALITY AS k(att, fatt, ord) JOIN pg_catalog.pg_attribute a ON a.attrelid = con.conrelid AND a.attnum = k.att JOIN pg_catalog.pg_attribute fa ON fa.attrelid = ft.oid AND fa.attnum = k.fatt WHERE con.contype = 'f' AND con.conrelid = {rel} ORDER BY con.conname, k.ord"
-                ),
-            ]
-        }
-    })
-}
-
 /// `describe_table`: columns, types, keys, indexes, foreign keys, comment, row estimate.
 pub(crate) async fn describe_table(
     svc: &McpService,
@@ -321,116 +275,29 @@ pub(crate) async fn describe_table(
         Some(&schema),
         |mut trace| async move {
             let r = async {
-                let rt = svc.config.load();
-                svc.admit(&rt, caller)?;
-                let t = svc.target(&rt, caller, a.target_id.as_deref())?;
+                let t = discovery_target(svc, caller, a.target_id.as_deref())?;
                 trace.target = t.id.clone();
-                let [table_sql, columns_sql, index_sql, fk_sql] =
-                    describe_sql(dialect(&t), &a.schema, &a.table)?;
-                let run = |sql: String, trace: &mut CallTrace| {
-                    let t = t.clone();
-                    let mut local = std::mem::take(trace);
-                    async move {
-                        let r = internal(
-                            Cx {
-                                svc,
-                                caller,
-                                cancel,
-                            },
-                            "describe_table",
-                            &t,
-                            sql,
-                            10_000,
-                            &mut local,
-                        )
-                        .await;
-                        (r, local)
-                    }
+                let cx = Cx {
+                    svc,
+                    caller,
+                    cancel,
                 };
-                let (info, tr) = run(table_sql, &mut trace).await;
-                trace = tr;
-                let info = info?;
-                let Some(info) = info.rows.first() else {
+                let mut tables = super::harvest::read_tables(
+                    cx,
+                    "describe_table",
+                    &t,
+                    &a.schema,
+                    Some(&a.table),
+                    &mut trace,
+                )
+                .await?;
+                if tables.is_empty() {
                     return Err(Error::Arguments(format!(
                         "no table {}.{} on target {}",
                         a.schema, a.table, t.id
                     )));
-                };
-                let (cols, tr) = run(columns_sql, &mut trace).await;
-                trace = tr;
-                let (idx, tr) = run(index_sql, &mut trace).await;
-                trace = tr;
-                let (fks, tr) = run(fk_sql, &mut trace).await;
-                trace = tr;
-                let columns = cols?
-                    .rows
-                    .iter()
-                    .map(|r| ColumnInfo {
-                        name: r.first().and_then(text).unwrap_or_default(),
-                        type_name: r.get(1).and_then(text).unwrap_or_default(),
-                        nullable: r.get(2).is_some_and(truthy),
-                        default: r.get(3).and_then(text),
-                        comment: r.get(4).and_then(text).filter(|c| !c.is_empty()),
-                    })
-                    .collect();
-                let mut indexes: Vec<IndexInfo> = Vec::new();
-                for r in idx?.rows {
-                    let name = r.first().and_then(text).unwrap_or_default();
-                    let column = r.last().and_then(text).unwrap_or_default();
-                    if let Some(i) = indexes.iter_mut().find(|i| i.name == name) {
-                        i.columns.push(column);
-                        continue;
-                    }
-                    let (unique, primary) = match t.protocol {
-                        Protocol::Mysql => (r.get(1).and_then(int) == Some(0), name == "PRIMARY"),
-                        Protocol::Pgsql => {
-                            (r.get(1).is_some_and(truthy), r.get(2).is_some_and(truthy))
-                        }
-                    };
-                    indexes.push(IndexInfo {
-                        name,
-                        columns: vec![column],
-                        unique,
-                        primary,
-                    });
                 }
-                let mut foreign_keys: Vec<ForeignKeyInfo> = Vec::new();
-                for r in fks?.rows {
-                    let name = r.first().and_then(text).unwrap_or_default();
-                    let column = r.get(1).and_then(text).unwrap_or_default();
-                    let target_column = r.get(4).and_then(text).unwrap_or_default();
-                    if let Some(f) = foreign_keys.iter_mut().find(|f| f.name == name) {
-                        f.columns.push(column);
-                        f.references_columns.push(target_column);
-                        continue;
-                    }
-                    foreign_keys.push(ForeignKeyInfo {
-                        name,
-                        columns: vec![column],
-                        references_table: format!(
-                            "{}.{}",
-                            r.get(2).and_then(text).unwrap_or_default(),
-                            r.get(3).and_then(text).unwrap_or_default()
-                        ),
-                        references_columns: vec![target_column],
-                    });
-                }
-                let primary_key = indexes
-                    .iter()
-                    .find(|i| i.primary)
-                    .map(|i| i.columns.clone())
-                    .unwrap_or_default();
-                Ok(to_value(&TableDescription {
-                    target_id: t.id.clone(),
-                    schema: a.schema.clone(),
-                    table: a.table.clone(),
-                    comment: info.first().and_then(text).filter(|c| !c.is_empty()),
-                    rows_estimate: info.get(1).and_then(int).filter(|n| *n >= 0),
-                    columns,
-                    primary_key,
-                    indexes,
-                    foreign_keys,
-                }))
+                Ok(to_value(&tables.remove(0)))
             }
             .await;
             (r, trace)

@@ -1,0 +1,9 @@
+//! The discovery catalog: what `discovery.run_static` harvested ([`store`]), kept fresh by
+//! watching DDL pass through the data path ([`watch`]).
+
+mod store;
+mod watch;
+
+pub(crate) use store::{Harvested, Hit, Relationship, Store, Template};
+pub use watch::DdlWatcher;
+pub(crate) use watch::{DdlEvent, refresh};
