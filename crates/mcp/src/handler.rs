@@ -6,9 +6,9 @@ use crate::auth::{Caller, Endpoint};
 use crate::service::McpService;
 use crate::tools::{self, CallFailure};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
-    ToolsCapability,
+    CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
+    Implementation, ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities,
+    ServerConfig, ToolsCapability,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -61,9 +61,12 @@ impl ServerHandler for Handler {
         _request: Option<PaginatedRequestParams>,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(tools::definitions(
-            self.endpoint,
-        )))
+        let mut list = ListToolsResult::with_all_items(tools::definitions(self.endpoint));
+        // The list changes with a Sluice upgrade only; it is the caller's (tokens grant
+        // endpoints), so private.
+        list.ttl_ms = Some(300_000);
+        list.cache_scope = Some(CacheScope::Private);
+        Ok(list)
     }
 
     async fn call_tool(

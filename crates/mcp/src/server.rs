@@ -203,13 +203,25 @@ impl McpServer {
                 .filter(|h| !h.is_empty())
                 .map(str::to_string),
         );
-        let origins: Vec<String> = listen
-            .allowed_origins
-            .split(',')
-            .map(str::trim)
-            .filter(|o| !o.is_empty())
-            .map(str::to_string)
-            .collect();
+        // Pages served from this machine may call it; any other origin must be listed.
+        let mut origins: Vec<String> = [
+            "http://localhost:*",
+            "https://localhost:*",
+            "http://127.0.0.1:*",
+            "https://127.0.0.1:*",
+            "http://[::1]:*",
+            "https://[::1]:*",
+        ]
+        .map(String::from)
+        .to_vec();
+        origins.extend(
+            listen
+                .allowed_origins
+                .split(',')
+                .map(str::trim)
+                .filter(|o| !o.is_empty())
+                .map(str::to_string),
+        );
         let config = StreamableHttpServerConfig::default()
             .with_legacy_session_mode(false)
             .with_json_response(true)

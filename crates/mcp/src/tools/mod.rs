@@ -38,8 +38,26 @@ impl From<Error> for CallFailure {
     }
 }
 
+/// Drops schemars' integer and float `format`s (`uint64`, `double`, …): JSON Schema does not
+/// define them and validators warn about each.
+fn strip_formats(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            if m.get("format").and_then(Value::as_str).is_some_and(|f| {
+                f.starts_with("int") || f.starts_with("uint") || f == "double" || f == "float"
+            }) {
+                m.remove("format");
+            }
+            m.values_mut().for_each(strip_formats);
+        }
+        Value::Array(a) => a.iter_mut().for_each(strip_formats),
+        _ => {}
+    }
+}
+
 fn schema<T: JsonSchema>() -> Arc<JsonObject> {
-    let v = serde_json::to_value(schemars::schema_for!(T)).unwrap_or(Value::Null);
+    let mut v = serde_json::to_value(schemars::schema_for!(T)).unwrap_or(Value::Null);
+    strip_formats(&mut v);
     let mut obj = v.as_object().cloned().unwrap_or_default();
     obj.remove("$schema");
     obj.remove("title");
@@ -69,7 +87,7 @@ fn tool_with<I: JsonSchema, O: JsonSchema>(
     a.title = Some(title.to_string());
     a.read_only_hint = Some(read_only);
     a.destructive_hint = Some(false);
-    a.idempotent_hint = Some(true);
+    a.idempotent_hint = Some(read_only);
     a.open_world_hint = Some(false);
     t.annotations = Some(a);
     t
