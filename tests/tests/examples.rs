@@ -185,3 +185,31 @@ fn mysql_custom_handler_answers_in_process_and_forwards_the_rest() {
     );
     assert_eq!(still.trim(), "1");
 }
+
+#[test]
+fn mcp_runs_agents_sql_read_only_on_its_own() {
+    if !backends_ready(Servers::Both) {
+        return;
+    }
+    let addr = format!("127.0.0.1:{}", ports::MY_REPLICA);
+    let out = example(
+        "agent_readonly",
+        &[
+            &addr,
+            "app",
+            "app",
+            "mysql",
+            "SELECT 41 + 1 AS answer",
+            "SELECT 1; DROP TABLE t",
+            "SELECT seq FROM seq_1_to_100",
+        ],
+    );
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[0],
+        "SELECT 41 + 1 AS answer -> 1 row(s), truncated: false, first: Some([Number(42)])",
+        "{out}"
+    );
+    assert!(lines[1].contains("refused: exactly one statement"), "{out}");
+    assert!(lines[2].contains("10 row(s), truncated: true"), "{out}");
+}

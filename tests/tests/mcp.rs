@@ -463,6 +463,14 @@ asyncio.run(main())
         .sluice
         .admin_ok("SELECT rule_id, hits FROM stats_mcp_query_rules ORDER BY rule_id");
     assert_eq!(hits.trim(), "10\t1\n20\t1\n30\t1", "{hits}");
+    // A rule added on the admin port applies at LOAD MCP QUERY RULES TO RUNTIME.
+    s.sluice.admin_ok(
+        "INSERT INTO mcp_query_rules (rule_id, active, match_pattern, error_msg) VALUES (40, 1, '^SELECT 99$', 'ninety-nine is out'); LOAD MCP QUERY RULES TO RUNTIME; SAVE MCP QUERY RULES TO DISK;",
+    );
+    let runtime = s
+        .sluice
+        .admin_ok("SELECT rule_id, error_msg FROM runtime_mcp_query_rules WHERE rule_id = 40");
+    assert_eq!(runtime.trim(), "40\tninety-nine is out");
     // Another tool is not rewritten by a rule for run_sql_readonly.
     let other = run_python(
         &s.url("query"),
@@ -471,9 +479,17 @@ asyncio.run(main())
 async def main():
     async with client(URL, TOKEN) as c:
         emit(r=await call(c, "explain_sql", {"target_id": "mysql_hg1", "sql": "SELECT 42"}))
+        emit(r=await call(c, "run_sql_readonly", {"target_id": "mysql_hg1", "sql": "SELECT 99"}))
 asyncio.run(main())
 "#,
         &s.sluice.log(),
     );
     assert_eq!(other[0]["r"]["error"], false, "{other:?}");
+    assert!(
+        other[1]["r"]["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("ninety-nine is out"),
+        "{other:?}"
+    );
 }

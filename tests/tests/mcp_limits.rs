@@ -126,11 +126,15 @@ asyncio.run(main())
     for l in lines.iter().filter(|l| l.get("sql").is_some()) {
         assert_eq!(l["error"], true, "{l}");
         let text = l["text"].as_str().unwrap_or("");
-        if text.contains("SLEEP") || text.contains("sleep") {
-            assert!(text.contains("1500 ms"), "refused up front: {l}");
-        } else {
-            assert!(text.contains("1500 ms timeout"), "{l}");
-        }
+        assert!(
+            text.contains("stopped at the call's 1500 ms timeout"),
+            "the server stopped it (not refused up front): {l}"
+        );
+        let seconds = l["seconds"].as_f64().unwrap_or(0.0);
+        assert!(
+            seconds < 20.0,
+            "ended at the timeout, not after the sleep: {l}"
+        );
     }
     for l in lines.iter().filter(|l| l.get("after").is_some()) {
         assert_eq!(l["after"]["data"]["rows"], serde_json::json!([[7]]), "{l}");
@@ -145,13 +149,21 @@ asyncio.run(main())
     assert_eq!(my.trim(), "0", "the server stopped the statement");
     let pg = ok_stdout(&psql_app(
         ports::PG_REPLICA,
-        "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%generate_series(1, 100000) a%' AND state = 'active' AND pid <> pg_backend_pid()",
+        "SELECT count(*) FROM pg_stat_activity WHERE (query LIKE '%generate_series(1, 100000) a%' OR query LIKE '%pg_sleep(30)%') AND state = 'active' AND pid <> pg_backend_pid()",
     ));
     assert_eq!(pg.trim(), "0", "the server stopped the statement");
+    let sleeping = ok_stdout(&mariadb(
+        ports::MY_REPLICA,
+        "root",
+        "root",
+        &["--skip-ssl", "-N"],
+        "SELECT COUNT(*) FROM information_schema.processlist WHERE info LIKE 'SELECT SLEEP(30)%'",
+    ));
+    assert_eq!(sleeping.trim(), "0", "no SLEEP left on the server");
     let timeouts = s.sluice.admin_ok("SHOW PROMETHEUS METRICS");
     assert!(
         timeouts.contains(
-            r#"sluice_mcp_requests_total{endpoint="query",tool="run_sql_readonly",outcome="timeout"} 2"#
+            r#"sluice_mcp_requests_total{endpoint="query",tool="run_sql_readonly",outcome="timeout"} 4"#
         ),
         "{timeouts}"
     );

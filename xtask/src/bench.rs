@@ -30,12 +30,12 @@ pub(crate) const DB: &str = "sbbench";
 pub(crate) const TABLES: u32 = 4;
 pub(crate) const ROWS: u32 = 100_000;
 
-struct Sample {
-    workload: &'static str,
-    target: &'static str,
-    qps: f64,
-    p95_ms: f64,
-    proxy_cpu_pct: Option<f64>,
+pub(crate) struct Sample {
+    pub(crate) workload: &'static str,
+    pub(crate) target: &'static str,
+    pub(crate) qps: f64,
+    pub(crate) p95_ms: f64,
+    pub(crate) proxy_cpu_pct: Option<f64>,
 }
 
 /// A number from the environment, or `default`.
@@ -93,7 +93,7 @@ pub(crate) fn cpu_ticks(pid: u32) -> Option<u64> {
     Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
 }
 
-fn run_one(
+pub(crate) fn run_one(
     workload: &'static str,
     target: &'static str,
     port: u16,

@@ -3,6 +3,7 @@
 mod bench;
 mod bench_alloc;
 mod bench_instructions;
+mod bench_mcp;
 mod bench_memory;
 mod bench_pgsql;
 mod bench_scale;
@@ -28,6 +29,7 @@ const USAGE: &str = "usage: cargo xtask <command>
   bench instructions              Sluice's user-space instructions per statement (callgrind), both protocols
   bench memory                    Sluice's RSS idle and per idle MySQL / PostgreSQL client
   bench scale                     16 / 1,000 / 4,000 clients on 32 backend connections, both protocols
+  bench mcp                       run_sql_readonly via MCP (16 agents) vs the same SQL direct; data path with MCP off / idle
   demo                            backends + sluice with docs/demo.toml until Ctrl-C
   fuzz [TARGET] [--time S] [--runs N] [--smoke]  coverage-guided fuzzing of every decoder (60 s each)
   fuzz seed                       record real traffic into the fuzz targets' seed corpora
@@ -53,6 +55,7 @@ fn main() {
         ["bench", "instructions"] => bench_instructions::instructions(),
         ["bench", "memory"] => bench_memory::memory(),
         ["bench", "scale"] => bench_scale::scale(),
+        ["bench", "mcp"] => bench_mcp::mcp(),
         ["demo"] => demo::run(),
         ["fuzz", rest @ ..] => fuzz::run(rest),
         ["soak", rest @ ..] => soak::run(rest),

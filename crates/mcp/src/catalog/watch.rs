@@ -62,13 +62,13 @@ impl DdlWatcher {
     }
 }
 
-/// Whether `sql` starts with a DDL keyword (the cheap test every statement takes).
+/// Whether `sql` starts with a DDL keyword: the test every statement of the data path takes,
+/// without allocating.
 fn starts_ddl(sql: &str) -> bool {
-    let t = sql.trim_start();
-    let word: String = t.chars().take(6).collect::<String>().to_ascii_uppercase();
-    ["CREATE", "ALTER", "DROP", "RENAME"]
+    let t = sql.trim_start().as_bytes();
+    [b"CREATE".as_slice(), b"ALTER", b"DROP", b"RENAME"]
         .iter()
-        .any(|k| word.starts_with(k))
+        .any(|k| t.get(..k.len()).is_some_and(|p| p.eq_ignore_ascii_case(k)))
 }
 
 /// The tables and views `sql` creates, alters, drops or renames: (schema if named, name).

@@ -72,7 +72,13 @@ impl McpService {
         if let Some(ms) = decided.timeout_ms.filter(|ms| *ms > 0) {
             limits.timeout = limits.timeout.min(Duration::from_millis(ms));
         }
-        let timeout_ms = limits.timeout.as_millis() as u64;
+        // A literal sleep is refused when it outlasts the caller's configured timeout (an
+        // argument or a rule only shortens the call: the server stops it then).
+        let timeout_ms = {
+            let u = caller.user.as_deref();
+            smallest(&[u.map_or(0, |u| u.timeout_ms), target.timeout_ms])
+                .unwrap_or(rt.mcp.variables.timeout_ms)
+        };
         // The digest first: a refused statement is audited by its shape too.
         let d = digest(&decided.sql, dialect, 2048);
         *digest_of = Some((d.hex(), d.text.clone()));
