@@ -89,3 +89,52 @@ fn refusals_say_why() {
     let e = pg("EXPLAIN (ANALYZE) DELETE FROM t").expect_err("analyze");
     assert!(e.0.contains("ANALYZE"), "{e}");
 }
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    const READS: &[&str] = &[
+        "SELECT 1",
+        "SELECT a FROM t WHERE b = 'x'",
+        "WITH c AS (SELECT 1) SELECT * FROM c",
+        "SHOW TABLES",
+        "EXPLAIN SELECT 1",
+    ];
+
+    proptest! {
+        /// Any text gets a verdict: the lexer never panics and never loops, whatever an agent
+        /// sends (bounded by the request body).
+        #[test]
+        fn any_text_gets_a_verdict(sql in "\\PC{0,300}") {
+            let _ = check_read(&sql, Dialect::Mysql, 30_000);
+            let _ = check_read(&sql, Dialect::Pgsql, 30_000);
+        }
+
+        /// A read followed by `;` and any further statement is refused, however the second
+        /// one is spelled.
+        #[test]
+        fn a_second_statement_is_always_refused(
+            read in proptest::sample::select(READS),
+            tail in "[A-Za-z_ (),*=0-9]{1,60}",
+        ) {
+            prop_assume!(tail.chars().any(|c| c.is_ascii_alphanumeric()));
+            let sql = format!("{read}; {tail}");
+            prop_assert!(check_read(&sql, Dialect::Mysql, 30_000).is_err(), "{}", sql);
+            prop_assert!(check_read(&sql, Dialect::Pgsql, 30_000).is_err(), "{}", sql);
+        }
+
+        /// An identifier that merely contains a keyword is never what refuses a read.
+        #[test]
+        fn identifiers_containing_keywords_pass(
+            prefix in "[a-z]{1,6}",
+            kw in proptest::sample::select(&["update", "delete", "insert", "drop", "into", "set", "lock", "analyze"][..]),
+            suffix in "[a-z]{0,6}",
+        ) {
+            let col = format!("{prefix}_{kw}_{suffix}");
+            let sql = format!("SELECT {col} FROM t WHERE {col} > 0");
+            prop_assert!(check_read(&sql, Dialect::Mysql, 30_000).is_ok(), "{}", sql);
+            prop_assert!(check_read(&sql, Dialect::Pgsql, 30_000).is_ok(), "{}", sql);
+        }
+    }
+}
