@@ -51,6 +51,8 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
         (&shutdown, &tasks),
         mcp.ddl_watchers(),
     )?;
+    mcp.service()
+        .set_backend_tls(fe.pool().tls().cloned(), pg_fe.pool().tls().cloned());
     let monitors = start_monitors(&config, fe.pool(), pg_fe.pool());
     let stop_requested = CancellationToken::new();
     admin.attach(

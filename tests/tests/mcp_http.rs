@@ -207,3 +207,77 @@ asyncio.run(main())
         "{refused}"
     );
 }
+
+#[test]
+fn the_endpoints_connections_use_tls_where_the_server_row_asks_for_it() {
+    if !backends_ready(Servers::Both) {
+        return;
+    }
+    create_schema();
+    let s = McpSluice::start(
+        "",
+        &format!(
+            r#"
+[[mysql_servers]]
+hostgroup_id = 5
+hostname = "127.0.0.1"
+port = {my}
+use_ssl = 1
+
+[[pgsql_servers]]
+hostgroup_id = 5
+hostname = "127.0.0.1"
+port = {pg}
+use_ssl = 1
+
+[[mcp_targets]]
+target_id = "my_tls"
+protocol = "mysql"
+hostgroup_id = 5
+username = "app"
+
+[[mcp_targets]]
+target_id = "pg_tls"
+protocol = "pgsql"
+hostgroup_id = 5
+username = "app"
+default_schema = "app"
+
+[[mcp_targets]]
+target_id = "my_plain"
+protocol = "mysql"
+hostgroup_id = 1
+username = "app"
+"#,
+            my = sluice_tests::ports::MY_REPLICA,
+            pg = sluice_tests::ports::PG_REPLICA,
+        ),
+    );
+    let lines = s.python(
+        "query",
+        QUERY_TOKEN,
+        r#"
+async def main():
+    async with client(URL, TOKEN) as c:
+        emit(t="my_tls", r=await call(c, "run_sql_readonly", {"target_id": "my_tls", "sql": "SHOW SESSION STATUS LIKE 'Ssl_cipher'"}))
+        emit(t="my_plain", r=await call(c, "run_sql_readonly", {"target_id": "my_plain", "sql": "SHOW SESSION STATUS LIKE 'Ssl_cipher'"}))
+        emit(t="pg_tls", r=await call(c, "run_sql_readonly", {"target_id": "pg_tls", "sql": "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()"}))
+asyncio.run(main())
+"#,
+    );
+    let rows = |t: &str| {
+        lines
+            .iter()
+            .find(|l| l["t"] == t)
+            .map(|l| l["r"]["data"]["rows"].clone())
+            .unwrap_or_default()
+    };
+    let cipher = rows("my_tls")[0][1].as_str().unwrap_or("").to_string();
+    assert!(!cipher.is_empty(), "TLS to the MariaDB replica: {lines:?}");
+    assert_eq!(
+        rows("my_plain")[0][1],
+        "",
+        "plaintext where use_ssl=0: {lines:?}"
+    );
+    assert_eq!(rows("pg_tls"), serde_json::json!([[true]]), "{lines:?}");
+}

@@ -241,6 +241,7 @@ fn place(port: u16, user: &str, database: &str) -> Place {
         database: database.into(),
         schema: Some("mcp_canary".into()).filter(|_| database.is_empty()),
         connect_timeout: Duration::from_secs(5),
+        tls: None,
     }
 }
 

@@ -28,6 +28,7 @@ async fn main() {
         database: String::new(),
         schema: Some(schema.clone()),
         connect_timeout: Duration::from_secs(5),
+        tls: None,
     };
     let limits = Limits {
         max_rows: 10,

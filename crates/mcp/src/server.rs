@@ -100,6 +100,11 @@ impl McpServer {
         self.watchers.clone()
     }
 
+    /// The service behind the port.
+    pub fn service(&self) -> &Arc<McpService> {
+        &self.svc
+    }
+
     /// The runtime changed: the port follows the `mcp-*` variables.
     pub fn reconfigure(&self) {
         self.changed.notify_one();

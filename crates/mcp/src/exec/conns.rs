@@ -21,6 +21,8 @@ pub struct ConnKey {
     pub user: String,
     /// The database it was opened on (PostgreSQL; MySQL selects per call).
     pub database: String,
+    /// Opened over TLS.
+    pub tls: bool,
 }
 
 /// A connection that can wait idle.

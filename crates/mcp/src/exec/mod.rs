@@ -18,6 +18,7 @@
 //!     database: String::new(),
 //!     schema: Some("shop".into()),
 //!     connect_timeout: Duration::from_secs(2),
+//!     tls: None,
 //! };
 //! let limits = Limits { max_rows: 100, max_bytes: 1 << 20, timeout: Duration::from_secs(5) };
 //! let cancel = tokio_util::sync::CancellationToken::new();
@@ -55,6 +56,9 @@ pub struct Place {
     pub schema: Option<String>,
     /// Connect timeout.
     pub connect_timeout: Duration,
+    /// TLS towards the server (its row has `use_ssl=1`), with the configuration the data
+    /// path's pool would use for it.
+    pub tls: Option<std::sync::Arc<rustls::ClientConfig>>,
 }
 
 impl Place {

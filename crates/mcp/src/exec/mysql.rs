@@ -19,6 +19,7 @@ fn key(p: &Place) -> ConnKey {
         server: p.server(),
         user: p.user.clone(),
         database: String::new(),
+        tls: p.tls.is_some(),
     }
 }
 
@@ -32,7 +33,7 @@ fn params(p: &Place) -> ConnectParams {
         // utf8mb4_general_ci: values come back as UTF-8.
         charset: 45,
         client_caps: 0,
-        tls: None,
+        tls: p.tls.clone(),
         compress: false,
         timeout: p.connect_timeout,
         max_packet: 64 << 20,

@@ -18,6 +18,7 @@ fn key(p: &Place) -> ConnKey {
         server: p.server(),
         user: p.user.clone(),
         database: p.database.clone(),
+        tls: p.tls.is_some(),
     }
 }
 
@@ -33,7 +34,7 @@ fn params(p: &Place) -> ConnectParams {
             ("client_encoding".into(), "UTF8".into()),
         ],
         timeout: p.connect_timeout,
-        tls: None,
+        tls: p.tls.clone(),
     }
 }
 

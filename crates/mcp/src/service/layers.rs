@@ -353,6 +353,7 @@ impl McpService {
             target: target.id.clone(),
             why: format!("hostgroup {}: {e:?}", target.hostgroup),
         })?;
+        let tls = self.tls_for(target.protocol, server, login)?;
         match target.protocol {
             Protocol::Mysql => {
                 let place = exec::Place {
@@ -365,6 +366,7 @@ impl McpService {
                     connect_timeout: Duration::from_millis(
                         rt.mysql.variables.connect_timeout_server.max(1000),
                     ),
+                    tls,
                 };
                 exec::run_mysql(&self.conns, &place, sql, limits, cancel).await
             }
@@ -383,6 +385,7 @@ impl McpService {
                     connect_timeout: Duration::from_millis(
                         rt.pgsql.variables.connect_timeout_server.max(1000),
                     ),
+                    tls,
                 };
                 exec::run_pgsql(&self.conns, &place, sql, limits, cancel).await
             }

@@ -31,7 +31,13 @@ pub struct McpService {
     catalog: tokio::sync::OnceCell<crate::catalog::Store>,
     /// The datadir (`--datadir`): the catalog and the TLS material live there.
     pub(crate) datadir: Option<std::path::PathBuf>,
+    /// The data path's backend TLS of each protocol (MySQL, PostgreSQL), for servers with
+    /// `use_ssl=1`.
+    backend_tls: std::sync::OnceLock<BackendTls>,
 }
+
+/// Both protocols' backend TLS sources.
+type BackendTls = [Option<Arc<sluice_net::client_tls::TlsSource>>; 2];
 
 /// Callers whose calls-per-minute windows are remembered.
 const MAX_RATE_ENTRIES: usize = 10_000;
@@ -139,7 +145,49 @@ impl McpService {
             admin,
             catalog: tokio::sync::OnceCell::new(),
             datadir,
+            backend_tls: std::sync::OnceLock::new(),
         })
+    }
+
+    /// The data path's backend TLS sources (MySQL, PostgreSQL): the MCP endpoint's own
+    /// connections to servers with `use_ssl=1` use the same configuration (CA, verification,
+    /// `*_servers_ssl_params`). Set once, at start.
+    pub fn set_backend_tls(
+        &self,
+        mysql: Option<Arc<sluice_net::client_tls::TlsSource>>,
+        pgsql: Option<Arc<sluice_net::client_tls::TlsSource>>,
+    ) {
+        let _ = self.backend_tls.set([mysql, pgsql]);
+    }
+
+    /// The TLS configuration for a connection as `login` to `server`, if its row asks for TLS.
+    pub(crate) fn tls_for(
+        &self,
+        protocol: sluice_core::admin::Protocol,
+        server: &sluice_core::runtime::HostgroupServer,
+        login: &str,
+    ) -> Result<Option<Arc<rustls::ClientConfig>>, Error> {
+        if !server.use_ssl {
+            return Ok(None);
+        }
+        let i = match protocol {
+            sluice_core::admin::Protocol::Mysql => 0,
+            sluice_core::admin::Protocol::Pgsql => 1,
+        };
+        let source = self
+            .backend_tls
+            .get()
+            .and_then(|t| t[i].clone())
+            .ok_or_else(|| {
+                Error::Backend(format!(
+                    "{}: use_ssl=1 and no TLS client configuration",
+                    server.key
+                ))
+            })?;
+        source
+            .config_for(&server.ssl_params, login)
+            .map(Some)
+            .map_err(|e| Error::Backend(format!("TLS to {}: {e}", server.key)))
     }
 
     /// The discovery catalog, opened at first use: `mcp_catalog.db` in the datadir (in memory
