@@ -133,10 +133,14 @@ async def main():
     reply = sock.recv(4096).decode(errors="replace")
     emit(name="huge_head", status=int(reply.split()[1]) if reply else 0)
     sock.close()
-    # Failed tokens are throttled per address, like failed logins.
+    # Failed tokens are throttled per address, like failed logins: past the count, each
+    # attempt is told when its turn comes (429, Retry-After) instead of being tried.
     async with httpx2.AsyncClient(timeout=30) as h:
+        statuses = []
         for i in range(8):
-            await h.post(URL, headers=headers(Authorization="Bearer wrong-%d" % i), content=json.dumps(init))
+            r = await h.post(URL, headers=headers(Authorization="Bearer wrong-%d" % i), content=json.dumps(init))
+            statuses.append([r.status_code, r.headers.get("retry-after")])
+        emit(name="throttled", statuses=statuses)
 asyncio.run(main())
 "#,
     );
@@ -187,6 +191,18 @@ asyncio.run(main())
     assert!(
         log.contains("throttling logins from 127.0.0.1"),
         "failed tokens are throttled: {log}"
+    );
+    // The good tokens before the loop reset the address's count; five failures reach it, the
+    // sixth is tried at its turn, the next ones are told to wait for theirs.
+    let throttled = &get("throttled")["statuses"];
+    assert_eq!(throttled[4], serde_json::json!([401, null]), "{throttled}");
+    let last = &throttled[7];
+    assert_eq!(last[0], 429, "{throttled}");
+    assert!(
+        last[1]
+            .as_str()
+            .is_some_and(|s| s.parse::<u64>().is_ok_and(|n| n >= 1)),
+        "{throttled}"
     );
     assert!(
         !log.contains(QUERY_TOKEN) && !log.contains("wrong-3"),

@@ -215,16 +215,25 @@ impl Gate {
         if let Err(r) = check_head(&req) {
             return *r;
         }
-        match self.logins.admit(peer) {
-            Admission::Now => {}
-            Admission::After(wait) => tokio::time::sleep(wait).await,
-            Admission::Refused => {
-                return refuse(
-                    StatusCode::TOO_MANY_REQUESTS,
-                    -32001,
-                    "too many failed tokens from this address; try again later",
-                );
+        // A throttled address is told when its next turn is (429 with Retry-After) rather than
+        // held: a request kept waiting would hold its connection past the head timer.
+        let wait = match self.logins.admit(peer) {
+            Admission::Now => None,
+            Admission::After(wait) if wait.is_zero() => None,
+            Admission::After(wait) => Some(wait),
+            Admission::Refused => Some(Duration::from_secs(60)),
+        };
+        if let Some(wait) = wait {
+            let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
+            let mut r = refuse(
+                StatusCode::TOO_MANY_REQUESTS,
+                -32001,
+                format!("too many failed tokens from this address; try again in {secs} s"),
+            );
+            if let Ok(v) = header::HeaderValue::from_str(&secs.to_string()) {
+                r.headers_mut().insert(header::RETRY_AFTER, v);
             }
+            return r;
         }
         let rt = self.svc.config.load();
         let token = auth::bearer(header_str(req.headers(), "authorization"));
