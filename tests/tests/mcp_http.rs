@@ -100,7 +100,7 @@ async def main():
                 j = r.json()
             except Exception:
                 j = None
-            emit(name=name, status=r.status_code, body=j, text=r.text[:300])
+            emit(name=name, status=r.status_code, body=j, text=r.text[:300], connection=r.headers.get("connection"))
         await post("malformed", raw=b'{"jsonrpc": "2.0", "id": 1, "method": ')
         await post("batch", [init, init])
         await post("not_jsonrpc", {"hello": "world"})
@@ -184,6 +184,9 @@ asyncio.run(main())
         "unknown field `sudo`",
     );
     expect("missing_argument", 200, Some(-32602), "missing field `sql`");
+    // A refused request's connection is not reused (its body may not have been read).
+    assert_eq!(get("wrong_token")["connection"], "close");
+    assert_eq!(get("content_type")["connection"], "close");
     let slow = get("slow_body");
     assert_eq!(slow["status"], 408, "{slow}");
     assert_eq!(get("huge_head")["status"], 431);

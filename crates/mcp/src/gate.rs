@@ -53,9 +53,14 @@ fn refuse_with(
         "id": id,
         "error": error,
     });
+    // The connection closes after a refusal: the request's body may not have been read (or
+    // even arrived) yet, and a client must not reuse a connection the server has to drop.
     let mut r = (
         status,
-        [(header::CONTENT_TYPE, "application/json")],
+        [
+            (header::CONTENT_TYPE, "application/json"),
+            (header::CONNECTION, "close"),
+        ],
         body.to_string(),
     )
         .into_response();
