@@ -160,7 +160,8 @@ async fn read_result(conn: &mut PgConn, limits: Limits) -> Result<(ResultSet, Cl
             .message(&mut conn.stream)
             .await
             .map_err(|e| Error::Backend(e.to_string()))?;
-        let body = &m[5..];
+        // The reader returns whole messages: a type byte and a length of at least 4.
+        let body = m.get(5..).unwrap_or_default();
         match m[0] {
             b'T' => {
                 let (columns, oids) = row_description(body)?;
@@ -211,7 +212,9 @@ fn row_description(body: &[u8]) -> Result<(Vec<Column>, Vec<u32>), Error> {
     let mut at = 2;
     let (mut columns, mut oids) = (Vec::with_capacity(n), Vec::with_capacity(n));
     for _ in 0..n {
-        let end = body[at..]
+        let end = body
+            .get(at..)
+            .unwrap_or_default()
             .iter()
             .position(|&b| b == 0)
             .ok_or_else(|| Error::Backend("a column name without its end".into()))?;

@@ -19,6 +19,26 @@ fn smallest(values: &[u64]) -> Option<u64> {
     values.iter().copied().filter(|v| *v > 0).min()
 }
 
+/// Where and how a checked statement runs.
+struct Planned {
+    target: Target,
+    login: String,
+    schema: Option<String>,
+    limits: Limits,
+    dialect: Dialect,
+}
+
+/// `sql` as `explain_sql` runs it: the JSON plan (an `EXPLAIN` the agent wrote stays as is).
+fn explained(sql: String, kind: ReadKind, dialect: Dialect, explain: bool) -> String {
+    if !explain || kind == ReadKind::Explain {
+        return sql;
+    }
+    match dialect {
+        Dialect::Mysql => format!("EXPLAIN FORMAT=JSON {sql}"),
+        Dialect::Pgsql => format!("EXPLAIN (FORMAT JSON) {sql}"),
+    }
+}
+
 impl McpService {
     pub(super) async fn run_layers(
         &self,
@@ -89,56 +109,96 @@ impl McpService {
             let d = digest(&sql, dialect, 2048);
             *digest_of = Some((d.hex(), d.text.clone()));
         }
-        let sql = if call.explain {
-            if kind == ReadKind::Explain {
-                sql
-            } else {
-                match dialect {
-                    Dialect::Mysql => format!("EXPLAIN FORMAT=JSON {sql}"),
-                    Dialect::Pgsql => format!("EXPLAIN (FORMAT JSON) {sql}"),
-                }
-            }
-        } else {
-            sql
+        let sql = explained(sql, kind, dialect, call.explain);
+        let plan = Planned {
+            target,
+            login,
+            schema,
+            limits,
+            dialect,
         };
-        let guard = rt.mcp.variables.max_estimated_rows;
-        if guard > 0 && kind == ReadKind::Query && !call.explain && !call.internal {
-            let estimated = self
-                .estimate(rt, &target, &login, schema.clone(), &sql, limits, cancel)
-                .await?;
-            if estimated > guard {
-                return Err(Error::TooCostly {
-                    estimated,
-                    limit: guard,
-                });
-            }
+        if kind == ReadKind::Query && !call.explain && !call.internal {
+            self.cost_guard(rt, &plan, &sql, cancel).await?;
         }
+        let result = self.run_masked(rt, caller, &plan, &sql, cancel).await?;
+        Ok(SqlAnswer::Rows {
+            target: plan.target.id,
+            result,
+        })
+    }
+
+    /// Refuses a statement whose plan estimates more rows than `mcp-max_estimated_rows`.
+    async fn cost_guard(
+        &self,
+        rt: &RuntimeConfig,
+        p: &Planned,
+        sql: &str,
+        cancel: &CancellationToken,
+    ) -> Result<(), Error> {
+        let guard = rt.mcp.variables.max_estimated_rows;
+        if guard == 0 {
+            return Ok(());
+        }
+        let estimated = self
+            .estimate(
+                rt,
+                &p.target,
+                &p.login,
+                p.schema.clone(),
+                sql,
+                p.limits,
+                cancel,
+            )
+            .await?;
+        if estimated > guard {
+            return Err(Error::TooCostly {
+                estimated,
+                limit: guard,
+            });
+        }
+        Ok(())
+    }
+
+    /// Runs the statement and masks the caller's masked columns in its result.
+    async fn run_masked(
+        &self,
+        rt: &RuntimeConfig,
+        caller: &Caller,
+        p: &Planned,
+        sql: &str,
+        cancel: &CancellationToken,
+    ) -> Result<ResultSet, Error> {
         let masks = caller
             .user
             .as_ref()
             .map(|u| crate::masks::parse(&u.masked_columns))
             .unwrap_or_default();
-        let pg_origins = if !masks.is_empty() && target.protocol == Protocol::Pgsql {
+        let pg_origins = if !masks.is_empty() && p.target.protocol == Protocol::Pgsql {
             Some(
-                self.pg_mask_origins(rt, &target, &login, &masks, limits, cancel)
+                self.pg_mask_origins(rt, &p.target, &p.login, &masks, p.limits, cancel)
                     .await?,
             )
         } else {
             None
         };
         let mut result = self
-            .execute(rt, &target, &login, schema, &sql, limits, cancel)
+            .execute(
+                rt,
+                &p.target,
+                &p.login,
+                p.schema.clone(),
+                sql,
+                p.limits,
+                cancel,
+            )
             .await?;
         crate::masks::apply(
             &mut result,
             &masks,
-            &readonly::identifiers(&sql, dialect),
+            &readonly::identifiers(sql, p.dialect),
             pg_origins.as_ref(),
         )?;
-        Ok(SqlAnswer::Rows {
-            target: target.id,
-            result,
-        })
+        Ok(result)
     }
 
     /// The cost guard's estimate of the rows a statement reads: the plan's (MySQL: the product

@@ -4,6 +4,7 @@
 mod admin;
 mod args;
 mod catalog;
+mod catalog_args;
 mod harvest;
 mod query;
 
@@ -96,115 +97,131 @@ fn tool_with<I: JsonSchema, O: JsonSchema>(
 /// The tools of `endpoint`, in a fixed order.
 pub(crate) fn definitions(endpoint: Endpoint) -> Vec<Tool> {
     match endpoint {
-        Endpoint::Query => vec![
-            tool::<NoArgs, TargetList>(
-                "list_targets",
-                "List targets",
-                "The databases this caller may query: each target's id, protocol (mysql/pgsql), hostgroup, role (reader/writer), login and default schema, and why a target cannot be used if it cannot.",
-            ),
-            tool::<TargetArgs, SchemaList>(
-                "list_schemas",
-                "List schemas",
-                "The schemas (MySQL databases, PostgreSQL schemas) of a target.",
-            ),
-            tool::<ListTablesArgs, TableList>(
-                "list_tables",
-                "List tables",
-                "Tables and views of a schema with their type, row estimate and comment, by name, one page at a time (page_size, page_token), optionally only names containing name_filter.",
-            ),
-            tool::<TableArgs, TableDescription>(
-                "describe_table",
-                "Describe a table",
-                "A table's columns (type, nullable, default, comment), primary key, indexes, foreign keys, comment and row estimate.",
-            ),
-            tool::<SampleRowsArgs, Rows>(
-                "sample_rows",
-                "Sample rows",
-                "A few rows of a table (limit up to 100), optionally some columns only and a WHERE condition.",
-            ),
-            tool::<SampleDistinctArgs, Rows>(
-                "sample_distinct",
-                "Sample distinct values",
-                "A column's most frequent values with their counts (limit up to 100).",
-            ),
-            tool::<RunSqlArgs, Rows>(
-                "run_sql_readonly",
-                "Run read-only SQL",
-                "Runs exactly one read-only statement (SELECT, WITH, SHOW, DESCRIBE, EXPLAIN, VALUES, TABLE) on a replica, in a READ ONLY transaction. Rows are capped (max_rows; truncated says when), values are typed, the statement stops at the timeout. Writes, locks, stacked statements and functions with side effects are refused with the reason.",
-            ),
-            tool::<ExplainArgs, Plan>(
-                "explain_sql",
-                "Explain SQL",
-                "The server's JSON plan of a read-only statement (EXPLAIN FORMAT=JSON / EXPLAIN (FORMAT JSON)); the statement is never run.",
-            ),
-            tool::<catalog::RunStaticArgs, catalog::RunSummary>(
-                "discovery.run_static",
-                "Harvest the catalog",
-                "Reads a target's schemas (tables, views, columns, keys, indexes, foreign keys) into Sluice's discovery catalog and infers relationships from column names; DDL that passes through Sluice keeps it fresh afterwards.",
-            ),
-            tool::<catalog::SearchArgs, catalog::Hits>(
-                "catalog.search",
-                "Search the catalog",
-                "Full-text search over the catalog's table names, comments and columns, best first.",
-            ),
-            tool::<catalog::ObjectArgs, catalog::ObjectEntry>(
-                "catalog.get_object",
-                "Catalog entry",
-                "One table's catalog entry (describe_table's shape) with its relationships, and whether DDL changed it since.",
-            ),
-            tool::<catalog::ListObjectsArgs, catalog::ObjectList>(
-                "catalog.list_objects",
-                "List catalog entries",
-                "The catalog's tables and views, by schema and name, one page at a time.",
-            ),
-            tool::<catalog::ObjectArgs, catalog::Relationships>(
-                "catalog.get_relationships",
-                "Table relationships",
-                "A table's declared and inferred relationships, both ways.",
-            ),
-            tool_with::<catalog::SaveTemplateArgs, catalog::Saved>(
-                "catalog.save_template",
-                "Save a query template",
-                "Keeps working read-only SQL with the question it answers, for reuse (catalog.search_templates); only a single read is accepted. Writes to Sluice's catalog, never to a database.",
-                false,
-            ),
-            tool::<catalog::SearchArgs, catalog::Templates>(
-                "catalog.search_templates",
-                "Find query templates",
-                "Saved SQL whose question, SQL or notes match the words, best first.",
-            ),
-        ],
+        Endpoint::Query => query_tools().into_iter().chain(catalog_tools()).collect(),
         Endpoint::Stats => admin::STATS_TOOLS
             .iter()
             .map(|(name, description)| {
                 tool::<admin::StatsArgs, admin::Table>(name, name, description)
             })
             .collect(),
-        Endpoint::Config => vec![
-            tool::<admin::VariablesArgs, admin::Table>(
-                "get_config",
-                "Runtime variables",
-                "The variables in effect (runtime_global_variables), optionally those whose name contains filter; credentials and tokens are hidden.",
-            ),
-            tool::<admin::VariablesArgs, admin::Table>(
-                "list_variables",
-                "Memory variables",
-                "The variables as edited (global_variables, the memory layer), optionally filtered; credentials and tokens are hidden.",
-            ),
-            tool_with::<admin::SetVariableArgs, admin::Change>(
-                "set_variable",
-                "Set a variable",
-                "Sets one variable in the memory layer (SET name = value); load_to_runtime applies it. Audited; undone with LOAD … VARIABLES FROM DISK. Credentials cannot be set here.",
-                false,
-            ),
-            tool_with::<admin::LoadArgs, admin::Change>(
-                "load_to_runtime",
-                "Load variables to runtime",
-                "LOAD <MODULE> VARIABLES TO RUNTIME for mysql, pgsql, admin or mcp. Audited.",
-                false,
-            ),
-        ],
+        Endpoint::Config => config_tools(),
     }
+}
+
+/// `/mcp/query`'s discovery, sampling and SQL tools.
+fn query_tools() -> Vec<Tool> {
+    vec![
+        tool::<NoArgs, TargetList>(
+            "list_targets",
+            "List targets",
+            "The databases this caller may query: each target's id, protocol (mysql/pgsql), hostgroup, role (reader/writer), login and default schema, and why a target cannot be used if it cannot.",
+        ),
+        tool::<TargetArgs, SchemaList>(
+            "list_schemas",
+            "List schemas",
+            "The schemas (MySQL databases, PostgreSQL schemas) of a target.",
+        ),
+        tool::<ListTablesArgs, TableList>(
+            "list_tables",
+            "List tables",
+            "Tables and views of a schema with their type, row estimate and comment, by name, one page at a time (page_size, page_token), optionally only names containing name_filter.",
+        ),
+        tool::<TableArgs, TableDescription>(
+            "describe_table",
+            "Describe a table",
+            "A table's columns (type, nullable, default, comment), primary key, indexes, foreign keys, comment and row estimate.",
+        ),
+        tool::<SampleRowsArgs, Rows>(
+            "sample_rows",
+            "Sample rows",
+            "A few rows of a table (limit up to 100), optionally some columns only and a WHERE condition.",
+        ),
+        tool::<SampleDistinctArgs, Rows>(
+            "sample_distinct",
+            "Sample distinct values",
+            "A column's most frequent values with their counts (limit up to 100).",
+        ),
+        tool::<RunSqlArgs, Rows>(
+            "run_sql_readonly",
+            "Run read-only SQL",
+            "Runs exactly one read-only statement (SELECT, WITH, SHOW, DESCRIBE, EXPLAIN, VALUES, TABLE) on a replica, in a READ ONLY transaction. Rows are capped (max_rows; truncated says when), values are typed, the statement stops at the timeout. Writes, locks, stacked statements and functions with side effects are refused with the reason.",
+        ),
+        tool::<ExplainArgs, Plan>(
+            "explain_sql",
+            "Explain SQL",
+            "The server's JSON plan of a read-only statement (EXPLAIN FORMAT=JSON / EXPLAIN (FORMAT JSON)); the statement is never run.",
+        ),
+    ]
+}
+
+/// `/mcp/query`'s catalog tools.
+fn catalog_tools() -> Vec<Tool> {
+    vec![
+        tool::<catalog_args::RunStaticArgs, catalog_args::RunSummary>(
+            "discovery.run_static",
+            "Harvest the catalog",
+            "Reads a target's schemas (tables, views, columns, keys, indexes, foreign keys) into Sluice's discovery catalog and infers relationships from column names; DDL that passes through Sluice keeps it fresh afterwards.",
+        ),
+        tool::<catalog_args::SearchArgs, catalog_args::Hits>(
+            "catalog.search",
+            "Search the catalog",
+            "Full-text search over the catalog's table names, comments and columns, best first.",
+        ),
+        tool::<catalog_args::ObjectArgs, catalog_args::ObjectEntry>(
+            "catalog.get_object",
+            "Catalog entry",
+            "One table's catalog entry (describe_table's shape) with its relationships, and whether DDL changed it since.",
+        ),
+        tool::<catalog_args::ListObjectsArgs, catalog_args::ObjectList>(
+            "catalog.list_objects",
+            "List catalog entries",
+            "The catalog's tables and views, by schema and name, one page at a time.",
+        ),
+        tool::<catalog_args::ObjectArgs, catalog_args::Relationships>(
+            "catalog.get_relationships",
+            "Table relationships",
+            "A table's declared and inferred relationships, both ways.",
+        ),
+        tool_with::<catalog_args::SaveTemplateArgs, catalog_args::Saved>(
+            "catalog.save_template",
+            "Save a query template",
+            "Keeps working read-only SQL with the question it answers, for reuse (catalog.search_templates); only a single read is accepted. Writes to Sluice's catalog, never to a database.",
+            false,
+        ),
+        tool::<catalog_args::SearchArgs, catalog_args::Templates>(
+            "catalog.search_templates",
+            "Find query templates",
+            "Saved SQL whose question, SQL or notes match the words, best first.",
+        ),
+    ]
+}
+
+/// `/mcp/config`'s tools.
+fn config_tools() -> Vec<Tool> {
+    vec![
+        tool::<admin::VariablesArgs, admin::Table>(
+            "get_config",
+            "Runtime variables",
+            "The variables in effect (runtime_global_variables), optionally those whose name contains filter; credentials and tokens are hidden.",
+        ),
+        tool::<admin::VariablesArgs, admin::Table>(
+            "list_variables",
+            "Memory variables",
+            "The variables as edited (global_variables, the memory layer), optionally filtered; credentials and tokens are hidden.",
+        ),
+        tool_with::<admin::SetVariableArgs, admin::Change>(
+            "set_variable",
+            "Set a variable",
+            "Sets one variable in the memory layer (SET name = value); load_to_runtime applies it. Audited; undone with LOAD … VARIABLES FROM DISK. Credentials cannot be set here.",
+            false,
+        ),
+        tool_with::<admin::LoadArgs, admin::Change>(
+            "load_to_runtime",
+            "Load variables to runtime",
+            "LOAD <MODULE> VARIABLES TO RUNTIME for mysql, pgsql, admin or mcp. Audited.",
+            false,
+        ),
+    ]
 }
 
 /// Harvests one table of `schema` on `t` into the catalog again (after DDL on it; gone
