@@ -155,9 +155,11 @@ fn create_schema_now() {
     );
     ok_stdout(&psql_app(
         ports::PG_PRIMARY,
-        // The advisory lock keeps test processes that create it at once apart (CREATE … IF NOT
-        // EXISTS is not safe against a concurrent CREATE in PostgreSQL).
-        "SELECT pg_advisory_lock(7071);
+        // The transaction-level advisory lock keeps sessions that create it at once apart
+        // until the first one's work is committed (CREATE … IF NOT EXISTS is not safe against
+        // a concurrent CREATE in PostgreSQL; a session-level lock is released before the
+        // implicit transaction of the statement list commits).
+        "SELECT pg_advisory_xact_lock(7071);
          CREATE SCHEMA IF NOT EXISTS mcp_e2e;
          CREATE TABLE IF NOT EXISTS mcp_e2e.customers (
              id int PRIMARY KEY, name text NOT NULL, phone text,
@@ -171,8 +173,7 @@ fn create_schema_now() {
              (1, 'Ann', '555-0101', 10.50), (2, 'Bo', NULL, 0), (3, 'Cy', '555-0303', 7)
              ON CONFLICT DO NOTHING;
          INSERT INTO mcp_e2e.orders VALUES (1, 1, 20.00), (2, 1, 5.25), (3, 3, 1.00)
-             ON CONFLICT DO NOTHING;
-         SELECT pg_advisory_unlock(7071);",
+             ON CONFLICT DO NOTHING;",
     ));
     crate::wait_for("the MariaDB replica to have mcp_e2e.orders", || {
         crate::mariadb(

@@ -16,14 +16,13 @@ fn create_catalog_schema() {
     );
     ok_stdout(&psql_app(
         ports::PG_PRIMARY,
-        "SELECT pg_advisory_lock(7073);
+        "SELECT pg_advisory_xact_lock(7073);
          DROP SCHEMA IF EXISTS mcp_cat CASCADE; CREATE SCHEMA mcp_cat;
          CREATE TABLE mcp_cat.customers (id int PRIMARY KEY, name text, email text);
          COMMENT ON TABLE mcp_cat.customers IS 'people who buy';
          COMMENT ON COLUMN mcp_cat.customers.email IS 'contact address';
          CREATE TABLE mcp_cat.orders (id int PRIMARY KEY, customer_id int NOT NULL REFERENCES mcp_cat.customers (id));
-         CREATE TABLE mcp_cat.payments (id int PRIMARY KEY, order_id int NOT NULL, amount numeric(10,2));
-         SELECT pg_advisory_unlock(7073);",
+         CREATE TABLE mcp_cat.payments (id int PRIMARY KEY, order_id int NOT NULL, amount numeric(10,2));",
     ));
     sluice_tests::wait_for("the replicas to have mcp_cat", || {
         let my = mariadb(

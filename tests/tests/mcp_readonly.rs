@@ -16,6 +16,11 @@ const CANARY: &str = "mcp_canary.t";
 /// The canary table, a sequence and a writing procedure on both primaries, and the MySQL login
 /// the agents run as (the same grants as `app`: the layers, not the grants, are under test).
 fn create_canaries() {
+    static CREATED: std::sync::Once = std::sync::Once::new();
+    CREATED.call_once(create_canaries_now);
+}
+
+fn create_canaries_now() {
     create_schema();
     primary_root(
         "CREATE DATABASE IF NOT EXISTS mcp_canary;
@@ -29,13 +34,12 @@ fn create_canaries() {
     );
     ok_stdout(&psql_app(
         ports::PG_PRIMARY,
-        "SELECT pg_advisory_lock(7072);
+        "SELECT pg_advisory_xact_lock(7072);
          CREATE SCHEMA IF NOT EXISTS mcp_canary;
          CREATE TABLE IF NOT EXISTS mcp_canary.t (v int PRIMARY KEY);
          INSERT INTO mcp_canary.t VALUES (1), (2), (3) ON CONFLICT DO NOTHING;
          CREATE SEQUENCE IF NOT EXISTS mcp_canary.s;
-         CREATE OR REPLACE PROCEDURE mcp_canary.mcp_writer() LANGUAGE sql AS $$ INSERT INTO mcp_canary.t VALUES (100) $$;
-         SELECT pg_advisory_unlock(7072);",
+         CREATE OR REPLACE PROCEDURE mcp_canary.mcp_writer() LANGUAGE sql AS $$ INSERT INTO mcp_canary.t VALUES (100) $$;",
     ));
     sluice_tests::wait_for("the replicas to have the canaries", || {
         let my = mariadb(
