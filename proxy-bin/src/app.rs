@@ -121,13 +121,14 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
 }
 
 /// Runs the MCP port's supervisor: it listens while `mcp-enabled` is on, and follows every
-/// `LOAD MCP VARIABLES TO RUNTIME`.
+/// `LOAD MCP VARIABLES TO RUNTIME`; and the RAG sources' scheduled syncs.
 fn servers_mcp(
     mcp: &Arc<sluice_mcp::McpServer>,
     shutdown: &CancellationToken,
     tasks: &TaskTracker,
 ) {
     tokio::spawn(mcp.clone().run(shutdown.clone(), tasks.clone()));
+    tokio::spawn(mcp.service().clone().rag_schedule(shutdown.clone()));
 }
 
 /// Keeps this node in step with its fleet: through the configuration store when one is set,

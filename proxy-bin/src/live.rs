@@ -364,6 +364,10 @@ impl LiveStats for Live {
         self.mcp_stats.tables()
     }
 
+    fn rag_sync(&self, source_id: u32) -> Result<String, String> {
+        self.mcp.service().rag_sync(source_id)
+    }
+
     fn memory_metrics(&self) -> Vec<(String, String)> {
         let my = self.mysql.counters();
         let pg = self.pgsql.query_stats();

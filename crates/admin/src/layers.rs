@@ -171,6 +171,7 @@ pub async fn memory_to_config(
             "pgsql_query_rules" | "pgsql_query_rules_fast_routing" => Module::PgsqlQueryRules,
             "mcp_users" | "mcp_targets" => Module::McpProfiles,
             "mcp_query_rules" => Module::McpQueryRules,
+            "rag_sources" => Module::RagSources,
             _ => Module::MysqlServers,
         };
         if from_memory(m) {
@@ -207,7 +208,7 @@ pub async fn memory_to_config(
 }
 
 /// The tables the runtime is built from.
-pub const RUNTIME_TABLES: [&str; 19] = [
+pub const RUNTIME_TABLES: [&str; 20] = [
     "mysql_servers",
     "mysql_galera_hostgroups",
     "mysql_group_replication_hostgroups",
@@ -227,6 +228,7 @@ pub const RUNTIME_TABLES: [&str; 19] = [
     "mcp_users",
     "mcp_targets",
     "mcp_query_rules",
+    "rag_sources",
 ];
 
 /// A configuration table's column names (from its definition).
@@ -397,6 +399,7 @@ impl serde::Serialize for ExportView<'_> {
         m.serialize_entry("mcp_users", &self.0.mcp_users)?;
         m.serialize_entry("mcp_targets", &self.0.mcp_targets)?;
         m.serialize_entry("mcp_query_rules", &self.0.mcp_query_rules)?;
+        m.serialize_entry("rag_sources", &self.0.rag_sources)?;
         m.end()
     }
 }

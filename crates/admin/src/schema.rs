@@ -87,6 +87,15 @@ pub const MCP_STATS_TABLES: &[(&str, &str)] = &[
         "stats_mcp_query_rules",
         "rule_id INTEGER PRIMARY KEY, hits INT NOT NULL",
     ),
+    (
+        "stats_rag_sources",
+        "source_id INTEGER PRIMARY KEY, name VARCHAR NOT NULL, state VARCHAR NOT NULL, runs INTEGER NOT NULL, \
+         failed_runs INTEGER NOT NULL, documents INTEGER NOT NULL, chunks INTEGER NOT NULL, rows_read INTEGER NOT NULL, \
+         docs_changed INTEGER NOT NULL, docs_unchanged INTEGER NOT NULL, chunks_embedded INTEGER NOT NULL, \
+         chunks_unchanged INTEGER NOT NULL, docs_deleted INTEGER NOT NULL, last_run_start INTEGER NOT NULL, \
+         last_run_ms INTEGER NOT NULL, last_ok INTEGER NOT NULL, lag_seconds INTEGER, last_sweep INTEGER NOT NULL, \
+         last_error VARCHAR NOT NULL",
+    ),
 ];
 
 /// Monitor log tables of both protocols (filled by the monitor).

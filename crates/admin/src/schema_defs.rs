@@ -341,6 +341,43 @@ pub const CONFIG_TABLES: &[(&str, &str)] = &[
      comment VARCHAR",
     ),
     (
+        "rag_sources",
+        "source_id INT CHECK (source_id >= 0) NOT NULL PRIMARY KEY,\n\
+     name VARCHAR NOT NULL UNIQUE,\n\
+     enabled INT CHECK (enabled IN (0,1)) NOT NULL DEFAULT 1,\n\
+     protocol VARCHAR CHECK (LOWER(protocol) IN ('mysql','pgsql')) NOT NULL,\n\
+     hostgroup_id INT CHECK (hostgroup_id >= 0) NOT NULL,\n\
+     username VARCHAR NOT NULL,\n\
+     schemaname VARCHAR NOT NULL DEFAULT '',\n\
+     table_name VARCHAR NOT NULL DEFAULT '',\n\
+     query VARCHAR NOT NULL DEFAULT '',\n\
+     where_sql VARCHAR NOT NULL DEFAULT '',\n\
+     pk_column VARCHAR NOT NULL,\n\
+     change_column VARCHAR NOT NULL,\n\
+     title_column VARCHAR NOT NULL DEFAULT '',\n\
+     text_template VARCHAR NOT NULL,\n\
+     metadata_columns VARCHAR NOT NULL DEFAULT '',\n\
+     chunk_size INT CHECK (chunk_size >= 0) NOT NULL DEFAULT 1000,\n\
+     chunk_overlap INT CHECK (chunk_overlap >= 0) NOT NULL DEFAULT 150,\n\
+     chunk_min INT CHECK (chunk_min >= 0) NOT NULL DEFAULT 200,\n\
+     batch_size INT CHECK (batch_size >= 0) NOT NULL DEFAULT 500,\n\
+     rescan_window INT CHECK (rescan_window >= 0) NOT NULL DEFAULT 60,\n\
+     sync_interval_ms INT CHECK (sync_interval_ms >= 0) NOT NULL DEFAULT 0,\n\
+     sweep_interval_ms INT CHECK (sweep_interval_ms >= 0) NOT NULL DEFAULT 3600000,\n\
+     embedding_provider VARCHAR NOT NULL DEFAULT 'openai',\n\
+     embedding_base_url VARCHAR NOT NULL DEFAULT '',\n\
+     embedding_model VARCHAR NOT NULL DEFAULT '',\n\
+     embedding_dimension INT CHECK (embedding_dimension >= 0) NOT NULL DEFAULT 384,\n\
+     embedding_api_key_env VARCHAR NOT NULL DEFAULT '',\n\
+     embedding_api_key_file VARCHAR NOT NULL DEFAULT '',\n\
+     embedding_batch_size INT CHECK (embedding_batch_size >= 0) NOT NULL DEFAULT 32,\n\
+     embedding_timeout_ms INT CHECK (embedding_timeout_ms >= 0) NOT NULL DEFAULT 20000,\n\
+     embedding_max_rps INT CHECK (embedding_max_rps >= 0) NOT NULL DEFAULT 0,\n\
+     embedding_passage_prefix VARCHAR NOT NULL DEFAULT '',\n\
+     embedding_query_prefix VARCHAR NOT NULL DEFAULT '',\n\
+     comment VARCHAR NOT NULL DEFAULT ''",
+    ),
+    (
         "scheduler",
         "id INTEGER PRIMARY KEY AUTOINCREMENT NOT NULL,\n\
      active INT CHECK (active IN (0,1)) NOT NULL DEFAULT 1,\n\

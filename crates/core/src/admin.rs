@@ -251,6 +251,11 @@ pub trait LiveStats: Send + Sync {
     fn reload_tls(&self) -> Result<(), String> {
         Err("TLS reload is not available".into())
     }
+    /// `RAG SYNC SOURCE n`: starts a sync of RAG source `n`; the message says it started,
+    /// `Err` why it cannot.
+    fn rag_sync(&self, _source_id: u32) -> Result<String, String> {
+        Err("RAG is not available in this process".into())
+    }
     /// `stats_memory_metrics` rows: (name, bytes).
     fn memory_metrics(&self) -> Vec<(String, String)> {
         Vec::new()

@@ -204,6 +204,8 @@ pub struct McpRuntime {
     pub targets: Vec<crate::config::McpTarget>,
     /// `mcp_query_rules` rows, by rule_id.
     pub rules: Vec<crate::config::McpQueryRule>,
+    /// `rag_sources` rows, by source_id.
+    pub rag_sources: Vec<crate::config::RagSource>,
 }
 
 impl RuntimeConfig {
@@ -280,6 +282,7 @@ impl RuntimeConfig {
                     .collect(),
                 targets: cfg.mcp_targets.clone(),
                 rules: cfg.mcp_query_rules.clone(),
+                rag_sources: cfg.rag_sources.clone(),
             }),
             pgsql,
             mysql: MysqlRuntime {

@@ -18,6 +18,8 @@ pub enum Endpoint {
     Stats,
     /// `/mcp/config`: the admin's variables.
     Config,
+    /// `/mcp/rag`: search over the RAG index.
+    Rag,
 }
 
 impl Endpoint {
@@ -27,6 +29,7 @@ impl Endpoint {
             Endpoint::Query => "query",
             Endpoint::Stats => "stats",
             Endpoint::Config => "config",
+            Endpoint::Rag => "rag",
         }
     }
 
@@ -36,6 +39,7 @@ impl Endpoint {
             "/mcp/query" => Some(Endpoint::Query),
             "/mcp/stats" | "/mcp/observe" => Some(Endpoint::Stats),
             "/mcp/config" => Some(Endpoint::Config),
+            "/mcp/rag" => Some(Endpoint::Rag),
             _ => None,
         }
     }
@@ -45,6 +49,7 @@ impl Endpoint {
             Endpoint::Query => &rt.variables.query_endpoint_auth,
             Endpoint::Stats => &rt.variables.stats_endpoint_auth,
             Endpoint::Config => &rt.variables.config_endpoint_auth,
+            Endpoint::Rag => &rt.variables.rag_endpoint_auth,
         }
     }
 }

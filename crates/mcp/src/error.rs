@@ -70,6 +70,9 @@ pub enum Error {
     /// The discovery catalog failed.
     #[error("catalog: {0}")]
     Catalog(String),
+    /// The RAG index or an embedding model failed.
+    #[error("rag: {0}")]
+    Rag(#[from] sluice_rag::Error),
 }
 
 impl Error {
@@ -83,7 +86,7 @@ impl Error {
             Error::Timeout { .. } => "timeout",
             Error::RateLimited(_) => "rate_limited",
             Error::Server(_) => "server_error",
-            Error::Backend(_) | Error::Catalog(_) => "backend_error",
+            Error::Backend(_) | Error::Catalog(_) | Error::Rag(_) => "backend_error",
         }
     }
 }

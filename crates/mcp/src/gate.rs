@@ -29,6 +29,8 @@ pub(crate) struct Gate {
     pub query: StreamableHttpService<Handler, NeverSessionManager>,
     pub stats: StreamableHttpService<Handler, NeverSessionManager>,
     pub config: StreamableHttpService<Handler, NeverSessionManager>,
+    /// `/mcp/rag`'s transport.
+    pub rag: StreamableHttpService<Handler, NeverSessionManager>,
 }
 
 /// A refusal: HTTP status and a JSON-RPC error.
@@ -282,6 +284,7 @@ impl Gate {
             Endpoint::Query => &self.query,
             Endpoint::Stats => &self.stats,
             Endpoint::Config => &self.config,
+            Endpoint::Rag => &self.rag,
         };
         let r = svc.handle(req).await;
         if r.status().is_client_error() {

@@ -49,6 +49,9 @@ impl ServerHandler for Handler {
                 }
                 Endpoint::Stats => "Sluice's stats endpoint: what the proxy's admin knows.",
                 Endpoint::Config => "Sluice's config endpoint: the admin's variables.",
+                Endpoint::Rag => {
+                    "Sluice's RAG endpoint: rag.search_hybrid (or rag.search_fts / rag.search_vector) finds chunks of the indexed tables; rag.get_chunks and rag.get_docs return them whole; rag.fetch_from_source reads the row as it is now; rag.admin.stats shows the sources."
+                }
             })
     }
 

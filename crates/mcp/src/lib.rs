@@ -11,6 +11,7 @@ mod handler;
 pub mod http;
 mod masks;
 pub mod probes;
+mod rag;
 pub mod readonly;
 mod rules;
 mod server;

@@ -255,6 +255,7 @@ impl McpServer {
             query: self.transport(listen, Endpoint::Query, &stop),
             stats: self.transport(listen, Endpoint::Stats, &stop),
             config: self.transport(listen, Endpoint::Config, &stop),
+            rag: self.transport(listen, Endpoint::Rag, &stop),
         });
         async fn mcp(
             State(gate): State<Arc<Gate>>,
@@ -267,7 +268,7 @@ impl McpServer {
             .fallback(|| async {
                 (
                     axum::http::StatusCode::NOT_FOUND,
-                    "not found: the MCP endpoints are /mcp/query, /mcp/stats and /mcp/config\n",
+                    "not found: the MCP endpoints are /mcp/query, /mcp/stats, /mcp/config and /mcp/rag\n",
                 )
             })
             .with_state(gate)

@@ -84,6 +84,8 @@ pub struct McpStats {
     pub(crate) backend_discarded: AtomicU64,
     /// Backend connections idle now.
     pub(crate) backend_idle: AtomicU64,
+    /// The RAG sources' syncs.
+    pub(crate) rag: crate::rag::RagStats,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -216,11 +218,13 @@ impl McpStats {
             ("stats_mcp_query_tools_counters", self.tools_counters()),
             ("stats_mcp_query_digest", self.digests()),
             ("stats_mcp_query_rules", self.rules()),
+            ("stats_rag_sources", self.rag.table()),
         ]
     }
 
     /// Writes `sluice_mcp_*` families.
     pub fn write_metrics(&self, out: &mut Exposition) {
+        self.rag.write_metrics(out);
         let mut series: Vec<_> = lock(&self.series)
             .iter()
             .map(|(k, v)| (k.clone(), *v))

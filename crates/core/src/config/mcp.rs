@@ -12,7 +12,6 @@ const UNSERVED_ENDPOINT_TOKENS: &[&str] = &[
     "admin_endpoint_auth",
     "cache_endpoint_auth",
     "ai_endpoint_auth",
-    "rag_endpoint_auth",
 ];
 
 /// ProxySQL 4.0 `mcp-` variables accepted for compatibility without effect.
@@ -63,6 +62,17 @@ pub struct McpVariables {
     pub stats_endpoint_auth: String,
     /// The shared bearer token of `/mcp/config`.
     pub config_endpoint_auth: String,
+    /// The shared bearer token of `/mcp/rag`.
+    pub rag_endpoint_auth: String,
+    /// Most results a RAG search returns (ProxySQL's `genai-rag_k_max`).
+    pub rag_k_max: u64,
+    /// Most candidates a RAG search leg considers (`genai-rag_candidates_max`).
+    pub rag_candidates_max: u64,
+    /// Longest RAG query text in bytes (`genai-rag_query_max_bytes`).
+    pub rag_query_max_bytes: u64,
+    /// Largest RAG answer in bytes; longer ones are cut and say `truncated`
+    /// (`genai-rag_response_max_bytes`).
+    pub rag_response_max_bytes: u64,
     /// JSON-lines audit file with every call's SQL (empty: off).
     pub audit_log: String,
     /// The audit file is rotated to `<file>.1` beyond this size (bytes).
@@ -90,6 +100,11 @@ impl Default for McpVariables {
             query_endpoint_auth: String::new(),
             stats_endpoint_auth: String::new(),
             config_endpoint_auth: String::new(),
+            rag_endpoint_auth: String::new(),
+            rag_k_max: 50,
+            rag_candidates_max: 500,
+            rag_query_max_bytes: 8192,
+            rag_response_max_bytes: 5_000_000,
             audit_log: String::new(),
             audit_log_max_bytes: 100 << 20,
             accepted_unimplemented: BTreeMap::new(),
@@ -130,6 +145,11 @@ impl McpVariables {
                 self.stats_endpoint_auth = value.trim().to_string()
             }
             "config_endpoint_auth" => self.config_endpoint_auth = value.trim().to_string(),
+            "rag_endpoint_auth" => self.rag_endpoint_auth = value.trim().to_string(),
+            "rag_k_max" => self.rag_k_max = int(1, 10_000)?,
+            "rag_candidates_max" => self.rag_candidates_max = int(1, 100_000)?,
+            "rag_query_max_bytes" => self.rag_query_max_bytes = int(16, 1 << 20)?,
+            "rag_response_max_bytes" => self.rag_response_max_bytes = int(1024, 1 << 30)?,
             "audit_log" => self.audit_log = value.trim().to_string(),
             "audit_log_max_bytes" => self.audit_log_max_bytes = int(4096, u64::MAX >> 1)?,
             _ if UNSERVED_ENDPOINT_TOKENS.contains(&name)
@@ -164,6 +184,14 @@ impl McpVariables {
             s("query_endpoint_auth", self.query_endpoint_auth.clone()),
             s("stats_endpoint_auth", self.stats_endpoint_auth.clone()),
             s("config_endpoint_auth", self.config_endpoint_auth.clone()),
+            s("rag_endpoint_auth", self.rag_endpoint_auth.clone()),
+            s("rag_k_max", self.rag_k_max.to_string()),
+            s("rag_candidates_max", self.rag_candidates_max.to_string()),
+            s("rag_query_max_bytes", self.rag_query_max_bytes.to_string()),
+            s(
+                "rag_response_max_bytes",
+                self.rag_response_max_bytes.to_string(),
+            ),
             s("audit_log", self.audit_log.clone()),
             s("audit_log_max_bytes", self.audit_log_max_bytes.to_string()),
         ];
@@ -376,7 +404,7 @@ mod tests {
         );
         assert_eq!(v.stats_endpoint_auth, "tok");
         assert_eq!(
-            v.set("rag_endpoint_auth", "x"),
+            v.set("ai_endpoint_auth", "x"),
             Ok(SetOutcome::AcceptedWithoutEffect)
         );
         assert!(v.set("port", "0").is_err());

@@ -12,6 +12,7 @@ mod pgsql;
 mod proxysql_names;
 mod query_rules;
 mod query_variables;
+mod rag;
 mod reader;
 mod server_ssl_params;
 mod tls_settings;
@@ -31,6 +32,7 @@ pub use pgsql::{PgsqlServer, PgsqlUser, PgsqlVariables};
 pub use proxysql_names::PROXYSQL_MYSQL_VARIABLES;
 pub use query_rules::{FastRoute, QueryRule};
 pub use query_variables::QueryVariables;
+pub use rag::{RagSource, TemplatePart, is_identifier, parse_template};
 pub use server_ssl_params::ServerSslParams;
 pub use tls_settings::{BackendTls, BackendVerify, FrontendTls, TlsVersions};
 pub use topology_tables::{GroupReplicationHostgroup, ReplicationHostgroup};
@@ -90,6 +92,8 @@ pub struct Config {
     pub mcp_targets: Vec<McpTarget>,
     /// `mcp_query_rules` rows.
     pub mcp_query_rules: Vec<McpQueryRule>,
+    /// `rag_sources` rows: tables whose rows the retrieval index holds.
+    pub rag_sources: Vec<RagSource>,
     /// `[cluster] config_store`: the shared configuration store (`etcd://host:port,…/prefix`);
     /// `None`: none (peers sync with `proxysql_servers`, if set).
     pub config_store: Option<String>,

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, HashSet};
 use toml::Spanned;
 
 mod mcp_rows;
+mod rag_rows;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -60,6 +61,8 @@ struct RawFile {
     mcp_targets: Vec<Spanned<McpTarget>>,
     #[serde(default)]
     mcp_query_rules: Vec<Spanned<McpQueryRule>>,
+    #[serde(default)]
+    rag_sources: Vec<Spanned<RagSource>>,
     cluster: Option<RawCluster>,
 }
 
@@ -149,6 +152,7 @@ pub(super) fn parse(text: &str) -> Result<Config, Error> {
     r.mcp_users(raw.mcp_users)?;
     r.mcp_targets(raw.mcp_targets)?;
     r.mcp_query_rules(raw.mcp_query_rules)?;
+    r.rag_sources(raw.rag_sources)?;
     Ok(r.cfg)
 }
 

@@ -32,8 +32,8 @@ mod mysql;
 mod pgsql;
 
 pub use conns::{ConnKey, Conns};
-pub use mysql::run as run_mysql;
-pub use pgsql::run as run_pgsql;
+pub use mysql::{run as run_mysql, run_bound as run_mysql_bound};
+pub use pgsql::{run as run_pgsql, run_bound as run_pgsql_bound};
 
 use serde::Serialize;
 use serde_json::Value;

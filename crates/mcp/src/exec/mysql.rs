@@ -14,6 +14,9 @@ use sluice_mysql_proto::lenenc::Reader;
 use sluice_mysql_proto::packets::parse_err;
 use tokio_util::sync::CancellationToken;
 
+#[path = "mysql_binary.rs"]
+mod binary;
+
 fn key(p: &Place) -> ConnKey {
     ConnKey {
         server: p.server(),
@@ -50,6 +53,19 @@ pub async fn run(
     limits: Limits,
     cancel: &CancellationToken,
 ) -> Result<ResultSet, Error> {
+    run_bound(conns, place, sql, &[], limits, cancel).await
+}
+
+/// [`run`] with `params` bound to the statement's `?` (a server-side prepared statement,
+/// rows in the binary protocol); no parameters is a plain text query.
+pub async fn run_bound(
+    conns: &Conns,
+    place: &Place,
+    sql: &str,
+    bound: &[Value],
+    limits: Limits,
+    cancel: &CancellationToken,
+) -> Result<ResultSet, Error> {
     let key = key(place);
     let mut conn = match conns.take_mysql(&key) {
         Some(c) => c,
@@ -59,7 +75,12 @@ pub async fn run(
         }
     };
     let thread_id = conn.thread_id;
-    let outcome = super::bounded(statement(&mut conn, place, sql, limits), &limits, cancel).await;
+    let outcome = super::bounded(
+        statement(&mut conn, place, sql, bound, limits),
+        &limits,
+        cancel,
+    )
+    .await;
     match outcome {
         Some(Ok((result, Clean::Yes))) => {
             if conn.reset().await.unwrap_or(false) {
@@ -104,6 +125,7 @@ async fn statement(
     conn: &mut BackendConn,
     place: &Place,
     sql: &str,
+    params: &[Value],
     limits: Limits,
 ) -> Result<(ResultSet, Clean), Error> {
     if let Some(schema) = &place.schema
@@ -128,11 +150,26 @@ async fn statement(
     };
     simple(conn, &set, limits).await?;
     simple(conn, "START TRANSACTION READ ONLY", limits).await?;
-    let mut q = Vec::with_capacity(sql.len() + 1);
-    q.push(com::QUERY);
-    q.extend_from_slice(sql.as_bytes());
-    conn.send_command(&q).await?;
-    read_result(conn, limits).await
+    if params.is_empty() {
+        let mut q = Vec::with_capacity(sql.len() + 1);
+        q.push(com::QUERY);
+        q.extend_from_slice(sql.as_bytes());
+        conn.send_command(&q).await?;
+        read_result(conn, limits, Rows::Text).await
+    } else {
+        // The statement is deallocated by the COM_RESET_CONNECTION that ends every call.
+        binary::prepare_and_execute(conn, sql, params, limits).await?;
+        read_result(conn, limits, Rows::Binary).await
+    }
+}
+
+/// How a result's rows are encoded.
+#[derive(Clone, Copy)]
+enum Rows {
+    /// COM_QUERY: every value a length-encoded text.
+    Text,
+    /// COM_STMT_EXECUTE: a NULL bitmap, then values by type.
+    Binary,
 }
 
 /// Runs one statement of Sluice's own and expects OK.
@@ -151,7 +188,7 @@ async fn simple(conn: &mut BackendConn, sql: &str, limits: Limits) -> Result<(),
     }
 }
 
-fn server_error(payload: &[u8], limits: Limits) -> Error {
+pub(super) fn server_error(payload: &[u8], limits: Limits) -> Error {
     match parse_err(payload) {
         // MariaDB's max_statement_time, MySQL's max_execution_time, a KILL QUERY.
         Ok(e) if matches!(e.code, 1969 | 3024 | 1317) => Error::Timeout {
@@ -162,7 +199,11 @@ fn server_error(payload: &[u8], limits: Limits) -> Error {
     }
 }
 
-async fn read_result(conn: &mut BackendConn, limits: Limits) -> Result<(ResultSet, Clean), Error> {
+async fn read_result(
+    conn: &mut BackendConn,
+    limits: Limits,
+    encoding: Rows,
+) -> Result<(ResultSet, Clean), Error> {
     let first = conn.read_payload().await?;
     let mut result = ResultSet::default();
     match first.first() {
@@ -207,7 +248,10 @@ async fn read_result(conn: &mut BackendConn, limits: Limits) -> Result<(ResultSe
                 }
             }
             _ => {
-                let (row, bytes) = decode_row(&p, &types)?;
+                let (row, bytes) = match encoding {
+                    Rows::Text => decode_row(&p, &types)?,
+                    Rows::Binary => binary::decode_row(&p, &types)?,
+                };
                 if !result.push(row, bytes, &limits) && (result.rows.len() as u64) < limits.max_rows
                 {
                     // The byte cap: the rest is not read; KILL QUERY and a dropped connection.
@@ -220,10 +264,10 @@ async fn read_result(conn: &mut BackendConn, limits: Limits) -> Result<(ResultSe
 
 /// A column type byte and its charset (63 is binary).
 #[derive(Clone, Copy)]
-struct ColType {
-    code: u8,
-    charset: u16,
-    unsigned: bool,
+pub(super) struct ColType {
+    pub(super) code: u8,
+    pub(super) charset: u16,
+    pub(super) unsigned: bool,
 }
 
 fn column_def(p: &Bytes) -> Result<(Column, ColType), Error> {
@@ -310,7 +354,7 @@ fn decode_row(p: &[u8], types: &[ColType]) -> Result<(Vec<Value>, u64), Error> {
     Ok((row, bytes))
 }
 
-fn value(v: &[u8], ty: ColType) -> Value {
+pub(super) fn value(v: &[u8], ty: ColType) -> Value {
     let s = String::from_utf8_lossy(v);
     match ty.code {
         1 | 2 | 3 | 8 | 9 | 13 => integer(&s).unwrap_or_else(|| Value::String(s.into_owned())),

@@ -46,6 +46,19 @@ pub async fn run(
     limits: Limits,
     cancel: &CancellationToken,
 ) -> Result<ResultSet, Error> {
+    run_bound(conns, place, sql, &[], limits, cancel).await
+}
+
+/// [`run`] with `bound` as the statement's `$1`, `$2`, … (in text format; the server infers
+/// their types from the statement).
+pub async fn run_bound(
+    conns: &Conns,
+    place: &Place,
+    sql: &str,
+    bound: &[Value],
+    limits: Limits,
+    cancel: &CancellationToken,
+) -> Result<ResultSet, Error> {
     let key = key(place);
     let mut conn = match conns.take_pgsql(&key) {
         Some(c) => c,
@@ -55,7 +68,12 @@ pub async fn run(
         }
     };
     let (server, (pid, secret)) = (conn.server.clone(), conn.key);
-    let outcome = super::bounded(statement(&mut conn, place, sql, limits), &limits, cancel).await;
+    let outcome = super::bounded(
+        statement(&mut conn, place, sql, bound, limits),
+        &limits,
+        cancel,
+    )
+    .await;
     let cancel_it = || async {
         let sent = send_cancel(&server, pid, secret).await;
         tracing::info!(
@@ -106,6 +124,7 @@ async fn statement(
     conn: &mut PgConn,
     place: &Place,
     sql: &str,
+    bound: &[Value],
     limits: Limits,
 ) -> Result<(ResultSet, Clean), Error> {
     let mut begin = format!(
@@ -122,7 +141,7 @@ async fn statement(
     query_message(&begin, &mut wire);
     conn.run_messages(&wire, 1).await?;
     let mut wire = Vec::with_capacity(sql.len() + 64);
-    extended(sql, limits.max_rows, &mut wire);
+    extended(sql, bound, limits.max_rows, &mut wire)?;
     conn.stream
         .write_all(&wire)
         .await
@@ -130,8 +149,12 @@ async fn statement(
     read_result(conn, limits).await
 }
 
-/// Parse, Bind, Describe, Execute (at most `max_rows` rows) and Sync, unnamed.
-fn extended(sql: &str, max_rows: u64, out: &mut Vec<u8>) {
+/// Parse, Bind (with `bound` in text format), Describe, Execute (at most `max_rows` rows) and
+/// Sync, unnamed.
+fn extended(sql: &str, bound: &[Value], max_rows: u64, out: &mut Vec<u8>) -> Result<(), Error> {
+    if bound.len() > i16::MAX as usize {
+        return Err(Error::Arguments(format!("{} parameters", bound.len())));
+    }
     let mut msg = |kind: u8, body: &[u8]| {
         out.push(kind);
         out.extend_from_slice(&((body.len() + 4) as u32).to_be_bytes());
@@ -141,13 +164,30 @@ fn extended(sql: &str, max_rows: u64, out: &mut Vec<u8>) {
     parse.extend_from_slice(sql.as_bytes());
     parse.extend_from_slice(&[0, 0, 0]);
     msg(b'P', &parse);
-    // Portal "", statement "", no parameter formats, no parameters, all results as text.
-    msg(b'B', &[0, 0, 0, 0, 0, 0, 0, 0]);
+    // Portal "", statement "", no parameter formats (all text), the parameters, all results
+    // as text.
+    let mut bind = vec![0u8, 0, 0, 0];
+    bind.extend_from_slice(&(bound.len() as i16).to_be_bytes());
+    for v in bound {
+        let text = match v {
+            Value::Null => {
+                bind.extend_from_slice(&(-1i32).to_be_bytes());
+                continue;
+            }
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        bind.extend_from_slice(&(text.len() as i32).to_be_bytes());
+        bind.extend_from_slice(text.as_bytes());
+    }
+    bind.extend_from_slice(&[0, 0]);
+    msg(b'B', &bind);
     msg(b'D', b"P\0");
     let mut exec = vec![0u8];
     exec.extend_from_slice(&(max_rows.min(i32::MAX as u64) as i32).to_be_bytes());
     msg(b'E', &exec);
     msg(b'S', &[]);
+    Ok(())
 }
 
 async fn read_result(conn: &mut PgConn, limits: Limits) -> Result<(ResultSet, Clean), Error> {

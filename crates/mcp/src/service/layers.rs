@@ -188,6 +188,7 @@ impl McpService {
                 &p.login,
                 p.schema.clone(),
                 sql,
+                &[],
                 p.limits,
                 cancel,
             )
@@ -220,7 +221,7 @@ impl McpService {
             Protocol::Pgsql => format!("EXPLAIN (FORMAT JSON) {sql}"),
         };
         let plan = self
-            .execute(rt, target, login, schema, &explain, limits, cancel)
+            .execute(rt, target, login, schema, &explain, &[], limits, cancel)
             .await?;
         Ok(match target.protocol {
             Protocol::Mysql => {
@@ -280,7 +281,7 @@ impl McpService {
             wanted.join(", ")
         );
         let r = self
-            .execute(rt, target, login, None, &sql, limits, cancel)
+            .execute(rt, target, login, None, &sql, &[], limits, cancel)
             .await?;
         Ok(r.rows
             .iter()
@@ -391,6 +392,7 @@ impl McpService {
         login: &str,
         schema: Option<String>,
         sql: &str,
+        bound: &[serde_json::Value],
         limits: Limits,
         cancel: &CancellationToken,
     ) -> Result<ResultSet, Error> {
@@ -428,7 +430,7 @@ impl McpService {
                     ),
                     tls,
                 };
-                exec::run_mysql(&self.conns, &place, sql, limits, cancel).await
+                exec::run_mysql_bound(&self.conns, &place, sql, bound, limits, cancel).await
             }
             Protocol::Pgsql => {
                 let place = exec::Place {
@@ -447,7 +449,7 @@ impl McpService {
                     ),
                     tls,
                 };
-                exec::run_pgsql(&self.conns, &place, sql, limits, cancel).await
+                exec::run_pgsql_bound(&self.conns, &place, sql, bound, limits, cancel).await
             }
         }
     }

@@ -29,6 +29,8 @@ pub struct McpService {
     pub(crate) audit: AuditLog,
     pub(crate) admin: Arc<sluice_admin::Admin>,
     catalog: tokio::sync::OnceCell<crate::catalog::Store>,
+    /// The RAG index and the sources' embedders.
+    pub(crate) rag: crate::rag::RagState,
     /// The datadir (`--datadir`): the catalog and the TLS material live there.
     pub(crate) datadir: Option<std::path::PathBuf>,
     /// The data path's backend TLS of each protocol (MySQL, PostgreSQL), for servers with
@@ -144,6 +146,7 @@ impl McpService {
             audit: AuditLog::default(),
             admin,
             catalog: tokio::sync::OnceCell::new(),
+            rag: crate::rag::RagState::default(),
             datadir,
             backend_tls: std::sync::OnceLock::new(),
         })

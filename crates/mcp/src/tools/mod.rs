@@ -7,6 +7,8 @@ mod catalog;
 mod catalog_args;
 mod harvest;
 mod query;
+mod rag;
+mod rag_args;
 
 pub(crate) use query::Cx;
 mod sql_text;
@@ -105,7 +107,50 @@ pub(crate) fn definitions(endpoint: Endpoint) -> Vec<Tool> {
             })
             .collect(),
         Endpoint::Config => config_tools(),
+        Endpoint::Rag => rag_tools(),
     }
+}
+
+/// `/mcp/rag`'s search tools.
+fn rag_tools() -> Vec<Tool> {
+    use rag_args::*;
+    vec![
+        tool::<FtsArgs, RagHits>(
+            "rag.search_fts",
+            "Search text",
+            "Chunks of the indexed tables that contain the query's words, best first (BM25; score is -bm25, higher is better). Filter by source_ids, source_names or metadata filters.",
+        ),
+        tool::<VectorArgs, RagHits>(
+            "rag.search_vector",
+            "Search by meaning",
+            "Chunks nearest in meaning to query_text (embedded with each source's model) or to query_vector; score is the cosine similarity.",
+        ),
+        tool::<HybridArgs, RagHits>(
+            "rag.search_hybrid",
+            "Hybrid search",
+            "Both searches combined: mode fuse (reciprocal rank fusion: weight/(rrf_k0 + rank) summed over the text and vector results) or fts_then_vec (text candidates reranked by cosine similarity). The best default for questions.",
+        ),
+        tool::<ChunkIds, RagHits>(
+            "rag.get_chunks",
+            "Get chunks",
+            "Chunks by id, in the order asked.",
+        ),
+        tool::<DocIds, RagDocs>(
+            "rag.get_docs",
+            "Get documents",
+            "Whole documents (every chunk's text joined) by id, in the order asked.",
+        ),
+        tool::<FetchArgs, SourceRow>(
+            "rag.fetch_from_source",
+            "Fetch the source row",
+            "The document's row as the source table holds it now, read through the read-only path (null when the row is gone).",
+        ),
+        tool::<NoRagArgs, RagStatsAnswer>(
+            "rag.admin.stats",
+            "RAG sources",
+            "Each source's sync state and counts (stats_rag_sources), the index's size and sqlite-vec's version.",
+        ),
+    ]
 }
 
 /// `/mcp/query`'s discovery, sampling and SQL tools.
@@ -303,6 +348,15 @@ pub(crate) async fn call(
         (Endpoint::Config, "load_to_runtime") => {
             admin::load_to_runtime(svc, caller, parse(args)?).await
         }
+        (Endpoint::Rag, "rag.search_fts") => rag::search_fts(svc, caller, parse(args)?).await,
+        (Endpoint::Rag, "rag.search_vector") => rag::search_vector(svc, caller, parse(args)?).await,
+        (Endpoint::Rag, "rag.search_hybrid") => rag::search_hybrid(svc, caller, parse(args)?).await,
+        (Endpoint::Rag, "rag.get_chunks") => rag::get_chunks(svc, caller, parse(args)?).await,
+        (Endpoint::Rag, "rag.get_docs") => rag::get_docs(svc, caller, parse(args)?).await,
+        (Endpoint::Rag, "rag.fetch_from_source") => {
+            rag::fetch_from_source(svc, caller, parse(args)?).await
+        }
+        (Endpoint::Rag, "rag.admin.stats") => rag::admin_stats(svc, caller, parse(args)?).await,
         _ => return Err(CallFailure::UnknownTool(name.to_string())),
     };
     r.map_err(CallFailure::Tool)

@@ -48,11 +48,11 @@ impl Reader<'_> {
                 .map(str::trim)
                 .filter(|e| !e.is_empty())
             {
-                if !matches!(e, "query" | "stats" | "config" | "*") {
+                if !matches!(e, "query" | "stats" | "config" | "rag" | "*") {
                     return Err(self.invalid(
                         offset,
                         format!(
-                            "mcp_users.endpoints of {}: {e:?} is not query, stats or config",
+                            "mcp_users.endpoints of {}: {e:?} is not query, stats, config or rag",
                             u.username
                         ),
                     ));
