@@ -273,6 +273,16 @@ impl<'a, R: SourceReader> Run<'a, R> {
         }
         let at = self.positions(&page.columns)?;
         let id = self.source.source_id;
+        if let Some(row) = page.rows.iter().find(|r| r.len() != page.columns.len()) {
+            return Err(Error::Read {
+                source_id: id,
+                why: format!(
+                    "the server sent a row of {} values for {} columns",
+                    row.len(),
+                    page.columns.len()
+                ),
+            });
+        }
         let mut docs = Vec::with_capacity(page.rows.len());
         for row in &page.rows {
             let (pk, change) = (&row[at.pk], &row[at.change]);
