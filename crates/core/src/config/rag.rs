@@ -68,13 +68,15 @@ pub struct RagSource {
     /// Look for deleted rows every this many ms (a full pass over the keys).
     #[serde(default = "sweep_interval_ms")]
     pub sweep_interval_ms: u64,
-    /// `openai` (an OpenAI-compatible `POST /embeddings` server).
+    /// `openai` (an OpenAI-compatible `POST /embeddings` server) or `builtin` (a BERT
+    /// sentence model run in the process, from the folder `embedding_model` names).
     #[serde(default = "openai")]
     pub embedding_provider: String,
     /// The API base, e.g. `http://127.0.0.1:8000/v1`.
     #[serde(default)]
     pub embedding_base_url: String,
-    /// The model name sent to the server.
+    /// `openai`: the model name sent to the server; `builtin`: the folder with the model's
+    /// `config.json`, `tokenizer.json` and `model.safetensors`.
     #[serde(default)]
     pub embedding_model: String,
     /// The vectors' size.
@@ -275,16 +277,35 @@ impl RagSource {
         if self.batch_size == 0 || self.batch_size > 100_000 {
             return Err("batch_size: must be between 1 and 100000".into());
         }
-        if self.embedding_provider != "openai" {
-            return Err(format!(
-                "embedding_provider: {:?} is not openai",
-                self.embedding_provider
-            ));
-        }
-        if !(self.embedding_base_url.starts_with("http://")
-            || self.embedding_base_url.starts_with("https://"))
-        {
-            return Err("embedding_base_url: an http:// or https:// URL is needed".into());
+        match self.embedding_provider.as_str() {
+            "openai" => {
+                if !(self.embedding_base_url.starts_with("http://")
+                    || self.embedding_base_url.starts_with("https://"))
+                {
+                    return Err("embedding_base_url: an http:// or https:// URL is needed".into());
+                }
+            }
+            "builtin" => {
+                let dir = std::path::Path::new(&self.embedding_model);
+                if self.embedding_model.is_empty() {
+                    return Err(
+                        "embedding_model: the builtin provider needs the model's folder".into(),
+                    );
+                }
+                for f in ["config.json", "tokenizer.json", "model.safetensors"] {
+                    if !dir.join(f).is_file() {
+                        return Err(format!(
+                            "embedding_model: {} is missing",
+                            dir.join(f).display()
+                        ));
+                    }
+                }
+            }
+            other => {
+                return Err(format!(
+                    "embedding_provider: {other:?} is not openai or builtin"
+                ));
+            }
         }
         if self.embedding_dimension == 0 || self.embedding_dimension > 8192 {
             return Err("embedding_dimension: must be between 1 and 8192".into());

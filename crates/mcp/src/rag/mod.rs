@@ -58,6 +58,17 @@ fn embedder(s: &RagSource) -> Result<Embedder, sluice_rag::Error> {
         source_id: s.source_id,
         why,
     };
+    if s.embedding_provider == "builtin" {
+        #[cfg(feature = "builtin-embedder")]
+        return Ok(Embedder::Builtin(sluice_rag::embed::BuiltinEmbedder::load(
+            std::path::Path::new(&s.embedding_model),
+            s.embedding_batch_size as usize,
+        )?));
+        #[cfg(not(feature = "builtin-embedder"))]
+        return Err(source(
+            "embedding_provider builtin: this Sluice was built without the builtin-embedder feature".into(),
+        ));
+    }
     Ok(Embedder::OpenAi(OpenAiEmbedder::new(OpenAiConfig {
         base_url: s.embedding_base_url.clone(),
         model: s.embedding_model.clone(),

@@ -1,8 +1,12 @@
 //! Turning text into vectors. Every vector the index keeps or searches with is normalised to
 //! length 1, so the index's L2 distance orders like cosine distance.
 
+#[cfg(feature = "builtin-embedder")]
+mod builtin;
 mod openai;
 
+#[cfg(feature = "builtin-embedder")]
+pub use builtin::BuiltinEmbedder;
 pub use openai::{OpenAiConfig, OpenAiEmbedder};
 
 use crate::Error;
@@ -17,10 +21,15 @@ pub enum Role {
 }
 
 /// An embedding model a source uses.
+// One per source, kept behind an `Arc`: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Embedder {
     /// A server speaking OpenAI's `POST /embeddings`.
     OpenAi(OpenAiEmbedder),
+    /// A model run in this process (feature `builtin-embedder`).
+    #[cfg(feature = "builtin-embedder")]
+    Builtin(BuiltinEmbedder),
 }
 
 impl Embedder {
@@ -28,6 +37,11 @@ impl Embedder {
     pub async fn embed(&self, texts: &[String], role: Role) -> Result<Vec<Vec<f32>>, Error> {
         let mut out = match self {
             Embedder::OpenAi(e) => e.embed(texts, role).await?,
+            #[cfg(feature = "builtin-embedder")]
+            Embedder::Builtin(e) => {
+                let _ = role;
+                e.embed(texts).await?
+            }
         };
         let expected = self.dimension();
         for v in &mut out {
@@ -46,6 +60,8 @@ impl Embedder {
     pub fn dimension(&self) -> usize {
         match self {
             Embedder::OpenAi(e) => e.config().dimension,
+            #[cfg(feature = "builtin-embedder")]
+            Embedder::Builtin(e) => e.dimension(),
         }
     }
 
@@ -53,6 +69,8 @@ impl Embedder {
     pub fn describe(&self) -> String {
         match self {
             Embedder::OpenAi(e) => format!("{} at {}", e.config().model, e.config().base_url),
+            #[cfg(feature = "builtin-embedder")]
+            Embedder::Builtin(e) => format!("builtin:{}", e.dir().display()),
         }
     }
 }
