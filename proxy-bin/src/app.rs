@@ -323,6 +323,8 @@ fn frontends(
         .with_shutdown(shutdown.clone(), tasks.clone())
         .with_workers(Arc::new(my_workers))
         .with_hook(my_ddl);
+    // One set of workload-class gates for both data ports.
+    let admission = fe.admission().clone();
     if vars.have_ssl {
         let tls = sluice_net::tls::ReloadableAcceptor::new(
             "mysql",
@@ -342,6 +344,7 @@ fn frontends(
         .with_workers(Arc::new(pg_workers))
         // One PROXYSQL PAUSE for both data ports.
         .with_pause(fe.paused().clone())
+        .with_admission(admission)
         .with_hook(pg_ddl);
     if pg_vars.have_ssl {
         let tls = sluice_net::tls::ReloadableAcceptor::new(

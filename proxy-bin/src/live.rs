@@ -155,6 +155,9 @@ impl LiveStats for Live {
                 db: p.schema,
                 client: p.client,
                 pin_reason: p.pin_reason.map(str::to_string),
+                queued: p
+                    .waiting
+                    .map(|(class, since)| (class, since.elapsed().as_millis() as u64)),
                 thread: p.thread,
             })
             .collect()
@@ -286,6 +289,9 @@ impl LiveStats for Live {
                 client: p.client,
                 hostgroup: p.hostgroup,
                 pin_reason: p.pin_reason.map(str::to_string),
+                queued: p
+                    .waiting
+                    .map(|(class, since)| (class, since.elapsed().as_millis() as u64)),
                 thread: p.thread,
             })
             .collect()
@@ -358,6 +364,15 @@ impl LiveStats for Live {
         let pg_servers = self.pgsql_connection_pool();
         write_protocol(out, &self.metrics_of(Protocol::Pgsql, &pg_servers));
         self.mcp_stats.write_metrics(out);
+        let rt = self.config.load();
+        self.mysql
+            .admission()
+            .write_metrics(out, &rt.workload_classes);
+    }
+
+    fn workload_classes(&self) -> Option<sluice_core::admin::AdminRows> {
+        let rt = self.config.load();
+        Some(self.mysql.admission().stats_rows(&rt.workload_classes))
     }
 
     fn mcp_tables(&self) -> Vec<(&'static str, sluice_core::admin::AdminRows)> {

@@ -36,6 +36,8 @@ pub enum Module {
     McpQueryRules,
     /// `RAG SOURCES`: `rag_sources`.
     RagSources,
+    /// `WORKLOAD CLASSES`: `workload_classes` (admission control, both protocols).
+    WorkloadClasses,
 }
 
 impl Module {
@@ -65,6 +67,7 @@ impl Module {
             Module::McpProfiles => &["mcp_users", "mcp_targets"],
             Module::McpQueryRules => &["mcp_query_rules"],
             Module::RagSources => &["rag_sources"],
+            Module::WorkloadClasses => &["workload_classes"],
             Module::MysqlVariables
             | Module::PgsqlVariables
             | Module::AdminVariables
@@ -212,6 +215,7 @@ fn module(w: &[String]) -> Option<(Module, usize)> {
         ("MCP", "PROFILES" | "USERS" | "TARGETS", _) => (Module::McpProfiles, 2),
         ("MCP", "QUERY", "RULES") => (Module::McpQueryRules, 3),
         ("RAG", "SOURCES" | "SOURCE", _) => (Module::RagSources, 2),
+        ("WORKLOAD", "CLASSES" | "CLASS", _) => (Module::WorkloadClasses, 2),
         _ => return None,
     };
     Some(m)

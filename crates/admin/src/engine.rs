@@ -61,7 +61,7 @@ pub struct Admin {
     pub(crate) store_status: Mutex<Option<crate::config_store::StoreStatus>>,
 }
 
-const RUNTIME_MODULES: [Module; 14] = [
+const RUNTIME_MODULES: [Module; 15] = [
     Module::MysqlUsers,
     Module::MysqlServers,
     Module::MysqlVariables,
@@ -76,8 +76,9 @@ const RUNTIME_MODULES: [Module; 14] = [
     Module::McpProfiles,
     Module::McpQueryRules,
     Module::RagSources,
+    Module::WorkloadClasses,
 ];
-const ALL_MODULES: [Module; 15] = [
+const ALL_MODULES: [Module; 16] = [
     Module::MysqlUsers,
     Module::MysqlServers,
     Module::MysqlQueryRules,
@@ -93,7 +94,33 @@ const ALL_MODULES: [Module; 15] = [
     Module::McpProfiles,
     Module::McpQueryRules,
     Module::RagSources,
+    Module::WorkloadClasses,
 ];
+
+/// Adds the columns a newer Sluice defines to a disk database an older one wrote.
+async fn migrate_disk(store: &Store) -> Result<(), crate::Error> {
+    for (table, cols) in crate::schema_defs::CONFIG_TABLES {
+        let info = store
+            .query(&format!(
+                "SELECT name FROM pragma_table_info('{table}', 'disk')"
+            ))
+            .await
+            .map_err(|e| crate::Error::Schema(e.to_string()))?;
+        let on_disk: Vec<String> = info
+            .rows
+            .into_iter()
+            .filter_map(|r| r.into_iter().next().flatten())
+            .collect();
+        for sql in crate::schema::disk_migrations(table, cols, &on_disk) {
+            store
+                .exec(&sql)
+                .await
+                .map_err(|e| crate::Error::Schema(format!("{sql}: {e}")))?;
+            info!("admin disk database: {sql} (a column this version adds)");
+        }
+    }
+    Ok(())
+}
 
 impl Admin {
     /// Opens the store and decides the starting configuration: the disk database's when it holds
@@ -112,6 +139,7 @@ impl Admin {
             .exec_all(&ddl())
             .await
             .map_err(|e| crate::Error::Schema(e.to_string()))?;
+        migrate_disk(&store).await?;
         let admin = Admin {
             store,
             running: Mutex::new(opts.file.clone()),
@@ -232,7 +260,8 @@ impl Admin {
             | Module::ProxysqlServers
             | Module::McpProfiles
             | Module::McpQueryRules
-            | Module::RagSources => {
+            | Module::RagSources
+            | Module::WorkloadClasses => {
                 let mut sql = Vec::new();
                 for t in m.tables() {
                     if crate::layers::RUNTIME_TABLES.contains(t) {

@@ -172,6 +172,7 @@ pub async fn memory_to_config(
             "mcp_users" | "mcp_targets" => Module::McpProfiles,
             "mcp_query_rules" => Module::McpQueryRules,
             "rag_sources" => Module::RagSources,
+            "workload_classes" => Module::WorkloadClasses,
             _ => Module::MysqlServers,
         };
         if from_memory(m) {
@@ -208,7 +209,7 @@ pub async fn memory_to_config(
 }
 
 /// The tables the runtime is built from.
-pub const RUNTIME_TABLES: [&str; 20] = [
+pub const RUNTIME_TABLES: [&str; 21] = [
     "mysql_servers",
     "mysql_galera_hostgroups",
     "mysql_group_replication_hostgroups",
@@ -229,6 +230,7 @@ pub const RUNTIME_TABLES: [&str; 20] = [
     "mcp_targets",
     "mcp_query_rules",
     "rag_sources",
+    "workload_classes",
 ];
 
 /// A configuration table's column names (from its definition).
@@ -400,6 +402,7 @@ impl serde::Serialize for ExportView<'_> {
         m.serialize_entry("mcp_targets", &self.0.mcp_targets)?;
         m.serialize_entry("mcp_query_rules", &self.0.mcp_query_rules)?;
         m.serialize_entry("rag_sources", &self.0.rag_sources)?;
+        m.serialize_entry("workload_classes", &self.0.workload_classes)?;
         m.end()
     }
 }
@@ -457,8 +460,10 @@ pub fn copy_module_sql(module: Module, from: (&str, &str), to: (&str, &str)) -> 
     }
     for t in module.tables() {
         out.push(format!("DELETE FROM {}.{}{t}", to.0, to.1));
+        // Columns by name: a disk table an older Sluice made has its added columns last.
+        let cols = table_columns(t).join(", ");
         out.push(format!(
-            "INSERT INTO {}.{}{t} SELECT * FROM {}.{}{t}",
+            "INSERT INTO {}.{}{t} ({cols}) SELECT {cols} FROM {}.{}{t}",
             to.0, to.1, from.0, from.1
         ));
     }

@@ -130,6 +130,34 @@ const MYSQL_ONLY_MONITOR_LOGS: &[(&str, &str)] = &[
     ),
 ];
 
+/// `stats_workload_classes` (admission control, both protocols).
+pub const WORKLOAD_STATS_TABLE: (&str, &str) = (
+    "stats_workload_classes",
+    "class VARCHAR NOT NULL PRIMARY KEY, priority VARCHAR NOT NULL, active INT NOT NULL, max_concurrency INT NOT NULL, \
+     max_queue INT NOT NULL, in_flight INT NOT NULL, queued INT NOT NULL, admitted INTEGER NOT NULL, waited INTEGER NOT NULL, \
+     shed_queue_full INTEGER NOT NULL, shed_queue_timeout INTEGER NOT NULL, shed_rate INTEGER NOT NULL, \
+     queue_wait_p99_ms REAL, p50_ms REAL, p99_ms REAL, statements INTEGER NOT NULL",
+);
+
+/// The columns a configuration table's definition has that the `disk` copy made by an older
+/// Sluice lacks, as `ALTER TABLE disk.… ADD COLUMN …` statements (the store's one migration:
+/// new columns are nullable or have a default).
+pub fn disk_migrations(table: &str, cols: &str, on_disk: &[String]) -> Vec<String> {
+    if on_disk.is_empty() {
+        return Vec::new();
+    }
+    cols.split(",\n")
+        .map(str::trim)
+        .filter(|def| {
+            let name = def.split_whitespace().next().unwrap_or("");
+            name != "PRIMARY"
+                && name != "UNIQUE"
+                && !on_disk.iter().any(|c| c.eq_ignore_ascii_case(name))
+        })
+        .map(|def| format!("ALTER TABLE disk.{table} ADD COLUMN {def}"))
+        .collect()
+}
+
 /// Tables that `_reset` variants exist for.
 pub const RESET_TABLES: &[&str] = &[
     "stats_mysql_connection_pool",
@@ -169,6 +197,8 @@ pub fn ddl() -> Vec<String> {
             ));
         }
     }
+    let (name, cols) = WORKLOAD_STATS_TABLE;
+    out.push(format!("CREATE TABLE IF NOT EXISTS stats.{name} ({cols})"));
     for (name, cols) in MCP_STATS_TABLES {
         out.push(format!("CREATE TABLE IF NOT EXISTS stats.{name} ({cols})"));
     }

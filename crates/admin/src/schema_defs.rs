@@ -75,7 +75,8 @@ pub const CONFIG_TABLES: &[(&str, &str)] = &[
      log INT CHECK (log IN (0,1)),\n\
      apply INT CHECK(apply IN (0,1)) NOT NULL DEFAULT 0,\n\
      attributes VARCHAR CHECK (JSON_VALID(attributes) OR attributes = '') NOT NULL DEFAULT '',\n\
-     comment VARCHAR",
+     comment VARCHAR,\n\
+     workload_class VARCHAR",
     ),
     (
         "mysql_query_rules_fast_routing",
@@ -245,7 +246,8 @@ pub const CONFIG_TABLES: &[(&str, &str)] = &[
      log INT CHECK (log IN (0,1)),\n\
      apply INT CHECK(apply IN (0,1)) NOT NULL DEFAULT 0,\n\
      attributes VARCHAR CHECK (JSON_VALID(attributes) OR attributes = '') NOT NULL DEFAULT '',\n\
-     comment VARCHAR",
+     comment VARCHAR,\n\
+     workload_class VARCHAR",
     ),
     (
         "pgsql_query_rules_fast_routing",
@@ -375,6 +377,19 @@ pub const CONFIG_TABLES: &[(&str, &str)] = &[
      embedding_max_rps INT CHECK (embedding_max_rps >= 0) NOT NULL DEFAULT 0,\n\
      embedding_passage_prefix VARCHAR NOT NULL DEFAULT '',\n\
      embedding_query_prefix VARCHAR NOT NULL DEFAULT '',\n\
+     comment VARCHAR NOT NULL DEFAULT ''",
+    ),
+    (
+        "workload_classes",
+        "name VARCHAR NOT NULL PRIMARY KEY,\n\
+     active INT CHECK (active IN (0,1)) NOT NULL DEFAULT 1,\n\
+     priority VARCHAR CHECK (LOWER(priority) IN ('critical','regular','low','background')) NOT NULL DEFAULT 'regular',\n\
+     max_concurrency INT NOT NULL DEFAULT 0,\n\
+     max_queue INT NOT NULL DEFAULT 100,\n\
+     queue_timeout_ms INT NOT NULL DEFAULT 1000,\n\
+     max_execution_ms INT NOT NULL DEFAULT 0,\n\
+     max_qps INT,\n\
+     mysql_errno INT,\n\
      comment VARCHAR NOT NULL DEFAULT ''",
     ),
     (

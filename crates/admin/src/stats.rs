@@ -135,6 +135,8 @@ fn process_table(procs: &[sluice_core::admin::ProcessRow]) -> AdminRows {
             "cli_port",
             "hostgroup",
             "command",
+            "time_ms",
+            "info",
             "multiplexed",
             "pin_reason",
         ],
@@ -150,7 +152,15 @@ fn process_table(procs: &[sluice_core::admin::ProcessRow]) -> AdminRows {
                     s(host),
                     s(port),
                     s(p.hostgroup),
-                    s("Sleep"),
+                    s(if p.queued.is_some() {
+                        "Queued"
+                    } else {
+                        "Sleep"
+                    }),
+                    p.queued.as_ref().map(|(_, ms)| ms.to_string()),
+                    p.queued.as_ref().map(|(class, _)| {
+                        format!("waiting for a slot of workload class '{class}'")
+                    }),
                     s(u8::from(p.pin_reason.is_none())),
                     p.pin_reason.clone(),
                 ]
@@ -392,6 +402,13 @@ pub async fn refresh(store: &Store, live: &dyn LiveStats, cfg: &Config) -> Resul
     }
     for (table, r) in live.mcp_tables() {
         sql.extend(replace_rows_sql("stats", table, &r));
+    }
+    if let Some(r) = live.workload_classes() {
+        sql.extend(replace_rows_sql(
+            "stats",
+            crate::schema::WORKLOAD_STATS_TABLE.0,
+            &r,
+        ));
     }
     store.exec_all(&sql).await
 }

@@ -144,6 +144,8 @@ pub struct ProcessRow {
     pub hostgroup: u32,
     /// `None` when multiplexed, else why the session holds its backend connection.
     pub pin_reason: Option<String>,
+    /// The workload class whose queue the session waits in, and for how long (ms).
+    pub queued: Option<(String, u64)>,
     /// The session thread (`mysql-threads` / `pgsql-threads`, 0-based) the session runs on:
     /// ProxySQL's `ThreadID`. `None` off the session threads (an embedding without workers).
     pub thread: Option<usize>,
@@ -266,8 +268,12 @@ pub trait LiveStats: Send + Sync {
     }
     /// Writes both protocol sides' metric families (`/metrics`, `SHOW PROMETHEUS METRICS`).
     fn write_metrics(&self, _out: &mut crate::metrics::Exposition) {}
+    /// `stats_workload_classes` rows (admission control); `None`: this build keeps none.
+    fn workload_classes(&self) -> Option<AdminRows> {
+        None
+    }
     /// The MCP endpoint's stats tables (`stats_mcp_query_tools_counters`,
-    /// `stats_mcp_query_digest`, `stats_mcp_query_rules`) by name.
+    /// `stats_mcp_query_digest`, `stats_mcp_query_rules`, `stats_rag_sources`) by name.
     fn mcp_tables(&self) -> Vec<(&'static str, AdminRows)> {
         Vec::new()
     }

@@ -9,6 +9,7 @@
 //! - [`query`]: the query processor: digests, rules, hints, the query cache and its stats.
 
 pub mod admin;
+pub mod admission;
 pub mod checkout;
 pub mod config;
 pub mod error;

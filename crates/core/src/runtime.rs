@@ -191,6 +191,8 @@ pub struct RuntimeConfig {
     pub pgsql: PgsqlRuntime,
     /// What the MCP endpoint reads.
     pub mcp: Arc<McpRuntime>,
+    /// `workload_classes` rows (admission control), by name; one list for both protocols.
+    pub workload_classes: Arc<Vec<crate::config::WorkloadClass>>,
 }
 
 /// The MCP endpoint's part of the snapshot: its variables and rows as loaded.
@@ -272,6 +274,7 @@ impl RuntimeConfig {
         };
         RuntimeConfig {
             datadir: cfg.datadir.clone(),
+            workload_classes: Arc::new(cfg.workload_classes.clone()),
             mcp: Arc::new(McpRuntime {
                 variables: cfg.mcp_variables.clone(),
                 users: cfg

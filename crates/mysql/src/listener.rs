@@ -69,6 +69,8 @@ pub struct MysqlFrontend {
     /// The event-loop threads sessions run on (`mysql-threads`); `None` runs them on the
     /// runtime that accepts.
     pub(crate) workers: Option<Arc<sluice_net::Workers>>,
+    /// Admission control's gates (shared with the PostgreSQL frontend in Sluice).
+    pub(crate) admission: Arc<sluice_core::admission::Admission>,
 }
 
 impl MysqlFrontend {
@@ -95,6 +97,7 @@ impl MysqlFrontend {
             paused: Default::default(),
             hook: None,
             workers: None,
+            admission: Default::default(),
         }
     }
 
@@ -153,6 +156,21 @@ impl MysqlFrontend {
     pub fn with_pause(mut self, paused: Arc<std::sync::atomic::AtomicBool>) -> MysqlFrontend {
         self.paused = paused;
         self
+    }
+
+    /// Admits statements through `admission` (by default the frontend has gates of its own;
+    /// share one with the PostgreSQL frontend so that one class's limits cover both).
+    pub fn with_admission(
+        mut self,
+        admission: Arc<sluice_core::admission::Admission>,
+    ) -> MysqlFrontend {
+        self.admission = admission;
+        self
+    }
+
+    /// Admission control's gates.
+    pub fn admission(&self) -> &Arc<sluice_core::admission::Admission> {
+        &self.admission
     }
 
     /// Shows every `COM_QUERY` to `hook` before the query rules (see [`StatementHook`]).

@@ -54,6 +54,8 @@ pub struct ProcessInfo {
     pub schema: String,
     /// Why the session holds its backend connection; `None` = multiplexed.
     pub pin_reason: Option<&'static str>,
+    /// The workload class whose queue the session waits in, and since when.
+    pub waiting: Option<(String, std::time::Instant)>,
     /// The session thread (`mysql-threads`) it runs on; `None` off the session threads.
     pub thread: Option<usize>,
 }
@@ -99,6 +101,7 @@ impl SessionRegistry {
             client: client.to_string(),
             schema: String::new(),
             pin_reason: None,
+            waiting: None,
             thread: None,
         };
         lock(&self.processes).insert(id, info);
@@ -157,6 +160,13 @@ impl SessionSlot {
     pub fn set_thread(&self, thread: Option<usize>) {
         if let Some(p) = lock(&self.registry.processes).get_mut(&self.id) {
             p.thread = thread;
+        }
+    }
+
+    /// Shows (or clears) the workload class whose queue the session waits in.
+    pub fn set_waiting(&self, class: Option<&str>) {
+        if let Some(p) = lock(&self.registry.processes).get_mut(&self.id) {
+            p.waiting = class.map(|c| (c.to_string(), std::time::Instant::now()));
         }
     }
 

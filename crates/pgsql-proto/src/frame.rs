@@ -145,15 +145,22 @@ pub fn auth(code: u32, data: &[u8]) -> Vec<u8> {
 
 /// ErrorResponse with severity, SQLSTATE and message.
 pub fn error_response(severity: &str, code: &str, msg: &str) -> Vec<u8> {
+    error_response_with(severity, code, msg, &[])
+}
+
+/// ErrorResponse with more fields after the message, e.g. `(b'D', detail)`, `(b'H', hint)`.
+pub fn error_response_with(severity: &str, code: &str, msg: &str, more: &[(u8, &str)]) -> Vec<u8> {
     let mut b = Vec::new();
-    for (t, v) in [
+    let base = [
         (b'S', severity),
         (b'V', severity),
         (b'C', code),
         (b'M', msg),
-    ] {
-        b.push(t);
-        b.extend_from_slice(v.as_bytes());
+    ];
+    for (t, v) in base.iter().chain(more) {
+        b.push(*t);
+        // A field is a C string: an embedded NUL would end it early and shift the rest.
+        b.extend(v.bytes().filter(|c| *c != 0));
         b.push(0);
     }
     b.push(0);

@@ -90,6 +90,8 @@ pub struct PgFrontend {
     pub(crate) stats: sluice_core::metrics::FrontendStats,
     /// Failed logins per client address (`pgsql-client_host_*`).
     pub(crate) login: LoginGate,
+    /// Admission control's gates (shared with the MySQL frontend in Sluice).
+    pub(crate) admission: Arc<sluice_core::admission::Admission>,
 }
 
 impl PgFrontend {
@@ -115,7 +117,23 @@ impl PgFrontend {
             paused: Default::default(),
             hook: None,
             stats: Default::default(),
+            admission: Default::default(),
         }
+    }
+
+    /// Admits statements through `admission` (by default the frontend has gates of its own;
+    /// share one with the MySQL frontend so that one class's limits cover both).
+    pub fn with_admission(
+        mut self,
+        admission: Arc<sluice_core::admission::Admission>,
+    ) -> PgFrontend {
+        self.admission = admission;
+        self
+    }
+
+    /// Admission control's gates.
+    pub fn admission(&self) -> &Arc<sluice_core::admission::Admission> {
+        &self.admission
     }
 
     /// Shares the failed-login table with other ports of the protocol (the admin's), so an
@@ -470,6 +488,7 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin + Send>(
             client: peer.to_string(),
             hostgroup: l.user.default_hostgroup.0,
             pin_reason: None,
+            waiting: None,
             thread: l.worker,
         });
         let s = SessionIo {

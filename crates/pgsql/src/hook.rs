@@ -7,6 +7,8 @@ use sluice_core::query::{HookDecision, HookStatement, LocalReply};
 use sluice_pgsql_proto::frame::{error_response, message, ready};
 
 /// What the hook made of a statement.
+// Matched at once where it is made, like `Start`: boxing would allocate per hooked statement.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Hooked {
     /// Carry on as configured.
     Continue,

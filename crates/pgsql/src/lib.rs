@@ -2,6 +2,7 @@
 //! interface on port 6132 (`psql -h 127.0.0.1 -p 6132 -U admin`): the same admin store the
 //! MySQL-protocol admin port reaches, with results as text columns.
 
+mod admit;
 mod error;
 mod forward;
 pub mod frontend;

@@ -79,6 +79,9 @@ pub(crate) struct PgSession<'a, S> {
     published: Option<&'static str>,
     /// Held while the session is inside a transaction (`Active_Transactions`).
     in_transaction: Option<sluice_core::metrics::GaugeHold>,
+    /// The slot admission control gave the transaction under way, and when its current
+    /// round of messages went out (for the class's latency).
+    admission: Option<(sluice_core::admission::Permit, Instant)>,
     /// The session's identity towards the pool (connection owner): its cancel key.
     owner: u64,
     /// The server's ErrorResponse for the request in flight reached the client (a terminated
@@ -116,6 +119,7 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
             error_forwarded: false,
             published: None,
             in_transaction: None,
+            admission: None,
             owner,
         }
     }
@@ -283,7 +287,28 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
             timeout,
             fill,
             pin,
+            admit,
         } = f;
+        let permit =
+            match crate::admit::take(&fe.admission, &rt.workload_classes, self.io.entry, &admit)
+                .await
+            {
+                Ok(p) => p,
+                Err(refused) => {
+                    let simple = matches!(m[0], b'Q' | b'F');
+                    let reply =
+                        crate::admit::refusal_reply(&refused, &self.l.user.username, simple);
+                    // An extended batch's other messages are dropped up to its Sync.
+                    self.skip_until_sync = !simple;
+                    self.tcp.write_all(&reply).await?;
+                    return Ok(());
+                }
+            };
+        let timeout = match (timeout, permit.as_ref().and_then(|p| p.max_execution())) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.admission = permit.map(|p| (p, Instant::now()));
         self.fill = fill;
         match pin {
             Some(true) => self.pinned.sticky = Some(RULE_PIN),
@@ -300,6 +325,8 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
         let mut c = match checked_out {
             Ok(c) => c,
             Err(e) => {
+                // No transaction started: its class's slot goes back at once.
+                self.admission = None;
                 warn!(user = %self.l.user.username, "pgsql: {e}");
                 let mut out = error_for(&e);
                 if matches!(m[0], b'Q' | b'S' | b'F') {
@@ -539,6 +566,14 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
     fn transaction_replied(&mut self, rt: &sluice_core::runtime::RuntimeConfig) {
         if let Some(t) = self.timer.take() {
             t.abort();
+        }
+        if let Some((permit, since)) = self.admission.as_mut() {
+            permit.observe_us(u64::try_from(since.elapsed().as_micros()).unwrap_or(u64::MAX));
+            *since = Instant::now();
+        }
+        if self.replies.status() == b'I' && !self.batch_open {
+            // The transaction is over: its class's slot goes back.
+            self.admission = None;
         }
         let (fe, l) = (self.fe, self.l);
         if let Some(f) = self.fill.take() {

@@ -21,6 +21,8 @@ pub struct PgSessionInfo {
     pub hostgroup: u32,
     /// Why the session keeps its server connection.
     pub pin_reason: Option<&'static str>,
+    /// The workload class whose queue the session waits in, and since when.
+    pub waiting: Option<(String, std::time::Instant)>,
     /// The session thread (`pgsql-threads`) it runs on; `None` off the session threads.
     pub thread: Option<usize>,
 }
@@ -75,6 +77,13 @@ impl PgSessionEntry {
     pub fn set_pin(&self, reason: Option<&'static str>) {
         if let Some(s) = lock(&self.sessions.map).get_mut(&self.id) {
             s.pin_reason = reason;
+        }
+    }
+
+    /// Shows (or clears) the workload class whose queue the session waits in.
+    pub fn set_waiting(&self, class: Option<&str>) {
+        if let Some(s) = lock(&self.sessions.map).get_mut(&self.id) {
+            s.waiting = class.map(|c| (c.to_string(), std::time::Instant::now()));
         }
     }
 }

@@ -51,6 +51,8 @@ pub(crate) struct Forward {
     pub fill: Option<CacheFill>,
     /// `Some(true)`: a rule pins the session (multiplex=0 / sticky_conn); `Some(false)` unpins.
     pub pin: Option<bool>,
+    /// The workload class and whether the statement waits for a slot in it.
+    pub admit: crate::admit::Admit,
 }
 
 /// A reply being copied for the query cache.
@@ -134,6 +136,7 @@ pub(crate) async fn start(
         timeout: None,
         fill: None,
         pin: None,
+        admit: Default::default(),
     };
     let sql = match f.message[0] {
         b'B' => s.stmts.bound_query(&f.message),
@@ -221,7 +224,12 @@ pub(crate) async fn start(
         fe.query.delayed.fetch_add(1, Ordering::Relaxed);
         tokio::time::sleep(Duration::from_millis(delay)).await;
     }
+    let admit = crate::admit::Admit {
+        class: d.action.workload_class.clone(),
+        waits: !sluice_core::admission::never_waits(&sql),
+    };
     apply(fe, s, &mut f, &d, qvars.default_query_timeout);
+    f.admit = admit;
     f.hostgroup = routed.unwrap_or(f.hostgroup);
     s.qp.recycle_tables(std::mem::take(&mut d.digest.tables));
     f.digest = Some((d.digest.hash, d.digest.text));

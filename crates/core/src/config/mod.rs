@@ -18,6 +18,7 @@ mod server_ssl_params;
 mod tls_settings;
 mod topology_tables;
 mod values;
+mod workload;
 
 pub use admin_variables::AdminVariables;
 pub use client_host_variables::ClientHostVariables;
@@ -37,6 +38,7 @@ pub use server_ssl_params::ServerSslParams;
 pub use tls_settings::{BackendTls, BackendVerify, FrontendTls, TlsVersions};
 pub use topology_tables::{GroupReplicationHostgroup, ReplicationHostgroup};
 pub use values::*;
+pub use workload::{DEFAULT_CLASS, Priority, WorkloadClass, rule_class};
 
 use crate::Error;
 use std::path::Path;
@@ -94,6 +96,8 @@ pub struct Config {
     pub mcp_query_rules: Vec<McpQueryRule>,
     /// `rag_sources` rows: tables whose rows the retrieval index holds.
     pub rag_sources: Vec<RagSource>,
+    /// `workload_classes` rows: admission control's classes, by name.
+    pub workload_classes: Vec<WorkloadClass>,
     /// `[cluster] config_store`: the shared configuration store (`etcd://host:port,…/prefix`);
     /// `None`: none (peers sync with `proxysql_servers`, if set).
     pub config_store: Option<String>,

@@ -106,7 +106,11 @@ pub struct QueryRule {
     /// Stop evaluating rules after this one.
     #[serde(default)]
     pub apply: Flag,
-    /// JSON attributes (kept).
+    /// The workload class matching statements belong to (admission control); `None` leaves
+    /// it to a later rule, `attributes`' `"workload_class"`, or the default class.
+    #[serde(default)]
+    pub workload_class: Option<String>,
+    /// JSON attributes (kept; `"workload_class"` is read when the column is NULL).
     #[serde(default)]
     pub attributes: String,
     /// The operator's note; Sluice ignores it.
@@ -156,6 +160,7 @@ impl Default for QueryRule {
             gtid_from_hostgroup: None,
             log: None,
             apply: Flag(false),
+            workload_class: None,
             attributes: String::new(),
             comment: None,
         }

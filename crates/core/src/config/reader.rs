@@ -10,6 +10,7 @@ use toml::Spanned;
 
 mod mcp_rows;
 mod rag_rows;
+mod workload_rows;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -63,6 +64,8 @@ struct RawFile {
     mcp_query_rules: Vec<Spanned<McpQueryRule>>,
     #[serde(default)]
     rag_sources: Vec<Spanned<RagSource>>,
+    #[serde(default)]
+    workload_classes: Vec<Spanned<WorkloadClass>>,
     cluster: Option<RawCluster>,
 }
 
@@ -113,6 +116,7 @@ pub(super) fn parse(text: &str) -> Result<Config, Error> {
     r.hostgroup_attributes(raw.mysql_hostgroup_attributes)?;
     r.pgsql_servers(raw.pgsql_servers)?;
     let pg_user_hostgroups = r.pgsql_users(raw.pgsql_users)?;
+    r.workload_classes(raw.workload_classes)?;
     r.query_rules(
         "mysql_query_rules",
         raw.mysql_query_rules,
@@ -414,6 +418,18 @@ impl Reader<'_> {
             };
             if let Err(e) = crate::query::RuleSet::compile(&[probe], &[]) {
                 return Err(self.invalid(offset, format!("{table} {e}")));
+            }
+            if let Some(class) =
+                crate::config::rule_class(r.workload_class.as_deref(), &r.attributes)
+                && !self.knows_class(&class)
+            {
+                return Err(self.invalid(
+                    offset,
+                    format!(
+                        "{table}.workload_class: rule {} names class {class:?}, which is not in workload_classes",
+                        r.rule_id
+                    ),
+                ));
             }
             rules.push(r);
         }

@@ -3,9 +3,11 @@
 //! atomics on the hot path and read without a lock held across a scrape; a scrape costs
 //! O(servers + hostgroups + rules), never O(sessions).
 
+mod fine;
 mod per_thread;
 mod render;
 
+pub use fine::{FINE_BUCKETS, FineHistogram, FineSnapshot, WindowedHistogram, fine_bound_s};
 pub use per_thread::{Counter, PerThread, thread_slot};
 pub use render::{ProtocolMetrics, global_rows, write_process, write_protocol};
 
@@ -94,11 +96,38 @@ impl Exposition {
         labels: &[(&str, &str)],
         h: &HistogramSnapshot,
     ) {
+        let bounds = LATENCY_BUCKETS_S.iter().copied();
+        self.histogram_buckets(
+            name,
+            help,
+            labels,
+            bounds,
+            &h.buckets,
+            h.sum_seconds,
+            h.count,
+        );
+    }
+
+    /// Adds histogram `name` from per-bucket counts (not cumulative) under `bounds_s`; `counts`
+    /// has one more entry than `bounds_s`, for observations over the largest bound.
+    #[allow(clippy::too_many_arguments)] // one histogram's parts, as the text format has them
+    pub fn histogram_buckets(
+        &mut self,
+        name: &str,
+        help: &str,
+        labels: &[(&str, &str)],
+        bounds_s: impl Iterator<Item = f64>,
+        counts: &[u64],
+        sum_seconds: f64,
+        count: u64,
+    ) {
         let out = self.family(name, Kind::Histogram, help);
         let mut cumulative = 0u64;
-        for (i, bound) in LATENCY_BUCKETS_S.iter().enumerate() {
-            cumulative += h.buckets[i];
-            let le = fmt_f64(*bound);
+        let mut n = 0usize;
+        for (bound, c) in bounds_s.zip(counts) {
+            cumulative += c;
+            n += 1;
+            let le = fmt_f64(bound);
             sample(
                 out,
                 name,
@@ -108,7 +137,7 @@ impl Exposition {
                 &cumulative.to_string(),
             );
         }
-        cumulative += h.buckets[LATENCY_BUCKETS_S.len()];
+        cumulative += counts.get(n..).map_or(0, |rest| rest.iter().sum());
         sample(
             out,
             name,
@@ -117,8 +146,8 @@ impl Exposition {
             Some("+Inf"),
             &cumulative.to_string(),
         );
-        sample(out, name, "_sum", labels, None, &fmt_f64(h.sum_seconds));
-        sample(out, name, "_count", labels, None, &h.count.to_string());
+        sample(out, name, "_sum", labels, None, &fmt_f64(sum_seconds));
+        sample(out, name, "_count", labels, None, &count.to_string());
     }
 
     /// The text, families in the order they were first added.

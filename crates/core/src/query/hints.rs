@@ -2,7 +2,7 @@
 //! (`/* hostgroup=2;query_timeout=500 */`). Unknown keys and bad values are ignored.
 
 /// What a first comment asks for.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Hints {
     /// `hostgroup=N`: route this query there.
     pub hostgroup: Option<u32>,
@@ -14,6 +14,9 @@ pub struct Hints {
     pub cache_ttl_ms: Option<u64>,
     /// Retries of the statement on another connection after a lost one (`query_retries=N` hint).
     pub retries: Option<u32>,
+    /// `workload=NAME`: the statement's workload class, when no rule gave it one (a client
+    /// cannot take a statement out of the class a rule put it in).
+    pub workload: Option<String>,
 }
 
 impl Hints {
@@ -31,6 +34,10 @@ impl Hints {
                 "query_timeout" => h.query_timeout_ms = v.parse().ok(),
                 "cache_ttl" => h.cache_ttl_ms = v.parse().ok(),
                 "query_retries" => h.retries = v.parse().ok(),
+                "workload" | "workload_class" => {
+                    h.workload = Some(v.to_string())
+                        .filter(|v| crate::config::WorkloadClass::new(v).check().is_ok());
+                }
                 _ => {}
             }
         }
@@ -56,5 +63,10 @@ mod tests {
         assert_eq!(h.cache_ttl_ms, Some(5000));
         assert!(Hints::parse("just a comment").is_empty());
         assert_eq!(Hints::parse("hostgroup=abc").hostgroup, None);
+        assert_eq!(
+            Hints::parse("workload=vector").workload.as_deref(),
+            Some("vector")
+        );
+        assert_eq!(Hints::parse("workload=a'b").workload, None);
     }
 }

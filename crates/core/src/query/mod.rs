@@ -27,6 +27,7 @@ pub use stats::{DigestRow, DigestSample, DigestStats, QueryProcessorStats};
 pub use words::WordSet;
 
 use crate::config::QueryVariables;
+use std::sync::Arc;
 
 /// Everything the processor decided about one query.
 #[derive(Debug, Clone, Default)]
@@ -109,6 +110,9 @@ pub fn process_digested(
         }
         if h.retries.is_some() {
             action.retries = h.retries;
+        }
+        if action.workload_class.is_none() {
+            action.workload_class = h.workload.map(Arc::from);
         }
     }
     Decision { digest, action }

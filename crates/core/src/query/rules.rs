@@ -61,6 +61,8 @@ pub struct QueryAction {
     pub sticky_conn: Option<bool>,
     /// Log the query.
     pub log: bool,
+    /// The workload class (admission control); `None`: the default class.
+    pub workload_class: Option<Arc<str>>,
     /// Ids of the rules that matched, in order (for `stats_*_query_rules`).
     pub matched: Vec<u32>,
 }
@@ -74,6 +76,8 @@ struct CompiledRule {
     /// `replace_pattern` in the regex crate's syntax (`\1` → `${1}`).
     replacement: Option<String>,
     global: bool,
+    /// `workload_class`, or `attributes`' `"workload_class"`.
+    workload_class: Option<Arc<str>>,
 }
 
 /// The compiled rules of one protocol.
@@ -179,6 +183,11 @@ impl RuleSet {
                 match_pattern: build("match_pattern", &r.match_pattern)?,
                 replacement: r.replace_pattern.as_deref().map(replacement_syntax),
                 global,
+                workload_class: crate::config::rule_class(
+                    r.workload_class.as_deref(),
+                    &r.attributes,
+                )
+                .map(Arc::from),
                 row: r.clone(),
             });
         }
@@ -264,6 +273,9 @@ impl RuleSet {
                 set(&mut a.next_query_flag_in, r.next_query_flag_in);
                 set(&mut a.multiplex, r.multiplex);
                 set(&mut a.sticky_conn, r.sticky_conn.map(|f| f.0));
+                if rule.workload_class.is_some() {
+                    a.workload_class.clone_from(&rule.workload_class);
+                }
                 if r.error_msg.is_some() {
                     a.error_msg = r.error_msg.clone();
                 }

@@ -6,6 +6,7 @@
 //! Prepared statements go through the global registry ([`prepared`]); a few queries and
 //! `COM_PING` are answered by Sluice itself ([`answer`]).
 
+mod admit;
 mod answer;
 mod change_user;
 pub(crate) mod execute;
@@ -94,6 +95,8 @@ pub struct Session {
     digest_memo: sluice_core::query::DigestMemo,
     /// Where COM_STMT_EXECUTE packets are rewritten for the server, kept between executes.
     execute_buf: Vec<u8>,
+    /// The slot admission control gave the statement (or the transaction) under way.
+    admission: Option<sluice_core::admission::Permit>,
 }
 
 /// How a command ended for the session loop.
@@ -145,6 +148,7 @@ impl Session {
             spare_digest: Default::default(),
             digest_memo: Default::default(),
             execute_buf: Vec::new(),
+            admission: None,
             fe,
             slot,
         };
@@ -289,6 +293,7 @@ impl Session {
     }
 
     fn finish(mut self) {
+        self.admission = None;
         self.release_backend();
         drop(self.slot);
         debug!(session = self.id, "session ended");
@@ -317,6 +322,10 @@ impl Session {
         if in_trans != self.in_transaction.is_some() {
             self.in_transaction =
                 in_trans.then(|| self.fe.counters.stats.active_transactions.hold());
+        }
+        if !in_trans {
+            // The statement (or its transaction) ended: its class's slot goes back.
+            self.admission = None;
         }
     }
 

@@ -188,6 +188,9 @@ impl Session {
                 self.route_hostgroup = hg;
             }
         }
+        if let Some(next) = self.admit(plan.as_ref(), &sql, seq).await {
+            return next;
+        }
         self.delay(plan.as_ref()).await;
         let backend_id = match self.backend_stmt_id(&cs.meta).await {
             Ok(b) => b,
@@ -199,9 +202,16 @@ impl Session {
         let raw = self.rewrite_execute(&pk.payload, id, &cs, backend_id, pk.seq);
         cs.meta.executions.fetch_add(1, Ordering::Relaxed);
         let cursor = pk.payload.get(5).is_some_and(|f| f & 0x01 != 0);
+        let killer = self
+            .class_timeout(self.query_timeout(plan.as_ref()))
+            .and_then(|after| self.arm_killer(after));
         let t = self
             .forward_bytes(&raw, pk.seq, ReplyKind::ResultSets)
             .await;
+        if let Some(k) = killer {
+            k.abort();
+        }
+        self.statement_done(started.elapsed());
         self.pins.long_data.remove(&id);
         if let Some(d) = &plan {
             self.after_forward(&sql, d, t.as_ref(), started, None, None);

@@ -93,14 +93,21 @@ impl Session {
             }
             self.capture = Some(Vec::new());
         }
+        // After the cache (a hit needs no slot), before any backend connection is taken.
+        let sql_text = std::str::from_utf8(sql_bytes).unwrap_or(&original);
+        if let Some(next) = self.admit(plan.as_ref(), sql_text, reply_seq).await {
+            self.capture = None;
+            return next;
+        }
         if let Some(d) = plan.as_ref() {
             self.mirror(d, std::str::from_utf8(sql_bytes).unwrap_or(&original));
         }
         if let Some(r) = plan.as_ref().and_then(|d| d.action.retries) {
             self.query_retries = r;
         }
-        let timeout = self.query_timeout(plan.as_ref());
+        let timeout = self.class_timeout(self.query_timeout(plan.as_ref()));
         let t = self.forward_timed(pk, rewritten.as_deref(), timeout).await;
+        self.statement_done(started.elapsed());
         let captured = self.capture.take();
         if let Some(d) = &plan {
             self.after_forward(&original, d, t.as_ref(), started, captured, cache_ttl);

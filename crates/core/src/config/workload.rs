@@ -1,0 +1,215 @@
+//! `workload_classes`: the kinds of traffic admission control tells apart (OLTP, vector
+//! searches, ingest, batch jobs), each with its own limits. Query rules put a statement in a
+//! class (`workload_class` column, or `attributes` JSON); unmatched traffic is class
+//! [`DEFAULT_CLASS`], unlimited unless a row configures it.
+
+use super::values::Flag;
+use serde::{Deserialize, Serialize};
+
+/// The class of statements no rule classified.
+pub const DEFAULT_CLASS: &str = "oltp";
+
+/// How much a class matters when backend connections are scarce.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Priority {
+    /// Never waits behind another class.
+    Critical,
+    /// Ordinary application traffic.
+    Regular,
+    /// Work that may wait (vector searches, reports).
+    Low,
+    /// Work that may wait longest (ingest, batch jobs).
+    Background,
+}
+
+impl Priority {
+    /// The name as the admin table spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Priority::Critical => "critical",
+            Priority::Regular => "regular",
+            Priority::Low => "low",
+            Priority::Background => "background",
+        }
+    }
+
+    /// Reads a priority name (case-insensitive).
+    pub fn parse(s: &str) -> Option<Priority> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "critical" => Some(Priority::Critical),
+            "regular" => Some(Priority::Regular),
+            "low" => Some(Priority::Low),
+            "background" => Some(Priority::Background),
+            _ => None,
+        }
+    }
+}
+
+/// One row of `workload_classes`. Limits are signed here so that a negative value is refused
+/// with the column named rather than as a type error.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadClass {
+    /// The class's name, as query rules and `workload=` hints give it.
+    pub name: String,
+    /// Limits apply when 1; an inactive class is unlimited (its statements are still counted).
+    #[serde(default = "yes")]
+    pub active: Flag,
+    /// `critical`, `regular`, `low` or `background`.
+    #[serde(default = "regular")]
+    pub priority: String,
+    /// Statements (or transactions) of the class in flight at once; 0 = unlimited.
+    #[serde(default)]
+    pub max_concurrency: i64,
+    /// Statements waiting for a slot at once; more are refused (MySQL 9100, PostgreSQL 53000).
+    #[serde(default = "max_queue")]
+    pub max_queue: i64,
+    /// How long a statement waits for a slot before it is refused (9101).
+    #[serde(default = "queue_timeout_ms")]
+    pub queue_timeout_ms: i64,
+    /// A statement of the class running longer is cancelled on the server (0 = no limit;
+    /// a rule's `timeout` that is shorter wins).
+    #[serde(default)]
+    pub max_execution_ms: i64,
+    /// Statements admitted per second (NULL = no rate cap); the excess waits as in the queue.
+    #[serde(default)]
+    pub max_qps: Option<i64>,
+    /// The MySQL error number every refusal of this class carries instead of 9100–9102.
+    #[serde(default)]
+    pub mysql_errno: Option<i64>,
+    /// The operator's note.
+    #[serde(default)]
+    pub comment: String,
+}
+
+fn yes() -> Flag {
+    Flag(true)
+}
+fn regular() -> String {
+    "regular".into()
+}
+fn max_queue() -> i64 {
+    100
+}
+fn queue_timeout_ms() -> i64 {
+    1000
+}
+
+impl WorkloadClass {
+    /// A class `name` with the table's defaults: active, regular, unlimited.
+    pub fn new(name: &str) -> WorkloadClass {
+        WorkloadClass {
+            name: name.into(),
+            active: yes(),
+            priority: regular(),
+            max_concurrency: 0,
+            max_queue: max_queue(),
+            queue_timeout_ms: queue_timeout_ms(),
+            max_execution_ms: 0,
+            max_qps: None,
+            mysql_errno: None,
+            comment: String::new(),
+        }
+    }
+
+    /// The priority (a checked row always has a valid one).
+    pub fn priority(&self) -> Priority {
+        Priority::parse(&self.priority).unwrap_or(Priority::Regular)
+    }
+
+    /// Checks the row; the error names the column.
+    pub fn check(&self) -> Result<(), String> {
+        let name = self.name.trim();
+        if name.is_empty() || name.len() > 64 {
+            return Err("name: must be 1 to 64 characters".into());
+        }
+        if !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        {
+            return Err(format!(
+                "name: {name:?} may hold only letters, digits, '_' and '-'"
+            ));
+        }
+        if Priority::parse(&self.priority).is_none() {
+            return Err(format!(
+                "priority: {:?} is not critical, regular, low or background",
+                self.priority
+            ));
+        }
+        for (column, v) in [
+            ("max_concurrency", self.max_concurrency),
+            ("max_queue", self.max_queue),
+            ("queue_timeout_ms", self.queue_timeout_ms),
+            ("max_execution_ms", self.max_execution_ms),
+        ] {
+            if !(0..=i64::from(u32::MAX)).contains(&v) {
+                return Err(format!("{column}: {v} is not between 0 and 4294967295"));
+            }
+        }
+        if let Some(q) = self.max_qps
+            && !(1..=1_000_000).contains(&q)
+        {
+            return Err(format!("max_qps: {q} is not between 1 and 1000000"));
+        }
+        if let Some(e) = self.mysql_errno
+            && !(1000..=65535).contains(&e)
+        {
+            return Err(format!("mysql_errno: {e} is not between 1000 and 65535"));
+        }
+        Ok(())
+    }
+}
+
+/// The class a query rule puts statements in: its `workload_class` column, else
+/// `attributes` JSON's `"workload_class"` (how a ProxySQL export carries it).
+pub fn rule_class(column: Option<&str>, attributes: &str) -> Option<String> {
+    if let Some(c) = column.map(str::trim).filter(|c| !c.is_empty()) {
+        return Some(c.to_string());
+    }
+    if attributes.trim().is_empty() {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_str(attributes).ok()?;
+    v.get("workload_class")?
+        .as_str()
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .map(str::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checks_name_each_column() {
+        assert!(WorkloadClass::new("vector").check().is_ok());
+        let mut c = WorkloadClass::new("vector");
+        c.max_concurrency = -1;
+        assert!(c.check().unwrap_err().starts_with("max_concurrency:"));
+        let mut c = WorkloadClass::new("vector");
+        c.priority = "urgent".into();
+        assert!(c.check().unwrap_err().starts_with("priority:"));
+        let mut c = WorkloadClass::new("vector");
+        c.max_qps = Some(0);
+        assert!(c.check().unwrap_err().starts_with("max_qps:"));
+        assert!(WorkloadClass::new("a b").check().is_err());
+        assert!(WorkloadClass::new("").check().is_err());
+    }
+
+    #[test]
+    fn rule_class_reads_the_column_then_attributes() {
+        assert_eq!(rule_class(Some("vector"), ""), Some("vector".into()));
+        assert_eq!(
+            rule_class(None, r#"{"workload_class":"ingest"}"#),
+            Some("ingest".into())
+        );
+        assert_eq!(
+            rule_class(Some("vector"), r#"{"workload_class":"ingest"}"#),
+            Some("vector".into())
+        );
+        assert_eq!(rule_class(None, "not json"), None);
+        assert_eq!(rule_class(Some(" "), ""), None);
+    }
+}

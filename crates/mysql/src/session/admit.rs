@@ -1,0 +1,85 @@
+//! Admission control for the session's statements: a statement takes a slot in its workload
+//! class before it takes a backend connection; the slot is held until the statement's reply
+//! ends, or, when the statement opened a transaction, until the transaction ends. Inside a
+//! transaction nothing waits or is shed.
+
+use super::{Next, Session};
+use sluice_core::admission::{Permit, Refusal, never_waits};
+use sluice_core::config::DEFAULT_CLASS;
+use sluice_core::query::Decision;
+use sluice_mysql_proto::consts::status;
+use sluice_mysql_proto::packets::err_payload;
+use std::time::Duration;
+use tracing::info;
+
+impl Session {
+    /// Whether the server said the session is inside a transaction.
+    pub(super) fn in_server_transaction(&self) -> bool {
+        self.pins.status & status::IN_TRANS != 0
+    }
+
+    /// Takes a slot for the statement `sql` (decided as `plan`), waiting in its class's queue
+    /// when needed. `Some(next)`: refused, and the client has its error.
+    pub(super) async fn admit(
+        &mut self,
+        plan: Option<&Decision>,
+        sql: &str,
+        reply_seq: u8,
+    ) -> Option<Next> {
+        if self.admission.is_some() || self.in_server_transaction() {
+            // Admitted at the transaction's start, or a transaction that began before the
+            // class existed: never queued or shed half-way.
+            return None;
+        }
+        let rt = self.fe.config.load();
+        if rt.workload_classes.is_empty() || never_waits(sql) {
+            return None;
+        }
+        let class = plan
+            .and_then(|d| d.action.workload_class.as_deref())
+            .unwrap_or(DEFAULT_CLASS);
+        let gate = self.fe.admission.gate(&rt.workload_classes, class)?;
+        drop(rt);
+        self.slot.set_waiting(Some(class));
+        let admitted = gate.admit().await;
+        self.slot.set_waiting(None);
+        match admitted {
+            Ok(permit) => {
+                self.admission = Some(permit);
+                None
+            }
+            Err(refusal) => Some(self.refuse(&refusal, reply_seq).await),
+        }
+    }
+
+    async fn refuse(&mut self, r: &Refusal, reply_seq: u8) -> Next {
+        info!(session = self.id, user = %self.login.user.username, client = %self.io.peer,
+            class = %r.class, reason = r.reason.as_str(), "{r}; the statement was refused, the session stays open");
+        let msg = r.to_string();
+        match self
+            .io
+            .write(reply_seq, &err_payload(r.mysql_errno(), "HY000", &msg))
+            .await
+        {
+            Ok(()) => Next::Continue,
+            Err(_) => Next::Close,
+        }
+    }
+
+    /// The class's statement time limit, when it is shorter than `timeout`.
+    pub(super) fn class_timeout(&self, timeout: Option<Duration>) -> Option<Duration> {
+        let class = self.admission.as_ref().and_then(Permit::max_execution);
+        match (timeout, class) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// After the statement's reply: its latency counts for its class (the slot goes back in
+    /// `after_command` unless a transaction holds it).
+    pub(super) fn statement_done(&self, took: Duration) {
+        if let Some(p) = &self.admission {
+            p.observe_us(u64::try_from(took.as_micros()).unwrap_or(u64::MAX));
+        }
+    }
+}

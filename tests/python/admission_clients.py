@@ -1,0 +1,136 @@
+"""Clients for tests/tests/admission.rs, one code path for both protocols (PyMySQL, psycopg).
+
+    admission_clients.py burst KIND PORT DIRECT_PORT CLIENTS SECONDS
+        CLIENTS sessions call the stand-in vector function (it sleeps SECONDS) at once through
+        Sluice, an OLTP session runs 20 `SELECT 1` meanwhile, and a sampler counts on the server
+        itself (DIRECT_PORT) the vector statements running and the app connections open.
+        Prints JSON: results ([code, message, detail, hint] per client), oltp_errors,
+        max_running, max_app_conns.
+    admission_clients.py steps KIND PORT SESSION:SQL ...
+        Runs each statement on session A or B in order; prints "ok" or "CODE MESSAGE" a line each.
+    admission_clients.py each KIND PORT SQL ...
+        Runs each statement, ignoring the server's answer.
+
+KIND is mysql or pgsql. Every loop is bounded (the burst's threads are joined with a timeout).
+"""
+
+import json
+import sys
+import threading
+import time
+
+import psycopg
+import pymysql
+
+PROBE = {"mysql": "SELECT admission.vec_probe(%s)", "pgsql": "SELECT vec_probe(%s)"}
+SAMPLE = {
+    "mysql": "SELECT SUM(INFO LIKE '%admission.vec_probe%' AND INFO NOT LIKE '%PROCESSLIST%'), "
+    "SUM(USER = 'app') FROM information_schema.PROCESSLIST",
+    "pgsql": "SELECT count(*) FILTER (WHERE state = 'active' AND query LIKE '%vec_probe%'), "
+    "count(*) FILTER (WHERE usename = 'app' AND backend_type = 'client backend') "
+    "FROM pg_stat_activity WHERE pid <> pg_backend_pid()",
+}
+
+
+def connect(kind, port, direct=False):
+    if kind == "mysql":
+        user, password = ("root", "root") if direct else ("app", "app")
+        return pymysql.connect(host="127.0.0.1", port=port, user=user, password=password,
+                               autocommit=True, connect_timeout=10)
+    return psycopg.connect(host="127.0.0.1", port=port, user="app", password="app",
+                           dbname="app", autocommit=True, connect_timeout=10)
+
+
+def run(kind, conn, sql, params=None):
+    """[code, message, detail, hint]; code "ok" when the statement succeeded."""
+    try:
+        if kind == "mysql":
+            with conn.cursor() as cur:
+                cur.execute(sql, params)
+                rows = cur.fetchall()
+        else:
+            cur = conn.execute(sql, params)
+            rows = cur.fetchall() if cur.description else []
+        return ["ok", "", "", ""], rows
+    except pymysql.err.MySQLError as e:
+        return [str(e.args[0]), str(e.args[1]) if len(e.args) > 1 else "", "", ""], []
+    except psycopg.Error as e:
+        d = e.diag
+        return [e.sqlstate or "", d.message_primary or "", d.message_detail or "",
+                d.message_hint or ""], []
+
+
+def burst(kind, port, direct_port, clients, seconds):
+    conns = [connect(kind, port) for _ in range(clients)]
+    oltp = connect(kind, port)
+    direct = connect(kind, direct_port, direct=True)
+    start = threading.Barrier(clients + 1)
+    results, oltp_errors, samples = [], [], []
+    done = threading.Event()
+    lock = threading.Lock()
+
+    def vector(conn):
+        start.wait()
+        outcome, _ = run(kind, conn, PROBE[kind], (seconds,))
+        with lock:
+            results.append(outcome)
+
+    def sampler():
+        while not done.is_set():
+            _, rows = run(kind, direct, SAMPLE[kind])
+            running, app = rows[0] if rows else (0, 0)
+            samples.append((int(running or 0), int(app or 0)))
+            time.sleep(0.02)
+
+    threads = [threading.Thread(target=vector, args=(c,)) for c in conns]
+    for t in threads:
+        t.start()
+    watcher = threading.Thread(target=sampler)
+    watcher.start()
+    start.wait()
+    time.sleep(0.2)
+    for _ in range(20):
+        outcome, _ = run(kind, oltp, "SELECT 1")
+        if outcome[0] != "ok":
+            oltp_errors.append(outcome)
+    for t in threads:
+        t.join(120)
+    done.set()
+    watcher.join(10)
+    print(json.dumps({
+        "results": results,
+        "oltp_errors": oltp_errors,
+        "max_running": max(r for r, _ in samples),
+        "max_app_conns": max(a for _, a in samples),
+    }))
+
+
+def steps(kind, port, items):
+    sessions = {"A": connect(kind, port), "B": connect(kind, port)}
+    for item in items:
+        session, sql = item.split(":", 1)
+        outcome, _ = run(kind, sessions[session], sql)
+        print("ok" if outcome[0] == "ok" else f"{outcome[0]} {outcome[1]}")
+
+
+def each(kind, port, statements):
+    conn = connect(kind, port)
+    for sql in statements:
+        run(kind, conn, sql)
+
+
+def main():
+    command, kind, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    rest = sys.argv[4:]
+    if command == "burst":
+        burst(kind, port, int(rest[0]), int(rest[1]), float(rest[2]))
+    elif command == "steps":
+        steps(kind, port, rest)
+    elif command == "each":
+        each(kind, port, rest)
+    else:
+        raise SystemExit(f"unknown command {command}")
+
+
+if __name__ == "__main__":
+    main()
