@@ -69,6 +69,12 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
         }),
     );
     servers_mcp(&mcp, &shutdown, &tasks);
+    tokio::spawn(crate::guards::run(
+        fe.admission().clone(),
+        config.clone(),
+        [monitors.mysql.clone(), monitors.pgsql.clone()],
+        shutdown.clone(),
+    ));
     let mut servers = listeners.serve(&fe, &pg_fe, &admin, (&shutdown, &tasks));
     servers.push(fleet_sync(&admin, &cfg, &shutdown)?);
     if let Some(http) = http {

@@ -365,14 +365,26 @@ impl LiveStats for Live {
         write_protocol(out, &self.metrics_of(Protocol::Pgsql, &pg_servers));
         self.mcp_stats.write_metrics(out);
         let rt = self.config.load();
-        self.mysql
-            .admission()
-            .write_metrics(out, &rt.workload_classes);
+        let admission = self.mysql.admission();
+        admission.write_metrics(out, &rt.workload_classes);
+        admission.write_guard_metrics(out, &rt.workload_guards);
     }
 
     fn workload_classes(&self) -> Option<sluice_core::admin::AdminRows> {
         let rt = self.config.load();
         Some(self.mysql.admission().stats_rows(&rt.workload_classes))
+    }
+
+    fn workload_guards(&self) -> Option<sluice_core::admin::AdminRows> {
+        let rt = self.config.load();
+        Some(self.mysql.admission().guard_rows(&rt.workload_guards))
+    }
+
+    fn throttler_check(&self, app: &str) -> sluice_core::admission::ThrottleAnswer {
+        let rt = self.config.load();
+        self.mysql
+            .admission()
+            .throttler_check(&rt.workload_guards, app)
     }
 
     fn mcp_tables(&self) -> Vec<(&'static str, sluice_core::admin::AdminRows)> {

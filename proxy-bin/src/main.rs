@@ -4,6 +4,7 @@
 #[cfg(feature = "count-allocations")]
 mod alloc_count;
 mod app;
+mod guards;
 mod live;
 mod signals;
 

@@ -10,6 +10,12 @@
         Runs each statement on session A or B in order; prints "ok" or "CODE MESSAGE" a line each.
     admission_clients.py each KIND PORT SQL ...
         Runs each statement, ignoring the server's answer.
+    admission_clients.py lag mysql PORT HTTP_PORT PRIMARY REPLICA
+        Seed 002's scenario against a lag guard: users `batch` and `app` insert through Sluice
+        every 50 ms while the replica is made to lag (MASTER_DELAY), then to catch up, then to
+        stop (NULL lag), then to run again; `/throttler/check?app=gh-ost` is read with curl
+        every 100 ms. Prints JSON: statements [t, user, phase, ms, code, message] and checks
+        [t, phase, status, value].
 
 KIND is mysql or pgsql. Every loop is bounded (the burst's threads are joined with a timeout).
 """
@@ -119,6 +125,68 @@ def each(kind, port, statements):
         run(kind, conn, sql)
 
 
+def lag(port, http_port, primary, replica):
+    import subprocess
+    root = connect("mysql", primary, direct=True)
+    rep = connect("mysql", replica, direct=True)
+    run("mysql", root, "CREATE TABLE IF NOT EXISTS admission.ticks (id INT AUTO_INCREMENT PRIMARY KEY, who VARCHAR(8), at TIMESTAMP(6) DEFAULT CURRENT_TIMESTAMP(6))")
+    batch = pymysql.connect(host="127.0.0.1", port=port, user="batch", password="batch", autocommit=True)
+    app = connect("mysql", port)
+    t0 = time.monotonic()
+    phase = ["baseline"]
+    statements, checks = [], []
+    done = threading.Event()
+
+    def writer(conn, user):
+        while not done.is_set():
+            began = time.monotonic()
+            outcome, _ = run("mysql", conn, "INSERT INTO admission.ticks (who) VALUES (%s)", (user,))
+            ms = (time.monotonic() - began) * 1000
+            statements.append([began - t0, user, phase[0], ms, outcome[0], outcome[1]])
+            time.sleep(0.05)
+
+    def check():
+        out = subprocess.run(["curl", "-s", "--max-time", "5", "-w", "\n%{http_code}",
+                              f"http://127.0.0.1:{http_port}/throttler/check?app=gh-ost"],
+                             capture_output=True, text=True).stdout
+        body, _, code = out.rpartition("\n")
+        value = json.loads(body)["Value"] if body.strip() else None
+        checks.append([time.monotonic() - t0, phase[0], int(code or 0), value])
+        return int(code or 0), value
+
+    def until(name, want, limit):
+        phase[0] = name
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline:
+            status, value = check()
+            if want(status, value):
+                return True
+            time.sleep(0.1)
+        return False
+
+    threads = [threading.Thread(target=writer, args=(c, u)) for c, u in ((batch, "batch"), (app, "app"))]
+    for t in threads:
+        t.start()
+    until("baseline", lambda s, v: False, 1.0)
+    run("mysql", rep, "STOP SLAVE")
+    run("mysql", rep, "CHANGE MASTER TO MASTER_DELAY = 8")
+    run("mysql", rep, "START SLAVE")
+    opened = until("lagging", lambda s, v: s == 429 and v is not None and v >= 6, 40)
+    run("mysql", rep, "STOP SLAVE")
+    run("mysql", rep, "CHANGE MASTER TO MASTER_DELAY = 0")
+    run("mysql", rep, "START SLAVE")
+    closed = until("catching_up", lambda s, v: s == 200 and v is not None and v < 0.5, 40)
+    run("mysql", rep, "STOP SLAVE")
+    stopped = until("stopped", lambda s, v: s == 429, 20)
+    run("mysql", rep, "START SLAVE")
+    back = until("restarted", lambda s, v: s == 200, 40)
+    done.set()
+    for t in threads:
+        t.join(30)
+    print(json.dumps({"statements": statements, "checks": checks,
+                      "opened": opened, "closed": closed, "stopped": stopped, "back": back}))
+
+
 def main():
     command, kind, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
     rest = sys.argv[4:]
@@ -128,6 +196,8 @@ def main():
         steps(kind, port, rest)
     elif command == "each":
         each(kind, port, rest)
+    elif command == "lag":
+        lag(port, int(rest[0]), int(rest[1]), int(rest[2]))
     else:
         raise SystemExit(f"unknown command {command}")
 

@@ -36,7 +36,8 @@ pub enum Module {
     McpQueryRules,
     /// `RAG SOURCES`: `rag_sources`.
     RagSources,
-    /// `WORKLOAD CLASSES`: `workload_classes` (admission control, both protocols).
+    /// `WORKLOAD CLASSES`: `workload_classes` and `workload_guards` (admission control, both
+    /// protocols).
     WorkloadClasses,
 }
 
@@ -67,7 +68,7 @@ impl Module {
             Module::McpProfiles => &["mcp_users", "mcp_targets"],
             Module::McpQueryRules => &["mcp_query_rules"],
             Module::RagSources => &["rag_sources"],
-            Module::WorkloadClasses => &["workload_classes"],
+            Module::WorkloadClasses => &["workload_classes", "workload_guards"],
             Module::MysqlVariables
             | Module::PgsqlVariables
             | Module::AdminVariables

@@ -48,6 +48,7 @@ pub fn config_to_toml(cfg: &Config) -> Result<String, crate::Error> {
     t.insert("mcp_query_rules".into(), rows(&cfg.mcp_query_rules)?);
     t.insert("rag_sources".into(), rows(&cfg.rag_sources)?);
     t.insert("workload_classes".into(), rows(&cfg.workload_classes)?);
+    t.insert("workload_guards".into(), rows(&cfg.workload_guards)?);
     t.insert(
         "mysql_servers_ssl_params".into(),
         rows(&cfg.mysql_servers_ssl_params)?,

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::fmt::Write;
 
 /// The integer columns of a configuration table (from its definition).
-fn int_columns(table: &str) -> Vec<String> {
+fn number_columns(table: &str) -> Vec<String> {
     let Some((_, cols)) = CONFIG_TABLES.iter().find(|(n, _)| *n == table) else {
         return Vec::new();
     };
@@ -20,7 +20,8 @@ fn int_columns(table: &str) -> Vec<String> {
             let mut it = c.split_whitespace();
             let name = it.next()?;
             let ty = it.next()?;
-            (ty.to_ascii_uppercase().contains("INT") && name != "PRIMARY" && name != "UNIQUE")
+            let ty = ty.to_ascii_uppercase();
+            ((ty.contains("INT") || ty.contains("REAL")) && name != "PRIMARY" && name != "UNIQUE")
                 .then(|| name.to_string())
         })
         .collect()
@@ -39,9 +40,10 @@ impl RowLines {
     }
 }
 
-fn toml_value(v: &str, int: bool) -> String {
-    if int && v.trim().parse::<i64>().is_ok() {
-        v.trim().to_string()
+fn toml_value(v: &str, number: bool) -> String {
+    let t = v.trim();
+    if number && (t.parse::<i64>().is_ok() || t.parse::<f64>().is_ok_and(f64::is_finite)) {
+        t.to_string()
     } else {
         toml::Value::String(v.to_string()).to_string()
     }
@@ -49,7 +51,7 @@ fn toml_value(v: &str, int: bool) -> String {
 
 /// Appends `rows` of `table` as `[[table]]` entries, recording where each row starts.
 fn append_rows(out: &mut String, lines: &mut RowLines, table: &str, rows: &AdminRows) {
-    let ints = int_columns(table);
+    let numbers = number_columns(table);
     for (i, row) in rows.rows.iter().enumerate() {
         let start = out.matches('\n').count() + 1;
         let key_desc: Vec<String> = rows
@@ -66,7 +68,7 @@ fn append_rows(out: &mut String, lines: &mut RowLines, table: &str, rows: &Admin
         let _ = writeln!(out, "[[{table}]]");
         for (col, v) in rows.columns.iter().zip(row) {
             let Some(v) = v else { continue };
-            let _ = writeln!(out, "{col} = {}", toml_value(v, ints.contains(col)));
+            let _ = writeln!(out, "{col} = {}", toml_value(v, numbers.contains(col)));
         }
     }
 }
@@ -172,7 +174,7 @@ pub async fn memory_to_config(
             "mcp_users" | "mcp_targets" => Module::McpProfiles,
             "mcp_query_rules" => Module::McpQueryRules,
             "rag_sources" => Module::RagSources,
-            "workload_classes" => Module::WorkloadClasses,
+            "workload_classes" | "workload_guards" => Module::WorkloadClasses,
             _ => Module::MysqlServers,
         };
         if from_memory(m) {
@@ -209,7 +211,7 @@ pub async fn memory_to_config(
 }
 
 /// The tables the runtime is built from.
-pub const RUNTIME_TABLES: [&str; 21] = [
+pub const RUNTIME_TABLES: [&str; 22] = [
     "mysql_servers",
     "mysql_galera_hostgroups",
     "mysql_group_replication_hostgroups",
@@ -231,6 +233,7 @@ pub const RUNTIME_TABLES: [&str; 21] = [
     "mcp_query_rules",
     "rag_sources",
     "workload_classes",
+    "workload_guards",
 ];
 
 /// A configuration table's column names (from its definition).
@@ -403,6 +406,7 @@ impl serde::Serialize for ExportView<'_> {
         m.serialize_entry("mcp_query_rules", &self.0.mcp_query_rules)?;
         m.serialize_entry("rag_sources", &self.0.rag_sources)?;
         m.serialize_entry("workload_classes", &self.0.workload_classes)?;
+        m.serialize_entry("workload_guards", &self.0.workload_guards)?;
         m.end()
     }
 }
@@ -475,10 +479,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn integer_columns_come_from_the_definitions() {
-        let ints = int_columns("mysql_servers");
-        assert!(ints.contains(&"port".to_string()) && ints.contains(&"hostgroup_id".to_string()));
-        assert!(!ints.contains(&"hostname".to_string()));
+    fn number_columns_come_from_the_definitions() {
+        let numbers = number_columns("mysql_servers");
+        assert!(
+            numbers.contains(&"port".to_string()) && numbers.contains(&"hostgroup_id".to_string())
+        );
+        assert!(!numbers.contains(&"hostname".to_string()));
+        let guards = number_columns("workload_guards");
+        assert!(
+            guards.contains(&"low".to_string()) && guards.contains(&"reject_above".to_string())
+        );
+        assert_eq!(toml_value("2.5", true), "2.5");
+        assert_eq!(toml_value("inf", true), "\"inf\"");
     }
 
     #[test]

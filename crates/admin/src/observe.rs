@@ -22,6 +22,19 @@ impl Admin {
         out.finish()
     }
 
+    /// `GET /throttler/check?app=NAME`: the workload guards' answer for `app`.
+    pub fn throttler_check(&self, app: &str) -> sluice_core::admission::ThrottleAnswer {
+        match self.live() {
+            Ok(live) => live.throttler_check(app),
+            Err(_) => sluice_core::admission::ThrottleAnswer {
+                status: 503,
+                value: 0.0,
+                threshold: 0.0,
+                message: "starting".into(),
+            },
+        }
+    }
+
     /// Why Sluice should not get new clients now (shutting down, paused, a writer hostgroup
     /// without an ONLINE server), or `None` when it is ready.
     pub fn not_ready(&self) -> Option<String> {

@@ -136,7 +136,16 @@ pub const WORKLOAD_STATS_TABLE: (&str, &str) = (
     "class VARCHAR NOT NULL PRIMARY KEY, priority VARCHAR NOT NULL, active INT NOT NULL, max_concurrency INT NOT NULL, \
      max_queue INT NOT NULL, in_flight INT NOT NULL, queued INT NOT NULL, admitted INTEGER NOT NULL, waited INTEGER NOT NULL, \
      shed_queue_full INTEGER NOT NULL, shed_queue_timeout INTEGER NOT NULL, shed_rate INTEGER NOT NULL, \
+     shed_guard INTEGER NOT NULL, guard_delayed INTEGER NOT NULL, guard_level REAL NOT NULL, cap INT NOT NULL, \
      queue_wait_p99_ms REAL, p50_ms REAL, p99_ms REAL, statements INTEGER NOT NULL",
+);
+
+/// `stats_workload_guards`.
+pub const GUARD_STATS_TABLE: (&str, &str) = (
+    "stats_workload_guards",
+    "guard_id INTEGER NOT NULL PRIMARY KEY, signal VARCHAR NOT NULL, classes VARCHAR NOT NULL, value REAL, \
+     level REAL NOT NULL, state VARCHAR NOT NULL, since INTEGER, changes INTEGER NOT NULL, last_cause VARCHAR NOT NULL, \
+     apps VARCHAR NOT NULL",
 );
 
 /// The columns a configuration table's definition has that the `disk` copy made by an older
@@ -197,8 +206,9 @@ pub fn ddl() -> Vec<String> {
             ));
         }
     }
-    let (name, cols) = WORKLOAD_STATS_TABLE;
-    out.push(format!("CREATE TABLE IF NOT EXISTS stats.{name} ({cols})"));
+    for (name, cols) in [WORKLOAD_STATS_TABLE, GUARD_STATS_TABLE] {
+        out.push(format!("CREATE TABLE IF NOT EXISTS stats.{name} ({cols})"));
+    }
     for (name, cols) in MCP_STATS_TABLES {
         out.push(format!("CREATE TABLE IF NOT EXISTS stats.{name} ({cols})"));
     }

@@ -393,6 +393,29 @@ pub const CONFIG_TABLES: &[(&str, &str)] = &[
      comment VARCHAR NOT NULL DEFAULT ''",
     ),
     (
+        "workload_guards",
+        "guard_id INT CHECK (guard_id >= 0) NOT NULL PRIMARY KEY,\n\
+     active INT CHECK (active IN (0,1)) NOT NULL DEFAULT 1,\n\
+     classes VARCHAR NOT NULL,\n\
+     signal VARCHAR CHECK (LOWER(signal) IN ('replica_lag','class_p99')) NOT NULL,\n\
+     protocol VARCHAR CHECK (LOWER(protocol) IN ('mysql','pgsql')) NOT NULL DEFAULT 'mysql',\n\
+     hostgroup INT,\n\
+     watch_class VARCHAR NOT NULL DEFAULT '',\n\
+     window_s INT NOT NULL DEFAULT 10,\n\
+     low REAL NOT NULL,\n\
+     high REAL NOT NULL,\n\
+     reject_above REAL,\n\
+     reject_span REAL NOT NULL DEFAULT 0,\n\
+     max_delay_ms INT NOT NULL DEFAULT 0,\n\
+     mode VARCHAR CHECK (LOWER(mode) IN ('shed','reduce','reroute')) NOT NULL DEFAULT 'shed',\n\
+     fallback_hostgroup INT,\n\
+     hysteresis_pct INT NOT NULL DEFAULT 20,\n\
+     min_open_ms INT NOT NULL DEFAULT 1000,\n\
+     unknown_grace_ms INT NOT NULL DEFAULT 5000,\n\
+     apps VARCHAR NOT NULL DEFAULT '*',\n\
+     comment VARCHAR NOT NULL DEFAULT ''",
+    ),
+    (
         "scheduler",
         "id INTEGER PRIMARY KEY AUTOINCREMENT NOT NULL,\n\
      active INT CHECK (active IN (0,1)) NOT NULL DEFAULT 1,\n\

@@ -410,6 +410,13 @@ pub async fn refresh(store: &Store, live: &dyn LiveStats, cfg: &Config) -> Resul
             &r,
         ));
     }
+    if let Some(r) = live.workload_guards() {
+        sql.extend(replace_rows_sql(
+            "stats",
+            crate::schema::GUARD_STATS_TABLE.0,
+            &r,
+        ));
+    }
     store.exec_all(&sql).await
 }
 

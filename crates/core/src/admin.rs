@@ -272,6 +272,19 @@ pub trait LiveStats: Send + Sync {
     fn workload_classes(&self) -> Option<AdminRows> {
         None
     }
+    /// `stats_workload_guards` rows.
+    fn workload_guards(&self) -> Option<AdminRows> {
+        None
+    }
+    /// `GET /throttler/check?app=`: what the guards answering for `app` say.
+    fn throttler_check(&self, _app: &str) -> crate::admission::ThrottleAnswer {
+        crate::admission::ThrottleAnswer {
+            status: 200,
+            value: 0.0,
+            threshold: 0.0,
+            message: "no admission control in this build".into(),
+        }
+    }
     /// The MCP endpoint's stats tables (`stats_mcp_query_tools_counters`,
     /// `stats_mcp_query_digest`, `stats_mcp_query_rules`, `stats_rag_sources`) by name.
     fn mcp_tables(&self) -> Vec<(&'static str, AdminRows)> {

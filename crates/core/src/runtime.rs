@@ -193,6 +193,8 @@ pub struct RuntimeConfig {
     pub mcp: Arc<McpRuntime>,
     /// `workload_classes` rows (admission control), by name; one list for both protocols.
     pub workload_classes: Arc<Vec<crate::config::WorkloadClass>>,
+    /// `workload_guards` rows, by guard_id.
+    pub workload_guards: Arc<Vec<crate::config::WorkloadGuard>>,
 }
 
 /// The MCP endpoint's part of the snapshot: its variables and rows as loaded.
@@ -275,6 +277,7 @@ impl RuntimeConfig {
         RuntimeConfig {
             datadir: cfg.datadir.clone(),
             workload_classes: Arc::new(cfg.workload_classes.clone()),
+            workload_guards: Arc::new(cfg.workload_guards.clone()),
             mcp: Arc::new(McpRuntime {
                 variables: cfg.mcp_variables.clone(),
                 users: cfg

@@ -47,6 +47,30 @@ async fn readyz(State(admin): State<Arc<Admin>>) -> Response {
     }
 }
 
+/// `GET|HEAD /throttler/check?app=NAME`, freno's and Vitess's check: 200 (go on) or 429 (back
+/// off), with the signal and threshold as JSON, so gh-ost's `--throttle-http` and batch jobs
+/// ask Sluice before they write.
+async fn throttler_check(
+    State(admin): State<Arc<Admin>>,
+    axum::extract::RawQuery(query): axum::extract::RawQuery,
+) -> Response {
+    let app = query
+        .as_deref()
+        .and_then(|q| form_urlencoded::parse(q.as_bytes()).find(|(k, _)| k == "app"))
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_default();
+    let a = admin.throttler_check(&app);
+    let status = StatusCode::from_u16(a.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let body = serde_json::json!({
+        "StatusCode": a.status,
+        "Value": a.value,
+        "Threshold": a.threshold,
+        "Message": a.message,
+        "App": app,
+    });
+    text(status, "application/json", format!("{body}\n"))
+}
+
 async fn not_found() -> Response {
     text(StatusCode::NOT_FOUND, "text/plain", "not found\n".into())
 }
@@ -57,6 +81,7 @@ pub fn router(admin: Arc<Admin>) -> Router {
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .route("/throttler/check", get(throttler_check))
         .fallback(not_found)
         .with_state(admin)
 }

@@ -308,6 +308,11 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+        // An open `reroute` guard sends the transaction to its fallback hostgroup.
+        let hostgroup = permit
+            .as_ref()
+            .and_then(|p| p.reroute())
+            .unwrap_or(hostgroup);
         self.admission = permit.map(|p| (p, Instant::now()));
         self.fill = fill;
         match pin {

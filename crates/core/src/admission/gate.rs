@@ -3,6 +3,7 @@
 //! A slot a finished statement gives back goes straight to the first waiter, so a newcomer
 //! cannot overtake the queue.
 
+use super::guard::Effect;
 use super::refusal::{Refusal, ShedReason};
 use crate::config::{Priority, WorkloadClass};
 use crate::metrics::{FineHistogram, WindowedHistogram};
@@ -57,6 +58,9 @@ pub(crate) struct ClassCounters {
     pub shed_queue_full: AtomicU64,
     pub shed_queue_timeout: AtomicU64,
     pub shed_rate: AtomicU64,
+    pub shed_guard: AtomicU64,
+    /// Statements a guard delayed.
+    pub guard_delayed: AtomicU64,
     /// Time from arrival to admission, of statements that waited.
     pub queue_wait: FineHistogram,
     /// Statement latency (admission to reply).
@@ -77,6 +81,34 @@ struct GateState {
     next_ticket: u64,
     /// The rate cap's next free turn, as time since `epoch`.
     next_turn: Duration,
+    /// What the class's guards do now.
+    effect: Effect,
+    /// The shed draw's generator (xorshift64).
+    rng: u64,
+}
+
+impl GateState {
+    /// Slots now: `max_concurrency` scaled by the guards' cap (at least 1); 0 = unlimited.
+    fn cap(&self) -> u32 {
+        if !self.limits.capped() {
+            return 0;
+        }
+        let scaled = (f64::from(self.limits.max_concurrency) * self.effect.cap_share).ceil();
+        (scaled as u32).clamp(1, self.limits.max_concurrency)
+    }
+
+    fn has_slot(&self) -> bool {
+        let cap = self.cap();
+        cap == 0 || self.in_flight < cap
+    }
+
+    /// A uniform draw in [0, 1).
+    fn draw(&mut self) -> f64 {
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        (self.rng >> 11) as f64 / (1u64 << 53) as f64
+    }
 }
 
 /// One workload class's gate.
@@ -96,11 +128,15 @@ impl std::fmt::Debug for ClassGate {
 }
 
 /// A snapshot of a gate's state.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct GateNow {
     pub limits: Limits,
     pub in_flight: u32,
     pub queued: u32,
+    /// Slots now, after the guards (0: unlimited).
+    pub cap: u32,
+    /// The guards' level 0..=1.
+    pub guard_level: f64,
 }
 
 impl ClassGate {
@@ -113,6 +149,8 @@ impl ClassGate {
                 queue: VecDeque::new(),
                 next_ticket: 0,
                 next_turn: Duration::ZERO,
+                effect: Effect::none(),
+                rng: (0x9E37_79B9_7F4A_7C15 ^ (u64::from(std::process::id()) << 17)) | 1,
             }),
             counters: ClassCounters::default(),
             epoch: Instant::now(),
@@ -122,6 +160,15 @@ impl ClassGate {
     /// Seconds since the gate was made (the clock of its sliding window).
     pub(crate) fn epoch_seconds(&self) -> u64 {
         self.epoch.elapsed().as_secs()
+    }
+
+    /// The class's p99 (ms) over the last `window_s` seconds; `None` with no statement.
+    pub(crate) fn recent_p99_ms(&self, window_s: u32) -> Option<f64> {
+        let now_s = self.epoch.elapsed().as_secs();
+        self.counters
+            .recent
+            .window(u64::from(window_s), now_s)
+            .quantile_ms(0.99)
     }
 
     /// The class's name.
@@ -135,6 +182,8 @@ impl ClassGate {
             limits: st.limits.clone(),
             in_flight: st.in_flight,
             queued: st.queue.len() as u32,
+            cap: st.cap(),
+            guard_level: st.effect.level,
         }
     }
 
@@ -145,8 +194,17 @@ impl ClassGate {
         Self::admit_waiters(&mut st);
     }
 
+    /// What the guards do to the class from now on; a cap that grew lets waiters in.
+    pub(crate) fn set_effect(&self, effect: Effect) {
+        let mut st = lock(&self.state);
+        if st.effect != effect {
+            st.effect = effect;
+            Self::admit_waiters(&mut st);
+        }
+    }
+
     fn admit_waiters(st: &mut GateState) {
-        while !st.limits.capped() || st.in_flight < st.limits.max_concurrency {
+        while st.has_slot() {
             let Some(w) = st.queue.pop_front() else { break };
             if w.wake.send(()).is_ok() {
                 st.in_flight += 1;
@@ -159,6 +217,7 @@ impl ClassGate {
             ShedReason::QueueFull { .. } => &self.counters.shed_queue_full,
             ShedReason::QueueTimeout { .. } => &self.counters.shed_queue_timeout,
             ShedReason::RateLimited { .. } => &self.counters.shed_rate,
+            ShedReason::GuardOpen { .. } => &self.counters.shed_guard,
         };
         counter.fetch_add(1, Ordering::Relaxed);
         Refusal {
@@ -213,13 +272,41 @@ impl ClassGate {
     /// queue otherwise, or refused. Dropping the future while it waits leaves the queue.
     pub async fn admit(self: &Arc<Self>) -> Result<Permit, Refusal> {
         let arrived = Instant::now();
+        let (delay, reroute) = self.guard_gate()?;
+        if !delay.is_zero() {
+            self.counters.guard_delayed.fetch_add(1, Ordering::Relaxed);
+            tokio::time::sleep(delay).await;
+        }
+        let mut permit = self.take_slot(arrived).await?;
+        permit.reroute = reroute;
+        Ok(permit)
+    }
+
+    /// The guards' say before anything else: shed (by a draw), or the delay to wait and where
+    /// to reroute.
+    fn guard_gate(&self) -> Result<(Duration, Option<u32>), Refusal> {
+        let mut st = lock(&self.state);
+        if let Some((p, guard_id, cause)) = st.effect.shed.clone()
+            && st.draw() < p
+        {
+            let limits = st.limits.clone();
+            let retry = st.effect.delay.as_millis() as u64;
+            drop(st);
+            let reason = ShedReason::GuardOpen { guard_id, cause };
+            return Err(self.refusal(&limits, reason, retry.max(1000)));
+        }
+        Ok((st.effect.delay, st.effect.reroute))
+    }
+
+    /// A slot: at once, after a wait in the queue, or refused.
+    async fn take_slot(self: &Arc<Self>, arrived: Instant) -> Result<Permit, Refusal> {
         let rate_wait = self.rate_turn(arrived)?;
         if !rate_wait.is_zero() {
             tokio::time::sleep(rate_wait).await;
         }
         let (ticket, mut woken, deadline, limits) = {
             let mut st = lock(&self.state);
-            if !st.limits.capped() || st.in_flight < st.limits.max_concurrency {
+            if st.has_slot() {
                 st.in_flight += 1;
                 drop(st);
                 return Ok(self.admitted(arrived, !rate_wait.is_zero()));
@@ -270,7 +357,10 @@ impl ClassGate {
             let us = u64::try_from(arrived.elapsed().as_micros()).unwrap_or(u64::MAX);
             self.counters.queue_wait.observe_us(us);
         }
-        Permit { gate: self.clone() }
+        Permit {
+            gate: self.clone(),
+            reroute: None,
+        }
     }
 
     /// A slot comes back: to the first waiter still there, else to the pool of free slots.
@@ -316,12 +406,18 @@ impl Drop for Place<'_> {
 #[derive(Debug)]
 pub struct Permit {
     gate: Arc<ClassGate>,
+    reroute: Option<u32>,
 }
 
 impl Permit {
     /// The class.
     pub fn class(&self) -> &Arc<str> {
         &self.gate.name
+    }
+
+    /// The hostgroup an open `reroute` guard sends the statement to.
+    pub fn reroute(&self) -> Option<u32> {
+        self.reroute
     }
 
     /// The class's statement time limit, if any.

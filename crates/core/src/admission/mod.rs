@@ -25,12 +25,16 @@
 //! # }
 //! ```
 
+mod board;
 mod gate;
+mod guard;
 mod refusal;
 mod report;
 mod statement;
 
+pub use board::{GUARD_COLUMNS, ThrottleAnswer};
 pub use gate::{ClassGate, Permit};
+pub use guard::{GuardLive, GuardSignals, GuardState};
 pub use refusal::{
     ERR_GUARD_OPEN, ERR_QUEUE_FULL, ERR_QUEUE_TIMEOUT, Refusal, SQLSTATE_REFUSED, ShedReason,
 };
@@ -57,6 +61,8 @@ struct Gates {
 pub struct Admission {
     gates: ArcSwap<Gates>,
     rebuilding: Mutex<()>,
+    /// The guards' live state, by guard_id.
+    guards: Mutex<HashMap<u32, GuardLive>>,
 }
 
 impl Admission {

@@ -31,6 +31,13 @@ pub enum ShedReason {
         /// The class's `max_concurrency`.
         max_concurrency: u32,
     },
+    /// A guard of the class is open.
+    GuardOpen {
+        /// The guard's id.
+        guard_id: u32,
+        /// Its signal against its threshold, e.g. `replica lag 14 s >= 10 s on hostgroup 30`.
+        cause: String,
+    },
     /// Under `max_qps`, its turn would come later than `queue_timeout_ms`.
     RateLimited {
         /// The class's `max_qps`.
@@ -47,6 +54,7 @@ impl ShedReason {
             ShedReason::QueueFull { .. } => "queue_full",
             ShedReason::QueueTimeout { .. } => "queue_timeout",
             ShedReason::RateLimited { .. } => "rate",
+            ShedReason::GuardOpen { .. } => "guard",
         }
     }
 }
@@ -73,6 +81,7 @@ impl Refusal {
         self.errno_override.unwrap_or(match self.reason {
             ShedReason::QueueFull { .. } => ERR_QUEUE_FULL,
             ShedReason::QueueTimeout { .. } | ShedReason::RateLimited { .. } => ERR_QUEUE_TIMEOUT,
+            ShedReason::GuardOpen { .. } => ERR_GUARD_OPEN,
         })
     }
 
@@ -97,6 +106,10 @@ impl Refusal {
             ShedReason::RateLimited { max_qps, wait_ms } => format!(
                 "workload class '{}': max_qps {max_qps}, the next turn is {wait_ms} ms away (queue_timeout_ms {})",
                 self.class, self.queue_timeout_ms
+            ),
+            ShedReason::GuardOpen { guard_id, cause } => format!(
+                "workload class '{}': workload_guards row {guard_id} is open ({cause})",
+                self.class
             ),
         }
     }
@@ -130,6 +143,7 @@ impl fmt::Display for Refusal {
                 "max_qps {max_qps} reached, next turn in {wait_ms} ms > queue_timeout_ms {}",
                 self.queue_timeout_ms
             ),
+            ShedReason::GuardOpen { cause, .. } => f.write_str(cause),
         }
     }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 /// `stats_workload_classes`' columns.
-pub const STATS_COLUMNS: [&str; 16] = [
+pub const STATS_COLUMNS: [&str; 20] = [
     "class",
     "priority",
     "active",
@@ -21,6 +21,10 @@ pub const STATS_COLUMNS: [&str; 16] = [
     "shed_queue_full",
     "shed_queue_timeout",
     "shed_rate",
+    "shed_guard",
+    "guard_delayed",
+    "guard_level",
+    "cap",
     "queue_wait_p99_ms",
     "p50_ms",
     "p99_ms",
@@ -55,6 +59,10 @@ impl Admission {
                 load(&c.shed_queue_full),
                 load(&c.shed_queue_timeout),
                 load(&c.shed_rate),
+                load(&c.shed_guard),
+                load(&c.guard_delayed),
+                Some(format!("{:.3}", now.guard_level)),
+                n(u64::from(now.cap)),
                 ms(c.queue_wait.snapshot().quantile_ms(0.99)),
                 ms(recent.quantile_ms(0.5)),
                 ms(recent.quantile_ms(0.99)),
@@ -88,13 +96,9 @@ impl Admission {
             );
             out.gauge(
                 "sluice_workload_limit",
-                "The class's max_concurrency (0: unlimited).",
+                "The class's slots now: max_concurrency, reduced by its guards (0: unlimited).",
                 &labels,
-                f64::from(if now.limits.active {
-                    now.limits.max_concurrency
-                } else {
-                    0
-                }),
+                f64::from(now.cap),
             );
             out.counter(
                 "sluice_workload_admitted_total",
@@ -106,6 +110,7 @@ impl Admission {
                 ("queue_full", &c.shed_queue_full),
                 ("queue_timeout", &c.shed_queue_timeout),
                 ("rate", &c.shed_rate),
+                ("guard", &c.shed_guard),
             ] {
                 out.counter(
                     "sluice_workload_shed_total",

@@ -38,7 +38,7 @@ pub use server_ssl_params::ServerSslParams;
 pub use tls_settings::{BackendTls, BackendVerify, FrontendTls, TlsVersions};
 pub use topology_tables::{GroupReplicationHostgroup, ReplicationHostgroup};
 pub use values::*;
-pub use workload::{DEFAULT_CLASS, Priority, WorkloadClass, rule_class};
+pub use workload::{DEFAULT_CLASS, Priority, WorkloadClass, WorkloadGuard, rule_class};
 
 use crate::Error;
 use std::path::Path;
@@ -98,6 +98,8 @@ pub struct Config {
     pub rag_sources: Vec<RagSource>,
     /// `workload_classes` rows: admission control's classes, by name.
     pub workload_classes: Vec<WorkloadClass>,
+    /// `workload_guards` rows: signals that slow down or shed classes, by guard_id.
+    pub workload_guards: Vec<WorkloadGuard>,
     /// `[cluster] config_store`: the shared configuration store (`etcd://host:port,…/prefix`);
     /// `None`: none (peers sync with `proxysql_servers`, if set).
     pub config_store: Option<String>,

@@ -66,6 +66,8 @@ struct RawFile {
     rag_sources: Vec<Spanned<RagSource>>,
     #[serde(default)]
     workload_classes: Vec<Spanned<WorkloadClass>>,
+    #[serde(default)]
+    workload_guards: Vec<Spanned<WorkloadGuard>>,
     cluster: Option<RawCluster>,
 }
 
@@ -117,6 +119,7 @@ pub(super) fn parse(text: &str) -> Result<Config, Error> {
     r.pgsql_servers(raw.pgsql_servers)?;
     let pg_user_hostgroups = r.pgsql_users(raw.pgsql_users)?;
     r.workload_classes(raw.workload_classes)?;
+    r.workload_guards(raw.workload_guards)?;
     r.query_rules(
         "mysql_query_rules",
         raw.mysql_query_rules,

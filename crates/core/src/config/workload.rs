@@ -178,6 +178,173 @@ pub fn rule_class(column: Option<&str>, attributes: &str) -> Option<String> {
         .map(str::to_string)
 }
 
+/// One row of `workload_guards`: a signal watched, and what its level does to the classes it
+/// governs. The signal is in seconds (`replica_lag`) or milliseconds (`class_p99`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadGuard {
+    /// The guard's id.
+    pub guard_id: u32,
+    /// Watched and applied when 1.
+    #[serde(default = "yes")]
+    pub active: Flag,
+    /// The classes it governs, comma separated.
+    pub classes: String,
+    /// `replica_lag` (seconds, the monitor's, the worst server of `hostgroup`) or `class_p99`
+    /// (milliseconds, `watch_class`'s p99 over the last `window_s` seconds).
+    pub signal: String,
+    /// `mysql` or `pgsql`: whose hostgroup `replica_lag` watches.
+    #[serde(default = "mysql")]
+    pub protocol: String,
+    /// The hostgroup `replica_lag` watches.
+    #[serde(default)]
+    pub hostgroup: Option<u32>,
+    /// The class whose p99 `class_p99` watches.
+    #[serde(default)]
+    pub watch_class: String,
+    /// `class_p99`'s window (seconds, at most 60).
+    #[serde(default = "window_s")]
+    pub window_s: u32,
+    /// Below this the guard does nothing.
+    pub low: f64,
+    /// At this the ramp is complete: the full delay, the smallest cap.
+    pub high: f64,
+    /// At or above this, statements of the governed classes are shed (`shed`) or rerouted
+    /// (`reroute`); NULL: never.
+    #[serde(default)]
+    pub reject_above: Option<f64>,
+    /// Over how much more signal the shed probability grows from its floor to 1 (0: everything
+    /// is shed at once).
+    #[serde(default)]
+    pub reject_span: f64,
+    /// The delay at the top of the ramp (ms), taken before a statement queues.
+    #[serde(default)]
+    pub max_delay_ms: u32,
+    /// `shed`, `reduce` (ramp only, never shed) or `reroute` (to `fallback_hostgroup`).
+    #[serde(default = "shed")]
+    pub mode: String,
+    /// Where `reroute` sends statements while the guard is open.
+    #[serde(default)]
+    pub fallback_hostgroup: Option<u32>,
+    /// An open guard closes only when the signal is below `low` less this share (percent).
+    #[serde(default = "hysteresis_pct")]
+    pub hysteresis_pct: u32,
+    /// An open guard stays open at least this long (ms).
+    #[serde(default = "min_open_ms")]
+    pub min_open_ms: u32,
+    /// A signal unknown this long (ms) counts as over `reject_above` (or `high`).
+    #[serde(default = "unknown_grace_ms")]
+    pub unknown_grace_ms: u32,
+    /// The apps `/throttler/check?app=` answers for from this guard (comma separated; `*`: all).
+    #[serde(default = "all_apps")]
+    pub apps: String,
+    /// The operator's note.
+    #[serde(default)]
+    pub comment: String,
+}
+
+// Eq for `Config`'s sake: a checked row's numbers are finite, so equality is reflexive.
+impl Eq for WorkloadGuard {}
+
+fn mysql() -> String {
+    "mysql".into()
+}
+fn window_s() -> u32 {
+    10
+}
+fn shed() -> String {
+    "shed".into()
+}
+fn hysteresis_pct() -> u32 {
+    20
+}
+fn min_open_ms() -> u32 {
+    1000
+}
+fn unknown_grace_ms() -> u32 {
+    5000
+}
+fn all_apps() -> String {
+    "*".into()
+}
+
+impl WorkloadGuard {
+    /// The governed classes' names.
+    pub fn class_names(&self) -> impl Iterator<Item = &str> {
+        self.classes
+            .split(',')
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+    }
+
+    /// Checks the row; the error names the column. `known` says whether a class exists.
+    pub fn check(&self, known: impl Fn(&str) -> bool) -> Result<(), String> {
+        if self.class_names().next().is_none() {
+            return Err("classes: name at least one workload class".into());
+        }
+        if let Some(c) = self.class_names().find(|c| !known(c)) {
+            return Err(format!("classes: {c:?} is not in workload_classes"));
+        }
+        match self.signal.as_str() {
+            "replica_lag" => {
+                if self.hostgroup.is_none() {
+                    return Err("hostgroup: replica_lag watches a hostgroup; set one".into());
+                }
+                if self.protocol != "mysql" && self.protocol != "pgsql" {
+                    return Err(format!(
+                        "protocol: {:?} is not mysql or pgsql",
+                        self.protocol
+                    ));
+                }
+            }
+            "class_p99" => {
+                if !known(self.watch_class.trim()) {
+                    return Err(format!(
+                        "watch_class: {:?} is not in workload_classes",
+                        self.watch_class
+                    ));
+                }
+                if !(1..=60).contains(&self.window_s) {
+                    return Err(format!(
+                        "window_s: {} is not between 1 and 60",
+                        self.window_s
+                    ));
+                }
+            }
+            other => {
+                return Err(format!("signal: {other:?} is not replica_lag or class_p99"));
+            }
+        }
+        if !(self.low.is_finite() && self.high.is_finite()) || self.low < 0.0 {
+            return Err("low, high: must be numbers, low >= 0".into());
+        }
+        if self.low > self.high {
+            return Err(format!("low: {} is above high {}", self.low, self.high));
+        }
+        if let Some(r) = self.reject_above
+            && !(r.is_finite() && r >= self.low)
+        {
+            return Err(format!("reject_above: {r} is below low {}", self.low));
+        }
+        if !(self.reject_span.is_finite() && self.reject_span >= 0.0) {
+            return Err(format!("reject_span: {} is negative", self.reject_span));
+        }
+        match self.mode.as_str() {
+            "shed" | "reduce" => {}
+            "reroute" if self.fallback_hostgroup.is_some() => {}
+            "reroute" => return Err("fallback_hostgroup: mode reroute needs one".into()),
+            other => return Err(format!("mode: {other:?} is not shed, reduce or reroute")),
+        }
+        if self.hysteresis_pct > 100 {
+            return Err(format!(
+                "hysteresis_pct: {} is over 100",
+                self.hysteresis_pct
+            ));
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -45,6 +45,10 @@ impl Session {
         self.slot.set_waiting(None);
         match admitted {
             Ok(permit) => {
+                if let Some(hg) = permit.reroute() {
+                    // An open `reroute` guard: the statement goes to its fallback hostgroup.
+                    self.route_hostgroup = hg;
+                }
                 self.admission = Some(permit);
                 None
             }

@@ -2,7 +2,7 @@
 
 use super::Reader;
 use crate::Error;
-use crate::config::{DEFAULT_CLASS, WorkloadClass};
+use crate::config::{DEFAULT_CLASS, WorkloadClass, WorkloadGuard};
 use std::collections::HashSet;
 use toml::Spanned;
 
@@ -34,6 +34,35 @@ impl Reader<'_> {
         self.cfg
             .workload_classes
             .sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(())
+    }
+
+    pub(super) fn workload_guards(
+        &mut self,
+        rows: Vec<Spanned<WorkloadGuard>>,
+    ) -> Result<(), Error> {
+        let mut ids = HashSet::new();
+        for row in rows {
+            let offset = row.span().start;
+            let mut g = row.into_inner();
+            g.signal = g.signal.trim().to_ascii_lowercase();
+            g.mode = g.mode.trim().to_ascii_lowercase();
+            g.protocol = g.protocol.trim().to_ascii_lowercase();
+            if let Err(why) = g.check(|c| self.knows_class(c)) {
+                return Err(self.invalid(
+                    offset,
+                    format!("workload_guards.{why} (guard {})", g.guard_id),
+                ));
+            }
+            if !ids.insert(g.guard_id) {
+                return Err(self.invalid(
+                    offset,
+                    format!("workload_guards: duplicate guard_id {}", g.guard_id),
+                ));
+            }
+            self.cfg.workload_guards.push(g);
+        }
+        self.cfg.workload_guards.sort_by_key(|g| g.guard_id);
         Ok(())
     }
 

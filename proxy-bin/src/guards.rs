@@ -1,0 +1,66 @@
+//! Runs the workload guards: every [`TICK`] each guard reads its signal (the monitors'
+//! replication lag, a class's p99) and admission control applies what follows.
+
+use sluice_core::ConfigHandle;
+use sluice_core::admin::Protocol;
+use sluice_core::admission::{Admission, GuardSignals};
+use sluice_core::monitor::Monitor;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// How often guards read their signals: well under the monitor's fastest lag check.
+const TICK: Duration = Duration::from_millis(100);
+
+/// The monitors' view of the servers, as guards read it.
+struct MonitorSignals {
+    config: ConfigHandle,
+    /// MySQL, PostgreSQL.
+    monitors: [Arc<Monitor>; 2],
+}
+
+impl GuardSignals for MonitorSignals {
+    fn replica_lag_s(&self, protocol: Protocol, hostgroup: u32) -> Option<f64> {
+        let rt = self.config.load();
+        let (servers, monitor) = match protocol {
+            Protocol::Mysql => (rt.mysql.hostgroups.get(&hostgroup), &self.monitors[0]),
+            Protocol::Pgsql => (rt.pgsql.hostgroups.get(&hostgroup), &self.monitors[1]),
+        };
+        servers?
+            .iter()
+            .filter_map(|s| monitor.replication_lag(&s.key))
+            .max()
+            .map(|lag| lag as f64)
+    }
+}
+
+/// Evaluates the guards until `shutdown`; idle (one snapshot load per tick) without guards.
+pub async fn run(
+    admission: Arc<Admission>,
+    config: ConfigHandle,
+    monitors: [Arc<Monitor>; 2],
+    shutdown: CancellationToken,
+) {
+    let signals = MonitorSignals {
+        config: config.clone(),
+        monitors,
+    };
+    let mut tick = tokio::time::interval(TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let rt = config.load();
+        if rt.workload_guards.is_empty() && rt.workload_classes.is_empty() {
+            continue;
+        }
+        admission.evaluate_guards(
+            &rt.workload_classes,
+            &rt.workload_guards,
+            &signals,
+            std::time::Instant::now(),
+        );
+    }
+}
