@@ -8,7 +8,10 @@ use sluice_tests::*;
 use std::sync::{Mutex, MutexGuard};
 
 /// Held by the tests whose clients log in as `app`: the bursts count the server's `app`
-/// connections and running probes, which another test's clients would add to.
+/// connections and running probes, which another test's clients would add to. Taken after the
+/// backends' hold (`backends_ready` / `backends_exclusive`), never before: a test holding this
+/// while it waited for the backends would deadlock with one holding the backends exclusively
+/// while it waited for this.
 static SERVER_COUNTS: Mutex<()> = Mutex::new(());
 
 fn exclusive() -> MutexGuard<'static, ()> {
@@ -194,10 +197,10 @@ fn metrics(s: &Sluice) -> String {
 /// 40 clients against 4 slots and a queue of 8: 12 answered, 28 refused at once; the server
 /// never runs more than 4; the OLTP session is untouched; queued clients hold no connection.
 fn caps_concurrency_queues_and_sheds(side: Side) {
-    let _one = exclusive();
     if !backends_ready(side.servers()) {
         return;
     }
+    let _one = exclusive();
     side.create_probe();
     let s = Sluice::start(&config(4, 8, 20_000, ""));
     let b = burst(side, &s, 40, 1.0);
@@ -280,10 +283,10 @@ fn pgsql_vector_class_caps_concurrency_queues_and_sheds_the_rest() {
 /// own statements never queue; COMMIT gives the slot back; the class time limit cancels a long
 /// statement and the connection stays open.
 fn queue_timeout_transactions_and_time_limit(side: Side) {
-    let _one = exclusive();
     if !backends_ready(side.servers()) {
         return;
     }
+    let _one = exclusive();
     side.create_probe();
     let s = Sluice::start(&config(1, 4, 300, "max_execution_ms = 500"));
     let steps = [
@@ -422,10 +425,10 @@ db.commit()
 
 #[test]
 fn the_shipped_vector_rules_classify_each_dialect() {
-    let _one = exclusive();
     if !backends_ready(Servers::Both) {
         return;
     }
+    let _one = exclusive();
     let shipped =
         std::fs::read_to_string(xtask::workspace_root().join("docs/workload-classes.toml"))
             .expect("docs/workload-classes.toml");
@@ -662,5 +665,242 @@ fn seed_002_lag_guard_slows_then_sheds_batch_and_never_app() {
     assert!(
         st["guard_delayed"].parse::<u64>().unwrap_or(0) > 0,
         "{st:?}"
+    );
+}
+
+/// Resumes WAL replay on the standby, also when the PostgreSQL lag test fails.
+struct ResumeReplay;
+
+impl Drop for ResumeReplay {
+    fn drop(&mut self) {
+        let _ = xtask::postgres::replica(&xtask::state_dir()).sql("SELECT pg_wal_replay_resume()");
+    }
+}
+
+fn pg_lag_guard_config() -> String {
+    format!(
+        r#"
+[pgsql_variables]
+interfaces = "127.0.0.1:{{pg_port}}"
+monitor_replication_lag_interval = 200
+
+[mysql_variables]
+interfaces = "127.0.0.1:{{port}}"
+
+[[mysql_servers]]
+hostgroup_id = 0
+hostname = "127.0.0.1"
+port = {my_primary}
+
+[[mysql_users]]
+username = "app"
+password = "app"
+
+[[pgsql_servers]]
+hostgroup_id = 0
+hostname = "127.0.0.1"
+port = {pg_primary}
+
+[[pgsql_servers]]
+hostgroup_id = 1
+hostname = "127.0.0.1"
+port = {pg_replica}
+max_replication_lag = 100000
+
+[[pgsql_users]]
+username = "app"
+password = "app"
+
+[[workload_classes]]
+name = "batch"
+
+[[workload_guards]]
+guard_id = 7
+classes = "batch"
+signal = "replica_lag"
+protocol = "pgsql"
+hostgroup = 1
+low = 1
+high = 2
+reject_above = 3
+min_open_ms = 500
+"#,
+        my_primary = ports::MY_PRIMARY,
+        pg_primary = ports::PG_PRIMARY,
+        pg_replica = ports::PG_REPLICA,
+    )
+}
+
+#[test]
+fn pgsql_lag_guard_sheds_while_replay_is_paused() {
+    // Pauses WAL replay on the standby the other tests read from: it runs alone.
+    if !backends_exclusive(Servers::Postgres) {
+        return;
+    }
+    let _one = exclusive();
+    let _resume = ResumeReplay;
+    let s = Sluice::start(&pg_lag_guard_config());
+    let replica = xtask::postgres::replica(&xtask::state_dir());
+    let batch = |s: &Sluice| psql_app(s.pg_port, "/* workload=batch */ SELECT 1");
+    ok_stdout(&batch(&s));
+    ok_stdout(&psql_app(
+        ports::PG_PRIMARY,
+        "CREATE TABLE IF NOT EXISTS admission_ticks (id serial PRIMARY KEY, at timestamptz DEFAULT now())",
+    ));
+    replica
+        .sql("SELECT pg_wal_replay_pause()")
+        .expect("pause replay");
+    // Commits keep arriving, replay does not follow: the lag grows a second per second.
+    let mut refused = None;
+    for _ in 0..150 {
+        ok_stdout(&psql_app(
+            ports::PG_PRIMARY,
+            "INSERT INTO admission_ticks DEFAULT VALUES",
+        ));
+        let out = batch(&s);
+        if !out.status.success() {
+            refused = Some(String::from_utf8_lossy(&out.stderr).into_owned());
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let refused =
+        refused.unwrap_or_else(|| panic!("never shed while replay was paused\n{}", s.log()));
+    assert!(
+        refused.contains("Sluice: workload 'batch' shed: replica lag ")
+            && refused.contains(" s >= 3 s on hostgroup 1"),
+        "{refused}"
+    );
+    ok_stdout(&psql_app(s.pg_port, "SELECT 1"));
+    replica
+        .sql("SELECT pg_wal_replay_resume()")
+        .expect("resume replay");
+    wait_for("the guard to close after replay resumed", || {
+        batch(&s).status.success()
+    });
+    let log = s.log();
+    // Replay paused: the lag is the time since the last replayed commit, which may jump past
+    // the threshold at once (closed -> open) or climb through the ramp first.
+    assert!(
+        log.contains(" -> open: replica lag ") && log.contains("workload guard 7: "),
+        "{log}"
+    );
+    assert!(
+        log.contains("workload guard 7: open -> closed: replica lag 0 s < 3 s"),
+        "{log}"
+    );
+}
+
+/// One MariaDB connection (`max_connections = 1`), held by a statement of class `hold` that
+/// waits on a table the test has locked; four `bulk` statements queue for the connection, then
+/// one `urgent`; the table is unlocked. Returns the order in which the five queued statements
+/// finished (their labels).
+async fn pool_handoff_order(bulk: &str, urgent: &str) -> Vec<String> {
+    use mysql_async::prelude::*;
+    let classes = format!(
+        "[[workload_classes]]\nname = \"hold\"\n\
+         [[workload_classes]]\nname = \"bulk\"\npriority = \"{bulk}\"\n\
+         [[workload_classes]]\nname = \"urgent\"\npriority = \"{urgent}\"\n"
+    );
+    let s = Sluice::start(&capped_config(1, "", &classes));
+    let url = s.url("app", "app", "app");
+    let mut root = mysql_async::Conn::from_url(format!(
+        "mysql://root:root@127.0.0.1:{}/",
+        ports::MY_PRIMARY
+    ))
+    .await
+    .expect("root on the primary");
+    for sql in [
+        "CREATE TABLE IF NOT EXISTS app.prio_gate (id INT)",
+        "LOCK TABLES app.prio_gate WRITE",
+    ] {
+        root.query_drop(sql).await.expect(sql);
+    }
+    // Every client logs in first, so only the statements below wait for the connection.
+    let mut conns = Vec::new();
+    for _ in 0..6 {
+        let mut c = mysql_async::Conn::from_url(url.clone())
+            .await
+            .expect("login");
+        c.query_drop("SELECT 1").await.expect("warm");
+        conns.push(c);
+    }
+    let waiting = |n: u32| {
+        let s = &s;
+        move || {
+            s.admin_ok("SELECT Variable_Value FROM stats_mysql_global WHERE Variable_Name = 'ConnPool_waiting_sessions'")
+                .trim()
+                .parse::<u32>()
+                .unwrap_or(0)
+                >= n
+        }
+    };
+    let finished = std::sync::Arc::new(Mutex::new(Vec::new()));
+    let run = |mut c: mysql_async::Conn, label: String, sql: String| {
+        let finished = finished.clone();
+        tokio::spawn(async move {
+            c.query_drop(sql).await.expect(&label);
+            finished.lock().expect("order").push(label);
+            c.disconnect().await.ok();
+        })
+    };
+    let mut conns = conns.into_iter();
+    let mut next = || conns.next().expect("a client");
+    let holder = run(
+        next(),
+        "hold".into(),
+        "/* workload=hold */ SELECT id AS prio_hold FROM app.prio_gate".into(),
+    );
+    tokio::task::block_in_place(|| wait_mysql_running(ports::MY_PRIMARY, "/* workload=hold */"));
+    let mut queued = Vec::new();
+    for i in 0..4 {
+        queued.push(run(
+            next(),
+            format!("bulk{i}"),
+            format!("/* workload=bulk */ SELECT SLEEP(0.1) AS bulk{i}"),
+        ));
+    }
+    tokio::task::block_in_place(|| wait_for("four bulk sessions queued", waiting(4)));
+    queued.push(run(
+        next(),
+        "urgent".into(),
+        "/* workload=urgent */ SELECT SLEEP(0.1) AS urgent".into(),
+    ));
+    tokio::task::block_in_place(|| wait_for("the urgent session queued", waiting(5)));
+    root.query_drop("UNLOCK TABLES")
+        .await
+        .expect("unlock the gate");
+    holder.await.expect("holder");
+    for q in queued {
+        q.await.expect("client");
+    }
+    let order = finished.lock().expect("order").clone();
+    order.into_iter().filter(|l| l != "hold").collect()
+}
+
+#[test]
+fn mysql_sessions_waiting_for_a_connection_are_served_by_class_priority() {
+    if !backends_ready(Servers::MariaDb) {
+        return;
+    }
+    let _one = exclusive();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    // Critical arrives last and is served first.
+    let order = rt.block_on(pool_handoff_order("background", "critical"));
+    assert_eq!(
+        order.first().map(String::as_str),
+        Some("urgent"),
+        "{order:?}"
+    );
+    // The same arrivals with the priorities swapped: last in, last out.
+    let order = rt.block_on(pool_handoff_order("critical", "background"));
+    assert_eq!(
+        order.last().map(String::as_str),
+        Some("urgent"),
+        "{order:?}"
     );
 }

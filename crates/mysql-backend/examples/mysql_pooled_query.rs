@@ -7,6 +7,7 @@
 //! ```
 //! Arguments: `host:port user password` (defaults: the test primary, app/app).
 
+use sluice_core::config::Priority;
 use sluice_core::runtime::HostgroupServer;
 use sluice_mysql_backend::{BackendSecret, CheckoutRequest, MysqlPool};
 use std::time::Duration;
@@ -37,6 +38,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         max_packet: 64 << 20,
         config: None,
         worker: None,
+        priority: Priority::Regular,
     };
     let mut threads = Vec::new();
     for _ in 0..3 {

@@ -9,6 +9,7 @@
 //!   `sluice_net::client_tls`).
 //!
 //! ```no_run
+//! use sluice_core::config::Priority;
 //! use sluice_core::runtime::HostgroupServer;
 //! use sluice_mysql_backend::{BackendSecret, CheckoutRequest, MysqlPool};
 //! use std::time::Duration;
@@ -30,6 +31,7 @@
 //!     max_packet: 64 << 20,
 //!     config: None,
 //!     worker: None, // not on a session thread
+//!     priority: Priority::Regular, // served in arrival order among equals
 //! };
 //! let mut conn = pool.checkout(&request).await?;
 //! let answer = conn.conn().query_table("SELECT 20 + 22").await?;

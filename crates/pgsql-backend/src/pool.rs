@@ -406,7 +406,14 @@ impl sluice_core::checkout::Connector for PgAttempts<'_> {
             return Attempt::Exhausted;
         };
         let budget = pool.budget(req.hostgroup, server);
-        let Some(permit) = budget.take(req.worker, deadline).await else {
+        let permit = match budget.try_take(req.worker) {
+            Some(slot) => Some(slot),
+            None => {
+                let _waiting = pool.stats.waiting();
+                budget.take(req.worker, deadline).await
+            }
+        };
+        let Some(permit) = permit else {
             return Attempt::Again;
         };
         pool.connection_on(req, server, permit, deadline).await

@@ -34,6 +34,9 @@ pub(crate) async fn take(
     let Some(gate) = admission.gate(classes, class) else {
         return Ok(None);
     };
+    if let Some(permit) = gate.try_admit() {
+        return Ok(Some(permit));
+    }
     entry.set_waiting(Some(class));
     let admitted = gate.admit().await;
     entry.set_waiting(None);

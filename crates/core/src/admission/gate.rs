@@ -271,6 +271,9 @@ impl ClassGate {
     /// Admits one statement (or transaction): at once when a slot is free, after a wait in the
     /// queue otherwise, or refused. Dropping the future while it waits leaves the queue.
     pub async fn admit(self: &Arc<Self>) -> Result<Permit, Refusal> {
+        if let Some(p) = self.try_admit() {
+            return Ok(p);
+        }
         let arrived = Instant::now();
         let (delay, reroute) = self.guard_gate()?;
         if !delay.is_zero() {
@@ -280,6 +283,30 @@ impl ClassGate {
         let mut permit = self.take_slot(arrived).await?;
         permit.reroute = reroute;
         Ok(permit)
+    }
+
+    /// The common case in one lock and no clock read: a free slot, nobody waiting, no guard
+    /// effect and no rate cap. `None`: take the full path ([`Self::admit`]).
+    pub fn try_admit(self: &Arc<Self>) -> Option<Permit> {
+        let mut st = lock(&self.state);
+        let plain = st.effect.shed.is_none()
+            && st.effect.delay.is_zero()
+            && (st.limits.max_qps.is_none() || !st.limits.active)
+            && st.queue.is_empty();
+        if !(plain && st.has_slot()) {
+            return None;
+        }
+        st.in_flight += 1;
+        let (reroute, max_execution) = (st.effect.reroute, st.limits.max_execution);
+        let priority = st.limits.priority;
+        drop(st);
+        self.counters.admitted.fetch_add(1, Ordering::Relaxed);
+        Some(Permit {
+            gate: self.clone(),
+            reroute,
+            max_execution,
+            priority,
+        })
     }
 
     /// The guards' say before anything else: shed (by a draw), or the delay to wait and where
@@ -357,9 +384,12 @@ impl ClassGate {
             let us = u64::try_from(arrived.elapsed().as_micros()).unwrap_or(u64::MAX);
             self.counters.queue_wait.observe_us(us);
         }
+        let st = lock(&self.state);
         Permit {
             gate: self.clone(),
             reroute: None,
+            max_execution: st.limits.max_execution,
+            priority: st.limits.priority,
         }
     }
 
@@ -407,6 +437,8 @@ impl Drop for Place<'_> {
 pub struct Permit {
     gate: Arc<ClassGate>,
     reroute: Option<u32>,
+    max_execution: Option<Duration>,
+    priority: Priority,
 }
 
 impl Permit {
@@ -420,16 +452,24 @@ impl Permit {
         self.reroute
     }
 
+    /// The class's priority when the statement was admitted: the order in which it is served
+    /// when sessions wait for a backend connection.
+    pub fn priority(&self) -> Priority {
+        self.priority
+    }
+
     /// The class's statement time limit, if any.
     pub fn max_execution(&self) -> Option<Duration> {
-        lock(&self.gate.state).limits.max_execution
+        self.max_execution
     }
 
     /// Records one statement's latency under the class.
     pub fn observe_us(&self, us: u64) {
         let c = &self.gate.counters;
-        c.latency.observe_us(us);
-        c.recent.observe_us(us, self.gate.epoch.elapsed().as_secs());
+        let bucket = crate::metrics::bucket_of(us);
+        c.latency.observe_in(bucket, us);
+        c.recent
+            .observe_in(bucket, us, self.gate.epoch.elapsed().as_secs());
     }
 }
 

@@ -53,7 +53,17 @@ use std::sync::{Arc, Mutex};
 struct Gates {
     /// The list they were built from (compared by pointer with the runtime's).
     source: Arc<Vec<WorkloadClass>>,
-    by_name: HashMap<String, Arc<ClassGate>>,
+    /// By name; a few classes, so a scan beats hashing the name.
+    by_name: Vec<(String, Arc<ClassGate>)>,
+}
+
+impl Gates {
+    fn get(&self, name: &str) -> Option<Arc<ClassGate>> {
+        self.by_name
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, g)| g.clone())
+    }
 }
 
 /// Every class's gate, shared by the MySQL and PostgreSQL sessions.
@@ -74,10 +84,10 @@ impl Admission {
         }
         let gates = self.gates.load();
         if Arc::ptr_eq(&gates.source, classes) {
-            return gates.by_name.get(name).cloned();
+            return gates.get(name);
         }
         drop(gates);
-        self.rebuild(classes).by_name.get(name).cloned()
+        self.rebuild(classes).get(name)
     }
 
     /// Follows a new list: a class that stays keeps its gate (its counters, its waiters and
@@ -89,17 +99,17 @@ impl Admission {
         if Arc::ptr_eq(&old.source, classes) {
             return old;
         }
-        let mut by_name = HashMap::with_capacity(classes.len());
+        let mut by_name = Vec::with_capacity(classes.len());
         for c in classes.iter() {
             let limits = Limits::of(c);
-            let gate = match old.by_name.get(&c.name) {
+            let gate = match old.get(&c.name) {
                 Some(g) => {
                     g.reconfigure(limits);
-                    g.clone()
+                    g
                 }
                 None => Arc::new(ClassGate::new(&c.name, limits)),
             };
-            by_name.insert(c.name.clone(), gate);
+            by_name.push((c.name.clone(), gate));
         }
         let gates = Arc::new(Gates {
             source: classes.clone(),
@@ -115,7 +125,7 @@ impl Admission {
         if !Arc::ptr_eq(&gates.source, classes) {
             gates = self.rebuild(classes);
         }
-        let mut all: Vec<_> = gates.by_name.values().cloned().collect();
+        let mut all: Vec<_> = gates.by_name.iter().map(|(_, g)| g.clone()).collect();
         all.sort_by(|a, b| a.name().cmp(b.name()));
         all
     }

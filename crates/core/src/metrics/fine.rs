@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Buckets with an upper bound; one more counts what lies above the largest.
 pub const FINE_BUCKETS: usize = 64;
 /// Upper bound of the first bucket, in microseconds.
-const FIRST_BOUND_US: f64 = 50.0;
+const FIRST_BOUND_US: u64 = 50;
 /// Slots (seconds) a [`WindowedHistogram`] keeps.
 const WINDOW_SLOTS: usize = 60;
 
@@ -20,21 +20,25 @@ pub fn fine_bound_s(i: usize) -> f64 {
 }
 
 fn fine_bound_us(i: usize) -> f64 {
-    FIRST_BOUND_US * 2f64.powf(i as f64 / 3.0)
+    BOUNDS_US[i.min(FINE_BUCKETS - 1)] as f64
 }
 
-/// The bucket an observation of `us` microseconds falls in.
-fn bucket_of(us: u64) -> usize {
-    if us as f64 <= FIRST_BOUND_US {
-        return 0;
+/// The bounds in whole microseconds: 50 µs × 2^(i/3), with 2^(1/3) and 2^(2/3) as 1.260 and
+/// 1.587, made at compile time so that finding a bucket is integer comparisons only.
+const BOUNDS_US: [u64; FINE_BUCKETS] = {
+    let mut b = [0u64; FINE_BUCKETS];
+    let steps = [1000u64, 1260, 1587];
+    let mut i = 0;
+    while i < FINE_BUCKETS {
+        b[i] = (FIRST_BOUND_US << (i / 3)) * steps[i % 3] / 1000;
+        i += 1;
     }
-    let i = ((us as f64 / FIRST_BOUND_US).log2() * 3.0).ceil();
-    // The float may land a hair above an exact bound: step back when the bucket below holds it.
-    let mut i = (i.max(0.0) as usize).min(FINE_BUCKETS);
-    if i > 0 && i <= FINE_BUCKETS && us as f64 <= fine_bound_us(i - 1) {
-        i -= 1;
-    }
-    i
+    b
+};
+
+/// The bucket an observation of `us` microseconds falls in (binary search: 6 comparisons).
+pub(crate) fn bucket_of(us: u64) -> usize {
+    BOUNDS_US.partition_point(|b| *b < us)
 }
 
 /// Counts per bucket (not cumulative), their sum and count at one moment.
@@ -82,8 +86,8 @@ impl FineSnapshot {
         Some(fine_bound_us(FINE_BUCKETS - 1) / 1000.0)
     }
 
-    fn add_us(&mut self, us: u64) {
-        self.buckets[bucket_of(us)] += 1;
+    fn add(&mut self, bucket: usize, us: u64) {
+        self.buckets[bucket] += 1;
         self.sum_seconds += us as f64 / 1e6;
         self.count += 1;
     }
@@ -118,7 +122,12 @@ impl Default for FineHistogram {
 impl FineHistogram {
     /// Records one observation of `us` microseconds.
     pub fn observe_us(&self, us: u64) {
-        self.buckets[bucket_of(us)].fetch_add(1, Ordering::Relaxed);
+        self.observe_in(bucket_of(us), us);
+    }
+
+    /// [`Self::observe_us`] with its bucket already found.
+    pub(crate) fn observe_in(&self, bucket: usize, us: u64) {
+        self.buckets[bucket].fetch_add(1, Ordering::Relaxed);
         self.sum_us.fetch_add(us, Ordering::Relaxed);
         self.count.fetch_add(1, Ordering::Relaxed);
     }
@@ -152,12 +161,17 @@ impl Default for WindowedHistogram {
 impl WindowedHistogram {
     /// Records `us` microseconds observed in second `now_s` (any monotonic second count).
     pub fn observe_us(&self, us: u64, now_s: u64) {
+        self.observe_in(bucket_of(us), us, now_s);
+    }
+
+    /// [`Self::observe_us`] with its bucket already found.
+    pub(crate) fn observe_in(&self, bucket: usize, us: u64, now_s: u64) {
         let mut slots = lock(&self.slots);
         let slot = &mut slots[(now_s % WINDOW_SLOTS as u64) as usize];
         if slot.0 != now_s {
             *slot = (now_s, FineSnapshot::default());
         }
-        slot.1.add_us(us);
+        slot.1.add(bucket, us);
     }
 
     /// What was observed in the `window_s` seconds up to and including `now_s` (at most a
@@ -207,7 +221,10 @@ mod tests {
                 );
             }
         }
-        assert!((fine_bound_s(FINE_BUCKETS - 1) - 104.857_6).abs() < 0.01);
+        assert!((fine_bound_s(FINE_BUCKETS - 1) - 104.857_6).abs() < 0.1);
+        for w in BOUNDS_US.windows(2) {
+            assert!(w[0] < w[1] && (w[1] as f64 / w[0] as f64) < 1.27);
+        }
     }
 
     #[test]

@@ -7,6 +7,7 @@ mod fine;
 mod per_thread;
 mod render;
 
+pub(crate) use fine::bucket_of;
 pub use fine::{FINE_BUCKETS, FineHistogram, FineSnapshot, WindowedHistogram, fine_bound_s};
 pub use per_thread::{Counter, PerThread, thread_slot};
 pub use render::{ProtocolMetrics, global_rows, write_process, write_protocol};
@@ -461,6 +462,27 @@ pub struct PoolStats {
     pub get_conn_immediate: Counter,
     /// Time sessions waited for a connection, in µs (`sluice_pool_wait_seconds_total`).
     pub wait_us: AtomicU64,
+    /// Sessions waiting now for a connection because every server is at `max_connections`
+    /// (`sluice_pool_waiting_sessions`).
+    pub waiting: AtomicU64,
+}
+
+impl PoolStats {
+    /// Counts one session as waiting for a connection until the returned guard drops.
+    pub fn waiting(&self) -> WaitingSession<'_> {
+        self.waiting.fetch_add(1, Ordering::Relaxed);
+        WaitingSession(self)
+    }
+}
+
+/// A session counted in [`PoolStats::waiting`]; dropping it ends the count.
+#[derive(Debug)]
+pub struct WaitingSession<'a>(&'a PoolStats);
+
+impl Drop for WaitingSession<'_> {
+    fn drop(&mut self) {
+        self.0.waiting.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// Per server connection: statements and bytes, for `stats_*_connection_pool` and

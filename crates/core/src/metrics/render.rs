@@ -199,6 +199,12 @@ fn write_pool(out: &mut Exposition, m: &ProtocolMetrics<'_>) {
         &p,
         load(&s.wait_us) as f64 / 1e6,
     );
+    out.gauge(
+        "sluice_pool_waiting_sessions",
+        "Sessions waiting now for a server connection because every server of their hostgroup is at max_connections.",
+        &p,
+        load(&s.waiting) as f64,
+    );
 }
 
 fn write_servers(out: &mut Exposition, m: &ProtocolMetrics<'_>) {
@@ -397,7 +403,7 @@ pub fn global_rows(m: &ProtocolMetrics<'_>) -> Vec<(String, String)> {
     let free: u64 = m.servers.iter().map(|r| u64::from(r.conn_free)).sum();
     let sent: u64 = m.servers.iter().map(|r| r.bytes_sent).sum();
     let recv: u64 = m.servers.iter().map(|r| r.bytes_recv).sum();
-    let rows: [(&str, u64); 20] = [
+    let rows: [(&str, u64); 21] = [
         ("Active_Transactions", f.active_transactions.get()),
         (
             "Access_Denied_Max_Connections",
@@ -428,6 +434,7 @@ pub fn global_rows(m: &ProtocolMetrics<'_>) -> Vec<(String, String)> {
         ("ConnPool_get_conn_failure", load(&s.get_conn_failure)),
         ("ConnPool_get_conn_immediate", s.get_conn_immediate.get()),
         ("ConnPool_get_conn_success", s.get_conn_success.get()),
+        ("ConnPool_waiting_sessions", load(&s.waiting)),
         ("Query_Processor_time_nsec", f.processor_time_ns.get()),
         ("Queries_backends_bytes_recv", recv),
         ("Queries_backends_bytes_sent", sent),

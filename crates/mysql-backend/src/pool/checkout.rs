@@ -1,7 +1,7 @@
 //! Getting a connection for a session: reuse an idle one, open a new one under the server's
 //! `max_connections`, or queue for one; retry other servers until the budget is spent.
 
-use super::handoff::{Handoff, Waiter};
+use super::handoff::{self, Handoff, Waiter};
 use super::{CheckoutRequest, MysqlPool, PooledConn, lock};
 use crate::conn::{BackendConn, ConnectParams, REPLY_SHAPING_CAPS};
 use crate::error::Error;
@@ -76,13 +76,10 @@ impl MysqlPool {
                     .map(|s| s.key.clone())
                     .collect();
                 let key = req.key_for(&req.servers[0]);
-                g.waiters.push_back(Waiter {
-                    key,
-                    servers,
-                    tx,
-                    worker: req.worker,
-                    passed: 0,
-                });
+                handoff::enqueue(
+                    &mut g,
+                    Waiter::new(key, servers, tx, req.worker, req.priority),
+                );
                 Decision::Wait(rx)
             }
             Err(_) => Decision::Retry,
@@ -233,6 +230,7 @@ impl MysqlPool {
         deadline: Instant,
     ) -> Attempt<PooledConn, Error> {
         let remaining = deadline.saturating_duration_since(Instant::now());
+        let waiting = self.stats.waiting();
         let handed = match tokio::time::timeout(remaining, &mut rx).await {
             Ok(r) => r.ok(),
             // A connection or slot handed over just as the wait timed out is still ours: take
@@ -242,6 +240,7 @@ impl MysqlPool {
                 rx.try_recv().ok()
             }
         };
+        drop(waiting);
         match handed {
             Some(Handoff::Conn(key, conn)) => {
                 Attempt::Ready(PooledConn::new(*conn, key, self.clone(), false))

@@ -8,9 +8,15 @@
 //! that serves them instead of crossing to another one on every handoff. The longest-waiting
 //! session overall is passed over at most [`MAX_PASSES`] times that way, then served whatever
 //! the thread: a session's extra wait is bounded by a few handoffs, never starved.
+//!
+//! The queue is ordered by the waiting statement's workload-class priority, then arrival
+//! ([`enqueue`]): a `critical` session that starts waiting goes ahead of `regular`, `low` and
+//! `background` ones. A waiter can be overtaken that way at most [`MAX_OVERTAKES`] times; after
+//! that nobody goes ahead of it, so a low class waits longer under contention but never starves.
 
 use super::{Inner, PoolKey};
 use crate::conn::BackendConn;
+use sluice_core::config::Priority;
 use sluice_core::runtime::ServerKey;
 use tokio::sync::oneshot;
 use tracing::debug;
@@ -28,6 +34,10 @@ pub(super) enum Handoff {
 /// connection's own thread.
 pub(super) const MAX_PASSES: u32 = 4;
 
+/// How often a waiting session may be overtaken by later arrivals of a more urgent class;
+/// after that it keeps its place.
+pub(super) const MAX_OVERTAKES: u32 = 8;
+
 /// A session in the queue.
 #[derive(Debug)]
 pub(super) struct Waiter {
@@ -40,6 +50,48 @@ pub(super) struct Waiter {
     pub worker: Option<usize>,
     /// Times a connection went to a session of another thread while this one was first in line.
     pub passed: u32,
+    /// The workload class's priority of the statement it waits for.
+    pub priority: Priority,
+    /// Times a later, more urgent waiter was queued ahead of it.
+    pub overtaken: u32,
+}
+
+impl Waiter {
+    /// A session that has waited for nothing yet.
+    pub(super) fn new(
+        key: PoolKey,
+        servers: Vec<ServerKey>,
+        tx: oneshot::Sender<Handoff>,
+        worker: Option<usize>,
+        priority: Priority,
+    ) -> Waiter {
+        Waiter {
+            key,
+            servers,
+            tx,
+            worker,
+            passed: 0,
+            priority,
+            overtaken: 0,
+        }
+    }
+}
+
+/// Queues `w` behind every waiter of its priority or a more urgent one, ahead of less urgent
+/// ones that have not been overtaken [`MAX_OVERTAKES`] times yet.
+pub(super) fn enqueue(g: &mut Inner, w: Waiter) {
+    let mut at = g.waiters.len();
+    while at > 0 {
+        let before = &g.waiters[at - 1];
+        if before.priority <= w.priority || before.overtaken >= MAX_OVERTAKES {
+            break;
+        }
+        at -= 1;
+    }
+    for jumped in g.waiters.range_mut(at..) {
+        jumped.overtaken += 1;
+    }
+    g.waiters.insert(at, w);
 }
 
 impl Waiter {
@@ -130,11 +182,10 @@ fn own_thread_waiter(g: &Inner, key: &PoolKey, home: Option<usize>) -> Option<(u
     if front.worker == Some(home) || !front.can_use(key) || front.passed >= MAX_PASSES {
         return None;
     }
-    let own = g
-        .waiters
-        .iter()
-        .skip(first + 1)
-        .position(|w| w.worker == Some(home) && w.can_use(key))?;
+    let own =
+        g.waiters.iter().skip(first + 1).position(|w| {
+            w.worker == Some(home) && w.can_use(key) && w.priority <= front.priority
+        })?;
     Some((first, first + 1 + own))
 }
 
@@ -189,13 +240,13 @@ mod tests {
         for &t in threads {
             let (tx, rx) = oneshot::channel();
             rxs.push(rx);
-            g.waiters.push_back(Waiter {
-                key: key(),
-                servers: vec![key().server],
+            g.waiters.push_back(Waiter::new(
+                key(),
+                vec![key().server],
                 tx,
-                worker: Some(t),
-                passed: 0,
-            });
+                Some(t),
+                Priority::Regular,
+            ));
         }
         (g, rxs)
     }
@@ -215,6 +266,54 @@ mod tests {
         assert_eq!(own_thread_waiter(&g, &key(), Some(0)), None);
         // No session of the connection's thread waits: first come, first served.
         let (g, _rx) = queue(&[1, 1]);
+        assert_eq!(own_thread_waiter(&g, &key(), Some(0)), None);
+    }
+
+    /// Sessions of `priorities` queued in that order; their queue order as indexes of that list.
+    fn queued(priorities: &[Priority]) -> Vec<usize> {
+        let mut g = Inner::default();
+        for (i, p) in priorities.iter().enumerate() {
+            let (tx, _rx) = oneshot::channel();
+            enqueue(
+                &mut g,
+                Waiter::new(key(), vec![key().server], tx, Some(i), *p),
+            );
+        }
+        g.waiters.iter().filter_map(|w| w.worker).collect()
+    }
+
+    #[test]
+    fn waiters_are_served_by_priority_then_arrival() {
+        use Priority::*;
+        assert_eq!(
+            queued(&[Low, Regular, Background, Critical, Regular, Low]),
+            [3, 1, 4, 0, 5, 2]
+        );
+    }
+
+    #[test]
+    fn a_low_priority_waiter_is_overtaken_a_bounded_number_of_times() {
+        let mut order = vec![Priority::Background];
+        order.extend(std::iter::repeat_n(Priority::Critical, 20));
+        let q = queued(&order);
+        // The first MAX_OVERTAKES critical sessions go ahead; every later one queues behind.
+        let at = q.iter().position(|i| *i == 0).expect("queued");
+        assert_eq!(at, MAX_OVERTAKES as usize);
+        assert_eq!(&q[..at], (1..=at).collect::<Vec<_>>().as_slice());
+    }
+
+    #[test]
+    fn a_connection_of_its_thread_never_goes_to_a_less_urgent_waiter() {
+        let mut g = Inner::default();
+        let mut rxs = Vec::new();
+        for (t, p) in [(1, Priority::Critical), (0, Priority::Low)] {
+            let (tx, rx) = oneshot::channel();
+            rxs.push(rx);
+            enqueue(
+                &mut g,
+                Waiter::new(key(), vec![key().server], tx, Some(t), p),
+            );
+        }
         assert_eq!(own_thread_waiter(&g, &key(), Some(0)), None);
     }
 }

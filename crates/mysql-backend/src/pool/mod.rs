@@ -178,6 +178,10 @@ pub struct CheckoutRequest<'a> {
     /// before one of another thread, whose poll would have to wake that thread for every reply.
     /// `None` off the worker threads.
     pub worker: Option<usize>,
+    /// The workload-class priority of the statement asking: when every server is at
+    /// `max_connections`, waiting sessions are served by priority, then arrival (a waiter is
+    /// overtaken a bounded number of times).
+    pub priority: sluice_core::config::Priority,
 }
 
 impl CheckoutRequest<'_> {

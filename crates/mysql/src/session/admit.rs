@@ -40,9 +40,16 @@ impl Session {
             .unwrap_or(DEFAULT_CLASS);
         let gate = self.fe.admission.gate(&rt.workload_classes, class)?;
         drop(rt);
-        self.slot.set_waiting(Some(class));
-        let admitted = gate.admit().await;
-        self.slot.set_waiting(None);
+        let admitted = match gate.try_admit() {
+            Some(permit) => Ok(permit),
+            None => {
+                // The processlist shows the wait (a lock and an allocation: not on the fast path).
+                self.slot.set_waiting(Some(class));
+                let admitted = gate.admit().await;
+                self.slot.set_waiting(None);
+                admitted
+            }
+        };
         match admitted {
             Ok(permit) => {
                 if let Some(hg) = permit.reroute() {

@@ -3,7 +3,8 @@
 
 use super::Session;
 use crate::error::{Error, LOST_BACKEND};
-use sluice_core::config::is_native_hash;
+use sluice_core::admission::Permit;
+use sluice_core::config::{Priority, is_native_hash};
 use sluice_core::runtime::RuntimeConfig;
 use sluice_mysql_backend::{BackendSecret, CheckoutRequest, PooledConn, RelayOutcome};
 use sluice_mysql_proto::framing::Packet;
@@ -138,6 +139,10 @@ impl Session {
         CheckoutRequest {
             config: Some(&self.fe.config),
             worker: self.login.worker,
+            priority: self
+                .admission
+                .as_ref()
+                .map_or(Priority::Regular, Permit::priority),
             ..checkout_request(
                 &rt.mysql.variables,
                 hostgroup,
@@ -377,6 +382,7 @@ pub(super) fn checkout_request<'a>(
         max_packet: (vars.max_allowed_packet as usize).max(64 << 20),
         config: None,
         worker: None,
+        priority: Priority::Regular,
     }
 }
 
