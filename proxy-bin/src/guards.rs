@@ -1,10 +1,10 @@
 //! Runs the workload guards: every [`TICK`] each guard reads its signal (the monitors'
-//! replication lag, a class's p99) and admission control applies what follows.
+//! replication lag and load probes, a class's p99) and admission control applies what follows.
 
 use sluice_core::ConfigHandle;
 use sluice_core::admin::Protocol;
 use sluice_core::admission::{Admission, GuardSignals};
-use sluice_core::monitor::Monitor;
+use sluice_core::monitor::{LoadSignal, Monitor};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -31,6 +31,18 @@ impl GuardSignals for MonitorSignals {
             .filter_map(|s| monitor.replication_lag(&s.key))
             .max()
             .map(|lag| lag as f64)
+    }
+
+    fn server_load(&self, protocol: Protocol, hostgroup: u32, signal: LoadSignal) -> Option<f64> {
+        let rt = self.config.load();
+        let (servers, monitor) = match protocol {
+            Protocol::Mysql => (rt.mysql.hostgroups.get(&hostgroup), &self.monitors[0]),
+            Protocol::Pgsql => (rt.pgsql.hostgroups.get(&hostgroup), &self.monitors[1]),
+        };
+        let keys: Vec<_> = servers?.iter().map(|s| s.key.clone()).collect();
+        monitor
+            .load_signal(&keys, signal, std::time::Instant::now())
+            .map(|v| v as f64)
     }
 }
 

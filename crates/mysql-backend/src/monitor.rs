@@ -4,7 +4,8 @@
 
 use crate::conn::{BackendConn, BackendSecret, ConnectParams};
 use sluice_core::monitor::cluster::{GaleraStatus, MemberState};
-use sluice_core::monitor::{CheckFuture, CheckTarget, Checker, ConnCache};
+use sluice_core::monitor::load::gtid_backlog;
+use sluice_core::monitor::{CheckFuture, CheckTarget, Checker, ConnCache, ServerLoad};
 use sluice_core::runtime::ServerKey;
 use sluice_mysql_proto::consts::com;
 use sluice_mysql_proto::reply::ReplyKind;
@@ -261,14 +262,94 @@ impl Checker for MysqlChecker {
         })
     }
 
+    fn server_load(&self, t: CheckTarget) -> CheckFuture<ServerLoad> {
+        let p = params(&t, &self.tls);
+        let held = self.conns.take(&t.server);
+        let conns = self.conns.clone();
+        Box::pin(async move {
+            let p = p?;
+            let mut c = connection(held, &p).await?;
+            let row = first_row(&mut c, "SHOW GLOBAL STATUS LIKE 'Threads_running'").await?;
+            let threads_running = row
+                .get(1)
+                .cloned()
+                .flatten()
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .ok_or_else(|| format!("Threads_running {row:?} is not a number"))?;
+            // MariaDB's GTID positions per replication channel; MySQL refuses the statement
+            // and gives no backlog reading.
+            let channels = c
+                .query_table("SHOW ALL SLAVES STATUS")
+                .await
+                .map_err(|e| e.to_string())?;
+            conns.put(t.server, c);
+            let replica_backlog = match channels {
+                Ok((names, rows)) => Some(channels_backlog(&names, &rows)?),
+                Err(_) => None,
+            };
+            Ok(ServerLoad {
+                threads_running,
+                replica_backlog,
+            })
+        })
+    }
+
     fn drop_connection(&self, server: &ServerKey) {
         self.conns.take(server);
     }
 }
 
+/// Transactions received but not applied over every channel of `SHOW ALL SLAVES STATUS`: the
+/// channels' `Gtid_IO_Pos` against `Gtid_Slave_Pos`. No channel: not a replica, 0.
+fn channels_backlog(names: &[String], rows: &[Vec<Option<String>>]) -> Result<u64, String> {
+    let col = |name: &str| {
+        names
+            .iter()
+            .position(|n| n.eq_ignore_ascii_case(name))
+            .ok_or_else(|| format!("SHOW ALL SLAVES STATUS has no {name} column"))
+    };
+    if rows.is_empty() {
+        return Ok(0);
+    }
+    let (io, applied) = (col("Gtid_IO_Pos")?, col("Gtid_Slave_Pos")?);
+    let cell = |r: &Vec<Option<String>>, i: usize| r.get(i).cloned().flatten().unwrap_or_default();
+    let received: Vec<String> = rows.iter().map(|r| cell(r, io)).collect();
+    gtid_backlog(&received.join(","), &cell(&rows[0], applied))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_backlog_is_received_minus_applied_over_all_channels() {
+        let names = vec![
+            "Connection_name".to_string(),
+            "Gtid_IO_Pos".to_string(),
+            "Gtid_Slave_Pos".to_string(),
+        ];
+        let row = |io: &str, applied: &str| {
+            vec![
+                Some("c".to_string()),
+                Some(io.to_string()),
+                Some(applied.to_string()),
+            ]
+        };
+        assert_eq!(channels_backlog(&names, &[]), Ok(0), "not a replica");
+        assert_eq!(
+            channels_backlog(&names, &[row("0-1-50", "0-1-42,1-2-9")]),
+            Ok(8)
+        );
+        assert_eq!(
+            channels_backlog(
+                &names,
+                &[row("0-1-50", "0-1-42,1-2-9"), row("1-2-12", "0-1-42,1-2-9")]
+            ),
+            Ok(11),
+            "two channels, two domains"
+        );
+        assert!(channels_backlog(&names[..1], &[vec![None]]).is_err());
+    }
 
     #[test]
     fn multi_source_lag_is_the_worst_channel() {

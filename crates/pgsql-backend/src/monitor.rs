@@ -4,7 +4,7 @@
 
 use crate::Error;
 use crate::conn::{ConnectParams, PgConn};
-use sluice_core::monitor::{CheckFuture, CheckTarget, Checker, ConnCache};
+use sluice_core::monitor::{CheckFuture, CheckTarget, Checker, ConnCache, ServerLoad};
 use sluice_core::runtime::ServerKey;
 use sluice_net::client_tls::TlsSource;
 use std::sync::Arc;
@@ -141,6 +141,45 @@ impl Checker for PgChecker {
                     .map(|n| Some(n.max(0) as u64))
                     .map_err(|_| format!("replication lag {s:?} is not a number")),
             }
+        })
+    }
+
+    fn server_load(&self, t: CheckTarget) -> CheckFuture<ServerLoad> {
+        let p = params(&t, &self.tls);
+        let held = self.conns.take(&t.server);
+        let conns = self.conns.clone();
+        Box::pin(async move {
+            let p = p?;
+            let mut c = connection(held, &p).await?;
+            let running = c
+                .query_value(
+                    "SELECT count(*) FROM pg_stat_activity \
+                     WHERE state = 'active' AND backend_type = 'client backend'",
+                )
+                .await
+                .map_err(text)?;
+            // WAL received but not replayed; NULL on a standby that is not streaming.
+            let backlog = c
+                .query_value(
+                    "SELECT CASE WHEN NOT pg_is_in_recovery() THEN 0 \
+                     ELSE pg_wal_lsn_diff(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())::bigint END",
+                )
+                .await
+                .map_err(text)?;
+            conns.put(t.server, c);
+            let number = |what: &str, v: Option<String>| -> Result<Option<u64>, String> {
+                v.map(|s| {
+                    s.trim()
+                        .parse::<i64>()
+                        .map(|n| n.max(0) as u64)
+                        .map_err(|_| format!("{what} {s:?} is not a number"))
+                })
+                .transpose()
+            };
+            Ok(ServerLoad {
+                threads_running: number("active statements", running)?.unwrap_or(0),
+                replica_backlog: number("replay backlog", backlog)?,
+            })
         })
     }
 

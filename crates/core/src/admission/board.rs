@@ -7,6 +7,7 @@ use super::guard::{Effect, GuardLive, GuardSignals, GuardState};
 use crate::admin::{AdminRows, Protocol};
 use crate::config::{WorkloadClass, WorkloadGuard};
 use crate::metrics::Exposition;
+use crate::monitor::LoadSignal;
 use crate::util::{lock, unix_now};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -80,15 +81,16 @@ impl Admission {
         g: &WorkloadGuard,
         signals: &dyn GuardSignals,
     ) -> Option<f64> {
+        let protocol = if g.protocol == "pgsql" {
+            Protocol::Pgsql
+        } else {
+            Protocol::Mysql
+        };
+        if let Some(load) = LoadSignal::of(&g.signal) {
+            return signals.server_load(protocol, g.hostgroup?, load);
+        }
         match g.signal.as_str() {
-            "replica_lag" => {
-                let p = if g.protocol == "pgsql" {
-                    Protocol::Pgsql
-                } else {
-                    Protocol::Mysql
-                };
-                signals.replica_lag_s(p, g.hostgroup?)
-            }
+            "replica_lag" => signals.replica_lag_s(protocol, g.hostgroup?),
             // No statement in the window: nothing is slow.
             _ => Some(
                 self.gate(classes, g.watch_class.trim())

@@ -1,5 +1,5 @@
 //! Guards: one mechanism for the breaker and the throttle. A guard watches a signal (a
-//! hostgroup's replica lag, a class's p99) and sets a level from 0 to 1 for the classes it
+//! hostgroup's replica lag, replica backlog or running statements, a class's p99) and sets a level from 0 to 1 for the classes it
 //! governs. Between `low` and `high` the level ramps: a delay up to `max_delay_ms` before a
 //! statement queues, and a concurrency cap that shrinks with it. At `reject_above` the guard
 //! opens: statements are shed with a probability that grows with the signal (or rerouted),
@@ -9,6 +9,7 @@
 
 use crate::admin::Protocol;
 use crate::config::WorkloadGuard;
+use crate::monitor::LoadSignal;
 use std::fmt;
 use std::time::{Duration, Instant};
 
@@ -17,6 +18,9 @@ pub trait GuardSignals: Send + Sync {
     /// The worst replication lag (seconds) among the servers of `hostgroup` the monitor
     /// measured; `None` when none was measured.
     fn replica_lag_s(&self, protocol: Protocol, hostgroup: u32) -> Option<f64>;
+    /// The worst `signal` among the servers of `hostgroup` the monitor's load probe read
+    /// lately; `None` when it has no fresh reading.
+    fn server_load(&self, protocol: Protocol, hostgroup: u32, signal: LoadSignal) -> Option<f64>;
 }
 
 /// The probability of shedding when a guard has just opened.
@@ -214,8 +218,11 @@ struct Amount<'a>(&'a WorkloadGuard, f64);
 
 impl fmt::Display for Amount<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0.signal.as_str() {
-            "replica_lag" => write!(f, "{} s", trim(self.1)),
+        match (self.0.signal.as_str(), self.0.protocol.as_str()) {
+            ("replica_lag", _) => write!(f, "{} s", trim(self.1)),
+            ("threads_running", _) => write!(f, "{}", trim(self.1)),
+            ("replica_backlog", "pgsql") => write!(f, "{} bytes", trim(self.1)),
+            ("replica_backlog", _) => write!(f, "{} transactions", trim(self.1)),
             _ => write!(f, "{} ms", trim(self.1)),
         }
     }
@@ -229,7 +236,9 @@ fn trim(v: f64) -> String {
     }
 }
 
-/// `replica lag 14 s >= 10 s on hostgroup 30`, `p99 of 'oltp' 84.2 ms >= 50 ms over 10 s`.
+/// `replica lag 14 s >= 10 s on hostgroup 30`, `threads running 41 >= 32 on hostgroup 0`,
+/// `replica backlog 5200 transactions >= 1000 transactions on hostgroup 1`,
+/// `p99 of 'oltp' 84.2 ms >= 50 ms over 10 s`.
 fn describe(
     g: &WorkloadGuard,
     reading: Option<f64>,
@@ -250,11 +259,11 @@ fn describe(
             g.unknown_grace_ms
         ),
     };
+    let hostgroup = g.hostgroup.unwrap_or(0);
     match g.signal.as_str() {
-        "replica_lag" => format!(
-            "replica lag {what} on hostgroup {}",
-            g.hostgroup.unwrap_or(0)
-        ),
+        "replica_lag" => format!("replica lag {what} on hostgroup {hostgroup}"),
+        "threads_running" => format!("threads running {what} on hostgroup {hostgroup}"),
+        "replica_backlog" => format!("replica backlog {what} on hostgroup {hostgroup}"),
         _ => format!("p99 of '{}' {what} over {} s", g.watch_class, g.window_s),
     }
 }

@@ -179,7 +179,8 @@ pub fn rule_class(column: Option<&str>, attributes: &str) -> Option<String> {
 }
 
 /// One row of `workload_guards`: a signal watched, and what its level does to the classes it
-/// governs. The signal is in seconds (`replica_lag`) or milliseconds (`class_p99`).
+/// governs. The signal is in seconds (`replica_lag`), milliseconds (`class_p99`), statements
+/// (`threads_running`), or transactions / WAL bytes (`replica_backlog`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkloadGuard {
@@ -190,13 +191,17 @@ pub struct WorkloadGuard {
     pub active: Flag,
     /// The classes it governs, comma separated.
     pub classes: String,
-    /// `replica_lag` (seconds, the monitor's, the worst server of `hostgroup`) or `class_p99`
-    /// (milliseconds, `watch_class`'s p99 over the last `window_s` seconds).
+    /// `replica_lag` (seconds, the monitor's, the worst server of `hostgroup`), `class_p99`
+    /// (milliseconds, `watch_class`'s p99 over the last `window_s` seconds), `threads_running`
+    /// (statements running on the busiest server of `hostgroup`) or `replica_backlog`
+    /// (transactions received but not applied on MariaDB, WAL bytes received but not replayed
+    /// on PostgreSQL: the worst server of `hostgroup`).
     pub signal: String,
-    /// `mysql` or `pgsql`: whose hostgroup `replica_lag` watches.
+    /// `mysql` or `pgsql`: whose hostgroup a server signal watches.
     #[serde(default = "mysql")]
     pub protocol: String,
-    /// The hostgroup `replica_lag` watches.
+    /// The hostgroup a server signal (`replica_lag`, `threads_running`, `replica_backlog`)
+    /// watches.
     #[serde(default)]
     pub hostgroup: Option<u32>,
     /// The class whose p99 `class_p99` watches.
@@ -286,9 +291,12 @@ impl WorkloadGuard {
             return Err(format!("classes: {c:?} is not in workload_classes"));
         }
         match self.signal.as_str() {
-            "replica_lag" => {
+            "replica_lag" | "threads_running" | "replica_backlog" => {
                 if self.hostgroup.is_none() {
-                    return Err("hostgroup: replica_lag watches a hostgroup; set one".into());
+                    return Err(format!(
+                        "hostgroup: {} watches a hostgroup; set one",
+                        self.signal
+                    ));
                 }
                 if self.protocol != "mysql" && self.protocol != "pgsql" {
                     return Err(format!(
@@ -312,7 +320,9 @@ impl WorkloadGuard {
                 }
             }
             other => {
-                return Err(format!("signal: {other:?} is not replica_lag or class_p99"));
+                return Err(format!(
+                    "signal: {other:?} is not replica_lag, replica_backlog, threads_running or class_p99"
+                ));
             }
         }
         if !(self.low.is_finite() && self.high.is_finite()) || self.low < 0.0 {

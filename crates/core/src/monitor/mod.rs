@@ -4,10 +4,12 @@
 
 pub mod cluster;
 pub mod health;
+pub mod load;
 pub mod log;
 pub mod scheduler;
 pub mod topology;
 
+pub use load::{LoadSignal, ServerLoad};
 pub use log::{CheckKind, CheckRow};
 pub use scheduler::{
     CheckFuture, CheckTarget, Checker, ConnCache, ConnectErrorHook, Monitor, OnShun,

@@ -64,6 +64,10 @@ pub trait Checker: Send + Sync + 'static {
     fn galera(&self, _t: CheckTarget) -> CheckFuture<super::cluster::GaleraStatus> {
         Box::pin(async { Err("Galera is a MySQL/MariaDB feature".to_string()) })
     }
+    /// The server's load for workload guards ([`super::load`]).
+    fn server_load(&self, _t: CheckTarget) -> CheckFuture<super::load::ServerLoad> {
+        Box::pin(async { Err("this checker reads no server load".to_string()) })
+    }
     /// Forgets the monitor connection to `server` (after a failure or a shun).
     fn drop_connection(&self, server: &ServerKey);
 }
@@ -127,6 +131,8 @@ pub struct Monitor {
     /// The `monitor.*` logs and counters.
     pub log: MonitorLog,
     health: Mutex<HashMap<ServerKey, ServerHealth>>,
+    /// Load readings for workload guards.
+    pub(super) load: super::load::LoadReadings,
 }
 
 fn now_us() -> u64 {
@@ -154,6 +160,7 @@ impl Monitor {
             protocol,
             log: MonitorLog::default(),
             health: Mutex::default(),
+            load: super::load::LoadReadings::default(),
         })
     }
 
@@ -313,6 +320,25 @@ impl Monitor {
                 .filter(|s| s.use_ssl)
                 .map(|s| (s.key.clone(), s))
                 .collect();
+            self.probe_load(
+                &base,
+                &checker,
+                |server| CheckTarget {
+                    server: server.clone(),
+                    username: side.vars.username.clone(),
+                    password: side.vars.password.clone(),
+                    dbname: side.vars.dbname.clone(),
+                    check_type: String::new(),
+                    timeout: Duration::from_millis(side.vars.ping_timeout),
+                    heartbeat_table: String::new(),
+                    use_ssl: tls_servers.contains_key(server),
+                    ssl_params: tls_servers
+                        .get(server)
+                        .map(|s| s.ssl_params.clone())
+                        .unwrap_or_default(),
+                },
+                now,
+            );
             let shunned: HashSet<ServerKey> = lock(&self.health)
                 .iter()
                 .filter(|(_, h)| h.shunned_at.is_some())

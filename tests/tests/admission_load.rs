@@ -1,0 +1,264 @@
+//! Workload guards on the servers' own load, against real servers: MariaDB's
+//! `Threads_running` climbing under statements run straight on the primary, a MariaDB replica's
+//! GTID backlog while its SQL thread is stopped, and a PostgreSQL standby's replay backlog
+//! while replay is paused. Each guard opens (its class is shed with the reading in the
+//! message, other traffic is served), then closes when the load is gone.
+
+use sluice_tests::*;
+
+/// The guard's `state` and `value` in `stats_workload_guards`.
+fn guard_state(s: &Sluice, id: u32) -> (String, f64) {
+    let out = s.admin_ok(&format!(
+        "SELECT state, value FROM stats_workload_guards WHERE guard_id = {id}"
+    ));
+    let mut cells = out.trim().split('\t');
+    let state = cells.next().unwrap_or("").to_string();
+    let value = cells.next().and_then(|v| v.parse().ok()).unwrap_or(-1.0);
+    (state, value)
+}
+
+fn wait_state(s: &Sluice, id: u32, want: &str) {
+    wait_for(&format!("guard {id} {want}"), || {
+        guard_state(s, id).0 == want
+    });
+}
+
+/// `sql` through Sluice's MySQL port as app, comments kept (the `workload=` hint).
+fn via_sluice(s: &Sluice, sql: &str) -> std::process::Output {
+    mariadb(s.port, "app", "app", &["--comments"], sql)
+}
+
+fn mysql_config() -> String {
+    standard_config(
+        "",
+        r#"
+[[workload_classes]]
+name = "report"
+
+[[workload_classes]]
+name = "reader"
+
+[[workload_guards]]
+guard_id = 1
+classes = "report"
+signal = "threads_running"
+hostgroup = 0
+low = 6
+high = 10
+reject_above = 10
+min_open_ms = 300
+
+[[workload_guards]]
+guard_id = 2
+classes = "reader"
+signal = "replica_backlog"
+hostgroup = 1
+low = 3
+high = 5
+reject_above = 5
+min_open_ms = 300
+"#,
+    )
+}
+
+/// Kills the statements marked `marker` on the primary, also when the test fails.
+struct KillMarked(&'static str);
+
+impl Drop for KillMarked {
+    fn drop(&mut self) {
+        let ids = primary_root(&format!(
+            "SELECT ID FROM information_schema.PROCESSLIST WHERE INFO LIKE '%{}%' \
+             AND INFO NOT LIKE '%PROCESSLIST%'",
+            self.0
+        ));
+        for id in ids.lines().filter(|l| !l.trim().is_empty()) {
+            let _ = mariadb(
+                ports::MY_PRIMARY,
+                "root",
+                "root",
+                &["--skip-ssl"],
+                &format!("KILL QUERY {}", id.trim()),
+            );
+        }
+    }
+}
+
+/// Starts the replica's SQL thread again, also when the test fails.
+struct StartSqlThread;
+
+impl Drop for StartSqlThread {
+    fn drop(&mut self) {
+        let _ = mariadb(
+            ports::MY_REPLICA,
+            "root",
+            "root",
+            &["--skip-ssl"],
+            "START SLAVE SQL_THREAD",
+        );
+    }
+}
+
+#[test]
+fn mysql_guards_follow_threads_running_and_the_replica_gtid_backlog() {
+    // Loads the primary and stops the replica's SQL thread: it runs alone.
+    if !backends_exclusive(Servers::MariaDb) {
+        return;
+    }
+    let s = Sluice::start(&mysql_config());
+    let report = "/* workload=report */ SELECT 1";
+    let reader = "/* workload=reader */ SELECT 1";
+    wait_for("both guards read their servers", || {
+        guard_state(&s, 1).1 >= 0.0 && guard_state(&s, 2).1 >= 0.0
+    });
+    ok_stdout(&via_sluice(&s, report));
+    ok_stdout(&via_sluice(&s, reader));
+
+    // Twelve statements running straight on the primary: Threads_running climbs past 10.
+    let marker = "load_guard_hold";
+    let kill = KillMarked(marker);
+    let sleepers: Vec<_> = (0..12)
+        .map(|_| {
+            std::thread::spawn(move || {
+                mariadb(
+                    ports::MY_PRIMARY,
+                    "root",
+                    "root",
+                    &["--skip-ssl", "--comments"],
+                    &format!("SELECT SLEEP(60) /* {marker} */"),
+                )
+            })
+        })
+        .collect();
+    wait_state(&s, 1, "open");
+    let out = via_sluice(&s, report);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && err.contains("ERROR 9102")
+            && err.contains("Sluice: workload 'report' shed: threads running ")
+            && err.contains(" >= 10 on hostgroup 0"),
+        "{err}"
+    );
+    ok_stdout(&via_sluice(&s, "SELECT 1"));
+    ok_stdout(&via_sluice(&s, reader));
+    drop(kill);
+    for t in sleepers {
+        let _ = t.join();
+    }
+    wait_state(&s, 1, "closed");
+    ok_stdout(&via_sluice(&s, report));
+
+    // The replica receives but does not apply: its GTID backlog grows with each write.
+    let _start = StartSqlThread;
+    ok_stdout(&mariadb(
+        ports::MY_REPLICA,
+        "root",
+        "root",
+        &["--skip-ssl"],
+        "STOP SLAVE SQL_THREAD",
+    ));
+    primary_root(
+        "CREATE DATABASE IF NOT EXISTS admission; \
+         CREATE TABLE IF NOT EXISTS admission.backlog (id INT AUTO_INCREMENT PRIMARY KEY)",
+    );
+    for _ in 0..8 {
+        primary_root("INSERT INTO admission.backlog VALUES ()");
+    }
+    wait_state(&s, 2, "open");
+    let out = via_sluice(&s, reader);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && err.contains("Sluice: workload 'reader' shed: replica backlog ")
+            && err.contains(" transactions >= 5 transactions on hostgroup 1"),
+        "{err}"
+    );
+    ok_stdout(&via_sluice(&s, report));
+    drop(_start);
+    wait_state(&s, 2, "closed");
+    ok_stdout(&via_sluice(&s, reader));
+    let log = s.log();
+    for line in [
+        "workload guard 1: ",
+        "workload guard 1: open -> closed: threads running ",
+        "workload guard 2: open -> closed: replica backlog 0 transactions < 5 transactions on hostgroup 1",
+    ] {
+        assert!(log.contains(line), "{line:?} not in\n{log}");
+    }
+}
+
+fn pg_config() -> String {
+    standard_config(
+        "",
+        r#"
+[[workload_classes]]
+name = "ingest"
+
+[[workload_guards]]
+guard_id = 3
+classes = "ingest"
+signal = "replica_backlog"
+protocol = "pgsql"
+hostgroup = 1
+low = 4096
+high = 8192
+reject_above = 8192
+min_open_ms = 300
+"#,
+    )
+}
+
+/// Resumes WAL replay on the standby, also when the test fails.
+struct ResumeReplay;
+
+impl Drop for ResumeReplay {
+    fn drop(&mut self) {
+        let _ = xtask::postgres::replica(&xtask::state_dir()).sql("SELECT pg_wal_replay_resume()");
+    }
+}
+
+#[test]
+fn pgsql_guard_follows_the_standby_replay_backlog() {
+    // Pauses WAL replay on the standby the other tests read from: it runs alone.
+    if !backends_exclusive(Servers::Postgres) {
+        return;
+    }
+    let s = Sluice::start(&pg_config());
+    let ingest = "/* workload=ingest */ SELECT 1";
+    wait_for("the guard reads the standby", || {
+        guard_state(&s, 3).1 >= 0.0
+    });
+    ok_stdout(&psql_app(s.pg_port, ingest));
+    let replica = xtask::postgres::replica(&xtask::state_dir());
+    let _resume = ResumeReplay;
+    replica
+        .sql("SELECT pg_wal_replay_pause()")
+        .expect("pause replay");
+    // Each insert of 1,000 rows writes far more than 8 KiB of WAL the standby receives and
+    // does not replay.
+    ok_stdout(&psql_app(
+        ports::PG_PRIMARY,
+        "CREATE TABLE IF NOT EXISTS admission_backlog (id serial PRIMARY KEY, pad text)",
+    ));
+    ok_stdout(&psql_app(
+        ports::PG_PRIMARY,
+        "INSERT INTO admission_backlog (pad) SELECT repeat('x', 100) FROM generate_series(1, 1000)",
+    ));
+    wait_state(&s, 3, "open");
+    let out = psql_app(s.pg_port, ingest);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && err.contains("Sluice: workload 'ingest' shed: replica backlog ")
+            && err.contains(" bytes >= 8192 bytes on hostgroup 1"),
+        "{err}"
+    );
+    ok_stdout(&psql_app(s.pg_port, "SELECT 1"));
+    drop(_resume);
+    wait_state(&s, 3, "closed");
+    ok_stdout(&psql_app(s.pg_port, ingest));
+    let log = s.log();
+    let line =
+        "workload guard 3: open -> closed: replica backlog 0 bytes < 8192 bytes on hostgroup 1";
+    assert!(log.contains(line), "{line:?} not in\n{log}");
+}
