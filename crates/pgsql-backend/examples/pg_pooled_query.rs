@@ -7,6 +7,7 @@
 //! ```
 //! Arguments: `host:port user password database` (defaults: the test primary, app/app/app).
 
+use sluice_core::config::Priority;
 use sluice_core::runtime::HostgroupServer;
 use sluice_pgsql_backend::pool::{PgCheckout, PgPool};
 use sluice_pgsql_proto::scram::ClientSecret;
@@ -33,6 +34,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         connect_timeout: Duration::from_secs(1),
         connect_timeout_max: Duration::from_secs(5),
         config: None,
+        priority: Priority::Regular,
     };
     let mut pids = Vec::new();
     for _ in 0..3 {

@@ -9,22 +9,77 @@
 //! shares are not fixed: a slot given back where nobody waits goes to a thread whose sessions
 //! do, and a thread holding more slots than another that has waiters gives one up, so the
 //! budget follows the load and no thread starves. The total never exceeds `max_connections`.
+//!
+//! A share's waiting sessions are served by their statement's workload-class priority, then
+//! arrival, each overtaken a bounded number of times (`sluice_core::admission::by_priority`).
 
-use std::sync::Arc;
+use sluice_core::admission::by_priority::{self, PriorityWaiter};
+use sluice_core::config::Priority;
+use sluice_core::util::lock;
+use std::collections::VecDeque;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, SeqCst};
 use std::sync::atomic::{AtomicU32, fence};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::oneshot;
+
+/// A session waiting in a share's queue.
+#[derive(Debug)]
+struct QueuedSession {
+    priority: Priority,
+    overtaken: u32,
+    /// Receives the slot.
+    tx: oneshot::Sender<()>,
+}
+
+impl PriorityWaiter for QueuedSession {
+    fn priority(&self) -> Priority {
+        self.priority
+    }
+    fn overtaken(&mut self) -> &mut u32 {
+        &mut self.overtaken
+    }
+}
+
+/// A share's free slots and the sessions waiting for one.
+#[derive(Debug, Default)]
+struct ShareQueue {
+    free: u32,
+    waiters: VecDeque<QueuedSession>,
+}
 
 /// One thread's part of the budget.
 #[derive(Debug)]
 struct Share {
-    /// Free slots of this share; its sessions queue here in arrival order.
-    free: Arc<Semaphore>,
+    /// Free slots of this share, and its waiting sessions by priority, then arrival.
+    queue: Mutex<ShareQueue>,
     /// Slots this share owns, in use or free (they move between shares).
     owned: AtomicU32,
     /// Sessions of this thread waiting for a slot.
     waiting: AtomicU32,
+}
+
+impl Share {
+    /// Takes a free slot of this share, if any.
+    fn try_take(&self) -> bool {
+        let mut q = lock(&self.queue);
+        let free = q.free > 0;
+        if free {
+            q.free -= 1;
+        }
+        free
+    }
+
+    /// A slot of this share is free: to its first waiting session still waiting, else free.
+    fn release(&self) {
+        let mut q = lock(&self.queue);
+        while let Some(w) = q.waiters.pop_front() {
+            if w.tx.send(()).is_ok() {
+                return;
+            }
+        }
+        q.free += 1;
+    }
 }
 
 /// A server's slots, split between `threads` shares.
@@ -39,7 +94,6 @@ pub(crate) struct Budget {
 /// it most).
 #[derive(Debug)]
 pub(crate) struct Slot {
-    permit: Option<OwnedSemaphorePermit>,
     budget: Arc<Budget>,
     share: usize,
 }
@@ -66,6 +120,30 @@ impl Drop for Waiting<'_> {
     }
 }
 
+/// A session's place in a share's queue; a slot handed to it after it stopped waiting (timed
+/// out, or its client left) is given back when the place is dropped.
+struct Place<'a> {
+    rx: oneshot::Receiver<()>,
+    budget: &'a Budget,
+    share: usize,
+}
+
+impl Place<'_> {
+    /// Stops waiting: whether a slot was handed over meanwhile (it is then the caller's).
+    fn leave(&mut self) -> bool {
+        self.rx.close();
+        self.rx.try_recv().is_ok()
+    }
+}
+
+impl Drop for Place<'_> {
+    fn drop(&mut self) {
+        if self.leave() {
+            self.budget.give_back(self.share);
+        }
+    }
+}
+
 impl Budget {
     /// `max` slots split as evenly as possible between `threads` shares (at least one).
     pub(crate) fn new(max: u32, threads: usize) -> Arc<Budget> {
@@ -74,7 +152,10 @@ impl Budget {
             .map(|i| {
                 let part = max / n as u32 + u32::from((i as u32) < max % n as u32);
                 Share {
-                    free: Arc::new(Semaphore::new(part as usize)),
+                    queue: Mutex::new(ShareQueue {
+                        free: part,
+                        waiters: VecDeque::new(),
+                    }),
                     owned: AtomicU32::new(part),
                     waiting: AtomicU32::new(0),
                 }
@@ -85,8 +166,8 @@ impl Budget {
 
     /// Slots in use now, all shares together.
     pub(crate) fn in_use(&self) -> u32 {
-        let free: usize = self.shares.iter().map(|s| s.free.available_permits()).sum();
-        self.max.saturating_sub(free as u32)
+        let free: u32 = self.shares.iter().map(|s| lock(&s.queue).free).sum();
+        self.max.saturating_sub(free)
     }
 
     fn share_of(&self, thread: Option<usize>) -> usize {
@@ -99,23 +180,24 @@ impl Budget {
         let n = self.shares.len();
         (0..n)
             .map(|i| (own + i) % n)
-            .find_map(|s| self.take_from(s))
+            .find(|&s| self.shares[s].try_take())
+            .map(|share| self.slot(share))
     }
 
-    fn take_from(self: &Arc<Self>, share: usize) -> Option<Slot> {
-        let permit = self.shares[share].free.clone().try_acquire_owned().ok()?;
-        Some(Slot {
-            permit: Some(permit),
+    fn slot(self: &Arc<Self>, share: usize) -> Slot {
+        Slot {
             budget: self.clone(),
             share,
-        })
+        }
     }
 
-    /// A slot, waiting in the thread's own queue until `deadline` if none is free (a free one
-    /// is taken without arming a timer); `None` when the deadline passed first.
+    /// A slot, waiting in the thread's own queue (by `priority`, then arrival) until
+    /// `deadline` if none is free (a free one is taken without arming a timer); `None` when
+    /// the deadline passed first.
     pub(crate) async fn take(
         self: &Arc<Self>,
         thread: Option<usize>,
+        priority: Priority,
         deadline: Instant,
     ) -> Option<Slot> {
         if let Some(s) = self.try_take(thread) {
@@ -131,28 +213,43 @@ impl Budget {
         if let Some(s) = self.try_take(thread) {
             return Some(s);
         }
-        let wait = self.shares[own].free.clone().acquire_owned();
-        match tokio::time::timeout_at(deadline.into(), wait).await {
-            Ok(Ok(permit)) => Some(Slot {
-                permit: Some(permit),
-                budget: self.clone(),
-                share: own,
-            }),
-            _ => None,
+        let rx = {
+            let mut q = lock(&self.shares[own].queue);
+            if q.free > 0 {
+                q.free -= 1;
+                return Some(self.slot(own));
+            }
+            let (tx, rx) = oneshot::channel();
+            let session = QueuedSession {
+                priority,
+                overtaken: 0,
+                tx,
+            };
+            by_priority::enqueue(&mut q.waiters, session);
+            rx
+        };
+        let mut place = Place {
+            rx,
+            budget: self,
+            share: own,
+        };
+        match tokio::time::timeout_at(deadline.into(), &mut place.rx).await {
+            Ok(Ok(())) => Some(self.slot(own)),
+            // A slot handed over just as the wait timed out is still this session's.
+            _ => place.leave().then(|| self.slot(own)),
         }
     }
 
     /// Gives a slot of share `from` back: to a share whose sessions wait when [`receiver`]
-    /// names one, else to `from`'s free list.
+    /// names one, else to `from`'s first waiting session or free list.
     ///
     /// [`receiver`]: Budget::receiver
-    fn give_back(&self, from: usize, permit: OwnedSemaphorePermit) {
+    fn give_back(&self, from: usize) {
         if let Some(to) = self.receiver(from) {
-            permit.forget();
             self.moved(from, to);
             return;
         }
-        drop(permit);
+        self.shares[from].release();
         // A session of another thread may have started waiting after the look above and
         // looked at the free lists before the slot was in one: it would sleep on its own
         // share with this slot free here. Looking again after the give-back (the waiter
@@ -169,19 +266,18 @@ impl Budget {
     /// [`receiver`]: Budget::receiver
     fn offer_free(&self, from: usize) {
         while let Some(to) = self.receiver(from) {
-            let Ok(permit) = self.shares[from].free.try_acquire() else {
+            if !self.shares[from].try_take() {
                 return;
-            };
-            permit.forget();
+            }
             self.moved(from, to);
         }
     }
 
-    /// Books a slot taken out of `from` (its permit forgotten) to `to` and frees it there.
+    /// Books a slot taken out of `from` to `to` and frees it there.
     fn moved(&self, from: usize, to: usize) {
         self.shares[from].owned.fetch_sub(1, AcqRel);
         self.shares[to].owned.fetch_add(1, AcqRel);
-        self.shares[to].free.add_permits(1);
+        self.shares[to].release();
     }
 
     /// Where a slot of share `from` goes when given back: another share whose sessions wait,
@@ -201,9 +297,7 @@ impl Budget {
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        if let Some(permit) = self.permit.take() {
-            self.budget.give_back(self.share, permit);
-        }
+        self.budget.give_back(self.share);
     }
 }
 
@@ -219,7 +313,11 @@ mod tests {
     /// A session of `thread` waiting for a slot; its result is the share the slot came from.
     fn waiter(b: &Arc<Budget>, thread: usize) -> tokio::task::JoinHandle<Option<usize>> {
         let b = b.clone();
-        tokio::spawn(async move { b.take(Some(thread), soon()).await.map(|s| s.share) })
+        tokio::spawn(async move {
+            b.take(Some(thread), Priority::Regular, soon())
+                .await
+                .map(|s| s.share)
+        })
     }
 
     /// Until sessions of each of `threads` are counted as waiting.
@@ -298,7 +396,7 @@ mod tests {
         assert_eq!(y.share, 1);
         let first = {
             let b = b.clone();
-            tokio::spawn(async move { b.take(Some(0), soon()).await })
+            tokio::spawn(async move { b.take(Some(0), Priority::Regular, soon()).await })
         };
         until_waiting(&b, &[0]).await;
         drop(y);
@@ -353,7 +451,7 @@ mod tests {
                         let mut timed_out = 0;
                         for _ in 0..rounds {
                             let deadline = Instant::now() + Duration::from_secs(1);
-                            match b.take(Some(t), deadline).await {
+                            match b.take(Some(t), Priority::Regular, deadline).await {
                                 Some(slot) => {
                                     tokio::task::yield_now().await;
                                     drop(slot);
@@ -380,9 +478,13 @@ mod tests {
         let _held = b.try_take(Some(0)).expect("slot");
         let t = Instant::now();
         assert!(
-            b.take(Some(1), Instant::now() + Duration::from_millis(50))
-                .await
-                .is_none()
+            b.take(
+                Some(1),
+                Priority::Regular,
+                Instant::now() + Duration::from_millis(50)
+            )
+            .await
+            .is_none()
         );
         assert!(t.elapsed() >= Duration::from_millis(50));
         assert_eq!(
@@ -390,5 +492,35 @@ mod tests {
             0,
             "the wait is no longer counted"
         );
+    }
+
+    #[tokio::test]
+    async fn a_shares_waiters_are_served_by_priority_then_arrival() {
+        let b = Budget::new(1, 1);
+        let held = b.try_take(Some(0)).expect("slot");
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let mut tasks = Vec::new();
+        for (i, p) in [Priority::Low, Priority::Regular, Priority::Critical]
+            .into_iter()
+            .enumerate()
+        {
+            let (budget, order) = (b.clone(), order.clone());
+            tasks.push(tokio::spawn(async move {
+                let slot = budget.take(Some(0), p, soon()).await.expect("slot");
+                lock(&order).push(i);
+                tokio::task::yield_now().await;
+                drop(slot);
+            }));
+            // Queued in this order: each is counted before the next starts.
+            while b.shares[0].waiting.load(SeqCst) < i as u32 + 1 {
+                tokio::task::yield_now().await;
+            }
+        }
+        drop(held);
+        for t in tasks {
+            t.await.expect("join");
+        }
+        assert_eq!(*lock(&order), [2, 1, 0]);
+        assert_eq!(b.in_use(), 0);
     }
 }

@@ -3,6 +3,7 @@
 //! `sluice-pgsql-proto`.
 //!
 //! ```no_run
+//! use sluice_core::config::Priority;
 //! use sluice_core::runtime::HostgroupServer;
 //! use sluice_pgsql_backend::pool::{PgCheckout, PgPool};
 //! use sluice_pgsql_proto::scram::ClientSecret;
@@ -22,6 +23,7 @@
 //!     connect_timeout: Duration::from_secs(1),
 //!     connect_timeout_max: Duration::from_secs(5),
 //!     config: None,
+//!     priority: Priority::Regular, // served in arrival order among equals
 //! };
 //! let mut conn = pool.checkout(&request).await?;
 //! let answer = conn.conn().query_value("SELECT 20 + 22").await?;

@@ -85,6 +85,10 @@ pub struct PgCheckout<'a> {
     /// Where to re-read the hostgroup's servers while waiting for one to answer: the monitor
     /// may move a new writer in (failover). `None` keeps `servers`.
     pub config: Option<&'a sluice_core::runtime::ConfigHandle>,
+    /// The workload-class priority of the statement asking: when the server is at
+    /// `max_connections`, a session thread's waiting sessions are served by priority, then
+    /// arrival (a waiter is overtaken a bounded number of times).
+    pub priority: sluice_core::config::Priority,
 }
 
 impl PgCheckout<'_> {
@@ -410,7 +414,7 @@ impl sluice_core::checkout::Connector for PgAttempts<'_> {
             Some(slot) => Some(slot),
             None => {
                 let _waiting = pool.stats.waiting();
-                budget.take(req.worker, deadline).await
+                budget.take(req.worker, req.priority, deadline).await
             }
         };
         let Some(permit) = permit else {

@@ -12,6 +12,7 @@ use crate::signals::CancelTarget;
 use crate::statements::SessionStatements;
 use sluice_core::ConfigHandle;
 use sluice_core::admin::Protocol;
+use sluice_core::config::Priority;
 use sluice_core::login_throttle::{Admission, LoginGate, LoginThrottle};
 use sluice_core::query::StatementHook;
 use sluice_core::util::lock;
@@ -273,6 +274,7 @@ pub(crate) async fn checkout(
     l: &Login,
     hg: u32,
     session: u64,
+    priority: Priority,
 ) -> Result<PgPooled, PgError> {
     let servers = rt
         .pgsql
@@ -292,6 +294,7 @@ pub(crate) async fn checkout(
         connect_timeout: Duration::from_millis(v.connect_timeout_server),
         connect_timeout_max: Duration::from_millis(v.connect_timeout_server_max),
         config: Some(&fe.config),
+        priority,
     };
     match fe.pool.try_checkout_idle(&req) {
         Some(c) => Ok(c),
@@ -434,7 +437,16 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin + Send>(
     // ParameterStatus values come from a real server connection with the session's startup
     // settings applied, so clients see what a direct connection would show.
     let rt = fe.config.load();
-    let mut first = match Box::pin(checkout(&fe, &rt, &l, l.user.default_hostgroup.0, key)).await {
+    let mut first = match Box::pin(checkout(
+        &fe,
+        &rt,
+        &l,
+        l.user.default_hostgroup.0,
+        key,
+        Priority::Regular,
+    ))
+    .await
+    {
         Ok(c) => c,
         Err(e) => {
             warn!(client = %peer, user = %l.user.username, "no PostgreSQL backend for the login: {e}");

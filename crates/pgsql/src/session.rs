@@ -14,6 +14,7 @@ use crate::signals::SessionHandle;
 use crate::start::{CacheFill, Forward, Start};
 use crate::statements::Reply;
 use bytes::Bytes;
+use sluice_core::config::Priority;
 use sluice_pgsql_backend::pool::PgPooled;
 use sluice_pgsql_proto::frame::{Reader, error_response, message, parse_error, ready};
 use sluice_pgsql_proto::reply::{ReplyTracker, SetsVerdict};
@@ -322,7 +323,12 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
         }
         self.io.qp.hostgroup = i64::from(hostgroup);
         let waiting = Instant::now();
-        let checked_out = checkout(fe, &rt, self.l, hostgroup, self.owner).await;
+        // Waiting for a server connection, the class's priority orders the queue.
+        let priority = self
+            .admission
+            .as_ref()
+            .map_or(Priority::Regular, |(p, _)| p.priority());
+        let checked_out = checkout(fe, &rt, self.l, hostgroup, self.owner, priority).await;
         let hg = i64::from(hostgroup);
         let waited = u64::try_from(waiting.elapsed().as_micros()).unwrap_or(u64::MAX);
         fe.stats.wait_us.add(hg, waited);

@@ -26,6 +26,7 @@
 //! ```
 
 mod board;
+pub mod by_priority;
 mod gate;
 mod guard;
 mod refusal;

@@ -11,11 +11,11 @@
 //!
 //! The queue is ordered by the waiting statement's workload-class priority, then arrival
 //! ([`enqueue`]): a `critical` session that starts waiting goes ahead of `regular`, `low` and
-//! `background` ones. A waiter can be overtaken that way at most [`MAX_OVERTAKES`] times; after
-//! that nobody goes ahead of it, so a low class waits longer under contention but never starves.
+//! `background` ones, a bounded number of times (`sluice_core::admission::by_priority`).
 
 use super::{Inner, PoolKey};
 use crate::conn::BackendConn;
+use sluice_core::admission::by_priority::{self, PriorityWaiter};
 use sluice_core::config::Priority;
 use sluice_core::runtime::ServerKey;
 use tokio::sync::oneshot;
@@ -33,10 +33,6 @@ pub(super) enum Handoff {
 /// How often the longest-waiting session may be passed over for a session of the freed
 /// connection's own thread.
 pub(super) const MAX_PASSES: u32 = 4;
-
-/// How often a waiting session may be overtaken by later arrivals of a more urgent class;
-/// after that it keeps its place.
-pub(super) const MAX_OVERTAKES: u32 = 8;
 
 /// A session in the queue.
 #[derive(Debug)]
@@ -77,21 +73,18 @@ impl Waiter {
     }
 }
 
-/// Queues `w` behind every waiter of its priority or a more urgent one, ahead of less urgent
-/// ones that have not been overtaken [`MAX_OVERTAKES`] times yet.
+impl PriorityWaiter for Waiter {
+    fn priority(&self) -> Priority {
+        self.priority
+    }
+    fn overtaken(&mut self) -> &mut u32 {
+        &mut self.overtaken
+    }
+}
+
+/// Queues `w` by priority, then arrival ([`by_priority::enqueue`]).
 pub(super) fn enqueue(g: &mut Inner, w: Waiter) {
-    let mut at = g.waiters.len();
-    while at > 0 {
-        let before = &g.waiters[at - 1];
-        if before.priority <= w.priority || before.overtaken >= MAX_OVERTAKES {
-            break;
-        }
-        at -= 1;
-    }
-    for jumped in g.waiters.range_mut(at..) {
-        jumped.overtaken += 1;
-    }
-    g.waiters.insert(at, w);
+    by_priority::enqueue(&mut g.waiters, w);
 }
 
 impl Waiter {
@@ -267,39 +260,6 @@ mod tests {
         // No session of the connection's thread waits: first come, first served.
         let (g, _rx) = queue(&[1, 1]);
         assert_eq!(own_thread_waiter(&g, &key(), Some(0)), None);
-    }
-
-    /// Sessions of `priorities` queued in that order; their queue order as indexes of that list.
-    fn queued(priorities: &[Priority]) -> Vec<usize> {
-        let mut g = Inner::default();
-        for (i, p) in priorities.iter().enumerate() {
-            let (tx, _rx) = oneshot::channel();
-            enqueue(
-                &mut g,
-                Waiter::new(key(), vec![key().server], tx, Some(i), *p),
-            );
-        }
-        g.waiters.iter().filter_map(|w| w.worker).collect()
-    }
-
-    #[test]
-    fn waiters_are_served_by_priority_then_arrival() {
-        use Priority::*;
-        assert_eq!(
-            queued(&[Low, Regular, Background, Critical, Regular, Low]),
-            [3, 1, 4, 0, 5, 2]
-        );
-    }
-
-    #[test]
-    fn a_low_priority_waiter_is_overtaken_a_bounded_number_of_times() {
-        let mut order = vec![Priority::Background];
-        order.extend(std::iter::repeat_n(Priority::Critical, 20));
-        let q = queued(&order);
-        // The first MAX_OVERTAKES critical sessions go ahead; every later one queues behind.
-        let at = q.iter().position(|i| *i == 0).expect("queued");
-        assert_eq!(at, MAX_OVERTAKES as usize);
-        assert_eq!(&q[..at], (1..=at).collect::<Vec<_>>().as_slice());
     }
 
     #[test]
