@@ -16,6 +16,11 @@
         stop (NULL lag), then to run again; `/throttler/check?app=gh-ost` is read with curl
         every 100 ms. Prints JSON: statements [t, user, phase, ms, code, message] and checks
         [t, phase, status, value].
+    admission_clients.py p99 mysql PORT HEAVY_THREADS
+        A p99 guard's scenario: one OLTP session updates row 1 of app.p99_row every 20 ms for
+        8 s; from 2 s to 7 s HEAVY_THREADS sessions run statements of class `heavy` that lock
+        that row for 0.4 s each, 50 ms apart. Prints JSON: oltp [t, ms, code] and heavy
+        [t, code, message].
 
 KIND is mysql or pgsql. Every loop is bounded (the burst's threads are joined with a timeout).
 """
@@ -187,6 +192,45 @@ def lag(port, http_port, primary, replica):
                       "opened": opened, "closed": closed, "stopped": stopped, "back": back}))
 
 
+def p99(port, heavy_threads):
+    oltp_conn = connect("mysql", port)
+    heavy_conns = [connect("mysql", port) for _ in range(heavy_threads)]
+    t0 = time.monotonic()
+    oltp, heavy = [], []
+    lock = threading.Lock()
+
+    def oltp_loop():
+        n = 0
+        while True:
+            due = t0 + n * 0.02
+            if due >= t0 + 8.0:
+                return
+            time.sleep(max(0.0, due - time.monotonic()))
+            began = time.monotonic()
+            res, _ = run("mysql", oltp_conn, "UPDATE app.p99_row SET n = n + 1 WHERE id = 1")
+            oltp.append([round(began - t0, 3), round((time.monotonic() - began) * 1000, 1), res[0]])
+            n += 1
+
+    def heavy_loop(conn):
+        time.sleep(max(0.0, t0 + 2.0 - time.monotonic()))
+        while time.monotonic() < t0 + 7.0:
+            # An autocommit UPDATE holds the row's lock for the whole statement (a locking
+            # SELECT would not: autocommit ends its transaction, and its lock, at once).
+            res, _ = run("mysql", conn, "/* workload=heavy */ UPDATE app.p99_row "
+                         "SET n = n + SLEEP(0.4) WHERE id = 1")
+            with lock:
+                heavy.append([round(time.monotonic() - t0, 3), res[0], res[1]])
+            time.sleep(0.05)
+
+    threads = [threading.Thread(target=oltp_loop)]
+    threads += [threading.Thread(target=heavy_loop, args=(c,)) for c in heavy_conns]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    print(json.dumps({"oltp": oltp, "heavy": heavy}))
+
+
 def main():
     command, kind, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
     rest = sys.argv[4:]
@@ -196,6 +240,8 @@ def main():
         steps(kind, port, rest)
     elif command == "each":
         each(kind, port, rest)
+    elif command == "p99":
+        p99(port, int(rest[0]))
     elif command == "lag":
         lag(port, int(rest[0]), int(rest[1]), int(rest[2]))
     else:

@@ -262,3 +262,101 @@ fn pgsql_guard_follows_the_standby_replay_backlog() {
         "workload guard 3: open -> closed: replica backlog 0 bytes < 8192 bytes on hostgroup 1";
     assert!(log.contains(line), "{line:?} not in\n{log}");
 }
+
+fn p99_config(guard_active: u8) -> String {
+    standard_config(
+        "",
+        &format!(
+            r#"
+[[workload_classes]]
+name = "oltp"
+
+[[workload_classes]]
+name = "heavy"
+priority = "low"
+
+[[workload_guards]]
+guard_id = 5
+active = {guard_active}
+classes = "heavy"
+signal = "class_p99"
+watch_class = "oltp"
+window_s = 1
+low = 50
+high = 150
+reject_above = 150
+min_open_ms = 1000
+"#
+        ),
+    )
+}
+
+/// Runs the `p99` scenario (tests/python/admission_clients.py) through `s`: OLTP updates of
+/// one row every 20 ms, and from 2 s to 7 s two `heavy` sessions locking that row 0.4 s at a
+/// time. Returns (OLTP statements during the burst, those slower than 100 ms, heavy refused
+/// with 9102, the first refusal's message).
+fn p99_run(s: &Sluice) -> (usize, usize, usize, String) {
+    let script = sluice_tests::mcp::python_dir().join("admission_clients.py");
+    let out = std::process::Command::new("python3")
+        .arg(script)
+        .args(["p99", "mysql", &s.port.to_string(), "2"])
+        .output()
+        .expect("python3");
+    let v: serde_json::Value = serde_json::from_str(ok_stdout(&out).trim()).expect("p99 JSON");
+    let oltp = v["oltp"].as_array().expect("oltp");
+    assert!(
+        oltp.iter().all(|r| r[2] == "ok"),
+        "OLTP is never refused: {oltp:?}"
+    );
+    let during: Vec<f64> = oltp
+        .iter()
+        .filter(|r| (2.5..7.0).contains(&r[0].as_f64().unwrap_or(0.0)))
+        .filter_map(|r| r[1].as_f64())
+        .collect();
+    let slow = during.iter().filter(|ms| **ms > 100.0).count();
+    let heavy = v["heavy"].as_array().expect("heavy");
+    let shed: Vec<&serde_json::Value> = heavy.iter().filter(|r| r[1] == "9102").collect();
+    let first = shed
+        .first()
+        .and_then(|r| r[2].as_str())
+        .unwrap_or("")
+        .to_string();
+    (during.len(), slow, shed.len(), first)
+}
+
+#[test]
+fn a_p99_guard_sheds_the_heavy_class_while_oltp_is_slow() {
+    if !backends_ready(Servers::MariaDb) {
+        return;
+    }
+    primary_root(
+        "CREATE TABLE IF NOT EXISTS app.p99_row (id INT PRIMARY KEY, n INT NOT NULL); \
+         INSERT IGNORE INTO app.p99_row VALUES (1, 0);",
+    );
+    // Without the guard: the heavy statements hold the row, OLTP waits behind them throughout.
+    let s = Sluice::start(&p99_config(0));
+    let (unguarded_n, unguarded_slow, unguarded_shed, _) = p99_run(&s);
+    drop(s);
+    assert_eq!(unguarded_shed, 0);
+    // With it: OLTP's p99 over the last second crosses 150 ms, the guard opens and sheds the
+    // heavy class, OLTP is fast again until the guard closes and the heavy class comes back.
+    let s = Sluice::start(&p99_config(1));
+    let (guarded_n, guarded_slow, guarded_shed, first) = p99_run(&s);
+    let log = s.log();
+    assert!(guarded_shed > 0, "the guard shed heavy statements\n{log}");
+    assert!(
+        first.starts_with("Sluice: workload 'heavy' shed: p99 of 'oltp' ")
+            && first.ends_with(" ms >= 150 ms over 1 s"),
+        "{first}"
+    );
+    assert!(
+        log.contains("workload guard 5: ") && log.contains(" -> open: p99 of 'oltp' "),
+        "{log}"
+    );
+    // The share of slow OLTP statements falls to well under half of the unguarded run's.
+    let share = |slow: usize, n: usize| slow as f64 / n.max(1) as f64;
+    assert!(
+        share(guarded_slow, guarded_n) * 2.0 < share(unguarded_slow, unguarded_n),
+        "slow OLTP statements: {guarded_slow}/{guarded_n} guarded vs {unguarded_slow}/{unguarded_n} unguarded"
+    );
+}
