@@ -1,7 +1,7 @@
 //! Workload guards on the servers' own load, against real servers: MariaDB's
 //! `Threads_running` climbing under statements run straight on the primary, a MariaDB replica's
-//! GTID backlog while its SQL thread is stopped, and a PostgreSQL standby's replay backlog
-//! while replay is paused. Each guard opens (its class is shed with the reading in the
+//! GTID backlog and the age of Sluice's heartbeat while its SQL thread is stopped, and a
+//! PostgreSQL standby's replay backlog and heartbeat age while replay is paused. Each guard opens (its class is shed with the reading in the
 //! message, other traffic is served), then closes when the load is gone.
 
 use sluice_tests::*;
@@ -57,6 +57,23 @@ low = 3
 high = 5
 reject_above = 5
 min_open_ms = 300
+
+[[workload_classes]]
+name = "fresh"
+
+[[mysql_replication_hostgroups]]
+writer_hostgroup = 0
+reader_hostgroup = 1
+
+[[workload_guards]]
+guard_id = 6
+classes = "fresh"
+signal = "heartbeat_lag"
+hostgroup = 1
+low = 400
+high = 800
+reject_above = 800
+min_open_ms = 300
 "#,
     )
 }
@@ -107,8 +124,15 @@ fn mysql_guards_follow_threads_running_and_the_replica_gtid_backlog() {
     let s = Sluice::start(&mysql_config());
     let report = "/* workload=report */ SELECT 1";
     let reader = "/* workload=reader */ SELECT 1";
-    wait_for("both guards read their servers", || {
-        guard_state(&s, 1).1 >= 0.0 && guard_state(&s, 2).1 >= 0.0
+    let fresh = "/* workload=fresh */ SELECT 1";
+    wait_for("the guards read their servers", || {
+        [1, 2, 6].iter().all(|id| guard_state(&s, *id).1 >= 0.0)
+    });
+    // The heartbeat Sluice writes on the primary reaches the replica within a fraction of a
+    // second: a lag Seconds_Behind_Master could only give as 0 or 1.
+    wait_for("a sub-second heartbeat lag", || {
+        let (state, ms) = guard_state(&s, 6);
+        state == "closed" && (0.0..400.0).contains(&ms)
     });
     ok_stdout(&via_sluice(&s, report));
     ok_stdout(&via_sluice(&s, reader));
@@ -165,6 +189,16 @@ fn mysql_guards_follow_threads_running_and_the_replica_gtid_backlog() {
         primary_root("INSERT INTO admission.backlog VALUES ()");
     }
     wait_state(&s, 2, "open");
+    // The applier is stopped: the replica's heartbeat row ages by the millisecond.
+    wait_state(&s, 6, "open");
+    let out = via_sluice(&s, fresh);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && err.contains("Sluice: workload 'fresh' shed: heartbeat lag ")
+            && err.contains(" ms >= 800 ms on hostgroup 1"),
+        "{err}"
+    );
     let out = via_sluice(&s, reader);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -176,12 +210,17 @@ fn mysql_guards_follow_threads_running_and_the_replica_gtid_backlog() {
     ok_stdout(&via_sluice(&s, report));
     drop(_start);
     wait_state(&s, 2, "closed");
+    wait_state(&s, 6, "closed");
     ok_stdout(&via_sluice(&s, reader));
+    ok_stdout(&via_sluice(&s, fresh));
     let log = s.log();
     for line in [
         "workload guard 1: ",
         "workload guard 1: open -> closed: threads running ",
-        "workload guard 2: open -> closed: replica backlog 0 transactions < 5 transactions on hostgroup 1",
+        // The heartbeat's own writes keep a transaction or two in flight.
+        "workload guard 2: open -> closed: replica backlog ",
+        " transactions < 5 transactions on hostgroup 1",
+        "workload guard 6: open -> closed: heartbeat lag ",
     ] {
         assert!(log.contains(line), "{line:?} not in\n{log}");
     }
@@ -204,6 +243,24 @@ low = 4096
 high = 8192
 reject_above = 8192
 min_open_ms = 300
+
+[[workload_classes]]
+name = "fresh"
+
+[[pgsql_replication_hostgroups]]
+writer_hostgroup = 0
+reader_hostgroup = 1
+
+[[workload_guards]]
+guard_id = 4
+classes = "fresh"
+signal = "heartbeat_lag"
+protocol = "pgsql"
+hostgroup = 1
+low = 400
+high = 800
+reject_above = 800
+min_open_ms = 300
 "#,
     )
 }
@@ -225,8 +282,13 @@ fn pgsql_guard_follows_the_standby_replay_backlog() {
     }
     let s = Sluice::start(&pg_config());
     let ingest = "/* workload=ingest */ SELECT 1";
-    wait_for("the guard reads the standby", || {
-        guard_state(&s, 3).1 >= 0.0
+    let fresh = "/* workload=fresh */ SELECT 1";
+    wait_for("the guards read the standby", || {
+        guard_state(&s, 3).1 >= 0.0 && guard_state(&s, 4).1 >= 0.0
+    });
+    wait_for("a sub-second heartbeat lag", || {
+        let (state, ms) = guard_state(&s, 4);
+        state == "closed" && (0.0..400.0).contains(&ms)
     });
     ok_stdout(&psql_app(s.pg_port, ingest));
     let replica = xtask::postgres::replica(&xtask::state_dir());
@@ -245,6 +307,16 @@ fn pgsql_guard_follows_the_standby_replay_backlog() {
         "INSERT INTO admission_backlog (pad) SELECT repeat('x', 100) FROM generate_series(1, 1000)",
     ));
     wait_state(&s, 3, "open");
+    // Replay is paused: the standby's heartbeat row ages by the millisecond.
+    wait_state(&s, 4, "open");
+    let out = psql_app(s.pg_port, fresh);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && err.contains("Sluice: workload 'fresh' shed: heartbeat lag ")
+            && err.contains(" ms >= 800 ms on hostgroup 1"),
+        "{err}"
+    );
     let out = psql_app(s.pg_port, ingest);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -256,11 +328,18 @@ fn pgsql_guard_follows_the_standby_replay_backlog() {
     ok_stdout(&psql_app(s.pg_port, "SELECT 1"));
     drop(_resume);
     wait_state(&s, 3, "closed");
+    wait_state(&s, 4, "closed");
     ok_stdout(&psql_app(s.pg_port, ingest));
+    ok_stdout(&psql_app(s.pg_port, fresh));
     let log = s.log();
-    let line =
-        "workload guard 3: open -> closed: replica backlog 0 bytes < 8192 bytes on hostgroup 1";
-    assert!(log.contains(line), "{line:?} not in\n{log}");
+    // The heartbeat's own writes keep a little WAL in flight.
+    for line in [
+        "workload guard 3: open -> closed: replica backlog ",
+        " bytes < 8192 bytes on hostgroup 1",
+        "workload guard 4: open -> closed: heartbeat lag ",
+    ] {
+        assert!(log.contains(line), "{line:?} not in\n{log}");
+    }
 }
 
 fn p99_config(guard_active: u8) -> String {

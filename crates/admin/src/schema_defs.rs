@@ -397,7 +397,7 @@ pub const CONFIG_TABLES: &[(&str, &str)] = &[
         "guard_id INT CHECK (guard_id >= 0) NOT NULL PRIMARY KEY,\n\
      active INT CHECK (active IN (0,1)) NOT NULL DEFAULT 1,\n\
      classes VARCHAR NOT NULL,\n\
-     signal VARCHAR CHECK (LOWER(signal) IN ('replica_lag','class_p99','threads_running','replica_backlog')) NOT NULL,\n\
+     signal VARCHAR CHECK (LOWER(signal) IN ('replica_lag','class_p99','threads_running','replica_backlog','heartbeat_lag')) NOT NULL,\n\
      protocol VARCHAR CHECK (LOWER(protocol) IN ('mysql','pgsql')) NOT NULL DEFAULT 'mysql',\n\
      hostgroup INT,\n\
      watch_class VARCHAR NOT NULL DEFAULT '',\n\

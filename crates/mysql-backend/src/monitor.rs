@@ -122,6 +122,36 @@ async fn first_row(c: &mut BackendConn, sql: &str) -> Result<Vec<Option<String>>
         .map_err(|err| String::from_utf8_lossy(err.get(9..).unwrap_or_default()).into_owned())
 }
 
+/// The heartbeat's schema and table, created on a writer by its first write.
+const HEARTBEAT_SETUP: [&str; 2] = [
+    "CREATE DATABASE IF NOT EXISTS sluice",
+    "CREATE TABLE IF NOT EXISTS sluice.heartbeat (id INT PRIMARY KEY, ts DATETIME(6) NOT NULL)",
+];
+/// One heartbeat: the writer's time, replicated like any write.
+const HEARTBEAT_WRITE: &str =
+    "INSERT INTO sluice.heartbeat (id, ts) VALUES (1, NOW(6)) ON DUPLICATE KEY UPDATE ts = NOW(6)";
+/// How old (µs) the heartbeat a server holds is.
+const HEARTBEAT_AGE: &str =
+    "SELECT TIMESTAMPDIFF(MICROSECOND, ts, NOW(6)) FROM sluice.heartbeat WHERE id = 1";
+
+/// An ERR packet's error number.
+fn errno(err: &[u8]) -> Option<u16> {
+    Some(u16::from_le_bytes([*err.get(1)?, *err.get(2)?]))
+}
+
+/// An ERR packet's message.
+fn server_message(err: &[u8]) -> String {
+    String::from_utf8_lossy(err.get(9..).unwrap_or_default()).into_owned()
+}
+
+/// Runs a statement that returns no rows; the server's refusal as its message.
+async fn run(c: &mut BackendConn, sql: &str) -> Result<(), String> {
+    c.run_sql(sql)
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|err| server_message(&err))
+}
+
 /// The server's kept monitor connection, or a new one.
 async fn connection(held: Option<BackendConn>, p: &ConnectParams) -> Result<BackendConn, String> {
     match held {
@@ -290,7 +320,57 @@ impl Checker for MysqlChecker {
             Ok(ServerLoad {
                 threads_running,
                 replica_backlog,
+                heartbeat_age_ms: None,
             })
+        })
+    }
+
+    fn write_heartbeat(&self, t: CheckTarget) -> CheckFuture<()> {
+        let p = params(&t, &self.tls);
+        let held = self.conns.take(&t.server);
+        let conns = self.conns.clone();
+        Box::pin(async move {
+            let p = p?;
+            let mut c = connection(held, &p).await?;
+            if run(&mut c, HEARTBEAT_WRITE).await.is_err() {
+                // The first write on a server: its schema and table may not exist yet.
+                for sql in HEARTBEAT_SETUP {
+                    run(&mut c, sql).await?;
+                }
+                run(&mut c, HEARTBEAT_WRITE).await?;
+            }
+            conns.put(t.server, c);
+            Ok(())
+        })
+    }
+
+    fn heartbeat_age_ms(&self, t: CheckTarget) -> CheckFuture<Option<u64>> {
+        let p = params(&t, &self.tls);
+        let held = self.conns.take(&t.server);
+        let conns = self.conns.clone();
+        Box::pin(async move {
+            let p = p?;
+            let mut c = connection(held, &p).await?;
+            let rows = match c
+                .query_table(HEARTBEAT_AGE)
+                .await
+                .map_err(|e| e.to_string())?
+            {
+                Ok((_, rows)) => rows,
+                // No heartbeat has reached this server yet (its schema and table are made by
+                // the first): ER_BAD_DB_ERROR, ER_NO_SUCH_TABLE.
+                Err(err) if matches!(errno(&err), Some(1049 | 1146)) => Vec::new(),
+                Err(err) => return Err(server_message(&err)),
+            };
+            conns.put(t.server, c);
+            match rows.first().and_then(|r| r.first()).cloned().flatten() {
+                None => Ok(None),
+                Some(v) => v
+                    .trim()
+                    .parse::<i64>()
+                    .map(|us| Some((us.max(0) / 1000) as u64))
+                    .map_err(|_| format!("heartbeat age {v:?} is not a number")),
+            }
         })
     }
 

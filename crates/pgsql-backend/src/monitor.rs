@@ -69,6 +69,17 @@ async fn connection(held: Option<PgConn>, p: &ConnectParams) -> Result<PgConn, S
     }
 }
 
+/// The heartbeat's table, in the monitor's database (`monitor_dbname`), created on a writer
+/// by its first write.
+const HEARTBEAT_SETUP: &str =
+    "CREATE TABLE IF NOT EXISTS sluice_heartbeat (id int PRIMARY KEY, ts timestamptz NOT NULL)";
+/// One heartbeat: the writer's time, replicated like any write.
+const HEARTBEAT_WRITE: &str = "INSERT INTO sluice_heartbeat (id, ts) VALUES (1, clock_timestamp()) \
+     ON CONFLICT (id) DO UPDATE SET ts = excluded.ts";
+/// How old (ms) the heartbeat a server holds is.
+const HEARTBEAT_AGE: &str = "SELECT (EXTRACT(EPOCH FROM clock_timestamp() - ts) * 1000)::bigint \
+     FROM sluice_heartbeat WHERE id = 1";
+
 impl Checker for PgChecker {
     fn connect(&self, t: CheckTarget) -> CheckFuture<u64> {
         let p = params(&t, &self.tls);
@@ -179,7 +190,49 @@ impl Checker for PgChecker {
             Ok(ServerLoad {
                 threads_running: number("active statements", running)?.unwrap_or(0),
                 replica_backlog: number("replay backlog", backlog)?,
+                heartbeat_age_ms: None,
             })
+        })
+    }
+
+    fn write_heartbeat(&self, t: CheckTarget) -> CheckFuture<()> {
+        let p = params(&t, &self.tls);
+        let held = self.conns.take(&t.server);
+        let conns = self.conns.clone();
+        Box::pin(async move {
+            let p = p?;
+            let mut c = connection(held, &p).await?;
+            if c.query_value(HEARTBEAT_WRITE).await.is_err() {
+                // The first write on a server: the table may not exist yet.
+                c.query_value(HEARTBEAT_SETUP).await.map_err(text)?;
+                c.query_value(HEARTBEAT_WRITE).await.map_err(text)?;
+            }
+            conns.put(t.server, c);
+            Ok(())
+        })
+    }
+
+    fn heartbeat_age_ms(&self, t: CheckTarget) -> CheckFuture<Option<u64>> {
+        let p = params(&t, &self.tls);
+        let held = self.conns.take(&t.server);
+        let conns = self.conns.clone();
+        Box::pin(async move {
+            let p = p?;
+            let mut c = connection(held, &p).await?;
+            let v = match c.query_value(HEARTBEAT_AGE).await {
+                // No heartbeat has reached this server yet (its table is made by the first).
+                Err(Error::Server { code, .. }) if code == "42P01" => None,
+                other => other.map_err(text)?,
+            };
+            conns.put(t.server, c);
+            match v {
+                None => Ok(None),
+                Some(v) => v
+                    .trim()
+                    .parse::<i64>()
+                    .map(|ms| Some(ms.max(0) as u64))
+                    .map_err(|_| format!("heartbeat age {v:?} is not a number")),
+            }
         })
     }
 

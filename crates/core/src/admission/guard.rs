@@ -221,6 +221,7 @@ impl fmt::Display for Amount<'_> {
         match (self.0.signal.as_str(), self.0.protocol.as_str()) {
             ("replica_lag", _) => write!(f, "{} s", trim(self.1)),
             ("threads_running", _) => write!(f, "{}", trim(self.1)),
+            ("heartbeat_lag", _) => write!(f, "{} ms", trim(self.1)),
             ("replica_backlog", "pgsql") => write!(f, "{} bytes", trim(self.1)),
             ("replica_backlog", _) => write!(f, "{} transactions", trim(self.1)),
             _ => write!(f, "{} ms", trim(self.1)),
@@ -264,6 +265,7 @@ fn describe(
         "replica_lag" => format!("replica lag {what} on hostgroup {hostgroup}"),
         "threads_running" => format!("threads running {what} on hostgroup {hostgroup}"),
         "replica_backlog" => format!("replica backlog {what} on hostgroup {hostgroup}"),
+        "heartbeat_lag" => format!("heartbeat lag {what} on hostgroup {hostgroup}"),
         _ => format!("p99 of '{}' {what} over {} s", g.watch_class, g.window_s),
     }
 }

@@ -179,7 +179,7 @@ pub fn rule_class(column: Option<&str>, attributes: &str) -> Option<String> {
 }
 
 /// One row of `workload_guards`: a signal watched, and what its level does to the classes it
-/// governs. The signal is in seconds (`replica_lag`), milliseconds (`class_p99`), statements
+/// governs. The signal is in seconds (`replica_lag`), milliseconds (`class_p99`, `heartbeat_lag`), statements
 /// (`threads_running`), or transactions / WAL bytes (`replica_backlog`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -195,7 +195,9 @@ pub struct WorkloadGuard {
     /// (milliseconds, `watch_class`'s p99 over the last `window_s` seconds), `threads_running`
     /// (statements running on the busiest server of `hostgroup`) or `replica_backlog`
     /// (transactions received but not applied on MariaDB, WAL bytes received but not replayed
-    /// on PostgreSQL: the worst server of `hostgroup`).
+    /// on PostgreSQL: the worst server of `hostgroup`) or `heartbeat_lag` (milliseconds: the
+    /// age of the heartbeat Sluice writes on the writer of `hostgroup`'s replication
+    /// hostgroups, on the worst server of `hostgroup`).
     pub signal: String,
     /// `mysql` or `pgsql`: whose hostgroup a server signal watches.
     #[serde(default = "mysql")]
@@ -291,7 +293,7 @@ impl WorkloadGuard {
             return Err(format!("classes: {c:?} is not in workload_classes"));
         }
         match self.signal.as_str() {
-            "replica_lag" | "threads_running" | "replica_backlog" => {
+            "replica_lag" | "threads_running" | "replica_backlog" | "heartbeat_lag" => {
                 if self.hostgroup.is_none() {
                     return Err(format!(
                         "hostgroup: {} watches a hostgroup; set one",
@@ -321,7 +323,7 @@ impl WorkloadGuard {
             }
             other => {
                 return Err(format!(
-                    "signal: {other:?} is not replica_lag, replica_backlog, threads_running or class_p99"
+                    "signal: {other:?} is not replica_lag, heartbeat_lag, replica_backlog, threads_running or class_p99"
                 ));
             }
         }

@@ -1,8 +1,11 @@
 //! Server load readings for workload guards: `Threads_running` (MySQL) or active client
-//! statements (PostgreSQL), and a replica's backlog — transactions received but not applied
-//! (MariaDB GTID positions) or WAL bytes received but not replayed (PostgreSQL). The monitor
-//! reads them every [`LOAD_PROBE_INTERVAL`] on the servers of the hostgroups an active guard
-//! watches with such a signal, and on no other server: without those guards nothing is read.
+//! statements (PostgreSQL), a replica's backlog — transactions received but not applied
+//! (MariaDB GTID positions) or WAL bytes received but not replayed (PostgreSQL) — and a
+//! heartbeat's age: Sluice writes a timestamp on the writer and reads how old the replicated
+//! row is on each replica (sub-second lag, where `Seconds_Behind_Master` counts whole seconds).
+//! The monitor probes every [`LOAD_PROBE_INTERVAL`] the servers of the hostgroups an active
+//! guard watches with such a signal (and, for a heartbeat, the writers of their replication
+//! hostgroups), and no other server: without those guards nothing is read or written.
 
 use super::scheduler::{CheckTarget, Checker, Monitor};
 use crate::admin::Protocol;
@@ -15,7 +18,7 @@ use std::time::{Duration, Instant};
 use tracing::{info, warn};
 
 /// How often a watched server's load is read.
-pub const LOAD_PROBE_INTERVAL: Duration = Duration::from_millis(250);
+pub const LOAD_PROBE_INTERVAL: Duration = Duration::from_millis(100);
 /// A reading older than this is no reading (the server stopped answering the probe).
 const STALE_AFTER: Duration = Duration::from_secs(2);
 
@@ -30,6 +33,9 @@ pub struct ServerLoad {
     /// does not replicate by GTID (its `Gtid_IO_Pos` stays empty); `None` when the server
     /// cannot tell (MySQL, a standby not streaming).
     pub replica_backlog: Option<u64>,
+    /// Milliseconds since the newest heartbeat this server holds was written on the writer;
+    /// `None` when it holds none (or the probe was not asked for it).
+    pub heartbeat_age_ms: Option<u64>,
 }
 
 /// The load signals a guard can watch.
@@ -39,6 +45,8 @@ pub enum LoadSignal {
     ThreadsRunning,
     /// [`ServerLoad::replica_backlog`].
     ReplicaBacklog,
+    /// [`ServerLoad::heartbeat_age_ms`].
+    HeartbeatLag,
 }
 
 impl LoadSignal {
@@ -47,6 +55,7 @@ impl LoadSignal {
         match signal {
             "threads_running" => Some(LoadSignal::ThreadsRunning),
             "replica_backlog" => Some(LoadSignal::ReplicaBacklog),
+            "heartbeat_lag" => Some(LoadSignal::HeartbeatLag),
             _ => None,
         }
     }
@@ -55,7 +64,36 @@ impl LoadSignal {
         match self {
             LoadSignal::ThreadsRunning => Some(load.threads_running),
             LoadSignal::ReplicaBacklog => load.replica_backlog,
+            LoadSignal::HeartbeatLag => load.heartbeat_age_ms,
         }
+    }
+}
+
+/// What the probe does on one server.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Probe {
+    /// Read [`ServerLoad::threads_running`] and [`ServerLoad::replica_backlog`].
+    load: bool,
+    /// Read the heartbeat's age.
+    heartbeat_read: bool,
+    /// Write the heartbeat (a writer of a watched replica hostgroup).
+    heartbeat_write: bool,
+}
+
+impl Probe {
+    /// Runs the probe's statements on `t`'s server, in one monitor connection's turn.
+    async fn run(self, checker: &dyn Checker, t: CheckTarget) -> Result<ServerLoad, String> {
+        if self.heartbeat_write {
+            checker.write_heartbeat(t.clone()).await?;
+        }
+        let mut load = ServerLoad::default();
+        if self.load {
+            load = checker.server_load(t.clone()).await?;
+        }
+        if self.heartbeat_read {
+            load.heartbeat_age_ms = checker.heartbeat_age_ms(t).await?;
+        }
+        Ok(load)
     }
 }
 
@@ -99,7 +137,7 @@ impl Monitor {
         if watched.is_empty() {
             return;
         }
-        for server in watched {
+        for (server, probe) in watched {
             let due = lock(&self.load.started)
                 .get(&server)
                 .is_none_or(|t| now.saturating_duration_since(*t) >= LOAD_PROBE_INTERVAL);
@@ -111,7 +149,7 @@ impl Monitor {
             let budget = target.timeout;
             let (monitor, checker) = (self.clone(), checker.clone());
             tokio::spawn(async move {
-                let read = tokio::time::timeout(budget, checker.server_load(target)).await;
+                let read = tokio::time::timeout(budget, probe.run(&*checker, target)).await;
                 let failure = match read {
                     Ok(Ok(load)) => {
                         lock(&monitor.load.latest).insert(server.clone(), (Instant::now(), load));
@@ -135,22 +173,37 @@ impl Monitor {
     }
 }
 
-/// The servers of `protocol` an active guard watches with a load signal.
-fn watched_servers(rt: &RuntimeConfig, protocol: Protocol) -> Vec<ServerKey> {
-    let hostgroups = match protocol {
-        Protocol::Mysql => &rt.mysql.hostgroups,
-        Protocol::Pgsql => &rt.pgsql.hostgroups,
+/// The servers of `protocol` an active guard watches with a load signal, and what to do on
+/// each.
+fn watched_servers(rt: &RuntimeConfig, protocol: Protocol) -> HashMap<ServerKey, Probe> {
+    let (hostgroups, pairs) = match protocol {
+        Protocol::Mysql => (&rt.mysql.hostgroups, &rt.mysql.replication),
+        Protocol::Pgsql => (&rt.pgsql.hostgroups, &rt.pgsql.replication),
     };
-    let mut out: Vec<ServerKey> = rt
+    let mut out: HashMap<ServerKey, Probe> = HashMap::new();
+    let servers = |hg: u32| hostgroups.get(&hg).into_iter().flatten();
+    for g in rt
         .workload_guards
         .iter()
         .filter(|g| watches_load(g, protocol))
-        .filter_map(|g| hostgroups.get(&g.hostgroup?))
-        .flatten()
-        .map(|s| s.key.clone())
-        .collect();
-    out.sort_by(|a, b| (&a.hostname, a.port).cmp(&(&b.hostname, b.port)));
-    out.dedup();
+    {
+        let (Some(hg), Some(signal)) = (g.hostgroup, LoadSignal::of(&g.signal)) else {
+            continue;
+        };
+        for s in servers(hg) {
+            let p = out.entry(s.key.clone()).or_default();
+            match signal {
+                LoadSignal::HeartbeatLag => p.heartbeat_read = true,
+                _ => p.load = true,
+            }
+        }
+        if signal == LoadSignal::HeartbeatLag {
+            let writers = pairs.iter().filter(|r| r.reader_hostgroup == hg);
+            for s in writers.flat_map(|r| servers(r.writer_hostgroup)) {
+                out.entry(s.key.clone()).or_default().heartbeat_write = true;
+            }
+        }
+    }
     out
 }
 
@@ -232,6 +285,7 @@ mod tests {
         let load = |t, backlog| ServerLoad {
             threads_running: t,
             replica_backlog: backlog,
+            heartbeat_age_ms: None,
         };
         lock(&m.load.latest).insert(a.clone(), (now, load(3, None)));
         lock(&m.load.latest).insert(b.clone(), (now, load(9, Some(40))));
@@ -253,5 +307,70 @@ mod tests {
             m.load_signal(&both, LoadSignal::ThreadsRunning, later),
             None
         );
+    }
+
+    #[test]
+    fn a_heartbeat_guard_writes_on_the_pairs_writer_and_reads_on_its_readers() {
+        use crate::config::{Flag, ReplicationHostgroup};
+        use crate::runtime::HostgroupServer;
+        let mut rt = RuntimeConfig::default();
+        let server = |h: &str, hg| HostgroupServer::new(h, 3306, hg);
+        rt.mysql.hostgroups.insert(0, vec![server("writer", 0)]);
+        rt.mysql
+            .hostgroups
+            .insert(1, vec![server("r1", 1), server("r2", 1)]);
+        rt.mysql.hostgroups.insert(2, vec![server("other", 2)]);
+        rt.mysql.replication.push(ReplicationHostgroup {
+            writer_hostgroup: 0,
+            reader_hostgroup: 1,
+            check_type: "read_only".into(),
+            comment: String::new(),
+        });
+        let guard = |id, signal: &str, hg| crate::config::WorkloadGuard {
+            guard_id: id,
+            active: Flag(true),
+            classes: "c".into(),
+            signal: signal.into(),
+            protocol: "mysql".into(),
+            hostgroup: Some(hg),
+            watch_class: String::new(),
+            window_s: 10,
+            low: 1.0,
+            high: 2.0,
+            reject_above: None,
+            reject_span: 0.0,
+            max_delay_ms: 0,
+            mode: "shed".into(),
+            fallback_hostgroup: None,
+            hysteresis_pct: 20,
+            min_open_ms: 1000,
+            unknown_grace_ms: 5000,
+            apps: "*".into(),
+            comment: String::new(),
+        };
+        rt.workload_guards = Arc::new(vec![
+            guard(1, "heartbeat_lag", 1),
+            guard(2, "threads_running", 2),
+            guard(3, "class_p99", 0),
+        ]);
+        let w = watched_servers(&rt, Protocol::Mysql);
+        let at = |h: &str| {
+            w.get(&ServerKey {
+                hostname: h.into(),
+                port: 3306,
+            })
+            .copied()
+        };
+        let probe = |load, heartbeat_read, heartbeat_write| Probe {
+            load,
+            heartbeat_read,
+            heartbeat_write,
+        };
+        assert_eq!(at("writer"), Some(probe(false, false, true)));
+        assert_eq!(at("r1"), Some(probe(false, true, false)));
+        assert_eq!(at("r2"), Some(probe(false, true, false)));
+        assert_eq!(at("other"), Some(probe(true, false, false)));
+        assert_eq!(w.len(), 4, "class_p99 probes no server");
+        assert!(watched_servers(&rt, Protocol::Pgsql).is_empty());
     }
 }

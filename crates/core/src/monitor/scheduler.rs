@@ -68,6 +68,15 @@ pub trait Checker: Send + Sync + 'static {
     fn server_load(&self, _t: CheckTarget) -> CheckFuture<super::load::ServerLoad> {
         Box::pin(async { Err("this checker reads no server load".to_string()) })
     }
+    /// Writes the heartbeat row on a writer, creating its table when missing
+    /// ([`super::load`]).
+    fn write_heartbeat(&self, _t: CheckTarget) -> CheckFuture<()> {
+        Box::pin(async { Err("this checker writes no heartbeat".to_string()) })
+    }
+    /// How old (ms) the newest heartbeat row the server holds is; `None` when it holds none.
+    fn heartbeat_age_ms(&self, _t: CheckTarget) -> CheckFuture<Option<u64>> {
+        Box::pin(async { Err("this checker reads no heartbeat".to_string()) })
+    }
     /// Forgets the monitor connection to `server` (after a failure or a shun).
     fn drop_connection(&self, server: &ServerKey);
 }
