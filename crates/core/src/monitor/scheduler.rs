@@ -332,20 +332,7 @@ impl Monitor {
             self.probe_load(
                 &base,
                 &checker,
-                |server| CheckTarget {
-                    server: server.clone(),
-                    username: side.vars.username.clone(),
-                    password: side.vars.password.clone(),
-                    dbname: side.vars.dbname.clone(),
-                    check_type: String::new(),
-                    timeout: Duration::from_millis(side.vars.ping_timeout),
-                    heartbeat_table: String::new(),
-                    use_ssl: tls_servers.contains_key(server),
-                    ssl_params: tls_servers
-                        .get(server)
-                        .map(|s| s.ssl_params.clone())
-                        .unwrap_or_default(),
-                },
+                |server| check_target(server, side.vars, &tls_servers),
                 now,
             );
             let shunned: HashSet<ServerKey> = lock(&self.health)
@@ -391,18 +378,10 @@ impl Monitor {
                     last.insert(key.clone(), now);
                     inflight.insert(key);
                     let target = CheckTarget {
-                        server: server.clone(),
-                        username: v.username.clone(),
-                        password: v.password.clone(),
-                        dbname: v.dbname.clone(),
                         check_type: check_type.cloned().unwrap_or_default(),
                         timeout: Duration::from_millis(timeout),
                         heartbeat_table: v.replication_lag_use_percona_heartbeat.clone(),
-                        use_ssl: tls_servers.contains_key(&server),
-                        ssl_params: tls_servers
-                            .get(&server)
-                            .map(|s| s.ssl_params.clone())
-                            .unwrap_or_default(),
+                        ..check_target(&server, v, &tls_servers)
                     };
                     spawn_check(kind, target, checker.clone(), tx.clone());
                 }
@@ -722,6 +701,29 @@ fn pair_members(
         }
     }
     m
+}
+
+/// A check of `server` as the monitor user, over TLS when a row of the server says
+/// `use_ssl=1`; bounded by `monitor_ping_timeout` unless the caller sets another.
+fn check_target(
+    server: &ServerKey,
+    v: &MonitorVariables,
+    tls_servers: &HashMap<ServerKey, &HostgroupServer>,
+) -> CheckTarget {
+    CheckTarget {
+        server: server.clone(),
+        username: v.username.clone(),
+        password: v.password.clone(),
+        dbname: v.dbname.clone(),
+        check_type: String::new(),
+        timeout: Duration::from_millis(v.ping_timeout),
+        heartbeat_table: String::new(),
+        use_ssl: tls_servers.contains_key(server),
+        ssl_params: tls_servers
+            .get(server)
+            .map(|s| s.ssl_params.clone())
+            .unwrap_or_default(),
+    }
 }
 
 fn spawn_check(
