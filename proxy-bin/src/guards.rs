@@ -46,7 +46,8 @@ impl GuardSignals for MonitorSignals {
     }
 }
 
-/// Evaluates the guards until `shutdown`; idle (one snapshot load per tick) without guards.
+/// Evaluates the guards until `shutdown`. While the configuration has no class and no guard
+/// the runner has nothing to do and parks until the next configuration is stored.
 pub async fn run(
     admission: Arc<Admission>,
     config: ConfigHandle,
@@ -57,6 +58,7 @@ pub async fn run(
         config: config.clone(),
         monitors,
     };
+    let mut stores = config.stores();
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -64,8 +66,16 @@ pub async fn run(
             _ = shutdown.cancelled() => return,
             _ = tick.tick() => {}
         }
+        // Seen before the look: a store after this point wakes the wait below.
+        stores.mark_unchanged();
         let rt = config.load();
         if rt.workload_guards.is_empty() && rt.workload_classes.is_empty() {
+            drop(rt);
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = stores.changed() => {}
+            }
+            tick.reset();
             continue;
         }
         admission.evaluate_guards(

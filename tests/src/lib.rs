@@ -356,6 +356,18 @@ pub fn psql_login(port: u16, user: &str, password: &str, sql: &str) -> Output {
         .expect("psql installed")
 }
 
+/// `curl` on `path` of the HTTP port (`admin-restapi_port`): (status, body).
+pub fn curl(port: u16, path: &str) -> (u16, String) {
+    let out = Command::new("curl")
+        .args(["-s", "--max-time", "10", "-w", "\n%{http_code}"])
+        .arg(format!("http://127.0.0.1:{port}{path}"))
+        .output()
+        .expect("curl installed");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+    (code.trim().parse().unwrap_or(0), body.to_string())
+}
+
 /// Runs `mariadb-admin` (app/app, no TLS) against `port` with the given commands.
 pub fn mariadb_admin(port: u16, commands: &[&str]) -> Output {
     Command::new("mariadb-admin")

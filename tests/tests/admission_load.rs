@@ -439,3 +439,75 @@ fn a_p99_guard_sheds_the_heavy_class_while_oltp_is_slow() {
         "slow OLTP statements: {guarded_slow}/{guarded_n} guarded vs {unguarded_slow}/{unguarded_n} unguarded"
     );
 }
+
+/// The operator's hand (freno's "throttle app"): an active `operator` guard sheds its class on
+/// both protocols with its comment in the message, `/throttler/check` answers 417 to its app
+/// (read with curl) and 200 to another, other traffic is served, and deactivating the row
+/// (LOAD) lets everything through again.
+#[test]
+fn an_operator_guard_denies_its_app_and_sheds_its_class() {
+    if !backends_ready(Servers::Both) {
+        return;
+    }
+    let http = free_port();
+    let s = Sluice::start(&format!(
+        "[admin_variables]\nmysql_ifaces = \"127.0.0.1:{{admin_port}}\"\npgsql_ifaces = \"127.0.0.1:{{pg_admin_port}}\"\n\
+         restapi_enabled = true\nrestapi_port = {http}\n\
+         [pgsql_variables]\ninterfaces = \"127.0.0.1:{{pg_port}}\"\n{}",
+        standard_config(
+            "",
+            r#"
+[[workload_classes]]
+name = "migration"
+
+[[workload_guards]]
+guard_id = 9
+classes = "migration"
+signal = "operator"
+low = 0
+high = 1
+reject_above = 1
+apps = "gh-ost"
+comment = "paused for the failover drill"
+"#,
+        )
+    ));
+    // Before the guard has been read once, nothing is denied at the check; wait for the board.
+    wait_state(&s, 9, "open");
+    let (code, body) = curl(http, "/throttler/check?app=gh-ost");
+    assert_eq!(code, 417, "{body}");
+    assert!(
+        body.contains("denied by the operator (guard 9: paused for the failover drill)"),
+        "{body}"
+    );
+    let (code, body) = curl(http, "/throttler/check?app=pt-archiver");
+    assert_eq!(code, 200, "another app: {body}");
+
+    let my = via_sluice(&s, "/* workload=migration */ SELECT 1");
+    let err = String::from_utf8_lossy(&my.stderr);
+    assert!(!my.status.success(), "the class is shed");
+    assert!(
+        err.contains("ERROR 9102")
+            && err.contains("held by the operator (guard 9: paused for the failover drill)"),
+        "{err}"
+    );
+    let pg = psql_app(s.pg_port, "/* workload=migration */ SELECT 1");
+    let err = String::from_utf8_lossy(&pg.stderr);
+    assert!(
+        !pg.status.success() && err.contains("held by the operator"),
+        "{err}"
+    );
+    // Other traffic is served meanwhile.
+    let ok = via_sluice(&s, "SELECT 41 + 1");
+    assert_eq!(String::from_utf8_lossy(&ok.stdout).trim(), "42");
+    assert_eq!(
+        String::from_utf8_lossy(&psql_app(s.pg_port, "SELECT 41 + 1").stdout).trim(),
+        "42"
+    );
+
+    s.admin_ok("UPDATE workload_guards SET active = 0 WHERE guard_id = 9; LOAD WORKLOAD CLASSES TO RUNTIME");
+    let (code, body) = curl(http, "/throttler/check?app=gh-ost");
+    assert_eq!(code, 200, "released: {body}");
+    let my = via_sluice(&s, "/* workload=migration */ SELECT 7");
+    assert_eq!(String::from_utf8_lossy(&my.stdout).trim(), "7", "{my:?}");
+}

@@ -61,18 +61,6 @@ fn dashboard_metrics(path: &std::path::Path) -> std::collections::BTreeSet<Strin
     names
 }
 
-/// `curl` on `path` of the HTTP port: (status, body).
-fn curl(port: u16, path: &str) -> (u16, String) {
-    let out = Command::new("curl")
-        .args(["-s", "--max-time", "10", "-w", "\n%{http_code}"])
-        .arg(format!("http://127.0.0.1:{port}{path}"))
-        .output()
-        .expect("curl installed");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
-    (code.trim().parse().unwrap_or(0), body.to_string())
-}
-
 /// The value of the sample of `family` whose labels contain every one of `labels`.
 fn sample(text: &str, family: &str, labels: &[&str]) -> Option<f64> {
     text.lines()

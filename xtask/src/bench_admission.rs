@@ -1,11 +1,17 @@
 //! `cargo xtask bench admission`: what workload classes and a p99 guard do for OLTP under a
 //! burst of CPU-heavy statements, and what admission costs on the plain path.
 //!
-//! Part 1, one Sluice (release), four runs of [`RUN_SECONDS`]: OLTP point selects at a fixed
-//! rate alone (the reference), then beside a burst of `BENCHMARK()` statements with no class,
-//! with the burst in class `vector` (4 slots), and with that class under a guard that watches
-//! OLTP's p99 (it ramps the class down to 1 slot and delays it). The OLTP p50/p99 of each run
-//! are the client's. Goal: with the guard, OLTP p99 under the burst ≤ 1.5 × the reference.
+//! Part 1, one Sluice (release), six configurations run in [`ROUNDS`] interleaved rounds of
+//! [`RUN_SECONDS`] each (the p99 of a few thousand point selects on two shared cores moves by
+//! up to 2x between identical runs; interleaving spreads that noise over every configuration
+//! and the medians are reported): OLTP point selects at a fixed rate alone (the reference),
+//! then beside a burst of `BENCHMARK()` statements with no class, with the burst in class
+//! `vector` capped at 4 slots and at 1 (the floor of what a `reduce` guard can do), and with
+//! the class at 12 slots (as many as the burst has threads: no cap until a guard shrinks it)
+//! under a guard that watches OLTP's p99 or one that watches MariaDB's `Threads_running`; both
+//! ramp the class down to 1 slot and delay it, and release it over 3 s. The OLTP p50/p99 of each run are the client's, and the p99 of the
+//! statements sent after the first [`SETTLE_SECONDS`] (a guard acts on what it has seen).
+//! Goal: with the guard, OLTP p99 under the burst <= 1.5 x the reference.
 //!
 //! Part 2, callgrind: Sluice's user-space instructions per statement for the `bench alloc`
 //! workloads with no class configured and with one class (`oltp`, unlimited: every statement
@@ -21,10 +27,14 @@ const PORT: u16 = 16734;
 const ADMIN_PORT: u16 = 16732;
 /// Seconds of load per run.
 const RUN_SECONDS: u32 = 12;
+/// Interleaved rounds of every configuration.
+const ROUNDS: usize = 3;
 const OLTP_THREADS: u32 = 4;
 /// Statements per second per OLTP thread.
 const OLTP_RATE: u32 = 50;
 const BURST_THREADS: u32 = 12;
+/// Seconds from the start of a run after which OLTP statements count as "settled".
+const SETTLE_SECONDS: u32 = 3;
 
 fn sluice_config() -> String {
     format!(
@@ -41,15 +51,16 @@ fn sluice_config() -> String {
 
 /// One run's numbers, from the load script's JSON.
 struct Run {
-    name: &'static str,
     p50: f64,
     p99: f64,
+    p99_settled: f64,
     n: u64,
     errors: u64,
-    burst: String,
+    burst_done: u64,
+    burst_refused: u64,
 }
 
-fn load(script: &std::path::Path, name: &'static str, burst: u32) -> xtask::Result<Run> {
+fn load(script: &std::path::Path, name: &str, burst: u32) -> xtask::Result<Run> {
     step(&format!("{name}: {RUN_SECONDS} s"));
     let out = run_capture(Command::new("python3").arg(script).args([
         PORT.to_string(),
@@ -57,21 +68,19 @@ fn load(script: &std::path::Path, name: &'static str, burst: u32) -> xtask::Resu
         OLTP_THREADS.to_string(),
         OLTP_RATE.to_string(),
         burst.to_string(),
+        SETTLE_SECONDS.to_string(),
     ]))?;
     let v: serde_json::Value =
         serde_json::from_str(out.trim()).map_err(|e| format!("{name}: {e}: {out}"))?;
     let b = &v["burst"];
     Ok(Run {
-        name,
         p50: v["p50"].as_f64().unwrap_or(f64::NAN),
         p99: v["p99"].as_f64().unwrap_or(f64::NAN),
+        p99_settled: v["p99_settled"].as_f64().unwrap_or(f64::NAN),
         n: v["n"].as_u64().unwrap_or(0),
         errors: v["errors"].as_u64().unwrap_or(0),
-        burst: if burst == 0 {
-            "—".into()
-        } else {
-            format!("{} done, {} refused", b["done"], b["refused"])
-        },
+        burst_done: b["done"].as_u64().unwrap_or(0),
+        burst_refused: b["refused"].as_u64().unwrap_or(0),
     })
 }
 
@@ -79,43 +88,104 @@ fn admin(sql: &str) -> xtask::Result<()> {
     crate::soak_faults::admin_sql(ADMIN_PORT, sql).map(drop)
 }
 
-/// Part 1: the four runs.
-fn under_burst(state: &std::path::Path) -> xtask::Result<Vec<Run>> {
+/// One configuration: its name, the burst's threads, and the admin statements that set it up
+/// (every one sets the whole of it, so the order of runs does not matter).
+struct Setup {
+    name: &'static str,
+    burst: u32,
+    sql: String,
+}
+
+/// The configurations; the p99 guard's thresholds come from the reference p99 (`reference`).
+fn setups(reference: f64) -> Vec<Setup> {
+    let reset = "DELETE FROM workload_guards; DELETE FROM workload_classes WHERE name = 'oltp';";
+    let class = |slots: u32| {
+        format!(
+            "UPDATE workload_classes SET active = 1, max_concurrency = {slots}, max_queue = 64, queue_timeout_ms = 60000 WHERE name = 'vector';"
+        )
+    };
+    let load = "LOAD WORKLOAD CLASSES TO RUNTIME";
+    let no_class =
+        format!("{reset} UPDATE workload_classes SET active = 0 WHERE name = 'vector'; {load}");
+    vec![
+        Setup {
+            name: "OLTP alone",
+            burst: 0,
+            sql: no_class.clone(),
+        },
+        Setup {
+            name: "burst, no class",
+            burst: BURST_THREADS,
+            sql: no_class,
+        },
+        Setup {
+            name: "burst in class vector (4 slots)",
+            burst: BURST_THREADS,
+            sql: format!("{reset} {} {load}", class(4)),
+        },
+        // The floor of what a `reduce` guard can do: the class held at one slot throughout.
+        Setup {
+            name: "burst in class vector (1 slot)",
+            burst: BURST_THREADS,
+            sql: format!("{reset} {} {load}", class(1)),
+        },
+        // The p99 guard watches OLTP's own p99: `oltp` gets a row (unlimited) to be measured.
+        Setup {
+            name: "burst in class vector (12 slots) + p99 guard on oltp",
+            burst: BURST_THREADS,
+            sql: format!(
+                "{reset} {} INSERT INTO workload_classes (name) VALUES ('oltp'); \
+                 INSERT INTO workload_guards (guard_id, classes, signal, watch_class, window_s, low, high, max_delay_ms, mode, release_ms) \
+                 VALUES (1, 'vector', 'class_p99', 'oltp', 1, {low:.3}, {high:.3}, 500, 'reduce', 3000); {load}",
+                class(BURST_THREADS),
+                low = reference,
+                high = reference * 1.5,
+            ),
+        },
+        // The server's own load: the primary's Threads_running (the probe counts itself).
+        Setup {
+            name: "burst in class vector (12 slots) + Threads_running guard",
+            burst: BURST_THREADS,
+            sql: format!(
+                "{reset} {} INSERT INTO workload_guards (guard_id, classes, signal, hostgroup, low, high, max_delay_ms, mode, release_ms) \
+                 VALUES (2, 'vector', 'threads_running', 0, 2, 4, 500, 'reduce', 3000); {load}",
+                class(BURST_THREADS),
+            ),
+        },
+    ]
+}
+
+/// Part 1: every configuration, [`ROUNDS`] times, interleaved; runs grouped by configuration.
+fn under_burst(state: &std::path::Path) -> xtask::Result<Vec<(&'static str, Vec<Run>)>> {
     let dir = state.join("bench-admission");
     let mut child = spawn_sluice(&dir, "admission", &sluice_config(), PORT)?;
     let script = dir.join("bench_admission.py");
     std::fs::write(&script, include_str!("bench_admission.py")).map_err(|e| e.to_string())?;
     let result = (|| {
-        let mut runs = vec![load(&script, "OLTP alone", 0)?];
-        runs.push(load(&script, "burst, no class", BURST_THREADS)?);
-        admin(
-            "UPDATE workload_classes SET active = 1, max_concurrency = 4, max_queue = 64, queue_timeout_ms = 60000; LOAD WORKLOAD CLASSES TO RUNTIME",
-        )?;
-        runs.push(load(
-            &script,
-            "burst in class vector (4 slots)",
-            BURST_THREADS,
-        )?);
-        // The guard watches OLTP's own p99: `oltp` gets a row (unlimited) to be measured.
-        let reference = runs[0].p99;
-        admin(&format!(
-            "INSERT INTO workload_classes (name) VALUES ('oltp'); \
-             INSERT INTO workload_guards (guard_id, classes, signal, watch_class, window_s, low, high, max_delay_ms, mode) \
-             VALUES (1, 'vector', 'class_p99', 'oltp', 2, {low:.3}, {high:.3}, 500, 'reduce'); \
-             LOAD WORKLOAD CLASSES TO RUNTIME",
-            low = reference * 1.1,
-            high = reference * 1.5,
-        ))?;
-        runs.push(load(
-            &script,
-            "burst in class vector + p99 guard on oltp",
-            BURST_THREADS,
-        )?);
+        // A first run alone gives the p99 guard its reference; it is not reported.
+        let first = setups(0.0).swap_remove(0);
+        admin(&first.sql)?;
+        let reference = load(&script, "reference for the p99 guard", 0)?.p99;
+        let setups = setups(reference);
+        let mut runs: Vec<(&'static str, Vec<Run>)> =
+            setups.iter().map(|s| (s.name, Vec::new())).collect();
+        for round in 1..=ROUNDS {
+            for (i, s) in setups.iter().enumerate() {
+                admin(&s.sql)?;
+                let name = format!("round {round}/{ROUNDS}: {}", s.name);
+                runs[i].1.push(load(&script, &name, s.burst)?);
+            }
+        }
         Ok(runs)
     })();
     proc::signal(child.id(), "TERM");
     let _ = child.wait();
     result
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 /// Part 2: instructions per statement, no class vs one class (vs a baseline binary).
@@ -148,20 +218,30 @@ pub fn admission() -> xtask::Result<()> {
     let runs = under_burst(&state)?;
     let mut t = format!(
         "OLTP: {OLTP_THREADS} threads x {OLTP_RATE} point selects/s for {RUN_SECONDS} s; burst: {BURST_THREADS} threads of \
-         SELECT BENCHMARK(500000, MD5(..)) (about 0.1 s alone) back to back\n\n\
-         | run | OLTP p50 ms | OLTP p99 ms | p99 / alone | OLTP statements | OLTP errors | burst |\n|---|---|---|---|---|---|---|\n"
+         SELECT BENCHMARK(500000, MD5(..)) back to back; {ROUNDS} interleaved rounds, medians (the range in brackets)\n\n\
+         | run | OLTP p50 ms | OLTP p99 ms | p99 / alone | p99 after {SETTLE_SECONDS} s / alone | OLTP statements, errors | burst done, refused |\n|---|---|---|---|---|---|---|\n"
     );
-    let reference = runs[0].p99;
-    for r in &runs {
+    let of = |runs: &[Run], f: fn(&Run) -> f64| median(runs.iter().map(f).collect());
+    let alone = &runs[0].1;
+    let (reference, settled_reference) = (of(alone, |r| r.p99), of(alone, |r| r.p99_settled));
+    for (name, rs) in &runs {
+        let range = |f: fn(&Run) -> f64| {
+            let v: Vec<f64> = rs.iter().map(f).collect();
+            let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            format!("[{lo:.2}–{hi:.2}]")
+        };
         t.push_str(&format!(
-            "| {} | {:.2} | {:.2} | {:.2} | {} | {} | {} |\n",
-            r.name,
-            r.p50,
-            r.p99,
-            r.p99 / reference,
-            r.n,
-            r.errors,
-            r.burst
+            "| {name} | {:.2} | {:.2} {} | {:.2} | {:.2} | {}, {} | {}, {} |\n",
+            of(rs, |r| r.p50),
+            of(rs, |r| r.p99),
+            range(|r| r.p99),
+            of(rs, |r| r.p99) / reference,
+            of(rs, |r| r.p99_settled) / settled_reference,
+            rs.iter().map(|r| r.n).sum::<u64>(),
+            rs.iter().map(|r| r.errors).sum::<u64>(),
+            rs.iter().map(|r| r.burst_done).sum::<u64>(),
+            rs.iter().map(|r| r.burst_refused).sum::<u64>(),
         ));
     }
     let columns = plain_path(&state)?;

@@ -397,7 +397,7 @@ pub const CONFIG_TABLES: &[(&str, &str)] = &[
         "guard_id INT CHECK (guard_id >= 0) NOT NULL PRIMARY KEY,\n\
      active INT CHECK (active IN (0,1)) NOT NULL DEFAULT 1,\n\
      classes VARCHAR NOT NULL,\n\
-     signal VARCHAR CHECK (LOWER(signal) IN ('replica_lag','class_p99','threads_running','replica_backlog','heartbeat_lag')) NOT NULL,\n\
+     signal VARCHAR CHECK (LOWER(signal) IN ('replica_lag','class_p99','threads_running','replica_backlog','heartbeat_lag','operator')) NOT NULL,\n\
      protocol VARCHAR CHECK (LOWER(protocol) IN ('mysql','pgsql')) NOT NULL DEFAULT 'mysql',\n\
      hostgroup INT,\n\
      watch_class VARCHAR NOT NULL DEFAULT '',\n\
@@ -411,6 +411,7 @@ pub const CONFIG_TABLES: &[(&str, &str)] = &[
      fallback_hostgroup INT,\n\
      hysteresis_pct INT NOT NULL DEFAULT 20,\n\
      min_open_ms INT NOT NULL DEFAULT 1000,\n\
+     release_ms INT CHECK (release_ms >= 0) NOT NULL DEFAULT 0,\n\
      unknown_grace_ms INT NOT NULL DEFAULT 5000,\n\
      apps VARCHAR NOT NULL DEFAULT '*',\n\
      comment VARCHAR NOT NULL DEFAULT ''",

@@ -345,6 +345,9 @@ pub struct ConfigHandle {
     current: Arc<ArcSwap<RuntimeConfig>>,
     base: Arc<ArcSwap<RuntimeConfig>>,
     topology: Arc<std::sync::Mutex<(Topology, Topology)>>,
+    /// Told of every [`store`](Self::store), for tasks that sleep until the configuration
+    /// gives them something to do.
+    stored: Arc<tokio::sync::watch::Sender<()>>,
 }
 
 impl ConfigHandle {
@@ -354,7 +357,14 @@ impl ConfigHandle {
             current: Arc::new(ArcSwap::from_pointee(rt.clone())),
             base: Arc::new(ArcSwap::from_pointee(rt)),
             topology: Arc::default(),
+            stored: Arc::new(tokio::sync::watch::Sender::new(())),
         }
+    }
+
+    /// A receiver that sees each later [`store`](Self::store) (`changed().await`): a task
+    /// idle under the current configuration parks on it instead of polling.
+    pub fn stores(&self) -> tokio::sync::watch::Receiver<()> {
+        self.stored.subscribe()
     }
 
     /// The current snapshot (configuration + monitor verdicts).
@@ -383,6 +393,8 @@ impl ConfigHandle {
         let t = crate::util::lock(&self.topology);
         self.base.store(Arc::new(rt));
         self.publish(&t);
+        drop(t);
+        self.stored.send_replace(());
     }
 
     /// Replaces the monitor's verdicts for one protocol and publishes the result.

@@ -41,18 +41,18 @@ impl PriorityWaiter for QueuedSession {
     }
 }
 
-/// A share's free slots and the sessions waiting for one.
-#[derive(Debug, Default)]
-struct ShareQueue {
-    free: u32,
-    waiters: VecDeque<QueuedSession>,
-}
-
 /// One thread's part of the budget.
+///
+/// A free slot is taken without the lock (a compare-and-swap on `free`, the path of every
+/// transaction while slots are free); slots are put back, and sessions queued, under the
+/// `waiters` lock, so a session that queued because `free` was zero is always handed the next
+/// slot put back. Free slots and waiting sessions never coexist.
 #[derive(Debug)]
 struct Share {
-    /// Free slots of this share, and its waiting sessions by priority, then arrival.
-    queue: Mutex<ShareQueue>,
+    /// Free slots of this share.
+    free: AtomicU32,
+    /// Sessions waiting for a slot of this share, by priority, then arrival.
+    waiters: Mutex<VecDeque<QueuedSession>>,
     /// Slots this share owns, in use or free (they move between shares).
     owned: AtomicU32,
     /// Sessions of this thread waiting for a slot.
@@ -62,23 +62,21 @@ struct Share {
 impl Share {
     /// Takes a free slot of this share, if any.
     fn try_take(&self) -> bool {
-        let mut q = lock(&self.queue);
-        let free = q.free > 0;
-        if free {
-            q.free -= 1;
-        }
-        free
+        self.free
+            .fetch_update(AcqRel, Acquire, |f| f.checked_sub(1))
+            .is_ok()
     }
 
     /// A slot of this share is free: to its first waiting session still waiting, else free.
     fn release(&self) {
-        let mut q = lock(&self.queue);
-        while let Some(w) = q.waiters.pop_front() {
+        let mut waiters = lock(&self.waiters);
+        while let Some(w) = waiters.pop_front() {
             if w.tx.send(()).is_ok() {
                 return;
             }
         }
-        q.free += 1;
+        // Under the lock: a session queueing now either saw this slot or is handed the next.
+        self.free.fetch_add(1, AcqRel);
     }
 }
 
@@ -152,10 +150,8 @@ impl Budget {
             .map(|i| {
                 let part = max / n as u32 + u32::from((i as u32) < max % n as u32);
                 Share {
-                    queue: Mutex::new(ShareQueue {
-                        free: part,
-                        waiters: VecDeque::new(),
-                    }),
+                    free: AtomicU32::new(part),
+                    waiters: Mutex::new(VecDeque::new()),
                     owned: AtomicU32::new(part),
                     waiting: AtomicU32::new(0),
                 }
@@ -166,7 +162,7 @@ impl Budget {
 
     /// Slots in use now, all shares together.
     pub(crate) fn in_use(&self) -> u32 {
-        let free: u32 = self.shares.iter().map(|s| lock(&s.queue).free).sum();
+        let free: u32 = self.shares.iter().map(|s| s.free.load(Acquire)).sum();
         self.max.saturating_sub(free)
     }
 
@@ -214,9 +210,9 @@ impl Budget {
             return Some(s);
         }
         let rx = {
-            let mut q = lock(&self.shares[own].queue);
-            if q.free > 0 {
-                q.free -= 1;
+            let share = &self.shares[own];
+            let mut waiters = lock(&share.waiters);
+            if share.try_take() {
                 return Some(self.slot(own));
             }
             let (tx, rx) = oneshot::channel();
@@ -225,7 +221,7 @@ impl Budget {
                 overtaken: 0,
                 tx,
             };
-            by_priority::enqueue(&mut q.waiters, session);
+            by_priority::enqueue(&mut waiters, session);
             rx
         };
         let mut place = Place {

@@ -15,7 +15,8 @@ use tracing::info;
 pub(crate) struct Admit {
     /// The statement's class (`None`: the default class).
     pub class: Option<Arc<str>>,
-    /// False for statements that never wait (COMMIT, SET, …) and for unprocessed traffic.
+    /// False for statements that never wait (COMMIT, SET, …), for unprocessed traffic and
+    /// when no class is configured.
     pub waits: bool,
 }
 
@@ -38,7 +39,8 @@ pub(crate) async fn take(
         return Ok(Some(permit));
     }
     entry.set_waiting(Some(class));
-    let admitted = gate.admit().await;
+    // Boxed: the wait adds nothing to the size of the session's step future.
+    let admitted = Box::pin(gate.admit()).await;
     entry.set_waiting(None);
     admitted.map(Some)
 }

@@ -14,6 +14,7 @@ use crate::signals::SessionHandle;
 use crate::start::{CacheFill, Forward, Start};
 use crate::statements::Reply;
 use bytes::Bytes;
+use sluice_core::RuntimeConfig;
 use sluice_core::config::Priority;
 use sluice_pgsql_backend::pool::PgPooled;
 use sluice_pgsql_proto::frame::{Reader, error_response, message, parse_error, ready};
@@ -281,6 +282,14 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
             }
             Start::Forward(f) => f,
         };
+        // Its own future: the query processor's and the checkout's never share one layout.
+        self.open_transaction(&rt, f).await
+    }
+
+    /// A transaction the query processor sends on (`f`): its class's slot, a server
+    /// connection handed to the session, and the message out.
+    async fn open_transaction(&mut self, rt: &RuntimeConfig, f: Forward) -> Result<(), Error> {
+        let fe = self.fe;
         let Forward {
             message: m,
             hostgroup,
@@ -290,21 +299,25 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
             pin,
             admit,
         } = f;
-        let permit =
-            match crate::admit::take(&fe.admission, &rt.workload_classes, self.io.entry, &admit)
-                .await
-            {
-                Ok(p) => p,
-                Err(refused) => {
-                    let simple = matches!(m[0], b'Q' | b'F');
-                    let reply =
-                        crate::admit::refusal_reply(&refused, &self.l.user.username, simple);
-                    // An extended batch's other messages are dropped up to its Sync.
-                    self.skip_until_sync = !simple;
-                    self.tcp.write_all(&reply).await?;
-                    return Ok(());
-                }
-            };
+        // No class configured (or a statement that never waits): no admission future at all.
+        let taken = if admit.waits {
+            crate::admit::take(&fe.admission, &rt.workload_classes, self.io.entry, &admit).await
+        } else {
+            Ok(None)
+        };
+        let permit = match taken {
+            Ok(p) => p,
+            Err(refused) => {
+                let simple = matches!(m[0], b'Q' | b'F');
+                // The refusal is dropped here, not held in the step's state across the write.
+                let reply = crate::admit::refusal_reply(&refused, &self.l.user.username, simple);
+                drop(refused);
+                // An extended batch's other messages are dropped up to its Sync.
+                self.skip_until_sync = !simple;
+                self.tcp.write_all(&reply).await?;
+                return Ok(());
+            }
+        };
         let timeout = match (timeout, permit.as_ref().and_then(|p| p.max_execution())) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -328,7 +341,7 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
             .admission
             .as_ref()
             .map_or(Priority::Regular, |(p, _)| p.priority());
-        let checked_out = checkout(fe, &rt, self.l, hostgroup, self.owner, priority).await;
+        let checked_out = checkout(fe, rt, self.l, hostgroup, self.owner, priority).await;
         let hg = i64::from(hostgroup);
         let waited = u64::try_from(waiting.elapsed().as_micros()).unwrap_or(u64::MAX);
         fe.stats.wait_us.add(hg, waited);
@@ -370,7 +383,7 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
             pending: &mut self.pending,
             replies: &mut self.replies,
         };
-        forward(fe, &rt, conn, &mut self.io, self.reader, &m, decided, flow).await?;
+        forward(fe, rt, conn, &mut self.io, self.reader, &m, decided, flow).await?;
         self.backend = Some(c);
         Ok(())
     }

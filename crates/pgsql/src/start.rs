@@ -226,7 +226,7 @@ pub(crate) async fn start(
     }
     let admit = crate::admit::Admit {
         class: d.action.workload_class.clone(),
-        waits: !sluice_core::admission::never_waits(&sql),
+        waits: !rt.workload_classes.is_empty() && !sluice_core::admission::never_waits(&sql),
     };
     apply(fe, s, &mut f, &d, qvars.default_query_timeout);
     f.admit = admit;

@@ -3,7 +3,7 @@
 //! state change is a log line with its cause.
 
 use super::Admission;
-use super::guard::{Effect, GuardLive, GuardSignals, GuardState};
+use super::guard::{Effect, GuardLive, GuardSignals, GuardState, operator_hand};
 use crate::admin::{AdminRows, Protocol};
 use crate::config::{WorkloadClass, WorkloadGuard};
 use crate::metrics::Exposition;
@@ -31,7 +31,8 @@ pub const GUARD_COLUMNS: [&str; 10] = [
 /// What `/throttler/check` answers.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ThrottleAnswer {
-    /// 200 (go on) or 429 (back off).
+    /// 200 (go on), 429 (back off: a signal is over its threshold) or 417 (denied by the
+    /// operator: an active `operator` guard answers for the app), as freno answers.
     pub status: u16,
     /// The worst signal among the guards that answer for the app (0 with none).
     pub value: f64,
@@ -91,6 +92,8 @@ impl Admission {
         }
         match g.signal.as_str() {
             "replica_lag" => signals.replica_lag_s(protocol, g.hostgroup?),
+            // The operator's hand is on while the row is active.
+            "operator" => Some(1.0),
             // No statement in the window: nothing is slow.
             _ => Some(
                 self.gate(classes, g.watch_class.trim())
@@ -129,9 +132,21 @@ impl Admission {
         }
     }
 
-    /// `GET /throttler/check?app=NAME`: 429 when a guard that answers for `app` is open or at
-    /// the top of its ramp, 200 otherwise (freno's and Vitess's convention).
+    /// `GET /throttler/check?app=NAME`: 417 when an active `operator` guard answers for `app`,
+    /// else 429 when a guard that answers for `app` is open or at the top of its ramp, 200
+    /// otherwise (freno's and Vitess's convention).
     pub fn throttler_check(&self, guards: &[WorkloadGuard], app: &str) -> ThrottleAnswer {
+        let denied = guards
+            .iter()
+            .find(|g| g.active.0 && g.signal == "operator" && answers_for(g, app));
+        if let Some(g) = denied {
+            return ThrottleAnswer {
+                status: 417,
+                value: 1.0,
+                threshold: 0.0,
+                message: format!("app {app:?} denied by the operator ({})", operator_hand(g)),
+            };
+        }
         let board = lock(&self.guards);
         let mut answer = ThrottleAnswer {
             status: 200,

@@ -99,6 +99,8 @@ pub struct GuardLive {
     /// State changes so far.
     pub changes: u64,
     unknown_since: Option<Instant>,
+    /// When the last reading was taken (the level's release is paced from it).
+    observed_at: Instant,
 }
 
 impl GuardLive {
@@ -111,6 +113,7 @@ impl GuardLive {
             cause: String::new(),
             changes: 0,
             unknown_since: None,
+            observed_at: now,
         }
     }
 
@@ -123,7 +126,8 @@ impl GuardLive {
     ) -> Option<GuardState> {
         let signal = self.effective(g, reading, now);
         self.value = reading;
-        self.level = ramp(g, signal);
+        self.level = released(g, self.level, ramp(g, signal), now - self.observed_at);
+        self.observed_at = now;
         self.cause = describe(g, reading, signal, self.unknown_since.map(|t| now - t));
         let next = self.next_state(g, signal, now);
         (next != self.state).then(|| {
@@ -203,6 +207,20 @@ impl GuardLive {
     }
 }
 
+/// The level after `elapsed` when the signal asks for `target`: a rise is taken at once; a
+/// fall at most `elapsed / release_ms` (the whole way from 1 to 0 takes `release_ms`), so a
+/// cap the guard shrank grows back a slot at a time instead of all at once. Without it, the
+/// level follows the signal both ways, and statements that run for seconds make it swing: the
+/// cap opens fully the moment the signal is good, a flood of statements starts, and the
+/// signal only shows it once they are all running.
+fn released(g: &WorkloadGuard, level: f64, target: f64, elapsed: std::time::Duration) -> f64 {
+    if target >= level || g.release_ms == 0 {
+        return target;
+    }
+    let step = elapsed.as_secs_f64() * 1000.0 / f64::from(g.release_ms);
+    (level - step).max(target)
+}
+
 /// The level for `signal`: 0 at `low`, 1 at `high`, linear between.
 fn ramp(g: &WorkloadGuard, signal: f64) -> f64 {
     if signal <= g.low {
@@ -214,6 +232,14 @@ fn ramp(g: &WorkloadGuard, signal: f64) -> f64 {
     ((signal - g.low) / (g.high - g.low)).clamp(0.0, 1.0)
 }
 
+/// `guard 3: gh-ost paused for the failover drill`: which operator guard, and its comment.
+pub(crate) fn operator_hand(g: &WorkloadGuard) -> String {
+    match g.comment.trim() {
+        "" => format!("guard {}", g.guard_id),
+        note => format!("guard {}: {note}", g.guard_id),
+    }
+}
+
 struct Amount<'a>(&'a WorkloadGuard, f64);
 
 impl fmt::Display for Amount<'_> {
@@ -222,6 +248,7 @@ impl fmt::Display for Amount<'_> {
             ("replica_lag", _) => write!(f, "{} s", trim(self.1)),
             ("threads_running", _) => write!(f, "{}", trim(self.1)),
             ("heartbeat_lag", _) => write!(f, "{} ms", trim(self.1)),
+            ("operator", _) => write!(f, "{}", trim(self.1)),
             ("replica_backlog", "pgsql") => write!(f, "{} bytes", trim(self.1)),
             ("replica_backlog", _) => write!(f, "{} transactions", trim(self.1)),
             _ => write!(f, "{} ms", trim(self.1)),
@@ -262,6 +289,7 @@ fn describe(
     };
     let hostgroup = g.hostgroup.unwrap_or(0);
     match g.signal.as_str() {
+        "operator" => format!("held by the operator ({})", operator_hand(g)),
         "replica_lag" => format!("replica lag {what} on hostgroup {hostgroup}"),
         "threads_running" => format!("threads running {what} on hostgroup {hostgroup}"),
         "replica_backlog" => format!("replica backlog {what} on hostgroup {hostgroup}"),
@@ -293,6 +321,7 @@ mod tests {
             fallback_hostgroup: None,
             hysteresis_pct: 50,
             min_open_ms: 1000,
+            release_ms: 0,
             unknown_grace_ms: 2000,
             apps: "*".into(),
             comment: String::new(),
@@ -359,5 +388,34 @@ mod tests {
         live.observe(&g, Some(50.0), t0);
         assert_eq!(live.effect(&g).reroute, Some(0));
         assert!(live.effect(&g).shed.is_none());
+    }
+
+    #[test]
+    fn with_a_release_time_the_level_rises_at_once_and_falls_at_its_pace() {
+        let mut g = guard();
+        g.reject_above = None;
+        g.release_ms = 2000;
+        let t0 = Instant::now();
+        let mut live = GuardLive::new(t0);
+        live.observe(&g, Some(3.0), t0);
+        assert_eq!(live.level, 1.0, "a rise is taken at once");
+        // The signal is good again: the level falls by 0.25 per 500 ms, not to 0.
+        let ms = |n| t0 + std::time::Duration::from_millis(n);
+        live.observe(&g, Some(0.0), ms(500));
+        assert!((live.level - 0.75).abs() < 1e-9, "{}", live.level);
+        assert_eq!(live.state, GuardState::Ramping);
+        assert!((live.effect(&g).cap_share - 0.25).abs() < 1e-9);
+        // A worse reading meanwhile is taken at once again.
+        live.observe(&g, Some(2.8), ms(600));
+        assert!((live.level - 0.9).abs() < 1e-9, "{}", live.level);
+        // Good for long enough: down to what the signal asks, and closed.
+        live.observe(&g, Some(0.0), ms(2600));
+        assert_eq!(live.level, 0.0);
+        assert_eq!(live.state, GuardState::Closed);
+        // Without a release time the level follows the signal down at once.
+        g.release_ms = 0;
+        live.observe(&g, Some(3.0), ms(2700));
+        live.observe(&g, Some(0.0), ms(2800));
+        assert_eq!(live.level, 0.0);
     }
 }

@@ -1,5 +1,7 @@
 use super::*;
+use crate::config::WorkloadGuard;
 use std::time::Duration;
+use std::time::Instant;
 
 fn classes(max_concurrency: i64, max_queue: i64, queue_timeout_ms: i64) -> Arc<Vec<WorkloadClass>> {
     let mut c = WorkloadClass::new("vector");
@@ -113,4 +115,92 @@ async fn a_load_keeps_the_gate_and_applies_new_limits() {
         "the raised cap applies to the held gate"
     );
     assert!(admission.gate(&Arc::new(Vec::new()), "vector").is_none());
+}
+
+/// A guard row as an operator writes it in TOML.
+fn guard_row(toml_text: &str) -> WorkloadGuard {
+    toml::from_str(toml_text).expect("guard row")
+}
+
+/// Replica lag 10 s everywhere; no load readings.
+struct Lagging;
+
+impl GuardSignals for Lagging {
+    fn replica_lag_s(&self, _: crate::admin::Protocol, _: u32) -> Option<f64> {
+        Some(10.0)
+    }
+    fn server_load(
+        &self,
+        _: crate::admin::Protocol,
+        _: u32,
+        _: crate::monitor::LoadSignal,
+    ) -> Option<f64> {
+        None
+    }
+}
+
+#[tokio::test]
+async fn an_operator_guard_denies_its_apps_before_any_signal_and_sheds_its_class() {
+    let admission = Admission::default();
+    let cls = Arc::new(vec![
+        WorkloadClass::new("migration"),
+        WorkloadClass::new("batch"),
+    ]);
+    let lag = guard_row(
+        "guard_id = 1\nclasses = \"batch\"\nsignal = \"replica_lag\"\nhostgroup = 1\nlow = 1\nhigh = 3\nreject_above = 5\n",
+    );
+    let mut hand = guard_row(
+        "guard_id = 9\nclasses = \"migration\"\nsignal = \"operator\"\nlow = 0\nhigh = 1\nreject_above = 1\napps = \"gh-ost\"\ncomment = \"drill\"\n",
+    );
+    assert_eq!(hand.check(|c| c == "migration"), Ok(()));
+    let guards = vec![lag.clone(), hand.clone()];
+    admission.evaluate_guards(&cls, &guards, &Lagging, Instant::now());
+
+    let denied = admission.throttler_check(&guards, "gh-ost");
+    assert_eq!(denied.status, 417, "{denied:?}");
+    assert_eq!(
+        denied.message,
+        "app \"gh-ost\" denied by the operator (guard 9: drill)"
+    );
+    let lagging = admission.throttler_check(&guards, "pt-archiver");
+    assert_eq!(lagging.status, 429, "the lag guard answers for every app");
+
+    let refused = admission
+        .gate(&cls, "migration")
+        .unwrap()
+        .admit()
+        .await
+        .unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .contains("held by the operator (guard 9: drill)"),
+        "{refused}"
+    );
+
+    hand.active = crate::config::Flag(false);
+    let guards = vec![lag, hand];
+    admission.evaluate_guards(&cls, &guards, &Lagging, Instant::now());
+    assert_eq!(admission.throttler_check(&guards, "gh-ost").status, 429);
+    assert!(
+        admission
+            .gate(&cls, "migration")
+            .unwrap()
+            .try_admit()
+            .is_some()
+    );
+}
+
+#[test]
+fn only_an_operator_guard_may_govern_no_class() {
+    let row = |signal: &str| {
+        guard_row(&format!(
+            "guard_id = 2\nclasses = \"\"\nsignal = \"{signal}\"\nhostgroup = 1\nlow = 0\nhigh = 1\n"
+        ))
+    };
+    assert_eq!(row("operator").check(|_| true), Ok(()));
+    assert_eq!(
+        row("replica_lag").check(|_| true),
+        Err("classes: name at least one workload class".into())
+    );
 }

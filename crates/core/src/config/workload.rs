@@ -197,7 +197,8 @@ pub struct WorkloadGuard {
     /// (transactions received but not applied on MariaDB, WAL bytes received but not replayed
     /// on PostgreSQL: the worst server of `hostgroup`) or `heartbeat_lag` (milliseconds: the
     /// age of the heartbeat Sluice writes on the writer of `hostgroup`'s replication
-    /// hostgroups, on the worst server of `hostgroup`).
+    /// hostgroups, on the worst server of `hostgroup`), or `operator` (the operator's own
+    /// hand: reads 1 while the row is active; `/throttler/check` answers 417 to its apps).
     pub signal: String,
     /// `mysql` or `pgsql`: whose hostgroup a server signal watches.
     #[serde(default = "mysql")]
@@ -239,6 +240,10 @@ pub struct WorkloadGuard {
     /// An open guard stays open at least this long (ms).
     #[serde(default = "min_open_ms")]
     pub min_open_ms: u32,
+    /// How long the level takes to fall from 1 to 0 when the signal gets better (ms); a rise
+    /// is always taken at once. 0: the level follows the signal both ways.
+    #[serde(default)]
+    pub release_ms: u32,
     /// A signal unknown this long (ms) counts as over `reject_above` (or `high`).
     #[serde(default = "unknown_grace_ms")]
     pub unknown_grace_ms: u32,
@@ -286,7 +291,8 @@ impl WorkloadGuard {
 
     /// Checks the row; the error names the column. `known` says whether a class exists.
     pub fn check(&self, known: impl Fn(&str) -> bool) -> Result<(), String> {
-        if self.class_names().next().is_none() {
+        // An operator guard may only deny apps at the check endpoint.
+        if self.class_names().next().is_none() && self.signal != "operator" {
             return Err("classes: name at least one workload class".into());
         }
         if let Some(c) = self.class_names().find(|c| !known(c)) {
@@ -321,9 +327,10 @@ impl WorkloadGuard {
                     ));
                 }
             }
+            "operator" => {}
             other => {
                 return Err(format!(
-                    "signal: {other:?} is not replica_lag, heartbeat_lag, replica_backlog, threads_running or class_p99"
+                    "signal: {other:?} is not replica_lag, heartbeat_lag, replica_backlog, threads_running, class_p99 or operator"
                 ));
             }
         }

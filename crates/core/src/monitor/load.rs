@@ -344,6 +344,7 @@ mod tests {
             fallback_hostgroup: None,
             hysteresis_pct: 20,
             min_open_ms: 1000,
+            release_ms: 0,
             unknown_grace_ms: 5000,
             apps: "*".into(),
             comment: String::new(),

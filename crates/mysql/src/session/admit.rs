@@ -7,6 +7,7 @@ use super::{Next, Session};
 use sluice_core::admission::{Permit, Refusal, never_waits};
 use sluice_core::config::DEFAULT_CLASS;
 use sluice_core::query::Decision;
+use sluice_core::runtime::RuntimeConfig;
 use sluice_mysql_proto::consts::status;
 use sluice_mysql_proto::packets::err_payload;
 use std::time::Duration;
@@ -18,34 +19,39 @@ impl Session {
         self.pins.status & status::IN_TRANS != 0
     }
 
-    /// Takes a slot for the statement `sql` (decided as `plan`), waiting in its class's queue
-    /// when needed. `Some(next)`: refused, and the client has its error.
+    /// Takes a slot for the statement `sql` (decided as `plan` under the statement's snapshot
+    /// `rt`), waiting in its class's queue when needed. `Some(next)`: refused, and the client
+    /// has its error.
+    ///
+    /// With no class configured this is a few loads and compares: the snapshot is the one the
+    /// statement was planned with, and the waiting and refusing paths are boxed so they add
+    /// nothing to the size of the session's statement future.
     pub(super) async fn admit(
         &mut self,
+        rt: &RuntimeConfig,
         plan: Option<&Decision>,
         sql: &str,
         reply_seq: u8,
     ) -> Option<Next> {
-        if self.admission.is_some() || self.in_server_transaction() {
-            // Admitted at the transaction's start, or a transaction that began before the
-            // class existed: never queued or shed half-way.
-            return None;
-        }
-        let rt = self.fe.config.load();
-        if rt.workload_classes.is_empty() || never_waits(sql) {
+        if rt.workload_classes.is_empty()
+            || self.admission.is_some()
+            || self.in_server_transaction()
+            || never_waits(sql)
+        {
+            // No class; admitted at the transaction's start, or a transaction that began
+            // before the class existed (never queued or shed half-way); or COMMIT, SET, ….
             return None;
         }
         let class = plan
             .and_then(|d| d.action.workload_class.as_deref())
             .unwrap_or(DEFAULT_CLASS);
         let gate = self.fe.admission.gate(&rt.workload_classes, class)?;
-        drop(rt);
         let admitted = match gate.try_admit() {
             Some(permit) => Ok(permit),
             None => {
                 // The processlist shows the wait (a lock and an allocation: not on the fast path).
                 self.slot.set_waiting(Some(class));
-                let admitted = gate.admit().await;
+                let admitted = Box::pin(gate.admit()).await;
                 self.slot.set_waiting(None);
                 admitted
             }
@@ -59,7 +65,7 @@ impl Session {
                 self.admission = Some(permit);
                 None
             }
-            Err(refusal) => Some(self.refuse(&refusal, reply_seq).await),
+            Err(refusal) => Some(Box::pin(self.refuse(&refusal, reply_seq)).await),
         }
     }
 
@@ -86,10 +92,11 @@ impl Session {
         }
     }
 
-    /// After the statement's reply: its latency counts for its class (the slot goes back in
-    /// `after_command` unless a transaction holds it).
-    pub(super) fn statement_done(&self, took: Duration) {
+    /// After the statement's reply: its latency since `started` counts for its class (the
+    /// slot goes back in `after_command` unless a transaction holds it).
+    pub(super) fn statement_done(&self, started: std::time::Instant) {
         if let Some(p) = &self.admission {
+            let took = started.elapsed();
             p.observe_us(u64::try_from(took.as_micros()).unwrap_or(u64::MAX));
         }
     }

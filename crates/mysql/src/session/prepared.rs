@@ -176,7 +176,8 @@ impl Session {
         // blocking, delay and digest stats apply to prepared statements too.
         let started = std::time::Instant::now();
         let sql = String::from_utf8_lossy(&cs.meta.sql);
-        let plan = self.plan_execute(&sql, &cs.meta);
+        let rt = self.fe.config.load();
+        let plan = self.plan_execute(&rt, &sql, &cs.meta);
         if let Some(d) = &plan {
             if d.action.error_msg.is_some() {
                 return self
@@ -188,10 +189,11 @@ impl Session {
                 self.route_hostgroup = hg;
             }
         }
-        if let Some(next) = self.admit(plan.as_ref(), &sql, seq).await {
+        if let Some(next) = self.admit(&rt, plan.as_ref(), &sql, seq).await {
             return next;
         }
-        self.delay(plan.as_ref()).await;
+        self.delay(&rt, plan.as_ref()).await;
+        drop(rt);
         let backend_id = match self.backend_stmt_id(&cs.meta).await {
             Ok(b) => b,
             Err(f) => {
@@ -211,7 +213,7 @@ impl Session {
         if let Some(k) = killer {
             k.abort();
         }
-        self.statement_done(started.elapsed());
+        self.statement_done(started);
         self.pins.long_data.remove(&id);
         if let Some(d) = &plan {
             self.after_forward(&sql, d, t.as_ref(), started, None, None);

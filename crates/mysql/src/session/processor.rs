@@ -4,6 +4,7 @@
 
 use super::forward::checkout_request;
 use super::{Next, Session};
+use sluice_core::RuntimeConfig;
 use sluice_core::query::{
     CacheKey, Decision, Dialect, DigestSample, QueryContext, StatementKind, digest, process,
     process_digested,
@@ -23,22 +24,25 @@ const MIRROR_QUEUE: usize = 64;
 impl Session {
     /// Digest and rules for one query; `None` for `fast_forward` users, whose traffic bypasses
     /// the processor as in ProxySQL.
-    pub(super) fn plan_query(&mut self, sql: &str) -> Option<Decision> {
-        self.plan_statement(sql, None)
+    pub(super) fn plan_query(&mut self, rt: &RuntimeConfig, sql: &str) -> Option<Decision> {
+        self.plan_statement(rt, sql, None)
     }
 
     /// [`Self::plan_query`] for a prepared statement's execution: its digest is made once per
     /// statement (`meta.digest`) and copied into the session's buffers after that.
     pub(super) fn plan_execute(
         &mut self,
+        rt: &RuntimeConfig,
         sql: &str,
         meta: &crate::stmt_registry::StmtMeta,
     ) -> Option<Decision> {
-        self.plan_statement(sql, Some(meta))
+        self.plan_statement(rt, sql, Some(meta))
     }
 
+    /// Plans `sql` under `rt`, the snapshot the statement uses from planning to admission.
     fn plan_statement(
         &mut self,
+        rt: &RuntimeConfig,
         sql: &str,
         meta: Option<&crate::stmt_registry::StmtMeta>,
     ) -> Option<Decision> {
@@ -46,7 +50,6 @@ impl Session {
             return None;
         }
         let started = std::time::Instant::now();
-        let rt = self.fe.config.load();
         let vars = &rt.mysql.variables.query;
         let ctx = QueryContext {
             user: &self.login.user.username,
@@ -98,9 +101,8 @@ impl Session {
 
     /// Holds the query for the global delay plus its rule's (the seed's throttle). Only this
     /// session's task sleeps; everything else keeps running.
-    pub(super) async fn delay(&self, d: Option<&Decision>) {
+    pub(super) async fn delay(&self, rt: &RuntimeConfig, d: Option<&Decision>) {
         let ms = {
-            let rt = self.fe.config.load();
             let q = &rt.mysql.variables.query;
             d.map_or(q.default_query_delay, |d| d.delay_ms(q))
         };

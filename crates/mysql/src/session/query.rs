@@ -48,7 +48,9 @@ impl Session {
             Hooked::Route(hostgroup) => Some(hostgroup),
             Hooked::Continue => None,
         };
-        let mut plan = self.plan_query(&original);
+        // One snapshot for the statement, from planning to admission.
+        let rt = self.fe.config.load();
+        let mut plan = self.plan_query(&rt, &original);
         if let Some(hostgroup) = routed {
             match plan.as_mut() {
                 Some(d) => d.action.destination_hostgroup = Some(hostgroup),
@@ -82,7 +84,7 @@ impl Session {
         if let Some(next) = self.answer_locally(&effects, reply_seq).await {
             return next;
         }
-        self.delay(plan.as_ref()).await;
+        self.delay(&rt, plan.as_ref()).await;
         if let Some(hg) = plan.as_ref().and_then(|d| d.action.destination_hostgroup) {
             self.route_hostgroup = hg;
         }
@@ -93,21 +95,27 @@ impl Session {
             }
             self.capture = Some(Vec::new());
         }
+        // The text sent: the rewrite, else the client's (already checked as UTF-8 by the
+        // lossy conversion; a query that is not UTF-8 is seen through its lossy form).
+        let sql_text: &str = match plan.as_ref().and_then(|d| d.action.rewritten.as_deref()) {
+            Some(t) => t,
+            None => &original,
+        };
         // After the cache (a hit needs no slot), before any backend connection is taken.
-        let sql_text = std::str::from_utf8(sql_bytes).unwrap_or(&original);
-        if let Some(next) = self.admit(plan.as_ref(), sql_text, reply_seq).await {
+        if let Some(next) = self.admit(&rt, plan.as_ref(), sql_text, reply_seq).await {
             self.capture = None;
             return next;
         }
+        drop(rt);
         if let Some(d) = plan.as_ref() {
-            self.mirror(d, std::str::from_utf8(sql_bytes).unwrap_or(&original));
+            self.mirror(d, sql_text);
         }
         if let Some(r) = plan.as_ref().and_then(|d| d.action.retries) {
             self.query_retries = r;
         }
         let timeout = self.class_timeout(self.query_timeout(plan.as_ref()));
         let t = self.forward_timed(pk, rewritten.as_deref(), timeout).await;
-        self.statement_done(started.elapsed());
+        self.statement_done(started);
         let captured = self.capture.take();
         if let Some(d) = &plan {
             self.after_forward(&original, d, t.as_ref(), started, captured, cache_ttl);
