@@ -12,17 +12,22 @@ fn config() -> String {
     )
 }
 
+/// Sluice on [`config`], with `other` on the server too: PyMySQL sets autocommit at connect,
+/// which needs it.
+fn start_with_other_user() -> Sluice {
+    primary_root(
+        "CREATE USER IF NOT EXISTS 'other'@'%' IDENTIFIED BY 'other'; \
+         CREATE USER IF NOT EXISTS 'other'@'localhost' IDENTIFIED BY 'other';",
+    );
+    Sluice::start(&config())
+}
+
 #[test]
 fn pymysql_kill_query_and_connection_by_the_thread_id_it_was_given() {
     if !backends_ready(Servers::MariaDb) {
         return;
     }
-    // `other` exists on the server too: PyMySQL sets autocommit at connect, which needs it.
-    primary_root(
-        "CREATE USER IF NOT EXISTS 'other'@'%' IDENTIFIED BY 'other'; \
-         CREATE USER IF NOT EXISTS 'other'@'localhost' IDENTIFIED BY 'other';",
-    );
-    let s = Sluice::start(&config());
+    let s = start_with_other_user();
     let script = r#"
 import sys, threading, time, pymysql
 port, direct_port = int(sys.argv[1]), int(sys.argv[2])
@@ -179,4 +184,53 @@ fn connector_j_query_timeout_cancels_through_sluice() {
         &s.log(),
     );
     assert_eq!(out, "timeout ended the sleep\ncancel ended the sleep\nok\n");
+}
+
+/// PyMySQL's own `test_issue_36` through Sluice: `SHOW PROCESSLIST` on the data port lists the
+/// user's Sluice sessions by the ids `KILL` takes (the session asking is `Query` with its own
+/// statement as `Info`), `conn.kill()` (COM_PROCESS_KILL) from another connection ends the
+/// session found there, and the next `SHOW FULL PROCESSLIST` no longer lists it. Another
+/// user's sessions are not shown.
+#[test]
+fn pymysql_finds_its_id_in_show_processlist_and_kills_it_from_another_connection() {
+    if !backends_ready(Servers::MariaDb) {
+        return;
+    }
+    let s = start_with_other_user();
+    let script = r#"
+import sys, time, pymysql
+port = int(sys.argv[1])
+def connect(user="app", database="app"):
+    return pymysql.connect(host="127.0.0.1", port=port, user=user, password=user, database=database)
+killer, victim, stranger = connect(), connect(), connect("other", None)
+c = victim.cursor()
+c.execute("show processlist")
+rows = c.fetchall()
+assert len(c.description) == 8 and c.description[7][0] == "Info", c.description
+kill_id = next((r[0] for r in rows if r[7] == "show processlist"), None)
+assert kill_id == victim.thread_id(), (kill_id, victim.thread_id(), rows)
+assert killer.thread_id() in [r[0] for r in rows], rows
+assert stranger.thread_id() not in [r[0] for r in rows], "another user's session is shown"
+assert all(r[1] == "app" for r in rows), rows
+mine = next(r for r in rows if r[0] == kill_id)
+assert mine[4] == "Query" and mine[3] == "app", mine
+killer.kill(kill_id)
+try:
+    c.execute("show tables")
+    raise AssertionError("the killed connection still answers")
+except pymysql.err.MySQLError:
+    pass
+k = killer.cursor()
+for _ in range(200):
+    k.execute("SHOW FULL PROCESSLIST")
+    ids = [r[0] for r in k.fetchall()]
+    if kill_id not in ids:
+        break
+    time.sleep(0.025)
+assert kill_id not in ids, ids
+assert killer.thread_id() in ids, ids
+print("ok")
+"#;
+    let out = python(script, &[&s.port.to_string()]);
+    assert_eq!(ok_stdout(&out).trim(), "ok", "{}", s.log());
 }

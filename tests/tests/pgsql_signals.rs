@@ -105,3 +105,69 @@ print("ok")
 "#;
     assert_eq!(python_pg_pair(script, s.pg_port), "ok", "{}", s.log());
 }
+
+/// A client signalling its own session, as psycopg's own suite does (`test_broken`,
+/// `test_right_exception_on_server_disconnect`): `pg_terminate_backend(<its backend_pid>)`
+/// ends the session with FATAL 57P01 — by a Bind of `$1` (psycopg, extended protocol) on an
+/// idle session and inside a transaction, and by a Query (asyncpg's `execute` without
+/// arguments) — the way a PostgreSQL backend that signals itself ends; `pg_cancel_backend` of
+/// its own pid cancels the statement that asked (57014) and the session goes on. Other
+/// sessions are served throughout.
+#[test]
+fn a_session_terminating_itself_ends_with_57p01_and_cancelling_itself_gets_57014() {
+    if !backends_ready(Servers::Postgres) {
+        return;
+    }
+    let s = Sluice::start(&standard_config("", ""));
+    let script = r#"
+import asyncio, sys, psycopg, asyncpg
+from psycopg import errors
+port = sys.argv[1]
+def connect(autocommit):
+    return psycopg.connect(host="127.0.0.1", port=port, user="app", password="app", dbname="app",
+                           sslmode="disable", autocommit=autocommit)
+bystander = connect(True)
+for autocommit in (True, False):
+    conn = connect(autocommit)
+    pid = conn.info.backend_pid
+    assert pid >= 2**30, pid  # a Sluice pid, not a server's
+    try:
+        conn.execute("select pg_terminate_backend(%s)", [pid])
+        raise AssertionError("the session outlived its own termination")
+    except errors.AdminShutdown as e:
+        assert e.sqlstate == "57P01", e.sqlstate
+        assert "administrator command" in str(e), str(e)
+    assert conn.closed and conn.broken, (conn.closed, conn.broken)
+    assert bystander.execute("select 1").fetchone() == (1,)
+
+async def simple_query():
+    c = await asyncpg.connect(host="127.0.0.1", port=int(port), user="app", password="app",
+                              database="app", ssl=False)
+    pid = c.get_server_pid()
+    try:
+        await c.execute(f"select pg_cancel_backend({pid})")
+        raise AssertionError("no cancel")
+    except asyncpg.exceptions.QueryCanceledError as e:
+        assert e.sqlstate == "57014", e.sqlstate
+    assert await c.fetchval("select 2") == 2, "the session goes on after cancelling itself"
+    try:
+        await c.execute(f"select pg_terminate_backend({pid})")
+        raise AssertionError("the session outlived its own termination")
+    except asyncpg.exceptions.ConnectionDoesNotExistError as e:
+        # asyncpg reports a FATAL mid-statement as the connection lost, caused by the error.
+        cause = e.__cause__
+        assert isinstance(cause, asyncpg.exceptions.AdminShutdownError), repr(cause)
+        assert cause.sqlstate == "57P01", cause.sqlstate
+    assert c.is_closed()
+asyncio.run(simple_query())
+assert bystander.execute("select 3").fetchone() == (3,)
+print("ok")
+"#;
+    assert_eq!(python_pg_pair(script, s.pg_port), "ok", "{}", s.log());
+    assert!(
+        s.log()
+            .contains("pgsql session ended by pg_terminate_backend()"),
+        "{}",
+        s.log()
+    );
+}

@@ -54,52 +54,58 @@ pub(crate) async fn forward(
     let invalidate = rt.pgsql.variables.query.query_cache_invalidate_on_write;
     // May already hold the handoff's messages (see `handoff::stage`): they go first.
     let mut out = std::mem::take(&mut s.out);
-    let mut add = |m: &[u8], digest: Option<(u64, String)>, out: &mut Vec<u8>| {
-        // Rules run on every statement (rewrite, stats); routing only mattered at checkout.
-        let mut rewritten = None;
-        let digest = match digest {
-            Some(d) => Some(d),
-            None => {
-                let sql = match m[0] {
-                    b'B' => s.stmts.bound_query(m),
-                    _ => query_text(m),
-                };
-                sql.map(|q| {
-                    // Borrowed when it is UTF-8, as statement texts are (the server checks).
-                    let q = String::from_utf8_lossy(q);
-                    let t0 = std::time::Instant::now();
-                    let d = s.qp.decide(rt, &fe.query, &q);
-                    fe.stats.processor_time(t0);
-                    rewritten = d.action.rewritten.as_deref().and_then(|t| with_query(m, t));
-                    match (d.action.multiplex, d.action.sticky_conn) {
-                        (Some(0), _) | (_, Some(true)) => flow.pinned.sticky = Some(RULE_PIN),
-                        (Some(1), _) if flow.pinned.sticky == Some(RULE_PIN) => {
-                            flow.pinned.sticky = None
+    let mut add =
+        |s: &mut SessionIo<'_>, m: &[u8], digest: Option<(u64, String)>, out: &mut Vec<u8>| {
+            // Rules run on every statement (rewrite, stats); routing only mattered at checkout.
+            let mut rewritten = None;
+            let digest = match digest {
+                Some(d) => Some(d),
+                None => {
+                    let sql = match m[0] {
+                        b'B' => s.stmts.bound_query(m),
+                        _ => query_text(m),
+                    };
+                    sql.map(|q| {
+                        // Borrowed when it is UTF-8, as statement texts are (the server checks).
+                        let q = String::from_utf8_lossy(q);
+                        let t0 = std::time::Instant::now();
+                        let d = s.qp.decide(rt, &fe.query, &q);
+                        fe.stats.processor_time(t0);
+                        rewritten = d.action.rewritten.as_deref().and_then(|t| with_query(m, t));
+                        match (d.action.multiplex, d.action.sticky_conn) {
+                            (Some(0), _) | (_, Some(true)) => flow.pinned.sticky = Some(RULE_PIN),
+                            (Some(1), _) if flow.pinned.sticky == Some(RULE_PIN) => {
+                                flow.pinned.sticky = None
+                            }
+                            _ => {}
                         }
-                        _ => {}
-                    }
-                    if d.digest.kind.writes() && invalidate {
-                        s.qp.note_write(&d.digest.tables, d.digest.tables_complete);
-                    }
-                    (d.digest.hash, d.digest.text)
-                })
+                        if d.digest.kind.writes() && invalidate {
+                            s.qp.note_write(&d.digest.tables, d.digest.tables_complete);
+                        }
+                        (d.digest.hash, d.digest.text)
+                    })
+                }
+            };
+            let m = rewritten.as_deref().unwrap_or(m);
+            note(m, flow.pinned, flow.pending);
+            if matches!(m[0], b'Q' | b'S' | b'F') {
+                flow.replies.sent_sync();
             }
+            s.qp.sent(m[0], digest);
+            stage(conn, s.stmts, m, max, flow.batch_open, out);
         };
-        let m = rewritten.as_deref().unwrap_or(m);
-        note(m, flow.pinned, flow.pending);
-        if matches!(m[0], b'Q' | b'S' | b'F') {
-            flow.replies.sent_sync();
-        }
-        s.qp.sent(m[0], digest);
-        stage(conn, s.stmts, m, max, flow.batch_open, out);
-    };
-    add(first, first_digest, &mut out);
+    add(s, first, first_digest, &mut out);
     while let Some(n) = complete_len(&reader.buf)? {
-        if reader.buf[0] == b'X' {
-            break;
+        match reader.buf[0] {
+            b'X' => break,
+            // A Bind of `pg_terminate_backend($1)` is the session's to look at (with its own
+            // pid it ends the session): it stays in the buffer, read next as a message.
+            b'B' if s.stmts.signals.bound_pid(&reader.buf[..n]).is_some() => break,
+            b'P' => s.stmts.signals.parsed(&reader.buf[..n]),
+            _ => {}
         }
         let m = reader.buf.split_to(n);
-        add(&m, None, &mut out);
+        add(s, &m, None, &mut out);
     }
     conn.traffic.sent(out.len());
     conn.stream

@@ -30,7 +30,7 @@ pub fn sql(text: &[u8]) {
 }
 
 /// Feeds the client's extended-protocol messages in `stream` (framed as on the wire) through
-/// the statement mapper onto two alternating server connections, with the server's replies
+/// the self-signal reader and the statement mapper onto two alternating server connections, with the server's replies
 /// the kinds in `replies` stand for, as a session under transaction pooling would.
 pub fn extended(stream: &[u8], replies: &[u8], max_prepared: usize) {
     let mut statements = SessionStatements::new(42);
@@ -42,6 +42,14 @@ pub fn extended(stream: &[u8], replies: &[u8], max_prepared: usize) {
         let (msg, tail) = rest.split_at(len);
         rest = tail;
         let conn = &mut conns[which % 2];
+        // The session's self-signal reader sees every Parse and Bind first.
+        match msg[0] {
+            b'P' => statements.signals.parsed(msg),
+            b'B' => {
+                let _ = statements.signals.bound_pid(msg);
+            }
+            _ => {}
+        }
         if !statements.define_locally(msg) {
             let _ = statements.bound_query(msg);
             let mut out = Vec::new();

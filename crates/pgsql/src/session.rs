@@ -10,7 +10,7 @@ use crate::frontend::{PgFrontend, checkout, error_for, set_target};
 use crate::login::Login;
 use crate::pins::PinSet;
 use crate::session_sets::{Change, Effect, SessionVars, apply, classify};
-use crate::signals::SessionHandle;
+use crate::signals::{Outcome, SessionHandle};
 use crate::start::{CacheFill, Forward, Start};
 use crate::statements::Reply;
 use bytes::Bytes;
@@ -237,6 +237,9 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
             }
             return Ok(Step::Continue);
         }
+        if self.terminates_itself(&m, false) {
+            return terminate(self.tcp).await;
+        }
         // Answered without a server connection (see `SessionStatements::define_locally`): with
         // no connection held there is no transaction and nothing outstanding, so the replies are
         // in order.
@@ -254,11 +257,16 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
         }
         if m[0] == b'Q'
             && let Some(sig) = crate::signals::parse(&m[5..])
-            && let crate::signals::Outcome::Reply(reply) =
-                crate::signals::carry_out(&self.fe.cancels, &self.l.user.username, sig).await
         {
-            self.tcp.write_all(&reply).await?;
-            return Ok(Step::Continue);
+            let me = (self.l.user.username.as_str(), self.own_pid());
+            match crate::signals::carry_out(&self.fe.cancels, me, sig).await {
+                Outcome::Reply(reply) => {
+                    self.tcp.write_all(&reply).await?;
+                    return Ok(Step::Continue);
+                }
+                Outcome::OwnTerminate => return terminate(self.tcp).await,
+                Outcome::NotOurs => {}
+            }
         }
         self.begin_transaction(m).await?;
         Ok(Step::Continue)
@@ -409,8 +417,39 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
         }
     }
 
+    /// The pid the session's client was given (BackendKeyData).
+    fn own_pid(&self) -> u32 {
+        (self.owner >> 32) as u32
+    }
+
+    /// Whether `m` ends the session as PostgreSQL ends a backend that signals itself (FATAL
+    /// 57P01): a Bind of `pg_terminate_backend($1)` with the session's own pid, or, with
+    /// `query_too`, such a Query (on an idle session the Query is carried out with the other
+    /// signals). Parses of such statements are noted here, so every Parse passes by.
+    fn terminates_itself(&mut self, m: &[u8], query_too: bool) -> bool {
+        let own = self.own_pid();
+        match m[0] {
+            b'P' => {
+                self.io.stmts.signals.parsed(m);
+                false
+            }
+            b'B' => self.io.stmts.signals.bound_pid(m) == Some(own),
+            b'Q' if query_too => matches!(
+                crate::signals::parse(&m[5..]),
+                Some((crate::signals::Signal::Terminate, pid)) if pid == own
+            ),
+            _ => false,
+        }
+    }
+
     /// A client message while the session holds a server connection.
     async fn client_message(&mut self, m: Bytes) -> Result<Step, Error> {
+        if self.terminates_itself(&m, true) {
+            // What was sent on the server connection is abandoned with it.
+            set_target(&self.handle.target, None);
+            drop(self.backend.take());
+            return terminate(self.tcp).await;
+        }
         if m[0] == b'X' {
             if let Some(b) = self.backend.take() {
                 if !self.replies.at_rest() {

@@ -139,12 +139,20 @@ impl Signal {
     }
 }
 
-/// Reads a Query that is exactly `SELECT [pg_catalog.]pg_cancel_backend(pid)` or
-/// `…pg_terminate_backend(pid)` (any case, optional `;`).
-pub(crate) fn parse(sql: &[u8]) -> Option<(Signal, u32)> {
-    // Runs for every Query that starts a transaction: anything without "_backend" is decided
-    // without allocating.
-    if sql.len() > 128 || !sql.windows(8).any(|w| w.eq_ignore_ascii_case(b"_backend")) {
+/// Whether `sql` may name a signal function: a case-insensitive `_backend`, found without
+/// allocating (every Query that starts a transaction and every Parse is looked at).
+fn mentions_backend(sql: &[u8]) -> bool {
+    sql.len() <= 128
+        && memchr::memchr_iter(b'_', sql).any(|i| {
+            sql.get(i..i + 8)
+                .is_some_and(|w| w.eq_ignore_ascii_case(b"_backend"))
+        })
+}
+
+/// `SELECT [pg_catalog.]pg_cancel_backend(ARG)` or `…pg_terminate_backend(ARG)` (any case,
+/// optional `;`, NUL-terminated or not): the signal and ARG, trimmed and in lower case.
+fn parse_call(sql: &[u8]) -> Option<(Signal, String)> {
+    if !mentions_backend(sql) {
         return None;
     }
     let text = std::str::from_utf8(sql.strip_suffix(&[0]).unwrap_or(sql)).ok()?;
@@ -168,8 +176,92 @@ pub(crate) fn parse(sql: &[u8]) -> Option<(Signal, u32)> {
         )
     };
     let inner = rest.trim_start().strip_prefix('(')?.strip_suffix(')')?;
-    let pid = inner.trim().parse().ok()?;
-    Some((signal, pid))
+    Some((signal, inner.trim().to_string()))
+}
+
+/// Reads a Query that is exactly `SELECT [pg_catalog.]pg_cancel_backend(pid)` or
+/// `…pg_terminate_backend(pid)` (any case, optional `;`).
+pub(crate) fn parse(sql: &[u8]) -> Option<(Signal, u32)> {
+    let (signal, arg) = parse_call(sql)?;
+    Some((signal, arg.parse().ok()?))
+}
+
+/// Most prepared statements a session remembers as signalling `$1`; past it the oldest is
+/// forgotten (its Bind then goes to the server, as any other).
+const MAX_SIGNAL_STATEMENTS: usize = 8;
+
+/// The prepared statements of one session whose text is `SELECT pg_terminate_backend($1)`
+/// (what psycopg and other drivers send with the pid as a parameter), so the Bind that passes
+/// the session's own pid ends it as PostgreSQL would.
+#[derive(Debug, Default)]
+pub(crate) struct SignalStatements {
+    names: Vec<Vec<u8>>,
+}
+
+impl SignalStatements {
+    /// Looks at a Parse: its statement is remembered when it terminates `$1`, forgotten when
+    /// its name is defined again with anything else.
+    pub(crate) fn parsed(&mut self, parse: &[u8]) {
+        let Some((name, rest)) = parse.get(5..).and_then(cstr) else {
+            return;
+        };
+        let terminates = mentions_backend(rest)
+            && cstr(rest).and_then(|(sql, _)| parse_call(sql))
+                == Some((Signal::Terminate, "$1".to_string()));
+        if let Some(i) = self.names.iter().position(|n| n == name) {
+            if !terminates {
+                self.names.remove(i);
+            }
+        } else if terminates {
+            if self.names.len() == MAX_SIGNAL_STATEMENTS {
+                self.names.remove(0);
+            }
+            self.names.push(name.to_vec());
+        }
+    }
+
+    /// The pid a Bind of a remembered statement passes as `$1` (text, or binary int4/int8).
+    pub(crate) fn bound_pid(&self, bind: &[u8]) -> Option<u32> {
+        if self.names.is_empty() {
+            return None;
+        }
+        let (_portal, rest) = cstr(bind.get(5..)?)?;
+        let (name, mut rest) = cstr(rest)?;
+        if !self.names.iter().any(|n| n == name) {
+            return None;
+        }
+        let formats = take_u16(&mut rest)?;
+        let mut binary = false;
+        for i in 0..formats {
+            let f = take_u16(&mut rest)?;
+            if i == 0 {
+                binary = f == 1;
+            }
+        }
+        if take_u16(&mut rest)? == 0 {
+            return None;
+        }
+        let len = usize::try_from(i32::from_be_bytes(rest.get(..4)?.try_into().ok()?)).ok()?;
+        let value = rest.get(4..4 + len)?;
+        match (binary, value.len()) {
+            (true, 4) => u32::try_from(i32::from_be_bytes(value.try_into().ok()?)).ok(),
+            (true, 8) => u32::try_from(i64::from_be_bytes(value.try_into().ok()?)).ok(),
+            (true, _) => None,
+            (false, _) => std::str::from_utf8(value).ok()?.trim().parse().ok(),
+        }
+    }
+}
+
+/// A NUL-terminated string at the start of `b`, and what follows it.
+fn cstr(b: &[u8]) -> Option<(&[u8], &[u8])> {
+    let end = memchr::memchr(0, b)?;
+    Some((&b[..end], &b[end + 1..]))
+}
+
+fn take_u16(b: &mut &[u8]) -> Option<u16> {
+    let v = u16::from_be_bytes(b.get(..2)?.try_into().ok()?);
+    *b = &b[2..];
+    Some(v)
 }
 
 /// What a client's `pg_*_backend(pid)` did.
@@ -179,14 +271,29 @@ pub(crate) enum Outcome {
     NotOurs,
     /// The reply to send (result or error, then ReadyForQuery).
     Reply(Vec<u8>),
+    /// `pg_terminate_backend` of the session's own pid: it ends with FATAL 57P01, as a
+    /// PostgreSQL backend that signalled itself does.
+    OwnTerminate,
 }
 
-/// Carries out `signal` on session `pid` for a session of `user`.
+/// Carries out `signal` on session `pid` for the session `own` (its Sluice pid) of `user`.
 pub(crate) async fn carry_out(
     signals: &SessionSignals,
-    user: &str,
+    (user, own): (&str, u32),
     (signal, pid): (Signal, u32),
 ) -> Outcome {
+    if pid == own {
+        return match signal {
+            Signal::Terminate => Outcome::OwnTerminate,
+            // The statement that asked is the one cancelled.
+            Signal::Cancel => {
+                let mut out =
+                    error_response("ERROR", "57014", "canceling statement due to user request");
+                out.extend(ready(b'I'));
+                Outcome::Reply(out)
+            }
+        };
+    }
     let Some((owner, handle)) = signals.session(pid) else {
         return Outcome::NotOurs;
     };
@@ -291,19 +398,101 @@ mod tests {
     async fn only_the_same_user_may_signal() {
         let s = SessionSignals::default();
         let (pid, _, handle) = s.register("app");
-        let Outcome::Reply(r) = carry_out(&s, "other", (Signal::Terminate, pid)).await else {
+        let Outcome::Reply(r) = carry_out(&s, ("other", 1), (Signal::Terminate, pid)).await else {
             panic!("a Sluice pid is answered");
         };
         assert_eq!(r[0], b'E');
         assert!(!handle.terminate.is_cancelled());
         assert!(matches!(
-            carry_out(&s, "app", (Signal::Cancel, pid ^ 1)).await,
+            carry_out(&s, ("app", 1), (Signal::Cancel, pid ^ 1)).await,
             Outcome::NotOurs
         ));
-        let Outcome::Reply(r) = carry_out(&s, "app", (Signal::Terminate, pid)).await else {
+        let Outcome::Reply(r) = carry_out(&s, ("app", 1), (Signal::Terminate, pid)).await else {
             panic!("answered");
         };
         assert_eq!(r[0], b'T');
         assert!(handle.terminate.is_cancelled());
+    }
+
+    fn parse_msg(name: &str, sql: &str) -> Vec<u8> {
+        message(b'P', format!("{name}\0{sql}\0\0\0").as_bytes())
+    }
+
+    fn bind_msg(name: &str, binary: bool, value: &[u8]) -> Vec<u8> {
+        let mut b = format!("\0{name}\0").into_bytes();
+        b.extend_from_slice(&1u16.to_be_bytes());
+        b.extend_from_slice(&u16::from(binary).to_be_bytes());
+        b.extend_from_slice(&1u16.to_be_bytes());
+        b.extend_from_slice(&(value.len() as i32).to_be_bytes());
+        b.extend_from_slice(value);
+        b.extend_from_slice(&0u16.to_be_bytes());
+        message(b'B', &b)
+    }
+
+    #[test]
+    fn a_bind_of_pg_terminate_backend_gives_its_pid_in_text_or_binary() {
+        let mut st = SignalStatements::default();
+        let pid: u32 = 1_234_567_890;
+        assert_eq!(
+            st.bound_pid(&bind_msg("", false, b"1")),
+            None,
+            "nothing noted"
+        );
+        st.parsed(&parse_msg("", "select pg_terminate_backend($1)"));
+        st.parsed(&parse_msg(
+            "s1",
+            "SELECT pg_catalog.PG_TERMINATE_BACKEND( $1 );",
+        ));
+        assert_eq!(
+            st.bound_pid(&bind_msg("", false, pid.to_string().as_bytes())),
+            Some(pid)
+        );
+        assert_eq!(
+            st.bound_pid(&bind_msg("s1", true, &(pid as i32).to_be_bytes())),
+            Some(pid)
+        );
+        assert_eq!(
+            st.bound_pid(&bind_msg("s1", true, &i64::from(pid).to_be_bytes())),
+            Some(pid)
+        );
+        assert_eq!(st.bound_pid(&bind_msg("s1", true, b"abc")), None, "no int");
+        assert_eq!(
+            st.bound_pid(&bind_msg("s2", false, b"7")),
+            None,
+            "another statement"
+        );
+        // Defined again as something else: forgotten.
+        st.parsed(&parse_msg("", "select $1"));
+        assert_eq!(st.bound_pid(&bind_msg("", false, b"7")), None);
+        // Cancels, other arguments and other shapes are not noted.
+        for sql in [
+            "select pg_cancel_backend($1)",
+            "select pg_terminate_backend($2)",
+            "select pg_terminate_backend($1), 1",
+        ] {
+            st.parsed(&parse_msg("x", sql));
+            assert_eq!(st.bound_pid(&bind_msg("x", false, b"7")), None, "{sql}");
+        }
+        // Truncated Binds are read as nothing, never past their end.
+        let full = bind_msg("s1", false, b"42");
+        for cut in 5..full.len() - 2 {
+            assert_eq!(st.bound_pid(&full[..cut]), None, "cut at {cut}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_session_signalling_itself_ends_or_has_its_statement_cancelled() {
+        let s = SessionSignals::default();
+        let (pid, _, handle) = s.register("app");
+        assert!(matches!(
+            carry_out(&s, ("app", pid), (Signal::Terminate, pid)).await,
+            Outcome::OwnTerminate
+        ));
+        let Outcome::Reply(r) = carry_out(&s, ("app", pid), (Signal::Cancel, pid)).await else {
+            panic!("answered");
+        };
+        assert_eq!(r[0], b'E');
+        assert!(String::from_utf8_lossy(&r).contains("57014"));
+        assert!(!handle.terminate.is_cancelled(), "nothing else happened");
     }
 }

@@ -40,6 +40,8 @@ pub struct SessionStatements {
     /// Sync/Query messages sent, and ReadyForQuery messages received, on the connection in use.
     batches_sent: u64,
     batches_done: u64,
+    /// The statements that call `pg_terminate_backend($1)`.
+    pub(crate) signals: crate::signals::SignalStatements,
 }
 
 /// What to do with one server reply frame.
@@ -84,6 +86,7 @@ impl SessionStatements {
             closes: VecDeque::new(),
             batches_sent: 0,
             batches_done: 0,
+            signals: Default::default(),
         }
     }
 

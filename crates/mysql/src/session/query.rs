@@ -16,6 +16,7 @@ use tracing::warn;
 /// Words whose presence makes a query worth classifying; anything else (plain SELECT/INSERT/
 /// UPDATE/DELETE without user variables) changes no session state and skips the tokenizer.
 const INTERESTING: WordSet = WordSet::new(&[
+    b"processlist",
     b"set",
     b"use",
     b"temporary",

@@ -16,6 +16,13 @@ pub enum ProxyAnswer {
     LastInsertId(String),
     /// `SELECT CONNECTION_ID()`: the Sluice session id, the thread id the client was given.
     ConnectionId(String),
+    /// `SHOW [FULL] PROCESSLIST`: the user's own Sluice sessions, by the ids `KILL` takes.
+    Processlist {
+        /// `FULL`: the statement text is not cut at 100 characters.
+        full: bool,
+        /// The statement itself: its own row's `Info`.
+        text: String,
+    },
 }
 
 /// A `KILL` statement: it names a Sluice session, since that is the thread id clients know.
@@ -176,6 +183,25 @@ fn proxy_answer(sql: &str, t: &[Tok<'_>]) -> Option<ProxyAnswer> {
     }
 }
 
+/// `SHOW [FULL] PROCESSLIST [;]`.
+fn show_processlist(sql: &str, t: &[Tok<'_>]) -> Option<ProxyAnswer> {
+    let body = match t {
+        [rest @ .., last] if last.is_punct(";") => rest,
+        _ => t,
+    };
+    match body {
+        [_, p] if p.is_kw("PROCESSLIST") => Some(ProxyAnswer::Processlist {
+            full: false,
+            text: sql.trim().to_string(),
+        }),
+        [_, f, p] if f.is_kw("FULL") && p.is_kw("PROCESSLIST") => Some(ProxyAnswer::Processlist {
+            full: true,
+            text: sql.trim().to_string(),
+        }),
+        _ => None,
+    }
+}
+
 /// Classifies one statement (no `;`-separated lists: see [`super::lexer::split_statements`]).
 pub fn classify(sql: &str) -> Effects {
     let toks: Vec<Tok<'_>> = Lexer::new(sql).collect();
@@ -229,6 +255,8 @@ pub fn classify(sql: &str) -> Effects {
         e.untrackable = Some("HANDLER");
     } else if first.is_kw("SELECT") {
         e.answer = proxy_answer(sql, &toks);
+    } else if first.is_kw("SHOW") {
+        e.answer = show_processlist(sql, &toks);
     } else if first.is_kw("KILL") {
         e.kill = Some(parse_kill(&toks));
     } else if first.is_kw("LOAD") && (kw(1, "DATA") || kw(1, "XML")) {
@@ -312,6 +340,32 @@ mod tests {
             !classify("SELECT 'GET_LOCK(' FROM t").get_lock,
             "strings are not calls"
         );
+    }
+
+    #[test]
+    fn show_processlist_is_answered_with_its_own_text() {
+        assert_eq!(
+            classify("show processlist").answer,
+            Some(ProxyAnswer::Processlist {
+                full: false,
+                text: "show processlist".into()
+            })
+        );
+        assert_eq!(
+            classify("SHOW FULL PROCESSLIST;").answer,
+            Some(ProxyAnswer::Processlist {
+                full: true,
+                text: "SHOW FULL PROCESSLIST;".into()
+            })
+        );
+        for other in [
+            "SHOW PROCESSLIST LIKE 'x'",
+            "SHOW TABLES",
+            "SHOW FULL TABLES",
+            "SELECT 'show processlist'",
+        ] {
+            assert_eq!(classify(other).answer, None, "{other}");
+        }
     }
 
     #[test]
