@@ -310,6 +310,13 @@ const PIN_CASES: &[(&str, &str, &str)] = &[
         "SELECT IS_USED_LOCK('sluice_pin') = CONNECTION_ID()",
         "SELECT RELEASE_LOCK('sluice_pin')",
     ),
+    // Releasing a lock the session does not hold (RELEASE_LOCK answers NULL) keeps the pin:
+    // locks are counted per name.
+    (
+        "SELECT GET_LOCK('sluice_pin2', 1)",
+        "SELECT RELEASE_LOCK('sluice_not_held')",
+        "SELECT RELEASE_LOCK('sluice_pin2')",
+    ),
     (
         "LOCK TABLES pin_t READ",
         "SELECT COUNT(*) FROM pin_t",

@@ -5,6 +5,20 @@
 
 use sluice_tests::*;
 
+/// Python: `reason()`, the first session's `pin_reason` in `stats_pgsql_processlist` (`-` for
+/// none), read through the admin port with psql.
+fn reason_py(s: &Sluice) -> String {
+    format!(
+        r#"def reason():
+    out = subprocess.run(["psql", "-h", "127.0.0.1", "-p", "{admin}", "-U", "admin", "-XAt", "-c",
+        "SELECT COALESCE(pin_reason, '-') FROM stats_pgsql_processlist ORDER BY SessionID LIMIT 1"],
+        capture_output=True, text=True, env={{"PGPASSWORD": "admin", "PATH": "/usr/bin:/bin"}})
+    return out.stdout.strip() or out.stderr.strip()
+"#,
+        admin = s.pg_admin_port
+    )
+}
+
 #[test]
 fn pins_show_in_the_processlist_and_end_with_their_cause() {
     if !backends_ready(Servers::Postgres) {
@@ -21,12 +35,7 @@ fn pins_show_in_the_processlist_and_end_with_their_cause() {
 import psycopg, subprocess, threading, time
 dsn = "host=127.0.0.1 port={port} user=app password=app dbname=app sslmode=disable"
 a = psycopg.connect(dsn, autocommit=True)
-def reason():
-    out = subprocess.run(["psql", "-h", "127.0.0.1", "-p", "{admin}", "-U", "admin", "-XAt", "-c",
-        "SELECT COALESCE(pin_reason, '-') FROM stats_pgsql_processlist ORDER BY SessionID LIMIT 1"],
-        capture_output=True, text=True, env={{"PGPASSWORD": "admin", "PATH": "/usr/bin:/bin"}})
-    return out.stdout.strip() or out.stderr.strip()
-steps = [
+{reason}steps = [
     ("LISTEN jobs", "UNLISTEN jobs"),
     ("CREATE TEMP TABLE tt (x int)", "DROP TABLE tt"),
     ("SELECT pg_advisory_lock(42)", "SELECT pg_advisory_unlock(42)"),
@@ -47,7 +56,7 @@ for pin, unpin in steps:
     print(pin, "|", held, "|", "waited" if waited else "did not wait", "|", reason(), "|", done)
 "#,
         port = s.pg_port,
-        admin = s.pg_admin_port
+        reason = reason_py(&s)
     );
     let out = ok_stdout(&python(&script, &[]));
     assert_eq!(
@@ -58,4 +67,34 @@ for pin, unpin in steps:
          DECLARE cur CURSOR WITH HOLD FOR SELECT 1 | WITH HOLD cursor | waited | - | [7]\n\
          BEGIN | transaction | waited | - | [7]\n"
     );
+}
+
+/// Advisory locks are counted per key and kind: releasing a lock the session never took (the
+/// server answers false) or the exclusive lock of a key also held shared keeps the pin; the
+/// last release ends it.
+#[test]
+fn advisory_lock_pins_are_counted_per_key() {
+    if !backends_ready(Servers::Postgres) {
+        return;
+    }
+    let s = Sluice::start(&standard_config("", ""));
+    let script = format!(
+        r#"
+import psycopg, subprocess
+dsn = "host=127.0.0.1 port={port} user=app password=app dbname=app sslmode=disable"
+a = psycopg.connect(dsn, autocommit=True)
+{reason}a.execute("SELECT pg_advisory_lock(1)")
+assert a.execute("SELECT pg_advisory_unlock(2)").fetchone()[0] is False
+print(reason())
+a.execute("SELECT pg_advisory_lock_shared(1)")
+assert a.execute("SELECT pg_advisory_unlock(1)").fetchone()[0] is True
+print(reason())
+assert a.execute("SELECT pg_advisory_unlock_shared(1)").fetchone()[0] is True
+print(reason())
+"#,
+        port = s.pg_port,
+        reason = reason_py(&s)
+    );
+    let out = ok_stdout(&python(&script, &[]));
+    assert_eq!(out, "advisory lock\nadvisory lock\n-\n", "{}", s.log());
 }

@@ -7,9 +7,11 @@
 //! - [`kill_registry`]: every open backend connection per server, to kill them when it is shunned.
 //! - [`monitor`]: health checks' scheduling, logs and decisions (shunning, read_only placement).
 //! - [`query`]: the query processor: digests, rules, hints, the query cache and its stats.
+//! - [`advisory`]: a session's advisory locks per key (what pins a connection until released).
 
 pub mod admin;
 pub mod admission;
+pub mod advisory;
 pub mod checkout;
 pub mod config;
 pub mod error;

@@ -3,6 +3,7 @@
 //! lock, closing the `WITH HOLD` cursor, `DEALLOCATE`, or `DISCARD ALL`. Causes Sluice cannot
 //! follow (an unparsable `SET`, a rule's `multiplex=0`) stay for the session.
 
+use sluice_core::advisory::{AdvisoryLocks, LockCall, call_args, lock_key};
 use sluice_core::query::WordSet;
 use std::collections::BTreeSet;
 
@@ -11,7 +12,7 @@ use std::collections::BTreeSet;
 pub struct PinSet {
     listens: BTreeSet<String>,
     temp_tables: BTreeSet<String>,
-    advisory_locks: u32,
+    advisory_locks: AdvisoryLocks,
     hold_cursors: BTreeSet<String>,
     prepared: BTreeSet<String>,
     /// A `set_config(…, false)` ran: a session setting Sluice cannot read from the text.
@@ -67,7 +68,7 @@ impl PinSet {
             Some("LISTEN")
         } else if !self.temp_tables.is_empty() {
             Some("temporary table")
-        } else if self.advisory_locks > 0 {
+        } else if self.advisory_locks.held() {
             Some("advisory lock")
         } else if !self.hold_cursors.is_empty() {
             Some("WITH HOLD cursor")
@@ -186,21 +187,49 @@ impl PinSet {
             },
             _ => {}
         }
-        // Session-level advisory locks (not the _xact_ ones, which end with the transaction).
-        let locks = lower.matches("pg_advisory_lock(").count()
-            + lower.matches("pg_try_advisory_lock(").count()
-            + lower.matches("pg_advisory_lock_shared(").count()
-            + lower.matches("pg_try_advisory_lock_shared(").count();
-        let unlocks = lower.matches("pg_advisory_unlock(").count()
-            + lower.matches("pg_advisory_unlock_shared(").count();
-        self.advisory_locks = (self.advisory_locks + locks as u32).saturating_sub(unlocks as u32);
-        if lower.contains("pg_advisory_unlock_all(") {
-            self.advisory_locks = 0;
+        if lower.contains("advisory_") {
+            for call in advisory_calls(stmt) {
+                self.advisory_locks.apply(&call);
+            }
         }
         if session_set_config(&lower) {
             self.session_config = true;
         }
     }
+}
+
+/// The session-level advisory-lock calls of a statement in the order they are written (not the
+/// `_xact_` ones, which end with the transaction). A shared and an exclusive lock of one key
+/// are two locks.
+fn advisory_calls(stmt: &str) -> Vec<LockCall> {
+    const CALLS: [(&str, bool, bool); 6] = [
+        // (function, shared, takes)
+        ("pg_advisory_unlock", false, false),
+        ("pg_advisory_unlock_shared", true, false),
+        ("pg_advisory_lock", false, true),
+        ("pg_try_advisory_lock", false, true),
+        ("pg_advisory_lock_shared", true, true),
+        ("pg_try_advisory_lock_shared", true, true),
+    ];
+    let mut out: Vec<(usize, LockCall)> = call_args(stmt, "pg_advisory_unlock_all")
+        .into_iter()
+        .map(|(at, _)| (at, LockCall::UnlockAll))
+        .collect();
+    for (function, shared, takes) in CALLS {
+        for (at, args) in call_args(stmt, function) {
+            let key = lock_key(args).map(|k| if shared { format!("shared {k}") } else { k });
+            out.push((
+                at,
+                if takes {
+                    LockCall::Lock(key)
+                } else {
+                    LockCall::Unlock(key)
+                },
+            ));
+        }
+    }
+    out.sort_by_key(|(at, _)| *at);
+    out.into_iter().map(|(_, call)| call).collect()
 }
 
 /// True when a lower-cased statement calls `set_config` with an `is_local` that is not the
@@ -342,5 +371,64 @@ mod tests {
         };
         p.apply("DISCARD ALL");
         assert_eq!(p.reason(), Some("session state"));
+    }
+
+    #[test]
+    fn advisory_locks_are_counted_per_key_and_kind() {
+        let pinned = Some("advisory lock");
+        // Releasing a lock never taken (the server answers false) does not end the pin.
+        assert_eq!(
+            after(&["SELECT pg_advisory_lock(1)", "SELECT pg_advisory_unlock(2)"]),
+            pinned
+        );
+        assert_eq!(
+            after(&[
+                "SELECT pg_advisory_lock(1, 2)",
+                "SELECT pg_advisory_unlock( 1,2 )"
+            ]),
+            None
+        );
+        // Shared and exclusive locks of one key are two locks.
+        let both = ["SELECT pg_advisory_lock(7), pg_advisory_lock_shared(7)"];
+        assert_eq!(after(&[both[0], "SELECT pg_advisory_unlock(7)"]), pinned);
+        assert_eq!(
+            after(&[
+                both[0],
+                "SELECT pg_advisory_unlock(7)",
+                "select PG_ADVISORY_UNLOCK_SHARED(7)"
+            ]),
+            None
+        );
+        // try_ forms pin (whether they got the lock is in their result); _xact_ forms never.
+        assert_eq!(
+            after(&["SELECT pg_try_advisory_lock(hashtext('job'))"]),
+            pinned
+        );
+        assert_eq!(after(&["SELECT pg_advisory_xact_lock(1)"]), None);
+        assert_eq!(after(&["SELECT pg_try_advisory_xact_lock_shared(1)"]), None);
+        // A key given as a parameter is released only by an unreadable release or all of them.
+        assert_eq!(
+            after(&[
+                "SELECT pg_advisory_lock($1)",
+                "SELECT pg_advisory_unlock(5)"
+            ]),
+            pinned
+        );
+        assert_eq!(
+            after(&[
+                "SELECT pg_advisory_lock($1)",
+                "SELECT pg_advisory_unlock_all()"
+            ]),
+            None
+        );
+        // In one statement, in the order written.
+        assert_eq!(
+            after(&["SELECT pg_advisory_lock(3), pg_advisory_unlock(3)"]),
+            None
+        );
+        assert_eq!(
+            after(&["SELECT pg_advisory_unlock(3), pg_advisory_lock(3)"]),
+            pinned
+        );
     }
 }

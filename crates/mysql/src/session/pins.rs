@@ -2,6 +2,7 @@
 //! Pure data: the session feeds it statement effects and reply status flags.
 
 use crate::sql::classify::Effects;
+use sluice_core::advisory::AdvisoryLocks;
 use sluice_mysql_proto::consts::status;
 use std::collections::HashSet;
 
@@ -12,8 +13,8 @@ pub struct Pins {
     pub status: u16,
     /// Temporary tables created and not dropped.
     pub temp_tables: HashSet<String>,
-    /// GET_LOCK() calls not released (approximate: RELEASE_LOCK() counts one down).
-    pub user_locks: u32,
+    /// GET_LOCK() locks not released, per name.
+    pub user_locks: AdvisoryLocks,
     /// LOCK TABLES / FLUSH TABLES WITH READ LOCK in effect.
     pub lock_tables: bool,
     /// SQL-level PREPARE names not deallocated.
@@ -61,7 +62,7 @@ impl Pins {
             "temporary table"
         } else if self.lock_tables {
             "LOCK TABLES"
-        } else if self.user_locks > 0 {
+        } else if self.user_locks.held() {
             "GET_LOCK"
         } else if !self.sql_prepared.is_empty() {
             "SQL PREPARE"
@@ -106,11 +107,8 @@ impl Pins {
         for t in &e.dropped {
             self.temp_tables.remove(t);
         }
-        if e.get_lock {
-            self.user_locks += 1;
-        }
-        if e.release_lock {
-            self.user_locks = self.user_locks.saturating_sub(1);
+        for call in &e.user_locks {
+            self.user_locks.apply(call);
         }
         if e.lock_tables {
             self.lock_tables = true;
@@ -244,6 +242,24 @@ mod tests {
         p.observe_status(status::AUTOCOMMIT | status::IN_TRANS);
         p.observe_status(status::AUTOCOMMIT);
         assert_eq!(p.reason(), None, "the next transaction ended");
+    }
+
+    #[test]
+    fn user_locks_are_counted_per_name() {
+        let mut p = pins();
+        p.apply(&classify("SELECT GET_LOCK('a', 1), GET_LOCK('a', 1)"));
+        p.apply(&classify("SELECT RELEASE_LOCK('b')"));
+        p.apply(&classify("SELECT RELEASE_LOCK('a')"));
+        assert_eq!(
+            p.reason(),
+            Some("GET_LOCK"),
+            "'a' taken twice, released once"
+        );
+        p.apply(&classify("SELECT RELEASE_LOCK('a')"));
+        assert_eq!(p.reason(), None);
+        p.apply(&classify("SELECT GET_LOCK('a', 1), GET_LOCK('b', 1)"));
+        p.apply(&classify("DO RELEASE_ALL_LOCKS()"));
+        assert_eq!(p.reason(), None, "RELEASE_ALL_LOCKS releases both");
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 use super::lexer::{Lexer, Tok};
 use super::set::{SetParse, parse_set};
+use sluice_core::advisory::{LockCall, call_args, first_arg, lock_key};
 
 /// A query Sluice answers without a backend.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,10 +52,8 @@ pub struct Effects {
     pub temp_created: Vec<String>,
     /// `DROP [TEMPORARY] TABLE` names (lower case, unqualified).
     pub dropped: Vec<String>,
-    /// Calls GET_LOCK().
-    pub get_lock: bool,
-    /// Calls RELEASE_LOCK() / RELEASE_ALL_LOCKS().
-    pub release_lock: bool,
+    /// `GET_LOCK()`, `RELEASE_LOCK()` and `RELEASE_ALL_LOCKS()` calls, in the order written.
+    pub user_locks: Vec<LockCall>,
     /// LOCK TABLES / FLUSH TABLES WITH READ LOCK.
     pub lock_tables: bool,
     /// UNLOCK TABLES.
@@ -183,6 +182,23 @@ fn proxy_answer(sql: &str, t: &[Tok<'_>]) -> Option<ProxyAnswer> {
     }
 }
 
+/// The user-level lock calls of a statement in the order written, keyed by the name argument
+/// (`?`: unknown). A `GET_LOCK` counts as taken whatever it returned (the safe side).
+fn user_lock_calls(sql: &str) -> Vec<LockCall> {
+    let mut out: Vec<(usize, LockCall)> = Vec::new();
+    for (at, args) in call_args(sql, "GET_LOCK") {
+        out.push((at, LockCall::Lock(lock_key(first_arg(args)))));
+    }
+    for (at, args) in call_args(sql, "RELEASE_LOCK") {
+        out.push((at, LockCall::Unlock(lock_key(first_arg(args)))));
+    }
+    for (at, _) in call_args(sql, "RELEASE_ALL_LOCKS") {
+        out.push((at, LockCall::UnlockAll));
+    }
+    out.sort_by_key(|(at, _)| *at);
+    out.into_iter().map(|(_, call)| call).collect()
+}
+
 /// `SHOW [FULL] PROCESSLIST [;]`.
 fn show_processlist(sql: &str, t: &[Tok<'_>]) -> Option<ProxyAnswer> {
     let body = match t {
@@ -270,13 +286,14 @@ pub fn classify(sql: &str) -> Effects {
     for (i, t) in toks.iter().enumerate() {
         let call = toks.get(i + 1).is_some_and(|n| n.is_punct("("));
         match t {
-            Tok::Word(w) if call && w.eq_ignore_ascii_case("GET_LOCK") => e.get_lock = true,
             Tok::Word(w)
                 if call
-                    && (w.eq_ignore_ascii_case("RELEASE_LOCK")
+                    && e.user_locks.is_empty()
+                    && (w.eq_ignore_ascii_case("GET_LOCK")
+                        || w.eq_ignore_ascii_case("RELEASE_LOCK")
                         || w.eq_ignore_ascii_case("RELEASE_ALL_LOCKS")) =>
             {
-                e.release_lock = true
+                e.user_locks = user_lock_calls(sql);
             }
             Tok::Word(w) if call && w.eq_ignore_ascii_case("FOUND_ROWS") => e.found_rows = true,
             Tok::Word(w) if w.eq_ignore_ascii_case("SQL_CALC_FOUND_ROWS") => {
@@ -312,8 +329,18 @@ mod tests {
             classify("DROP TEMPORARY TABLE IF EXISTS tmp1, `x`.`T2`").dropped,
             vec!["tmp1", "t2"]
         );
-        assert!(classify("SELECT GET_LOCK('a', 1)").get_lock);
-        assert!(classify("select release_lock('a')").release_lock);
+        assert_eq!(
+            classify("SELECT GET_LOCK('a', 1), RELEASE_LOCK( 'a' ), get_lock(?, 0)").user_locks,
+            vec![
+                LockCall::Lock(Some("'a'".into())),
+                LockCall::Unlock(Some("'a'".into())),
+                LockCall::Lock(None)
+            ]
+        );
+        assert_eq!(
+            classify("select release_all_locks()").user_locks,
+            vec![LockCall::UnlockAll]
+        );
         assert!(classify("LOCK TABLES t READ").lock_tables);
         assert!(classify("FLUSH TABLES WITH READ LOCK").lock_tables);
         assert!(classify("UNLOCK TABLES").unlock_tables);
@@ -337,7 +364,7 @@ mod tests {
         assert_eq!(classify("XA START 'x'").untrackable, Some("XA transaction"));
         assert_eq!(classify("USE `shop`").use_schema.as_deref(), Some("shop"));
         assert!(
-            !classify("SELECT 'GET_LOCK(' FROM t").get_lock,
+            classify("SELECT 'GET_LOCK(' FROM t").user_locks.is_empty(),
             "strings are not calls"
         );
     }
