@@ -46,8 +46,9 @@ impl GuardSignals for MonitorSignals {
     }
 }
 
-/// Evaluates the guards until `shutdown`. While the configuration has no class and no guard
-/// the runner has nothing to do and parks until the next configuration is stored.
+/// Evaluates the guards every [`TICK`] and at every stored configuration, until `shutdown`.
+/// While the configuration has no class and no guard the runner has nothing to do and parks
+/// until the next configuration is stored.
 pub async fn run(
     admission: Arc<Admission>,
     config: ConfigHandle,
@@ -65,6 +66,9 @@ pub async fn run(
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = tick.tick() => {}
+            // A LOAD is applied at once, not at the next tick: a guard deactivated stops
+            // shedding (and a new one starts) within the store, not 100 ms later.
+            changed = stores.changed() => if changed.is_err() { return },
         }
         // Seen before the look: a store after this point wakes the wait below.
         stores.mark_unchanged();

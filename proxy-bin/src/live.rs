@@ -155,6 +155,7 @@ impl LiveStats for Live {
                 db: p.schema,
                 client: p.client,
                 pin_reason: p.pin_reason.map(str::to_string),
+                pinned_seconds: p.pinned_since.map(|t| t.elapsed().as_secs()),
                 queued: p
                     .waiting
                     .map(|(class, since)| (class, since.elapsed().as_millis() as u64)),
@@ -289,6 +290,7 @@ impl LiveStats for Live {
                 client: p.client,
                 hostgroup: p.hostgroup,
                 pin_reason: p.pin_reason.map(str::to_string),
+                pinned_seconds: p.pinned_since.map(|t| t.elapsed().as_secs()),
                 queued: p
                     .waiting
                     .map(|(class, since)| (class, since.elapsed().as_millis() as u64)),

@@ -508,6 +508,9 @@ comment = "paused for the failover drill"
     s.admin_ok("UPDATE workload_guards SET active = 0 WHERE guard_id = 9; LOAD WORKLOAD CLASSES TO RUNTIME");
     let (code, body) = curl(http, "/throttler/check?app=gh-ost");
     assert_eq!(code, 200, "released: {body}");
+    // The check answers from the loaded rows; the classes are released once the guard runner,
+    // woken by the LOAD, has evaluated the new rows (the guard's row then reads closed).
+    wait_state(&s, 9, "closed");
     let my = via_sluice(&s, "/* workload=migration */ SELECT 7");
     assert_eq!(String::from_utf8_lossy(&my.stdout).trim(), "7", "{my:?}");
 }

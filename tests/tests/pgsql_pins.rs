@@ -5,15 +5,19 @@
 
 use sluice_tests::*;
 
-/// Python: `reason()`, the first session's `pin_reason` in `stats_pgsql_processlist` (`-` for
-/// none), read through the admin port with psql.
+/// Python: `reason()` and `pinned()`, the first session's `pin_reason` and `pinned_seconds`
+/// in `stats_pgsql_processlist` (`-` for none), read through the admin port with psql.
 fn reason_py(s: &Sluice) -> String {
     format!(
-        r#"def reason():
+        r#"def first_session(column):
     out = subprocess.run(["psql", "-h", "127.0.0.1", "-p", "{admin}", "-U", "admin", "-XAt", "-c",
-        "SELECT COALESCE(pin_reason, '-') FROM stats_pgsql_processlist ORDER BY SessionID LIMIT 1"],
+        f"SELECT COALESCE(CAST({{column}} AS TEXT), '-') FROM stats_pgsql_processlist ORDER BY SessionID LIMIT 1"],
         capture_output=True, text=True, env={{"PGPASSWORD": "admin", "PATH": "/usr/bin:/bin"}})
     return out.stdout.strip() or out.stderr.strip()
+def reason():
+    return first_session("pin_reason")
+def pinned():
+    return first_session("pinned_seconds")
 "#,
         admin = s.pg_admin_port
     )
@@ -71,7 +75,7 @@ for pin, unpin in steps:
 
 /// Advisory locks are counted per key and kind: releasing a lock the session never took (the
 /// server answers false) or the exclusive lock of a key also held shared keeps the pin; the
-/// last release ends it.
+/// last release ends it. `pinned_seconds` is there while the pin is, and NULL after.
 #[test]
 fn advisory_lock_pins_are_counted_per_key() {
     if !backends_ready(Servers::Postgres) {
@@ -86,11 +90,13 @@ a = psycopg.connect(dsn, autocommit=True)
 {reason}a.execute("SELECT pg_advisory_lock(1)")
 assert a.execute("SELECT pg_advisory_unlock(2)").fetchone()[0] is False
 print(reason())
+assert pinned().isdigit(), pinned()
 a.execute("SELECT pg_advisory_lock_shared(1)")
 assert a.execute("SELECT pg_advisory_unlock(1)").fetchone()[0] is True
 print(reason())
 assert a.execute("SELECT pg_advisory_unlock_shared(1)").fetchone()[0] is True
 print(reason())
+assert pinned() == "-", pinned()
 "#,
         port = s.pg_port,
         reason = reason_py(&s)

@@ -14,7 +14,7 @@ pub const STATS_TABLES: &[(&str, &str)] = &[
         "stats_mysql_processlist",
         "ThreadID INT, SessionID INTEGER PRIMARY KEY, user VARCHAR, db VARCHAR, cli_host VARCHAR, cli_port INT, hostgroup INT, \
          l_srv_host VARCHAR, l_srv_port INT, srv_host VARCHAR, srv_port INT, command VARCHAR, time_ms INT, info VARCHAR, \
-         status_flags INT, extended_info VARCHAR, multiplexed INT, pin_reason VARCHAR",
+         status_flags INT, extended_info VARCHAR, multiplexed INT, pin_reason VARCHAR, pinned_seconds INT",
     ),
     (
         "stats_mysql_global",

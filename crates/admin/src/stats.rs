@@ -139,6 +139,7 @@ fn process_table(procs: &[sluice_core::admin::ProcessRow]) -> AdminRows {
             "info",
             "multiplexed",
             "pin_reason",
+            "pinned_seconds",
         ],
         procs
             .iter()
@@ -163,6 +164,7 @@ fn process_table(procs: &[sluice_core::admin::ProcessRow]) -> AdminRows {
                     }),
                     s(u8::from(p.pin_reason.is_none())),
                     p.pin_reason.clone(),
+                    p.pinned_seconds.map(|v| v.to_string()),
                 ]
             })
             .collect(),

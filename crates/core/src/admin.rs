@@ -144,11 +144,23 @@ pub struct ProcessRow {
     pub hostgroup: u32,
     /// `None` when multiplexed, else why the session holds its backend connection.
     pub pin_reason: Option<String>,
+    /// How long the session has held it for that (or an overlapping) reason, in seconds.
+    pub pinned_seconds: Option<u64>,
     /// The workload class whose queue the session waits in, and for how long (ms).
     pub queued: Option<(String, u64)>,
     /// The session thread (`mysql-threads` / `pgsql-threads`, 0-based) the session runs on:
     /// ProxySQL's `ThreadID`. `None` off the session threads (an embedding without workers).
     pub thread: Option<usize>,
+}
+
+/// Since when a session has been pinned, after a publish that says whether it is (`pinned`):
+/// kept while it stays pinned, whatever the reason, and cleared when it is not.
+pub fn pinned_since(since: Option<std::time::Instant>, pinned: bool) -> Option<std::time::Instant> {
+    match (since, pinned) {
+        (_, false) => None,
+        (Some(t), true) => Some(t),
+        (None, true) => Some(std::time::Instant::now()),
+    }
 }
 
 /// One hostgroup's traffic on the PostgreSQL side, for PgBouncer's `SHOW STATS` family.

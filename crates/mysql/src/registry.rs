@@ -54,6 +54,8 @@ pub struct ProcessInfo {
     pub schema: String,
     /// Why the session holds its backend connection; `None` = multiplexed.
     pub pin_reason: Option<&'static str>,
+    /// Since when it has held it (for any reason, without a break).
+    pub pinned_since: Option<std::time::Instant>,
     /// The workload class whose queue the session waits in, and since when.
     pub waiting: Option<(String, std::time::Instant)>,
     /// The session thread (`mysql-threads`) it runs on; `None` off the session threads.
@@ -101,6 +103,7 @@ impl SessionRegistry {
             client: client.to_string(),
             schema: String::new(),
             pin_reason: None,
+            pinned_since: None,
             waiting: None,
             thread: None,
         };
@@ -176,6 +179,7 @@ impl SessionSlot {
             p.user = user.to_string();
             p.schema = schema.to_string();
             p.pin_reason = pin_reason;
+            p.pinned_since = sluice_core::admin::pinned_since(p.pinned_since, pin_reason.is_some());
         }
     }
 

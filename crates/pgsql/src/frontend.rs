@@ -500,6 +500,7 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin + Send>(
             client: peer.to_string(),
             hostgroup: l.user.default_hostgroup.0,
             pin_reason: None,
+            pinned_since: None,
             waiting: None,
             thread: l.worker,
         });

@@ -1,7 +1,8 @@
 //! What keeps a PostgreSQL session on its server connection, cause by cause, so the pin ends
 //! when its last cause does: `UNLISTEN`, dropping the temporary table, releasing the advisory
 //! lock, closing the `WITH HOLD` cursor, `DEALLOCATE`, or `DISCARD ALL`. Causes Sluice cannot
-//! follow (an unparsable `SET`, a rule's `multiplex=0`) stay for the session.
+//! follow (an unparsable `SET`, a rule's `multiplex=0`) or cannot undo (`LOAD` of a library into
+//! the server process) stay for the session.
 
 use sluice_core::advisory::{AdvisoryLocks, LockCall, call_args, lock_key};
 use sluice_core::query::WordSet;
@@ -30,7 +31,7 @@ fn words(stmt: &str) -> Vec<String> {
 }
 
 /// First words of the statements that can start or end a pin.
-const PIN_VERBS: [&str; 9] = [
+const PIN_VERBS: [&str; 10] = [
     "listen",
     "unlisten",
     "create",
@@ -40,6 +41,7 @@ const PIN_VERBS: [&str; 9] = [
     "prepare",
     "deallocate",
     "discard",
+    "load",
 ];
 
 /// ASCII case-insensitive substring test.
@@ -173,6 +175,11 @@ impl PinSet {
                     }
                     None => {}
                 }
+            }
+            // A shared library loaded into the server process stays there: the session keeps
+            // the connection to its end.
+            "load" => {
+                self.sticky.get_or_insert("LOAD");
             }
             "discard" => match w.get(1).map(String::as_str) {
                 Some("all") => {
@@ -371,6 +378,13 @@ mod tests {
         };
         p.apply("DISCARD ALL");
         assert_eq!(p.reason(), Some("session state"));
+    }
+
+    #[test]
+    fn load_pins_for_the_session() {
+        assert_eq!(after(&["LOAD 'auto_explain'"]), Some("LOAD"));
+        assert_eq!(after(&["load 'auto_explain'", "DISCARD ALL"]), Some("LOAD"));
+        assert_eq!(after(&["SELECT 'load'"]), None);
     }
 
     #[test]

@@ -21,6 +21,8 @@ pub struct PgSessionInfo {
     pub hostgroup: u32,
     /// Why the session keeps its server connection.
     pub pin_reason: Option<&'static str>,
+    /// Since when it has kept it (for any reason, without a break).
+    pub pinned_since: Option<std::time::Instant>,
     /// The workload class whose queue the session waits in, and since when.
     pub waiting: Option<(String, std::time::Instant)>,
     /// The session thread (`pgsql-threads`) it runs on; `None` off the session threads.
@@ -77,6 +79,7 @@ impl PgSessionEntry {
     pub fn set_pin(&self, reason: Option<&'static str>) {
         if let Some(s) = lock(&self.sessions.map).get_mut(&self.id) {
             s.pin_reason = reason;
+            s.pinned_since = sluice_core::admin::pinned_since(s.pinned_since, reason.is_some());
         }
     }
 
