@@ -169,6 +169,15 @@ def lag(port, http_port, primary, replica):
             time.sleep(0.1)
         return False
 
+    def hold_while_open(name):
+        """Keeps phase `name` until batch has tried a statement in it while the guard is open:
+        the first 429 may come while batch sleeps in the ramp's delay or between two of its
+        statements (bounded: 5 s)."""
+        hold_until = time.monotonic() + 5
+        while time.monotonic() < hold_until and not any(
+                st[1] == "batch" and st[2] == name and st[4] == "9102" for st in list(statements)):
+            time.sleep(0.05)
+
     threads = [threading.Thread(target=writer, args=(c, u)) for c, u in ((batch, "batch"), (app, "app"))]
     for t in threads:
         t.start()
@@ -177,18 +186,15 @@ def lag(port, http_port, primary, replica):
     run("mysql", rep, "CHANGE MASTER TO MASTER_DELAY = 8")
     run("mysql", rep, "START SLAVE")
     opened = until("lagging", lambda s, v: s == 429 and v is not None and v >= 6, 40)
+    hold_while_open("lagging")
     run("mysql", rep, "STOP SLAVE")
     run("mysql", rep, "CHANGE MASTER TO MASTER_DELAY = 0")
     run("mysql", rep, "START SLAVE")
     closed = until("catching_up", lambda s, v: s == 200 and v is not None and v < 0.5, 40)
     run("mysql", rep, "STOP SLAVE")
     stopped = until("stopped", lambda s, v: s == 429, 20)
-    # The phase lasts until batch has tried a statement while the guard is open: the first
-    # 429 may come between two of its statements (bounded: 5 s).
-    hold_until = time.monotonic() + 5
-    while stopped and time.monotonic() < hold_until and not any(
-            st[1] == "batch" and st[2] == "stopped" and st[4] == "9102" for st in list(statements)):
-        time.sleep(0.05)
+    if stopped:
+        hold_while_open("stopped")
     run("mysql", rep, "START SLAVE")
     back = until("restarted", lambda s, v: s == 200, 40)
     done.set()
