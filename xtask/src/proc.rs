@@ -86,14 +86,29 @@ fn output(cmd: &mut Command) -> Result<Output> {
         .map_err(|e| format!("cannot start {cmd:?}: {e}"))
 }
 
-/// True when `pid` is a live, non-zombie process (PID 1 here reaps orphans lazily).
+/// True while any thread of `pid` has not finished exiting (PID 1 here reaps orphans lazily).
+///
+/// The thread group leader alone is not enough: after SIGKILL a multi-threaded server's leader
+/// can show `Z` while its other threads are still exiting and still hold the process's files,
+/// its listening socket included (a clean-clone CI run found port 13310 busy just after the
+/// leader had turned zombie).
 pub fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => match stat.rfind(')') {
-            Some(i) => !stat[i + 1..].trim_start().starts_with('Z'),
-            None => false,
-        },
-        Err(_) => false,
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().any(|task| {
+        std::fs::read_to_string(task.path().join("stat")).is_ok_and(|stat| task_running(&stat))
+    })
+}
+
+/// True when a `/proc/.../stat` line names a task that is neither a zombie nor dead.
+fn task_running(stat: &str) -> bool {
+    match stat.rfind(')') {
+        Some(i) => !matches!(
+            stat[i + 1..].trim_start().chars().next(),
+            Some('Z' | 'X') | None
+        ),
+        None => false,
     }
 }
 
@@ -193,4 +208,30 @@ pub fn rss_kib(pid: u32) -> u64 {
                 .and_then(|v| v.split_whitespace().next()?.parse().ok())
         })
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn task_states() {
+        assert!(task_running("42 (mariadbd) S 1 42"));
+        assert!(task_running("42 (a) b) R 1 42"));
+        assert!(!task_running("42 (mariadbd) Z 1 42"));
+        assert!(!task_running("42 (mariadbd) X 1 42"));
+        assert!(!task_running("garbage"));
+    }
+
+    #[test]
+    fn a_killed_unreaped_child_is_not_alive() {
+        assert!(alive(std::process::id()));
+        let mut child = Command::new("sleep").arg("30").spawn().expect("sleep");
+        assert!(alive(child.id()));
+        child.kill().expect("kill");
+        assert!(wait_until(Duration::from_secs(10), || !alive(child.id())));
+        // Still a zombie (not reaped yet), which `alive` must not count.
+        assert!(std::path::Path::new(&format!("/proc/{}", child.id())).exists());
+        child.wait().expect("reap");
+    }
 }

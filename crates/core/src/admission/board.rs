@@ -68,12 +68,14 @@ impl Admission {
                 effects.entry(c).or_insert_with(Effect::none).merge(&e);
             }
         }
-        drop(board);
+        // Effects land before the board is released: whoever reads a guard's new state from
+        // `stats_workload_guards` finds its classes already acting on it.
         for c in classes.iter() {
             if let Some(gate) = self.gate(classes, &c.name) {
                 gate.set_effect(effects.remove(c.name.as_str()).unwrap_or_else(Effect::none));
             }
         }
+        drop(board);
     }
 
     fn read_signal(
