@@ -524,6 +524,16 @@ pub fn wait_pg_running(port: u16, prefix: &str) {
     });
 }
 
+/// Resumes WAL replay on the PostgreSQL standby when dropped: held by a test that pauses it,
+/// so the standby is back for the others also when that test fails.
+pub struct ResumeReplay;
+
+impl Drop for ResumeReplay {
+    fn drop(&mut self) {
+        let _ = xtask::postgres::replica(&xtask::state_dir()).sql("SELECT pg_wal_replay_resume()");
+    }
+}
+
 /// Root SQL on the MariaDB primary over TCP (fault injection, checks).
 pub fn primary_root(sql: &str) -> String {
     ok_stdout(&mariadb(

@@ -265,15 +265,6 @@ min_open_ms = 300
     )
 }
 
-/// Resumes WAL replay on the standby, also when the test fails.
-struct ResumeReplay;
-
-impl Drop for ResumeReplay {
-    fn drop(&mut self) {
-        let _ = xtask::postgres::replica(&xtask::state_dir()).sql("SELECT pg_wal_replay_resume()");
-    }
-}
-
 #[test]
 fn pgsql_guard_follows_the_standby_replay_backlog() {
     // Pauses WAL replay on the standby the other tests read from: it runs alone.

@@ -181,6 +181,19 @@ fn start_haproxy(state: &Path) -> xtask::Result<u32> {
 }
 
 /// Builds the release `sluice` the benchmarks run.
+/// The median of interleaved runs' values (NaN for none).
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// The runs' spread, `[lo–hi]`, shown beside a median.
+pub(crate) fn spread(v: &[f64]) -> String {
+    let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    format!("[{lo:.2}–{hi:.2}]")
+}
+
 pub(crate) fn build_release() -> xtask::Result<()> {
     step("building sluice (release)");
     run_visible(

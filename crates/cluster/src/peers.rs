@@ -340,6 +340,7 @@ impl PeerPoller {
                 timeout: CONNECT_TIMEOUT,
                 max_packet: MAX_PACKET,
                 multi_statements: true,
+                track_gtid: false,
             };
             let conn = BackendConn::connect(&params)
                 .await

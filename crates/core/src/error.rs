@@ -45,4 +45,12 @@ pub enum RuleError {
         /// The rule.
         rule_id: u32,
     },
+    /// `causal_reads` is not one of `none`, `local`, `user`, `global`.
+    #[error("rule_id={rule_id}: causal_reads {value:?} is not none, local, user or global")]
+    InvalidCausalReads {
+        /// The rule.
+        rule_id: u32,
+        /// The value given.
+        value: String,
+    },
 }

@@ -12,6 +12,7 @@
 pub mod admin;
 pub mod admission;
 pub mod advisory;
+pub mod causal;
 pub mod checkout;
 pub mod config;
 pub mod error;

@@ -67,6 +67,9 @@ pub struct ConnectParams {
     /// Negotiate `CLIENT_MULTI_STATEMENTS` (clients' connections do; the MCP endpoint's never,
     /// so the server itself refuses a second statement in one COM_QUERY).
     pub multi_statements: bool,
+    /// Ask a MariaDB server to report each committed GTID in OK packets (the pools' data
+    /// connections, for read-your-writes; a monitor's check needs none).
+    pub track_gtid: bool,
 }
 
 /// An authenticated backend connection.
@@ -92,12 +95,21 @@ pub struct BackendConn {
     pub idle_since: Option<Instant>,
     /// Its socket's duplicate, to kill it from outside (a shunned server).
     pub kill_handle: std::sync::Arc<crate::stream::KillHandle>,
+    /// The server reports committed GTIDs in OK packets (see [`Self::connect`]).
+    pub tracks_gtid: bool,
     /// The server's statement and byte counters (the pool hands them over at connect).
     pub traffic: std::sync::Arc<sluice_core::metrics::ServerTraffic>,
     /// The session thread (`mysql-threads`) whose poll its socket is registered with: the one
     /// it was opened on. `None` when opened off the worker threads.
     pub home: Option<usize>,
 }
+
+/// What a MariaDB connection asks the server to track so that each write's OK packet carries
+/// its GTID (read-your-writes tokens without a round trip): the `last_gtid` variable and nothing
+/// else (Sluice follows the session state itself). MySQL servers are not asked: causal reads
+/// are MariaDB's (`MASTER_GTID_WAIT`) in this version.
+const GTID_TRACKING_SQL: &str =
+    "SET SESSION session_track_system_variables = 'last_gtid', session_track_schema = OFF";
 
 fn base_caps() -> u32 {
     // LOCAL_FILES: the server may ask for a client's file; Sluice relays the request only to
@@ -169,6 +181,9 @@ impl BackendConn {
         if p.compress {
             caps |= cap::COMPRESS;
         }
+        if p.track_gtid && greeting.server_version.contains("MariaDB") {
+            caps |= cap::SESSION_TRACK;
+        }
         let missing =
             caps & !greeting.capabilities & (cap::SSL | cap::DEPRECATE_EOF | cap::PROTOCOL_41);
         if missing & cap::SSL != 0 {
@@ -233,7 +248,7 @@ impl BackendConn {
             // Everything after the handshake's last OK is compressed, both ways.
             stream.start_compression();
         }
-        Ok(BackendConn {
+        let mut conn = BackendConn {
             stream,
             reader,
             capabilities: caps,
@@ -250,7 +265,29 @@ impl BackendConn {
             kill_handle: std::sync::Arc::new(kill_handle),
             traffic: Default::default(),
             home: None,
-        })
+            tracks_gtid: false,
+        };
+        conn.track_gtids().await?;
+        Ok(conn)
+    }
+
+    /// Asks the server to report each committed GTID in OK packets, when session tracking was
+    /// agreed (MariaDB); a server that refuses leaves the connection without tokens (logged).
+    async fn track_gtids(&mut self) -> Result<(), Error> {
+        self.tracks_gtid = false;
+        if self.capabilities & cap::SESSION_TRACK == 0 {
+            return Ok(());
+        }
+        match self.run_sql(GTID_TRACKING_SQL).await? {
+            Ok(()) => self.tracks_gtid = true,
+            Err(err) => {
+                let why = sluice_mysql_proto::packets::parse_err(&err)
+                    .map_or_else(|_| "a malformed error".to_string(), |e| e.message);
+                tracing::warn!(server = %self.server,
+                    "the server refused GTID tracking ({why}); reads after writes on this connection get no causal-read token");
+            }
+        }
+        Ok(())
     }
 
     /// True when the connection speaks CLIENT_DEPRECATE_EOF.
@@ -339,6 +376,8 @@ impl BackendConn {
             // run a statement id that no longer exists, or skip SETs it believes are in place.
             self.stmts.clear();
             self.state = self.state.reset_keep_schema();
+            // The reset also forgot what the server tracks.
+            self.track_gtids().await?;
         }
         Ok(!t.error)
     }

@@ -54,6 +54,6 @@ pub use conn::{BackendConn, BackendSecret, ConnectParams};
 pub use error::Error;
 pub use ops::{Prepared, ServerErr};
 pub use pool::{CheckoutRequest, MysqlPool, PooledConn};
-pub use relay::RelayOutcome;
+pub use relay::{CommitSink, RelayOutcome};
 pub use state::SessionState;
 pub use stmt_cache::{BackendStmt, StmtCache};

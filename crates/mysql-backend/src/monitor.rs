@@ -45,6 +45,7 @@ fn params(t: &CheckTarget, tls: &Option<Arc<TlsSource>>) -> Result<ConnectParams
         timeout: t.timeout,
         max_packet: 1 << 20,
         multi_statements: true,
+        track_gtid: false,
     })
 }
 

@@ -7,12 +7,21 @@ use crate::conn::BackendConn;
 use bytes::Buf;
 use sluice_mysql_proto::framing::header_len;
 use sluice_mysql_proto::reply::{ReplyError, ReplyKind, ReplyTracker};
+use sluice_mysql_proto::session_track::strip_state;
 use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// Bytes of a large packet the tracker sees (OK/EOF/ERR packets are shorter and seen whole).
 const PEEK: usize = 64;
 /// Packets up to this size are buffered whole before being looked at.
 const SMALL: usize = 32 * 1024;
+
+/// An OK packet carrying session-state items (see [`sluice_mysql_proto::session_track`]).
+struct OkWithState {
+    /// Its payload length.
+    len: usize,
+    /// Where its session-state block starts in the payload.
+    state_at: usize,
+}
 
 /// How relaying one reply ended.
 #[derive(Debug)]
@@ -37,15 +46,22 @@ pub enum RelayOutcome {
     LocalInfile(ReplyTracker),
 }
 
+/// Told of each GTID a reply commits, with the server's `host:port`, before the OK packet that
+/// carries it reaches the client: a read the client sends next, on any connection, can count on
+/// it (read-your-writes).
+pub type CommitSink<'a> = &'a mut (dyn FnMut(&str, &str) + Send);
+
 impl BackendConn {
-    /// Relays the reply to a command already sent, writing raw packets to `client`.
+    /// Relays the reply to a command already sent, writing raw packets to `client`; `commits`
+    /// hears of each GTID the reply commits.
     pub async fn relay_reply<W: AsyncWrite + Unpin>(
         &mut self,
         kind: ReplyKind,
         client: &mut W,
+        commits: CommitSink<'_>,
     ) -> RelayOutcome {
         let tracker = ReplyTracker::new(kind, self.deprecate_eof());
-        self.relay_with(tracker, client).await
+        self.relay_with(tracker, client, commits).await
     }
 
     /// Relays the rest of a reply after the client's local file went to the server.
@@ -53,9 +69,10 @@ impl BackendConn {
         &mut self,
         mut tracker: ReplyTracker,
         client: &mut W,
+        commits: CommitSink<'_>,
     ) -> RelayOutcome {
         tracker.local_file_sent();
-        self.relay_with(tracker, client).await
+        self.relay_with(tracker, client, commits).await
     }
 
     /// The backend sent what does not fit the reply: the connection cannot be trusted.
@@ -74,6 +91,7 @@ impl BackendConn {
         &mut self,
         mut tracker: ReplyTracker,
         client: &mut W,
+        commits: CommitSink<'_>,
     ) -> RelayOutcome {
         let mut forwarded = 0usize;
         let mut next_seq = 1u8;
@@ -82,6 +100,8 @@ impl BackendConn {
         loop {
             let mut pos = 0usize;
             let mut failure: Option<&'static str> = None;
+            // An OK packet (at `pos`) whose session-state items the client must not see.
+            let mut rewrite: Option<OkWithState> = None;
             loop {
                 if skip > 0 {
                     let n = skip.min(buf.len() - pos);
@@ -114,6 +134,10 @@ impl BackendConn {
                     break;
                 }
                 next_seq = seq.wrapping_add(1);
+                if let Some(state_at) = tracker.take_state_offset() {
+                    rewrite = Some(OkWithState { len, state_at });
+                    break;
+                }
                 if len <= SMALL {
                     pos += 4 + len;
                 } else {
@@ -130,6 +154,21 @@ impl BackendConn {
             }
             if let Some(why) = failure {
                 return self.unexpected(why, forwarded, next_seq);
+            }
+            if let Some(ok) = rewrite {
+                if let Some(gtid) = tracker.committed_gtid.take() {
+                    commits(&gtid, &self.server);
+                }
+                // Rewritten in the read buffer (the packet is at its start now): shorter, with a
+                // new length in its header, and no allocation.
+                let keep = strip_state(&mut buf[4..4 + ok.len], ok.state_at);
+                buf[..3].copy_from_slice(&(keep as u32).to_le_bytes()[..3]);
+                if let Err(e) = client.write_all(&buf[..4 + keep]).await {
+                    return RelayOutcome::ClientGone(e);
+                }
+                forwarded += 4 + keep;
+                buf.advance(4 + ok.len);
+                continue;
             }
             let pause = if tracker.wants_local_file() {
                 Some("bytes after a LOCAL INFILE request")

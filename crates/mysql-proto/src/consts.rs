@@ -56,6 +56,8 @@ pub mod status {
     pub const CURSOR_EXISTS: u16 = 1 << 6;
     /// The cursor's last row was sent.
     pub const LAST_ROW_SENT: u16 = 1 << 7;
+    /// Session-state items follow the OK packet's info (CLIENT_SESSION_TRACK).
+    pub const SESSION_STATE_CHANGED: u16 = 1 << 14;
 }
 
 /// Command bytes (`COM_*`).

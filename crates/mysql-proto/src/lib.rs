@@ -33,5 +33,6 @@ pub mod packets;
 pub mod reply;
 pub mod resultset;
 pub mod scramble;
+pub mod session_track;
 
 pub use error::Error;

@@ -76,6 +76,12 @@ pub struct ReplyTracker {
     pub results: u32,
     /// Rows relayed (all result sets).
     pub rows: u64,
+    /// The GTID the reply's statements committed, from the OK packets' session-state items
+    /// (backends track `last_gtid`; see [`crate::session_track`]).
+    pub committed_gtid: Option<String>,
+    /// Where the session-state block of the packet just fed starts: the relay gives the client
+    /// that packet without it.
+    state_at: Option<usize>,
 }
 
 impl ReplyTracker {
@@ -101,6 +107,8 @@ impl ReplyTracker {
             stmt_id: None,
             results: 0,
             rows: 0,
+            committed_gtid: None,
+            state_at: None,
         };
         if kind == ReplyKind::Prepare {
             t.state = State::PrepParams {
@@ -126,6 +134,25 @@ impl ReplyTracker {
     pub fn local_file_sent(&mut self) {
         if self.state == State::LocalInfile {
             self.state = State::Start;
+        }
+    }
+
+    /// Where the session-state block of the packet just fed starts, when it has one: the packet
+    /// must reach the client without it ([`crate::session_track::strip_state`]).
+    pub fn take_state_offset(&mut self) -> Option<usize> {
+        self.state_at.take()
+    }
+
+    /// Notes an OK packet's session-state block (only a packet seen whole can be rewritten).
+    fn note_state(&mut self, status: u16, payload: &[u8], len: usize) {
+        if status & status::SESSION_STATE_CHANGED == 0 || payload.len() != len {
+            return;
+        }
+        if let Some(at) = crate::session_track::state_offset(payload) {
+            if let Some(gtid) = crate::session_track::committed_gtid(&payload[at..]) {
+                self.committed_gtid = Some(gtid);
+            }
+            self.state_at = Some(at);
         }
     }
 
@@ -187,7 +214,7 @@ impl ReplyTracker {
                 self.single(first, payload, len);
                 Ok(())
             }
-            State::Start => self.start(first, payload),
+            State::Start => self.start(first, payload, len),
             State::Columns(_) | State::ColumnsEof | State::Rows | State::FieldList => {
                 self.result_set(first, payload, len)
             }
@@ -204,6 +231,7 @@ impl ReplyTracker {
             if let Ok(ok) = parse_ok(payload) {
                 self.status = ok.status;
                 self.status_seen = true;
+                self.note_state(ok.status, payload, len);
             }
         } else if first == 0xfe && len < 9 {
             self.status = eof_status(payload);
@@ -213,12 +241,13 @@ impl ReplyTracker {
     }
 
     /// The first packet of a result: OK, a local-file request, or a column count.
-    fn start(&mut self, first: u8, payload: &[u8]) -> Result<(), ReplyError> {
+    fn start(&mut self, first: u8, payload: &[u8], len: usize) -> Result<(), ReplyError> {
         match first {
             0x00 => {
                 let ok = parse_ok(payload).map_err(|_| ReplyError::Unexpected("bad OK"))?;
                 self.affected_rows = ok.affected_rows;
                 self.last_insert_id = ok.last_insert_id;
+                self.note_state(ok.status, payload, len);
                 self.end_of_result(ok.status);
             }
             0xfb => self.state = State::LocalInfile,
@@ -265,6 +294,9 @@ impl ReplyTracker {
             }
             _ if Self::is_terminator(first, len) => {
                 let st = self.terminator_status(payload);
+                if self.deprecate_eof && self.state != State::FieldList && payload.len() > 5 {
+                    self.note_state(st, payload, len);
+                }
                 if self.state == State::FieldList {
                     self.status = st;
                     self.status_seen = true;

@@ -37,6 +37,10 @@ pub enum Error {
 /// one as "Received malformed packet" (2027).
 pub const LOST_BACKEND: (u16, &str) = (1927, "70100");
 
+/// A read that must see earlier writes found no replica that applied them within
+/// `mysql-causal_reads_timeout_ms` (`mysql-causal_reads_on_timeout = error`); retrying is safe.
+pub const CAUSAL_READ_TIMEOUT: (u16, &str) = (9110, "HY000");
+
 impl Error {
     /// The (errno, SQLSTATE) the client sees.
     pub fn code(&self) -> (u16, &'static str) {

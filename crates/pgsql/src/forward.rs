@@ -79,8 +79,11 @@ pub(crate) async fn forward(
                             }
                             _ => {}
                         }
-                        if d.digest.kind.writes() && invalidate {
-                            s.qp.note_write(&d.digest.tables, d.digest.tables_complete);
+                        if d.digest.kind.writes() {
+                            s.qp.note_written();
+                            if invalidate {
+                                s.qp.note_write(&d.digest.tables, d.digest.tables_complete);
+                            }
                         }
                         (d.digest.hash, d.digest.text)
                     })

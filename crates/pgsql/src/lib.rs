@@ -3,6 +3,7 @@
 //! MySQL-protocol admin port reaches, with results as text columns.
 
 mod admit;
+mod causal;
 mod error;
 mod forward;
 pub mod frontend;

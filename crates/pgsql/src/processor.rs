@@ -56,6 +56,8 @@ pub struct SessionProcessor {
     /// Tables written since the last idle ReadyForQuery (cache invalidation), and whether the
     /// list is complete.
     writes: Option<(Vec<String>, bool)>,
+    /// A statement of the current transaction writes (read-your-writes takes a token after it).
+    wrote: bool,
     /// A clock reading and the Unix time then: digest rows get their `last_seen` from the
     /// statement's own timing instead of another clock read.
     epoch: (Instant, u64),
@@ -136,6 +138,7 @@ impl SessionProcessor {
             rows: (0, 0),
             hostgroup: -1,
             writes: None,
+            wrote: false,
             epoch: (Instant::now(), unix_now()),
             memo: DigestMemo::default(),
             spare: Digest::default(),
@@ -299,6 +302,16 @@ impl SessionProcessor {
         let w = self.writes.get_or_insert_with(|| (Vec::new(), true));
         w.0.extend(tables.iter().cloned());
         w.1 &= complete;
+    }
+
+    /// A statement that writes went to the server (whatever the cache does with it).
+    pub fn note_written(&mut self) {
+        self.wrote = true;
+    }
+
+    /// Whether the transaction just over wrote; clears it.
+    pub fn take_written(&mut self) -> bool {
+        std::mem::take(&mut self.wrote)
     }
 
     /// The writes to invalidate cached results for, once the transaction is over.

@@ -53,6 +53,8 @@ pub(crate) struct Forward {
     pub pin: Option<bool>,
     /// The workload class and whether the statement waits for a slot in it.
     pub admit: crate::admit::Admit,
+    /// A first statement that reads: what read-your-writes asks of it.
+    pub causal: Option<crate::causal::ReadWants>,
 }
 
 /// A reply being copied for the query cache.
@@ -137,6 +139,7 @@ pub(crate) async fn start(
         fill: None,
         pin: None,
         admit: Default::default(),
+        causal: None,
     };
     let sql = match f.message[0] {
         b'B' => s.stmts.bound_query(&f.message),
@@ -230,6 +233,17 @@ pub(crate) async fn start(
     };
     apply(fe, s, &mut f, &d, qvars.default_query_timeout);
     f.admit = admit;
+    if !d.digest.kind.writes() {
+        f.causal = Some(crate::causal::ReadWants {
+            mode: d.action.causal_reads,
+            min: d
+                .action
+                .min_position
+                .as_deref()
+                .and_then(sluice_core::causal::Lsn::parse)
+                .map(sluice_core::causal::Position::Lsn),
+        });
+    }
     f.hostgroup = routed.unwrap_or(f.hostgroup);
     s.qp.recycle_tables(std::mem::take(&mut d.digest.tables));
     f.digest = Some((d.digest.hash, d.digest.text));
@@ -267,16 +281,18 @@ fn apply(
         (Some(1), _) => Some(false),
         _ => None,
     };
-    if d.digest.kind.writes()
-        && fe
+    if d.digest.kind.writes() {
+        s.qp.note_written();
+        if fe
             .config
             .load()
             .pgsql
             .variables
             .query
             .query_cache_invalidate_on_write
-    {
-        s.qp.note_write(&d.digest.tables, d.digest.tables_complete);
+        {
+            s.qp.note_write(&d.digest.tables, d.digest.tables_complete);
+        }
     }
 }
 

@@ -2,6 +2,7 @@
 //! the admin tables' names (`[mysql_variables]`, `[[mysql_servers]]`, `[[mysql_users]]`).
 
 mod admin_variables;
+mod causal_variables;
 mod client_host_variables;
 mod cluster;
 mod mcp;
@@ -21,6 +22,7 @@ mod values;
 mod workload;
 
 pub use admin_variables::AdminVariables;
+pub use causal_variables::{CausalFallback, CausalMode, CausalReadVariables};
 pub use client_host_variables::ClientHostVariables;
 pub use cluster::{
     CLUSTER_MODULES, ClusterVariables, ModuleSync, NODE_LOCAL_VARIABLES, ProxysqlServer,

@@ -68,6 +68,8 @@ pub struct MysqlVariables {
     pub query: super::QueryVariables,
     /// Failed-login throttling per client address (`client_host_*`).
     pub client_hosts: super::ClientHostVariables,
+    /// Read-your-writes through the read/write split (`causal_reads*`).
+    pub causal: super::CausalReadVariables,
     /// ProxySQL variables accepted for compatibility that have no effect in this version.
     pub accepted_unimplemented: BTreeMap<String, String>,
 }
@@ -105,6 +107,7 @@ impl Default for MysqlVariables {
             monitor: super::MonitorVariables::defaults("mysql"),
             query: super::QueryVariables::default(),
             client_hosts: super::ClientHostVariables::default(),
+            causal: super::CausalReadVariables::default(),
             accepted_unimplemented: BTreeMap::new(),
         }
     }
@@ -141,6 +144,9 @@ impl MysqlVariables {
             return r.map(|()| SetOutcome::Applied);
         }
         if let Some(r) = self.client_hosts.set("mysql", name, v) {
+            return r.map(|()| SetOutcome::Applied);
+        }
+        if let Some(r) = self.causal.set("mysql", name, v) {
             return r.map(|()| SetOutcome::Applied);
         }
         if let Some(r) = self.query.set("mysql", name, v) {
@@ -278,6 +284,7 @@ impl MysqlVariables {
         ];
         v.extend(self.query.pairs());
         v.extend(self.client_hosts.pairs());
+        v.extend(self.causal.pairs());
         v.extend(self.backend_tls.pairs());
         v.extend(self.monitor.pairs("mysql"));
         v.extend(

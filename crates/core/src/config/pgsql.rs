@@ -138,6 +138,8 @@ pub struct PgsqlVariables {
     pub query: super::QueryVariables,
     /// Failed-login throttling per client address (`client_host_*`).
     pub client_hosts: super::ClientHostVariables,
+    /// Read-your-writes through the read/write split (`causal_reads*`).
+    pub causal: super::CausalReadVariables,
     /// Backend TLS: CA bundle/folder, client certificate, verification (`ssl_p2s_*`).
     pub backend_tls: super::BackendTls,
     /// The monitor: account, intervals, thresholds.
@@ -166,6 +168,7 @@ impl Default for PgsqlVariables {
             handoff_reset_all: true,
             query: super::QueryVariables::default(),
             client_hosts: super::ClientHostVariables::default(),
+            causal: super::CausalReadVariables::default(),
             backend_tls: super::BackendTls::default(),
             monitor: super::MonitorVariables::defaults("pgsql"),
         }
@@ -181,6 +184,9 @@ impl PgsqlVariables {
             return r.map(|()| SetOutcome::Applied);
         }
         if let Some(r) = self.client_hosts.set("pgsql", name, v) {
+            return r.map(|()| SetOutcome::Applied);
+        }
+        if let Some(r) = self.causal.set("pgsql", name, v) {
             return r.map(|()| SetOutcome::Applied);
         }
         if let Some(r) = self.query.set("pgsql", name, v) {
@@ -260,6 +266,7 @@ impl PgsqlVariables {
         ];
         v.extend(self.query.pairs());
         v.extend(self.client_hosts.pairs());
+        v.extend(self.causal.pairs());
         v.extend(self.backend_tls.pairs());
         v.extend(self.monitor.pairs("pgsql"));
         v

@@ -97,9 +97,15 @@ pub struct QueryRule {
     /// 0 = stop multiplexing the session, 1 = allow it again, 2 = this query never pins.
     #[serde(default)]
     pub multiplex: Option<u8>,
-    /// Accepted for compatibility (MySQL GTID causal reads).
+    /// ProxySQL's GTID causal reads: a matching read must see the session's writes. Sluice
+    /// reads it as `causal_reads = 'local'` (the hostgroup number itself is not needed: the
+    /// session's token remembers where its write went).
     #[serde(default)]
     pub gtid_from_hostgroup: Option<u32>,
+    /// `none|local|user|global`: whose writes a matching read must see (overrides the
+    /// `causal_reads` variable; NULL leaves it).
+    #[serde(default)]
+    pub causal_reads: Option<String>,
     /// Log matching queries.
     #[serde(default)]
     pub log: Option<Flag>,
@@ -158,6 +164,7 @@ impl Default for QueryRule {
             sticky_conn: None,
             multiplex: None,
             gtid_from_hostgroup: None,
+            causal_reads: None,
             log: None,
             apply: Flag(false),
             workload_class: None,

@@ -415,6 +415,8 @@ pub struct FrontendStats {
     pub wait_us: HostgroupCounters,
     /// Sessions pinned to a server connection, per reason, counted when the pin starts.
     pins: Mutex<BTreeMap<&'static str, u64>>,
+    /// Read-your-writes: tokens, known replica positions, outcomes.
+    pub causal: crate::causal::CausalReads,
 }
 
 impl FrontendStats {

@@ -139,6 +139,20 @@ fn write_statements(out: &mut Exposition, m: &ProtocolMetrics<'_>) {
             &h,
         );
     }
+    for (outcome, n) in f.causal.stats.outcomes() {
+        out.counter(
+            "sluice_causal_reads_total",
+            "Reads gated for read-your-writes: served by a replica already past the token (ready), after waiting on it (waited), by the writer after the timeout (fallback), or refused (error).",
+            &[("protocol", m.protocol), ("outcome", outcome.as_str())],
+            n,
+        );
+    }
+    out.histogram(
+        "sluice_causal_read_wait_seconds",
+        "Time gated reads waited on a replica for the token (fallbacks and errors included).",
+        &[("protocol", m.protocol)],
+        &f.causal.stats.wait.snapshot(),
+    );
     for (reason, n) in f.pins() {
         out.counter(
             "sluice_session_pins_total",
@@ -444,9 +458,34 @@ pub fn global_rows(m: &ProtocolMetrics<'_>) -> Vec<(String, String)> {
         ("Server_Connections_created", load(&s.connections_created)),
         ("Slow_queries", f.slow_queries.get()),
     ];
-    rows.iter()
+    let mut out: Vec<(String, String)> = rows
+        .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+        .collect();
+    // Read-your-writes: ProxySQL's GTID names on MySQL, their LSN twins on PostgreSQL.
+    let c = &f.causal.stats;
+    let [ready, waited, fallback, error] = c.outcomes().map(|(_, n)| n);
+    let (consistent, collected, synced) = if m.protocol == "mysql" {
+        (
+            "GTID_consistent_queries",
+            "GTID_session_collected",
+            "Queries_GTID_sync",
+        )
+    } else {
+        (
+            "LSN_consistent_queries",
+            "LSN_session_collected",
+            "Queries_LSN_sync",
+        )
+    };
+    for (k, v) in [
+        (consistent, ready + waited + fallback + error),
+        (collected, load(&c.collected)),
+        (synced, ready + waited),
+    ] {
+        out.push((k.to_string(), v.to_string()));
+    }
+    out
 }
 
 /// Process-wide families: uptime, version, memory, file descriptors.

@@ -17,6 +17,11 @@ pub struct Hints {
     /// `workload=NAME`: the statement's workload class, when no rule gave it one (a client
     /// cannot take a statement out of the class a rule put it in).
     pub workload: Option<String>,
+    /// `causal_reads=none|local|user|global`: whose writes this read must see.
+    pub causal_reads: Option<crate::config::CausalMode>,
+    /// `min_gtid=0-1-100` (ProxySQL's name) or `min_lsn=0/3000060`: the position this read
+    /// must see, from the application (a token it kept itself).
+    pub min_position: Option<String>,
 }
 
 impl Hints {
@@ -34,6 +39,15 @@ impl Hints {
                 "query_timeout" => h.query_timeout_ms = v.parse().ok(),
                 "cache_ttl" => h.cache_ttl_ms = v.parse().ok(),
                 "query_retries" => h.retries = v.parse().ok(),
+                "causal_reads" => h.causal_reads = crate::config::CausalMode::parse(v),
+                "min_gtid" | "min_lsn" => {
+                    h.min_position = Some(v.to_string()).filter(|v| {
+                        !v.is_empty()
+                            && v.len() <= 1024
+                            && v.bytes()
+                                .all(|b| b.is_ascii_alphanumeric() || b"-/:,".contains(&b))
+                    });
+                }
                 "workload" | "workload_class" => {
                     h.workload = Some(v.to_string())
                         .filter(|v| crate::config::WorkloadClass::new(v).check().is_ok());
@@ -68,5 +82,11 @@ mod tests {
             Some("vector")
         );
         assert_eq!(Hints::parse("workload=a'b").workload, None);
+        // One GTID domain per hint: `,` separates hints, as in ProxySQL.
+        let h = Hints::parse("causal_reads=user;min_gtid=0-1-100");
+        assert_eq!(h.causal_reads, Some(crate::config::CausalMode::User));
+        assert_eq!(h.min_position.as_deref(), Some("0-1-100"));
+        assert_eq!(Hints::parse("min_gtid=0-1-1');DROP").min_position, None);
+        assert_eq!(Hints::parse("causal_reads=maybe").causal_reads, None);
     }
 }

@@ -114,6 +114,12 @@ pub fn process_digested(
         if action.workload_class.is_none() {
             action.workload_class = h.workload.map(Arc::from);
         }
+        if h.causal_reads.is_some() {
+            action.causal_reads = h.causal_reads;
+        }
+        if h.min_position.is_some() {
+            action.min_position = h.min_position;
+        }
     }
     Decision { digest, action }
 }

@@ -5,7 +5,7 @@
 //! following rules see. When no rule chose a hostgroup, `*_query_rules_fast_routing` is asked.
 
 use super::digest::Digest;
-use crate::config::{FastRoute, QueryRule};
+use crate::config::{CausalMode, FastRoute, QueryRule};
 use crate::error::RuleError;
 use regex::{Regex, RegexBuilder};
 use std::collections::HashMap;
@@ -63,6 +63,12 @@ pub struct QueryAction {
     pub log: bool,
     /// The workload class (admission control); `None`: the default class.
     pub workload_class: Option<Arc<str>>,
+    /// Whose writes the statement must see when it is read away from the writer (a rule's
+    /// `causal_reads` / `gtid_from_hostgroup`, or a hint); `None`: the variable decides.
+    pub causal_reads: Option<CausalMode>,
+    /// The position the statement must see (`min_gtid=` / `min_lsn=` hints), on top of any
+    /// token the scope holds.
+    pub min_position: Option<String>,
     /// Ids of the rules that matched, in order (for `stats_*_query_rules`).
     pub matched: Vec<u32>,
 }
@@ -78,6 +84,8 @@ struct CompiledRule {
     global: bool,
     /// `workload_class`, or `attributes`' `"workload_class"`.
     workload_class: Option<Arc<str>>,
+    /// `causal_reads`, or `local` for ProxySQL's `gtid_from_hostgroup`.
+    causal_reads: Option<CausalMode>,
 }
 
 /// The compiled rules of one protocol.
@@ -177,6 +185,17 @@ impl RuleSet {
             if r.replace_pattern.is_some() && r.match_pattern.is_none() {
                 return Err(RuleError::ReplaceWithoutMatch { rule_id: r.rule_id });
             }
+            let causal_reads = match r.causal_reads.as_deref() {
+                Some(v) => {
+                    Some(
+                        CausalMode::parse(v).ok_or_else(|| RuleError::InvalidCausalReads {
+                            rule_id: r.rule_id,
+                            value: v.to_string(),
+                        })?,
+                    )
+                }
+                None => r.gtid_from_hostgroup.map(|_| CausalMode::Local),
+            };
             rules.push(CompiledRule {
                 digest,
                 match_digest: build("match_digest", &r.match_digest)?,
@@ -188,6 +207,7 @@ impl RuleSet {
                     &r.attributes,
                 )
                 .map(Arc::from),
+                causal_reads,
                 row: r.clone(),
             });
         }
@@ -205,6 +225,14 @@ impl RuleSet {
             fast: Arc::new(fast_routes),
             iterations: 0,
         })
+    }
+
+    /// True when an active rule sets `causal_reads` (or `gtid_from_hostgroup`) to a scope:
+    /// writes must then leave a token even when the variable says `none`.
+    pub fn sets_causal_reads(&self) -> bool {
+        self.rules
+            .iter()
+            .any(|r| r.causal_reads.is_some_and(|m| m != CausalMode::None))
     }
 
     /// True when there is nothing to evaluate.
@@ -276,6 +304,7 @@ impl RuleSet {
                 if rule.workload_class.is_some() {
                     a.workload_class.clone_from(&rule.workload_class);
                 }
+                set(&mut a.causal_reads, rule.causal_reads);
                 if r.error_msg.is_some() {
                     a.error_msg = r.error_msg.clone();
                 }

@@ -41,6 +41,7 @@ fn params(p: &Place) -> ConnectParams {
         timeout: p.connect_timeout,
         max_packet: 64 << 20,
         multi_statements: false,
+        track_gtid: false,
     }
 }
 

@@ -130,6 +130,7 @@ impl MysqlPool {
                 .max(Duration::from_millis(1)),
             max_packet: req.max_packet,
             multi_statements: true,
+            track_gtid: true,
         };
         // Boxed: opening a connection is rare next to the statements that reuse one, and the
         // login's state (TLS included) would otherwise be part of every command's future, which

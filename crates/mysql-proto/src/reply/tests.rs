@@ -156,3 +156,44 @@ fn local_infile_request_pauses_the_reply_until_the_file_is_sent() {
     assert!(t.done());
     assert_eq!(t.affected_rows, 5);
 }
+
+/// An OK with `status` (plus SESSION_STATE_CHANGED) carrying `last_gtid = gtid`.
+fn ok_with_gtid(header: u8, status: u16, gtid: &str) -> Vec<u8> {
+    let mut p = vec![header, 1, 0];
+    p.extend_from_slice(&(status | status::SESSION_STATE_CHANGED).to_le_bytes());
+    p.extend_from_slice(&[0, 0, 0]);
+    let mut item = Vec::new();
+    crate::lenenc::put_lenenc_bytes(&mut item, b"last_gtid");
+    crate::lenenc::put_lenenc_bytes(&mut item, gtid.as_bytes());
+    let mut block = vec![0u8];
+    crate::lenenc::put_lenenc_bytes(&mut block, &item);
+    crate::lenenc::put_lenenc_bytes(&mut p, &block);
+    p
+}
+
+#[test]
+fn committed_gtids_of_oks_and_result_set_terminators() {
+    // An autocommit INSERT's OK.
+    let mut t = ReplyTracker::new(ReplyKind::ResultSets, true);
+    let ok = ok_with_gtid(0x00, 2, "0-1-41");
+    assert_eq!(feed_all(&mut t, &[ok]), Ok(1));
+    assert_eq!(t.committed_gtid.as_deref(), Some("0-1-41"));
+    assert_eq!(t.take_state_offset(), Some(8));
+    assert_eq!(t.take_state_offset(), None, "taken once");
+    assert_eq!(t.status, 2 | status::SESSION_STATE_CHANGED);
+    // INSERT … RETURNING: the terminator of the result set carries it (DEPRECATE_EOF).
+    let mut t = ReplyTracker::new(ReplyKind::ResultSets, true);
+    let end = ok_with_gtid(0xfe, 2, "0-1-42");
+    t.feed(&[1], 1).expect("column count");
+    t.feed(&coldef(), coldef().len()).expect("column");
+    t.feed(&row(b"7"), 2).expect("row");
+    t.feed(&end, end.len()).expect("end");
+    assert!(t.done());
+    assert_eq!(t.committed_gtid.as_deref(), Some("0-1-42"));
+    assert!(t.take_state_offset().is_some());
+    // A classic EOF never counts as a tracked OK.
+    let mut t = ReplyTracker::new(ReplyKind::ResultSets, false);
+    let eof = eof_payload(0, status::SESSION_STATE_CHANGED);
+    feed_all(&mut t, &[vec![1], coldef(), eof.clone(), eof]).expect("result set");
+    assert_eq!(t.take_state_offset(), None);
+}

@@ -237,27 +237,40 @@ impl Session {
             self.publish_running().await;
             let pooled = self.backend.as_mut()?;
             let reused_fresh = attempt < retries && self.backend_fresh && pooled.reused;
+            let hostgroup = pooled.key().hostgroup;
             let conn = pooled.conn();
             // Only a command that never left Sluice is retried elsewhere: once it reached a
             // server it may have run, and running it twice is worse than an error.
-            let (outcome, retryable) = match conn.send_raw(raw).await {
-                Ok(()) if self.capture.is_some() => {
-                    let mut tee = crate::capture::Capture::new(
-                        &mut self.io.stream,
-                        &mut self.capture,
-                        CAPTURE_LIMIT,
-                    );
-                    (conn.relay_reply(kind, &mut tee).await, false)
+            let (outcome, retryable) = {
+                let mut commits = super::causal::commit_sink(
+                    &self.fe.counters.stats.causal,
+                    &self.login.user.username,
+                    hostgroup,
+                    &mut self.causal_token,
+                );
+                match conn.send_raw(raw).await {
+                    Ok(()) if self.capture.is_some() => {
+                        let mut tee = crate::capture::Capture::new(
+                            &mut self.io.stream,
+                            &mut self.capture,
+                            CAPTURE_LIMIT,
+                        );
+                        (conn.relay_reply(kind, &mut tee, &mut commits).await, false)
+                    }
+                    Ok(()) => (
+                        conn.relay_reply(kind, &mut self.io.stream, &mut commits)
+                            .await,
+                        false,
+                    ),
+                    Err(error) => (
+                        RelayOutcome::BackendFailed {
+                            error,
+                            forwarded: 0,
+                            next_seq: reply_seq,
+                        },
+                        reused_fresh,
+                    ),
                 }
-                Ok(()) => (conn.relay_reply(kind, &mut self.io.stream).await, false),
-                Err(error) => (
-                    RelayOutcome::BackendFailed {
-                        error,
-                        forwarded: 0,
-                        next_seq: reply_seq,
-                    },
-                    reused_fresh,
-                ),
             };
             let mut outcome = outcome;
             while let RelayOutcome::LocalInfile(t) = outcome {

@@ -61,8 +61,15 @@ impl Session {
         let Some(b) = self.backend.as_mut() else {
             return RelayOutcome::ClientGone(std::io::Error::other("no backend connection"));
         };
+        let hostgroup = b.key().hostgroup;
+        let mut commits = super::causal::commit_sink(
+            &self.fe.counters.stats.causal,
+            &self.login.user.username,
+            hostgroup,
+            &mut self.causal_token,
+        );
         b.conn()
-            .relay_after_local_file(tracker, &mut self.io.stream)
+            .relay_after_local_file(tracker, &mut self.io.stream, &mut commits)
             .await
     }
 }

@@ -8,6 +8,7 @@
 
 mod admit;
 mod answer;
+mod causal;
 mod change_user;
 pub(crate) mod execute;
 mod forward;
@@ -97,6 +98,9 @@ pub struct Session {
     execute_buf: Vec<u8>,
     /// The slot admission control gave the statement (or the transaction) under way.
     admission: Option<sluice_core::admission::Permit>,
+    /// The GTID position of the session's own writes, with the hostgroup they went to
+    /// (read-your-writes, `causal_reads = local`).
+    causal_token: Option<(u32, sluice_core::causal::Position)>,
 }
 
 /// How a command ended for the session loop.
@@ -149,6 +153,7 @@ impl Session {
             digest_memo: Default::default(),
             execute_buf: Vec::new(),
             admission: None,
+            causal_token: None,
             fe,
             slot,
         };

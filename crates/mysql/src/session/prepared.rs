@@ -193,7 +193,13 @@ impl Session {
             return next;
         }
         self.delay(&rt, plan.as_ref()).await;
+        let causal = self.causal_plan(&rt, plan.as_ref());
         drop(rt);
+        if let Some(gate) = causal
+            && let Some(next) = Box::pin(self.causal_gate(gate, seq)).await
+        {
+            return next;
+        }
         let backend_id = match self.backend_stmt_id(&cs.meta).await {
             Ok(b) => b,
             Err(f) => {

@@ -107,7 +107,14 @@ impl Session {
             self.capture = None;
             return next;
         }
+        let causal = self.causal_plan(&rt, plan.as_ref());
         drop(rt);
+        if let Some(gate) = causal
+            && let Some(next) = Box::pin(self.causal_gate(gate, reply_seq)).await
+        {
+            self.capture = None;
+            return next;
+        }
         if let Some(d) = plan.as_ref() {
             self.mirror(d, sql_text);
         }

@@ -4,6 +4,8 @@
 //! forwarded raw, pipelined in both directions; the session only notes what pooling needs
 //! (pins, `SET`s, prepared statements, the reply tracker of `sluice-pgsql-proto`).
 
+mod causal_read;
+
 use crate::Error;
 use crate::forward::{Flow, SessionIo, forward};
 use crate::frontend::{PgFrontend, checkout, error_for, set_target};
@@ -90,6 +92,9 @@ pub(crate) struct PgSession<'a, S> {
     /// backend says why before it closes): a lost connection then adds only ReadyForQuery,
     /// since a second error would be a second result for one command.
     error_forwarded: bool,
+    /// The LSN of the session's own last write, with the hostgroup it went to
+    /// (read-your-writes, `causal_reads = local`).
+    causal_token: Option<(u32, sluice_core::causal::Position)>,
 }
 
 impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
@@ -123,6 +128,7 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
             in_transaction: None,
             admission: None,
             owner,
+            causal_token: None,
         }
     }
 
@@ -306,6 +312,7 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
             fill,
             pin,
             admit,
+            causal,
         } = f;
         // No class configured (or a statement that never waits): no admission future at all.
         let taken = if admit.waits {
@@ -349,6 +356,13 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
             .admission
             .as_ref()
             .map_or(Priority::Regular, |(p, _)| p.priority());
+        let user = (
+            self.l.user.username.as_str(),
+            self.l.user.default_hostgroup.0,
+        );
+        let gate = causal.and_then(|wants| {
+            crate::causal::plan(fe, rt, user, &mut self.causal_token, hostgroup, &wants)
+        });
         let checked_out = checkout(fe, rt, self.l, hostgroup, self.owner, priority).await;
         let hg = i64::from(hostgroup);
         let waited = u64::try_from(waiting.elapsed().as_micros()).unwrap_or(u64::MAX);
@@ -356,18 +370,15 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
         fe.stats.transactions.add(hg, 1);
         let mut c = match checked_out {
             Ok(c) => c,
-            Err(e) => {
-                // No transaction started: its class's slot goes back at once.
-                self.admission = None;
-                warn!(user = %self.l.user.username, "pgsql: {e}");
-                let mut out = error_for(&e);
-                if matches!(m[0], b'Q' | b'S' | b'F') {
-                    out.extend(ready(b'I'));
-                }
-                self.tcp.write_all(&out).await?;
-                return Ok(());
-            }
+            Err(e) => return self.checkout_failed(&e, m[0]).await,
         };
+        if let Some(gate) = gate {
+            // Boxed: a gated read is rare next to every other transaction start.
+            match Box::pin(self.causal_read(rt, gate, c, priority, m[0])).await? {
+                Some(ready) => c = ready,
+                None => return Ok(()),
+            }
+        }
         let conn = c.conn();
         // Staged ahead of the client's messages, in the same write.
         self.io.out.clear();
@@ -393,6 +404,23 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
         };
         forward(fe, rt, conn, &mut self.io, self.reader, &m, decided, flow).await?;
         self.backend = Some(c);
+        Ok(())
+    }
+
+    /// No server connection for the transaction: the client gets the error and the class's
+    /// slot goes back at once.
+    async fn checkout_failed(
+        &mut self,
+        e: &sluice_pgsql_backend::Error,
+        first: u8,
+    ) -> Result<(), Error> {
+        self.admission = None;
+        warn!(user = %self.l.user.username, "pgsql: {e}");
+        let mut out = error_for(e);
+        if matches!(first, b'Q' | b'S' | b'F') {
+            out.extend(ready(b'I'));
+        }
+        self.tcp.write_all(&out).await?;
         Ok(())
     }
 
@@ -598,6 +626,7 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
             let frame = &mut conn.reader.buf[at..];
             crate::signals::rewrite_notify_pid(&fe.cancels, &conn.server, frame);
         }
+        let mut lost = None;
         if pos > 0 {
             let chunk = conn.reader.buf.split_to(pos);
             let kept = without(&chunk, &swallowed);
@@ -605,7 +634,23 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
                 fill.copy(&kept);
             }
             conn.traffic.received(chunk.len());
+            // A transaction that wrote is over: its token is taken before the client hears
+            // so, so no read it sends next (on any connection) can miss the write.
+            if saw_ready
+                && self.replies.at_rest()
+                && !self.batch_open
+                && conn.reader.buf.is_empty()
+                && self.io.qp.take_written()
+                && crate::causal::tokens_wanted(&rt)
+            {
+                let who = (l.user.username.as_str(), self.io.qp.hostgroup);
+                let took = crate::causal::take_token(fe, who, &mut self.causal_token, conn);
+                lost = Box::pin(took).await.err();
+            }
             self.tcp.write_all(&kept).await?;
+        }
+        if let Some(e) = lost {
+            return self.server_lost(Error::Server(e)).await;
         }
         let drained = conn.reader.buf.is_empty();
         if saw_ready && self.replies.outstanding() == 0 {
