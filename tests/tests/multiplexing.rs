@@ -322,12 +322,53 @@ const PIN_CASES: &[(&str, &str, &str)] = &[
         "SELECT COUNT(*) FROM pin_t",
         "UNLOCK TABLES",
     ),
-    (
-        "PREPARE pin_s FROM 'SELECT 5'",
-        "EXECUTE pin_s",
-        "DEALLOCATE PREPARE pin_s",
-    ),
 ];
+
+/// SQL-level prepared statements from a literal follow their session (replayed like its
+/// variables): two clients alternate on a pool of one connection with a statement of the same
+/// name, and each runs its own.
+#[tokio::test]
+async fn sql_prepared_statements_follow_their_session_on_a_shared_connection() {
+    if !backends_ready(Servers::MariaDb) {
+        return;
+    }
+    let s = Sluice::start(&capped_config(1, "connect_timeout_server_max = 2000", ""));
+    let mut a = conn(&s, "app").await;
+    let mut b = conn(&s, "app").await;
+    a.query_drop("PREPARE s1 FROM 'SELECT 40 + 2'")
+        .await
+        .expect("a prepares");
+    // Not pinned: B gets the one connection, and prepares its own s1 there.
+    b.query_drop("PREPARE s1 FROM 'SELECT ''b'''")
+        .await
+        .expect("b prepares on the shared connection");
+    for _ in 0..2 {
+        let mine: String = a.query_first("EXECUTE s1").await.expect("a").expect("row");
+        assert_eq!(mine, "42", "A runs its own s1");
+        let theirs: String = b.query_first("EXECUTE s1").await.expect("b").expect("row");
+        assert_eq!(theirs, "b", "B runs its own s1");
+    }
+    b.query_drop("DEALLOCATE PREPARE s1")
+        .await
+        .expect("b deallocates");
+    match b.query_drop("EXECUTE s1").await {
+        Err(mysql_async::Error::Server(e)) => assert_eq!(e.code, 1243, "{e:?}"),
+        r => panic!("B's s1 is gone: {r:?}"),
+    }
+    let mine: String = a.query_first("EXECUTE s1").await.expect("a").expect("row");
+    assert_eq!(mine, "42", "A's s1 outlives B's DEALLOCATE");
+    // A statement prepared from a user variable cannot be replayed: it pins.
+    a.query_drop("SET @q = 'SELECT 7'").await.expect("set");
+    a.query_drop("PREPARE s2 FROM @q")
+        .await
+        .expect("prepare from a variable");
+    let pinned =
+        s.admin_ok("SELECT pin_reason FROM stats_mysql_processlist WHERE pin_reason <> ''");
+    assert_eq!(pinned.trim(), "SQL PREPARE", "{pinned}");
+    for x in [a, b] {
+        x.disconnect().await.expect("disconnect");
+    }
+}
 
 async fn probe_fails(p: &mut Conn) -> bool {
     match p.query_drop("SELECT 1").await {

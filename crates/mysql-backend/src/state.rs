@@ -18,6 +18,10 @@ pub struct SessionState {
     pub isolation: Option<String>,
     /// `SET SESSION TRANSACTION READ ONLY|WRITE`.
     pub read_only: Option<bool>,
+    /// SQL-level prepared statements (`PREPARE name FROM '...'`): lower-case name → the
+    /// statement's string literal as the client wrote it, re-prepared on a connection that
+    /// lacks it, deallocated on one that has a name the session does not.
+    pub prepared: BTreeMap<String, String>,
 }
 
 /// Variables a `SET NAMES` / `SET CHARACTER SET` overwrites.
@@ -126,6 +130,17 @@ pub fn plan(have: &SessionState, want: &SessionState) -> StatePlan {
         p.statements
             .push(format!("SET SESSION TRANSACTION {}", txn.join(", ")));
     }
+    // After the schema and the character set, which the statement's text is read under.
+    for name in base.prepared.keys() {
+        if !want.prepared.contains_key(name) {
+            p.statements.push(format!("DEALLOCATE PREPARE `{name}`"));
+        }
+    }
+    for (name, text) in &want.prepared {
+        if base.prepared.get(name) != Some(text) {
+            p.statements.push(format!("PREPARE `{name}` FROM {text}"));
+        }
+    }
     p
 }
 
@@ -138,6 +153,27 @@ mod tests {
             schema: Some(schema.into()),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn sql_prepared_statements_follow_the_session() {
+        let mut have = st("app");
+        have.prepared.insert("old".into(), "'SELECT 1'".into());
+        have.prepared.insert("s1".into(), "'SELECT 2'".into());
+        let mut want = st("app");
+        want.prepared.insert("s1".into(), "'SELECT 41 + 1'".into());
+        want.prepared.insert("s2".into(), "'SELECT ?'".into());
+        assert_eq!(
+            plan(&have, &want).statements,
+            vec![
+                "DEALLOCATE PREPARE `old`".to_string(),
+                "PREPARE `s1` FROM 'SELECT 41 + 1'".into(),
+                "PREPARE `s2` FROM 'SELECT ?'".into(),
+            ]
+        );
+        assert!(plan(&want, &want.clone()).is_empty());
+        // A reset forgets them (COM_RESET_CONNECTION deallocates).
+        assert!(want.reset_keep_schema().prepared.is_empty());
     }
 
     #[test]

@@ -116,8 +116,14 @@ impl Pins {
         if e.unlock_tables {
             self.lock_tables = false;
         }
+        // A statement prepared from a literal follows the session instead (replayed with its
+        // session state); one from a user variable pins.
         if let Some(n) = &e.sql_prepare {
-            self.sql_prepared.insert(n.clone());
+            if e.sql_prepare_text.is_some() {
+                self.sql_prepared.remove(n);
+            } else {
+                self.sql_prepared.insert(n.clone());
+            }
         }
         if let Some(n) = &e.sql_deallocate {
             self.sql_prepared.remove(n);
@@ -205,11 +211,7 @@ mod tests {
                 "GET_LOCK",
             ),
             ("LOCK TABLES t READ", "UNLOCK TABLES", "LOCK TABLES"),
-            (
-                "PREPARE s FROM 'SELECT 1'",
-                "DEALLOCATE PREPARE s",
-                "SQL PREPARE",
-            ),
+            ("PREPARE s FROM @q", "DEALLOCATE PREPARE s", "SQL PREPARE"),
             (
                 "SELECT SQL_CALC_FOUND_ROWS * FROM t LIMIT 1",
                 "SELECT FOUND_ROWS()",
@@ -225,6 +227,16 @@ mod tests {
             p.apply(&classify(end));
             assert_eq!(p.reason(), None, "{end}");
         }
+    }
+
+    #[test]
+    fn a_statement_prepared_from_a_literal_never_pins() {
+        let mut p = pins();
+        p.apply(&classify("PREPARE s FROM @q"));
+        assert_eq!(p.reason(), Some("SQL PREPARE"));
+        // Prepared again from a literal: replayable now, the pin ends.
+        p.apply(&classify("PREPARE s FROM 'SELECT 1'"));
+        assert_eq!(p.reason(), None);
     }
 
     #[test]

@@ -218,6 +218,22 @@ impl Session {
                 self.state.schema = Some(db.clone());
                 state_changed = true;
             }
+            if let Some(name) = &e.sql_prepare {
+                // A new PREPARE of a name replaces the old statement, whatever it was.
+                state_changed |= match &e.sql_prepare_text {
+                    Some(text) => {
+                        self.state
+                            .prepared
+                            .insert(name.clone(), text.clone())
+                            .as_ref()
+                            != Some(text)
+                    }
+                    None => self.state.prepared.remove(name).is_some(),
+                };
+            }
+            if let Some(name) = &e.sql_deallocate {
+                state_changed |= self.state.prepared.remove(name).is_some();
+            }
             match &e.set {
                 Some(SetParse::Items(items)) => {
                     for item in items {

@@ -60,6 +60,9 @@ pub struct Effects {
     pub unlock_tables: bool,
     /// `PREPARE name FROM ...`.
     pub sql_prepare: Option<String>,
+    /// The string literal of `PREPARE name FROM '...'`, as written: the statement can be
+    /// prepared again on another connection (`FROM @var` cannot, and pins).
+    pub sql_prepare_text: Option<String>,
     /// `DEALLOCATE|DROP PREPARE name`.
     pub sql_deallocate: Option<String>,
     /// SELECT SQL_CALC_FOUND_ROWS.
@@ -263,6 +266,12 @@ pub fn classify(sql: &str) -> Effects {
         e.unlock_tables = true;
     } else if first.is_kw("PREPARE") {
         e.sql_prepare = toks.get(1).and_then(Tok::name).map(str::to_ascii_lowercase);
+        e.sql_prepare_text = match toks.get(2..) {
+            Some([from, Tok::Str(text)]) if from.is_kw("FROM") && text.starts_with('\'') => {
+                Some((*text).to_string())
+            }
+            _ => None,
+        };
     } else if (first.is_kw("DEALLOCATE") || first.is_kw("DROP")) && kw(1, "PREPARE") {
         e.sql_deallocate = toks.get(2).and_then(Tok::name).map(str::to_ascii_lowercase);
     } else if first.is_kw("XA") {
@@ -354,6 +363,14 @@ mod tests {
             classify("DEALLOCATE PREPARE S1").sql_deallocate.as_deref(),
             Some("s1")
         );
+        assert_eq!(
+            classify("PREPARE s1 FROM 'SELECT ''a'', ?'")
+                .sql_prepare_text
+                .as_deref(),
+            Some("'SELECT ''a'', ?'")
+        );
+        assert_eq!(classify("PREPARE s1 FROM @q").sql_prepare_text, None);
+        assert_eq!(classify("PREPARE s1 FROM 'a' 'b'").sql_prepare_text, None);
         assert!(classify("SELECT SQL_CALC_FOUND_ROWS * FROM t LIMIT 1").calc_found_rows);
         assert!(classify("SELECT FOUND_ROWS()").found_rows);
         assert!(classify("SELECT @x := 1").assigns_user_var);
