@@ -110,8 +110,13 @@ pub(crate) async fn wait(fe: &PgFrontend, conn: &mut PgConn, gate: &Gate) -> Wai
             Ok(Some(v)) => v == "t",
             // NULL: not in recovery, a primary: it has everything it committed.
             Ok(None) => true,
+            // The server answered with an error: the connection is fine, the read is not gated.
+            Err(sluice_pgsql_backend::Error::Server { code, message }) => {
+                warn!(server = %server, "pgsql: reading the replay position for a causal read failed ({code}: {message}); the read is treated as timed out");
+                return Waited::TimedOut(started.elapsed());
+            }
             Err(e) => {
-                warn!(server = %server, "pgsql: reading the replay position for a causal read failed: {e}; the read is treated as timed out");
+                warn!(server = %server, "pgsql: the connection failed while reading the replay position for a causal read ({e}); it is closed and the read treated as timed out");
                 return Waited::Broken(started.elapsed());
             }
         };

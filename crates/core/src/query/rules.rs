@@ -95,6 +95,8 @@ pub struct RuleSet {
     fast: Arc<FastRoutes>,
     /// Extra passes from the top when a flagOUT points back (`query_processor_iterations`).
     pub iterations: u32,
+    /// An active rule sets `causal_reads` to a scope (asked after every write transaction).
+    sets_causal_reads: bool,
 }
 
 /// user → schema → flagIN → hostgroup, so a lookup needs no allocation.
@@ -220,19 +222,21 @@ impl RuleSet {
                 .or_default()
                 .insert(f.flag_in, f.destination_hostgroup);
         }
+        let sets_causal_reads = rules
+            .iter()
+            .any(|r| r.row.active.0 && r.causal_reads.is_some_and(|m| m != CausalMode::None));
         Ok(RuleSet {
             rules: Arc::new(rules),
             fast: Arc::new(fast_routes),
             iterations: 0,
+            sets_causal_reads,
         })
     }
 
     /// True when an active rule sets `causal_reads` (or `gtid_from_hostgroup`) to a scope:
     /// writes must then leave a token even when the variable says `none`.
     pub fn sets_causal_reads(&self) -> bool {
-        self.rules
-            .iter()
-            .any(|r| r.causal_reads.is_some_and(|m| m != CausalMode::None))
+        self.sets_causal_reads
     }
 
     /// True when there is nothing to evaluate.
@@ -401,6 +405,33 @@ mod tests {
 
     const SPLIT: &str = "[[mysql_query_rules]]\nrule_id=1\nactive=1\nmatch_digest='^SELECT.*FOR UPDATE'\ndestination_hostgroup=0\napply=1\n\
         [[mysql_query_rules]]\nrule_id=2\nactive=1\nmatch_digest='^SELECT'\ndestination_hostgroup=1\napply=1\n";
+
+    #[test]
+    fn causal_reads_columns_compile_and_apply() {
+        let s = rules(
+            "[[mysql_query_rules]]\nrule_id=1\nactive=1\nmatch_digest='^SELECT'\ncausal_reads='user'\n\
+             [[mysql_query_rules]]\nrule_id=2\nactive=1\nmatch_digest='FROM orders'\ngtid_from_hostgroup=0\n",
+        );
+        assert!(s.sets_causal_reads());
+        assert_eq!(eval(&s, "SELECT 1").causal_reads, Some(CausalMode::User));
+        // ProxySQL's gtid_from_hostgroup reads as `local` (a later rule overrides).
+        assert_eq!(
+            eval(&s, "SELECT * FROM orders").causal_reads,
+            Some(CausalMode::Local)
+        );
+        assert!(!rules(SPLIT).sets_causal_reads());
+        let inactive = rules("[[mysql_query_rules]]\nrule_id=1\nactive=0\ncausal_reads='global'\n");
+        assert!(!inactive.sets_causal_reads());
+        // A bad value is refused when the file is read, naming the rule and the column.
+        let err =
+            Config::parse("[[mysql_query_rules]]\nrule_id=1\nactive=1\ncausal_reads='sometimes'\n")
+                .expect_err("bad value");
+        assert!(
+            err.to_string()
+                .contains("rule_id=1: causal_reads \"sometimes\""),
+            "{err}"
+        );
+    }
 
     #[test]
     fn classic_split() {
