@@ -128,8 +128,16 @@ impl GuardLive {
         self.value = reading;
         self.level = released(g, self.level, ramp(g, signal), now - self.observed_at);
         self.observed_at = now;
-        self.cause = describe(g, reading, signal, self.unknown_since.map(|t| now - t));
+        let cause = describe(g, reading, signal, self.unknown_since.map(|t| now - t));
         let next = self.next_state(g, signal, now);
+        // Held open (min_open_ms, the hysteresis floor) below its threshold, the guard keeps
+        // the reading that opened it as its cause: a statement shed then is told why the guard
+        // is open, not "0 ms < 150 ms" (the clean-clone CI failure of caf2d38).
+        let held_open =
+            self.state == GuardState::Open && next == GuardState::Open && signal < threshold(g);
+        if !held_open {
+            self.cause = cause;
+        }
         (next != self.state).then(|| {
             let left = self.state;
             self.state = next;
@@ -267,16 +275,21 @@ fn trim(v: f64) -> String {
 /// `replica lag 14 s >= 10 s on hostgroup 30`, `threads running 41 >= 32 on hostgroup 0`,
 /// `replica backlog 5200 transactions >= 1000 transactions on hostgroup 1`,
 /// `p99 of 'oltp' 84.2 ms >= 50 ms over 10 s`.
+/// The reading a guard's cause compares with: `reject_above` (where it opens), or `high` for
+/// `reduce` guards.
+fn threshold(g: &WorkloadGuard) -> f64 {
+    g.reject_above
+        .filter(|_| g.mode != "reduce")
+        .unwrap_or(g.high)
+}
+
 fn describe(
     g: &WorkloadGuard,
     reading: Option<f64>,
     signal: f64,
     unknown_for: Option<Duration>,
 ) -> String {
-    let threshold = g
-        .reject_above
-        .filter(|_| g.mode != "reduce")
-        .unwrap_or(g.high);
+    let threshold = threshold(g);
     let cmp = if signal >= threshold { ">=" } else { "<" };
     let what = match reading {
         Some(v) => format!("{} {cmp} {}", Amount(g, v), Amount(g, threshold)),
@@ -344,9 +357,10 @@ mod tests {
         let (p, id, cause) = live.effect(&g).shed.expect("sheds");
         assert!((p - (SHED_FLOOR + 0.75 * 0.5)).abs() < 1e-9 && id == 1);
         assert_eq!(cause, "replica lag 7.5 s >= 5 s on hostgroup 1");
-        // Under low but over the floor (0.5 s): still open.
+        // Under low but over the floor (0.5 s): still open, and still saying why it opened.
         live.observe(&g, Some(0.8), t0 + Duration::from_secs(2));
         assert_eq!(live.state, GuardState::Open);
+        assert_eq!(live.cause, "replica lag 7.5 s >= 5 s on hostgroup 1");
         // Under the floor, but open for less than min_open_ms.
         let mut young = live.clone();
         young.since = t0 + Duration::from_millis(1900);
@@ -354,6 +368,7 @@ mod tests {
         assert_eq!(young.state, GuardState::Open);
         live.observe(&g, Some(0.0), t0 + Duration::from_secs(2));
         assert_eq!(live.state, GuardState::Closed);
+        assert_eq!(live.cause, "replica lag 0 s < 5 s on hostgroup 1");
         assert_eq!(live.effect(&g), Effect::none());
     }
 
