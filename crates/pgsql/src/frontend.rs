@@ -93,6 +93,8 @@ pub struct PgFrontend {
     pub(crate) login: LoginGate,
     /// Admission control's gates (shared with the MySQL frontend in Sluice).
     pub(crate) admission: Arc<sluice_core::admission::Admission>,
+    /// LISTEN/NOTIFY fan-out: the listener connections and their subscribers.
+    pub(crate) listen: Arc<crate::listen::ListenHub>,
 }
 
 impl PgFrontend {
@@ -119,6 +121,7 @@ impl PgFrontend {
             hook: None,
             stats: Default::default(),
             admission: Default::default(),
+            listen: Default::default(),
         }
     }
 
@@ -213,6 +216,16 @@ impl PgFrontend {
     /// `stats_pgsql_commands_counters`.
     pub fn commands(&self) -> &sluice_core::query::commands::CommandCounters {
         &self.commands
+    }
+
+    /// `stats_pgsql_listen_channels`: every channel some session listens to.
+    pub fn listen_channels(&self) -> Vec<crate::listen::ListenChannelRow> {
+        self.listen.channel_rows()
+    }
+
+    /// `stats_pgsql_listeners`: the listener connections.
+    pub fn listeners(&self) -> Vec<crate::listen::ListenerRow> {
+        self.listen.listener_rows()
     }
 
     /// Logged-in sessions (`stats_pgsql_processlist`).
@@ -503,6 +516,7 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin + Send>(
             pinned_since: None,
             waiting: None,
             thread: l.worker,
+            listening: Vec::new(),
         });
         let s = SessionIo {
             stmts: &mut stmts,

@@ -12,6 +12,7 @@ pub mod fuzzing;
 mod handoff;
 mod hook;
 mod limits;
+pub mod listen;
 mod login;
 mod pins;
 mod processor;

@@ -27,6 +27,8 @@ pub struct PgSessionInfo {
     pub waiting: Option<(String, std::time::Instant)>,
     /// The session thread (`pgsql-threads`) it runs on; `None` off the session threads.
     pub thread: Option<usize>,
+    /// The channels it listens to through the listener connection (no pin).
+    pub listening: Vec<String>,
 }
 
 /// The sessions of the PostgreSQL frontend.
@@ -80,6 +82,13 @@ impl PgSessionEntry {
         if let Some(s) = lock(&self.sessions.map).get_mut(&self.id) {
             s.pin_reason = reason;
             s.pinned_since = sluice_core::admin::pinned_since(s.pinned_since, reason.is_some());
+        }
+    }
+
+    /// Shows the channels the session listens to.
+    pub fn set_listening(&self, channels: Vec<String>) {
+        if let Some(s) = lock(&self.sessions.map).get_mut(&self.id) {
+            s.listening = channels;
         }
     }
 

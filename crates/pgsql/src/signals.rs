@@ -225,31 +225,108 @@ impl SignalStatements {
         if self.names.is_empty() {
             return None;
         }
-        let (_portal, rest) = cstr(bind.get(5..)?)?;
-        let (name, mut rest) = cstr(rest)?;
-        if !self.names.iter().any(|n| n == name) {
+        let p = first_param(bind)?;
+        if !self
+            .names
+            .iter()
+            .any(|n| n.as_slice() == &bind[p.name.clone()])
+        {
             return None;
         }
-        let formats = take_u16(&mut rest)?;
-        let mut binary = false;
-        for i in 0..formats {
-            let f = take_u16(&mut rest)?;
-            if i == 0 {
-                binary = f == 1;
-            }
-        }
-        if take_u16(&mut rest)? == 0 {
-            return None;
-        }
-        let len = usize::try_from(i32::from_be_bytes(rest.get(..4)?.try_into().ok()?)).ok()?;
-        let value = rest.get(4..4 + len)?;
-        match (binary, value.len()) {
+        let value = &bind[p.value];
+        match (p.binary, value.len()) {
             (true, 4) => u32::try_from(i32::from_be_bytes(value.try_into().ok()?)).ok(),
             (true, 8) => u32::try_from(i64::from_be_bytes(value.try_into().ok()?)).ok(),
             (true, _) => None,
             (false, _) => std::str::from_utf8(value).ok()?.trim().parse().ok(),
         }
     }
+}
+
+/// Where a Bind's statement name and first parameter value are, and the value's format.
+struct FirstParam {
+    name: std::ops::Range<usize>,
+    binary: bool,
+    /// The length word, then the value.
+    value: std::ops::Range<usize>,
+}
+
+/// Finds a Bind's statement name and first parameter (`None`: malformed, or no parameter).
+fn first_param(bind: &[u8]) -> Option<FirstParam> {
+    let at = |rest: &[u8]| bind.len() - rest.len();
+    let (_portal, rest) = cstr(bind.get(5..)?)?;
+    let name_start = at(rest);
+    let (name, mut rest) = cstr(rest)?;
+    let name = name_start..name_start + name.len();
+    let formats = take_u16(&mut rest)?;
+    let mut binary = false;
+    for i in 0..formats {
+        let f = take_u16(&mut rest)?;
+        if i == 0 {
+            binary = f == 1;
+        }
+    }
+    if take_u16(&mut rest)? == 0 {
+        return None;
+    }
+    let len = usize::try_from(i32::from_be_bytes(rest.get(..4)?.try_into().ok()?)).ok()?;
+    let start = at(rest) + 4;
+    rest.get(4..4 + len)?;
+    Some(FirstParam {
+        name,
+        binary,
+        value: start..start + len,
+    })
+}
+
+/// A Bind of `pg_terminate_backend($1)` naming `pid`, another Sluice session of `user`, sent
+/// by a session that holds a connection to `server` (so inside a transaction or a batch, where
+/// Sluice cannot answer for the server). The target session is ended; when its statement runs
+/// on `server` too, the Bind is returned with the target's server pid in place of `pid`, so the
+/// server terminates that backend and answers true, as for a direct client. Otherwise the Bind
+/// goes on as it is, and the server answers false (no such backend) — the session still ends.
+pub(crate) fn terminate_bound(
+    signals: &SessionSignals,
+    (user, server): (&str, &Arc<str>),
+    bind: &[u8],
+    pid: u32,
+) -> Option<Vec<u8>> {
+    let (owner, handle) = signals.session(pid)?;
+    if *owner != *user {
+        return None;
+    }
+    let running = lock(&handle.target).clone();
+    handle.terminate.cancel();
+    tracing::info!(
+        target_pid = pid,
+        user,
+        "pg_terminate_backend() from a client, bound in a transaction"
+    );
+    let (target_server, server_pid, _) = running?;
+    if target_server != *server {
+        return None;
+    }
+    with_first_param(bind, server_pid)
+}
+
+/// `bind` with its first parameter replaced by `pid`, in the parameter's own format (text, or
+/// binary int4/int8).
+fn with_first_param(bind: &[u8], pid: u32) -> Option<Vec<u8>> {
+    let p = first_param(bind)?;
+    let value = match (p.binary, p.value.len()) {
+        (true, 4) => i32::try_from(pid).ok()?.to_be_bytes().to_vec(),
+        (true, 8) => i64::from(pid).to_be_bytes().to_vec(),
+        (true, _) => return None,
+        (false, _) => pid.to_string().into_bytes(),
+    };
+    let mut out = Vec::with_capacity(bind.len() + 8);
+    out.extend_from_slice(&bind[..p.value.start - 4]);
+    out.extend_from_slice(&i32::try_from(value.len()).ok()?.to_be_bytes());
+    out.extend_from_slice(&value);
+    out.extend_from_slice(&bind[p.value.end..]);
+    let total = u32::try_from(out.len() - 1).ok()?;
+    out[1..5].copy_from_slice(&total.to_be_bytes());
+    Some(out)
 }
 
 /// A NUL-terminated string at the start of `b`, and what follows it.
@@ -348,6 +425,29 @@ fn bool_result(column: &str, value: bool) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_bound_pid_is_replaced_in_its_own_format() {
+        let mut text = b"B\0\0\0\0\0s1\0\0\0\0\x01\0\0\0\x0a1104381936\0\0".to_vec();
+        let n = (text.len() - 1) as u32;
+        text[1..5].copy_from_slice(&n.to_be_bytes());
+        let mut stmts = SignalStatements::default();
+        stmts.parsed(b"P\0\0\0\0s1\0SELECT pg_terminate_backend($1)\0\0\0");
+        assert_eq!(stmts.bound_pid(&text), Some(1_104_381_936));
+        let out = with_first_param(&text, 4242).expect("rewritten");
+        assert_eq!(stmts.bound_pid(&out), Some(4242));
+        assert_eq!(
+            u32::from_be_bytes(out[1..5].try_into().unwrap()) as usize,
+            out.len() - 1
+        );
+        let mut binary =
+            b"B\0\0\0\0\0s1\0\0\x01\0\x01\0\x01\0\0\0\x04\x41\xd3\x3b\x30\0\0".to_vec();
+        let n = (binary.len() - 1) as u32;
+        binary[1..5].copy_from_slice(&n.to_be_bytes());
+        let out = with_first_param(&binary, 4242).expect("rewritten");
+        assert_eq!(stmts.bound_pid(&out), Some(4242));
+        assert_eq!(out.len(), binary.len());
+    }
+
     use super::*;
 
     #[test]

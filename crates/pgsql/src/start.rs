@@ -231,9 +231,16 @@ pub(crate) async fn start(
         class: d.action.workload_class.clone(),
         waits: !rt.workload_classes.is_empty() && !sluice_core::admission::never_waits(&sql),
     };
+    // `SELECT pg_notify(…)` writes to the notification queue: a standby refuses it, so it goes
+    // to the writer whatever a `^SELECT` rule says, and counts as a write.
+    let notifies = crate::listen::sends_notification(&sql);
     apply(fe, s, &mut f, &d, qvars.default_query_timeout);
     f.admit = admit;
-    if !d.digest.kind.writes() {
+    if notifies {
+        f.hostgroup = user.default_hostgroup.0;
+        s.qp.note_written();
+    }
+    if !d.digest.kind.writes() && !notifies {
         f.causal = Some(crate::causal::ReadWants {
             mode: d.action.causal_reads,
             min: d

@@ -140,6 +140,8 @@ pub struct PgsqlVariables {
     pub client_hosts: super::ClientHostVariables,
     /// Read-your-writes through the read/write split (`causal_reads*`).
     pub causal: super::CausalReadVariables,
+    /// LISTEN/NOTIFY under transaction pooling (`listen_*`).
+    pub listen: super::ListenVariables,
     /// Backend TLS: CA bundle/folder, client certificate, verification (`ssl_p2s_*`).
     pub backend_tls: super::BackendTls,
     /// The monitor: account, intervals, thresholds.
@@ -169,6 +171,7 @@ impl Default for PgsqlVariables {
             query: super::QueryVariables::default(),
             client_hosts: super::ClientHostVariables::default(),
             causal: super::CausalReadVariables::default(),
+            listen: super::ListenVariables::default(),
             backend_tls: super::BackendTls::default(),
             monitor: super::MonitorVariables::defaults("pgsql"),
         }
@@ -187,6 +190,9 @@ impl PgsqlVariables {
             return r.map(|()| SetOutcome::Applied);
         }
         if let Some(r) = self.causal.set("pgsql", name, v) {
+            return r.map(|()| SetOutcome::Applied);
+        }
+        if let Some(r) = self.listen.set("pgsql", name, v) {
             return r.map(|()| SetOutcome::Applied);
         }
         if let Some(r) = self.query.set("pgsql", name, v) {
@@ -267,6 +273,7 @@ impl PgsqlVariables {
         v.extend(self.query.pairs());
         v.extend(self.client_hosts.pairs());
         v.extend(self.causal.pairs());
+        v.extend(self.listen.pairs());
         v.extend(self.backend_tls.pairs());
         v.extend(self.monitor.pairs("pgsql"));
         v

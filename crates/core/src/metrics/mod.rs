@@ -4,11 +4,13 @@
 //! O(servers + hostgroups + rules), never O(sessions).
 
 mod fine;
+mod notify;
 mod per_thread;
 mod render;
 
 pub(crate) use fine::bucket_of;
 pub use fine::{FINE_BUCKETS, FineHistogram, FineSnapshot, WindowedHistogram, fine_bound_s};
+pub use notify::NotifyStats;
 pub use per_thread::{Counter, PerThread, thread_slot};
 pub use render::{ProtocolMetrics, global_rows, write_process, write_protocol};
 
@@ -417,6 +419,8 @@ pub struct FrontendStats {
     pins: Mutex<BTreeMap<&'static str, u64>>,
     /// Read-your-writes: tokens, known replica positions, outcomes.
     pub causal: crate::causal::CausalReads,
+    /// LISTEN/NOTIFY fan-out (PostgreSQL only), shared with the listener tasks.
+    pub notify: Arc<NotifyStats>,
 }
 
 impl FrontendStats {

@@ -153,6 +153,9 @@ fn write_statements(out: &mut Exposition, m: &ProtocolMetrics<'_>) {
         &[("protocol", m.protocol)],
         &f.causal.stats.wait.snapshot(),
     );
+    if m.protocol == "pgsql" {
+        write_notify(out, &f.notify);
+    }
     for (reason, n) in f.pins() {
         out.counter(
             "sluice_session_pins_total",
@@ -518,4 +521,44 @@ pub fn write_process(out: &mut Exposition, uptime_s: u64, version: &str) {
             fds as f64,
         );
     }
+}
+
+/// The LISTEN/NOTIFY fan-out's series (PostgreSQL only).
+fn write_notify(out: &mut Exposition, n: &super::NotifyStats) {
+    for (name, help, v) in [
+        (
+            "sluice_pg_notifications_received_total",
+            "Notifications the listener connections received from PostgreSQL.",
+            n.received.get(),
+        ),
+        (
+            "sluice_pg_notifications_delivered_total",
+            "Notifications written to listening clients.",
+            n.delivered.get(),
+        ),
+        (
+            "sluice_pg_notifications_dropped_total",
+            "Notifications lost with a client session ended for not reading them in time.",
+            n.dropped.get(),
+        ),
+        (
+            "sluice_pg_listen_reconnects_total",
+            "Listener connections opened again after a loss or a writer change.",
+            n.reconnects.get(),
+        ),
+    ] {
+        out.counter(name, help, &[], v);
+    }
+    out.gauge(
+        "sluice_pg_listen_channels",
+        "Channels the listener connections listen to now.",
+        &[],
+        n.channels() as f64,
+    );
+    out.histogram(
+        "sluice_pg_notification_delay_seconds",
+        "Time from a notification's arrival at Sluice to its write to a client.",
+        &[],
+        &n.delay.snapshot(),
+    );
 }

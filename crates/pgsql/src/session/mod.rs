@@ -5,23 +5,23 @@
 //! (pins, `SET`s, prepared statements, the reply tracker of `sluice-pgsql-proto`).
 
 mod causal_read;
+mod listening;
+mod server_replies;
 
 use crate::Error;
 use crate::forward::{Flow, SessionIo, forward};
 use crate::frontend::{PgFrontend, checkout, error_for, set_target};
 use crate::login::Login;
 use crate::pins::PinSet;
-use crate::session_sets::{Change, Effect, SessionVars, apply, classify};
+use crate::session_sets::{Change, Effect, SessionVars, classify};
 use crate::signals::{Outcome, SessionHandle};
 use crate::start::{CacheFill, Forward, Start};
-use crate::statements::Reply;
 use bytes::Bytes;
 use sluice_core::RuntimeConfig;
 use sluice_core::config::Priority;
 use sluice_pgsql_backend::pool::PgPooled;
-use sluice_pgsql_proto::frame::{Reader, error_response, message, parse_error, ready};
-use sluice_pgsql_proto::reply::{ReplyTracker, SetsVerdict};
-use std::ops::Range;
+use sluice_pgsql_proto::frame::{Reader, error_response, message, ready};
+use sluice_pgsql_proto::reply::ReplyTracker;
 use std::time::Instant;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tracing::{info, warn};
@@ -45,6 +45,10 @@ enum Input {
     Idle(Bytes),
     /// What woke the session while it holds one.
     Held(Ev),
+    /// Notifications are waiting for the client.
+    Mail,
+    /// The session's notification queue overflowed.
+    Overflow(crate::listen::Overflow),
 }
 
 /// What woke a session that holds a server connection.
@@ -95,6 +99,11 @@ pub(crate) struct PgSession<'a, S> {
     /// The LSN of the session's own last write, with the hostgroup it went to
     /// (read-your-writes, `causal_reads = local`).
     causal_token: Option<(u32, sluice_core::causal::Position)>,
+    /// The channels the session listens to through the listener connection, and its
+    /// notifications waiting for delivery (`pgsql-listen_mode=fanout`).
+    listen: Option<Box<crate::listen::Subscriptions>>,
+    /// The transaction under way may have sent notifications (someone listens through Sluice).
+    notified: bool,
 }
 
 impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
@@ -129,6 +138,8 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
             admission: None,
             owner,
             causal_token: None,
+            listen: None,
+            notified: false,
         }
     }
 
@@ -165,10 +176,10 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
                             .as_mut()
                             .reset(tokio::time::Instant::now() + IDLE_BUFFER_RELEASE);
                     }
-                    let m = tokio::select! {
+                    tokio::select! {
                         _ = &mut shutdown => return Ok(()),
                         _ = &mut terminated => return terminate(s.tcp).await.map(drop),
-                        m = s.reader.message(s.tcp) => m?,
+                        m = s.reader.message(s.tcp) => Input::Idle(m?),
                         _ = &mut release, if idle_buffer => {
                             // Reading is cancel-safe: an empty buffer is given back, so an
                             // idle client costs none; a busy one keeps its buffer.
@@ -176,17 +187,21 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
                             steps.release();
                             continue;
                         }
-                    };
-                    Input::Idle(m)
+                        _ = listening::mail(&s.listen) => Input::Mail,
+                        o = listening::overflowed(&s.listen) => Input::Overflow(o),
+                    }
                 }
                 Some(b) => {
                     let conn = b.conn();
-                    let ev = tokio::select! {
-                        m = s.reader.message(s.tcp) => Ev::Client(m.map_err(Error::Client)),
-                        r = conn.reader.fill(&mut conn.stream) => Ev::Server(r.map_err(Error::server_wire)),
-                        _ = &mut terminated => Ev::Terminated,
-                    };
-                    Input::Held(ev)
+                    // On a connection it keeps, a client with nothing in flight is idle too.
+                    let deliver = s.listen.is_some() && s.replies.at_rest() && !s.batch_open;
+                    tokio::select! {
+                        m = s.reader.message(s.tcp) => Input::Held(Ev::Client(m.map_err(Error::Client))),
+                        r = conn.reader.fill(&mut conn.stream) => Input::Held(Ev::Server(r.map_err(Error::server_wire))),
+                        _ = &mut terminated => Input::Held(Ev::Terminated),
+                        _ = listening::mail(&s.listen), if deliver => Input::Mail,
+                        o = listening::overflowed(&s.listen) => Input::Overflow(o),
+                    }
                 }
             };
             let outcome;
@@ -207,6 +222,8 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
             let outcome = match input {
                 Input::Idle(m) => self.idle_message(m).await,
                 Input::Held(ev) => self.event(ev).await,
+                Input::Mail => self.deliver().await,
+                Input::Overflow(o) => self.overflowed(o).await,
             };
             (self, outcome)
         }
@@ -261,6 +278,9 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
             b'H' => return Ok(Step::Continue),
             _ => {}
         }
+        if let Some((stmt, mode)) = self.intercepted_listen(&m) {
+            return self.listen_statement(stmt, mode).await;
+        }
         if m[0] == b'Q'
             && let Some(sig) = crate::signals::parse(&m[5..])
         {
@@ -274,6 +294,7 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
                 Outcome::NotOurs => {}
             }
         }
+        self.note_notify(&m);
         self.begin_transaction(m).await?;
         Ok(Step::Continue)
     }
@@ -494,6 +515,30 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
             }
             return Ok(Step::End);
         }
+        // Nothing in flight: Sluice's answer cannot overtake the server's.
+        if self.replies.outstanding() == 0
+            && !self.batch_open
+            && let Some((stmt, mode)) = self.intercepted_listen(&m)
+        {
+            return self.listen_statement(stmt, mode).await;
+        }
+        if let Some(l) = self.listen.as_mut() {
+            l.sent();
+        }
+        self.note_notify(&m);
+        // Another session terminated from inside a transaction (psycopg's `test_identify_closure`).
+        let own = self.own_pid();
+        let rewritten = match (m[0], self.backend.as_mut()) {
+            (b'B', Some(b)) => match self.io.stmts.signals.bound_pid(&m) {
+                Some(pid) if pid != own => {
+                    let who = (self.l.user.username.as_str(), &b.conn().server);
+                    crate::signals::terminate_bound(&self.fe.cancels, who, &m, pid)
+                }
+                _ => None,
+            },
+            _ => None,
+        };
+        let m = rewritten.map_or(m, Bytes::from);
         if let Some(b) = self.backend.as_mut() {
             let flow = Flow {
                 batch_open: &mut self.batch_open,
@@ -516,220 +561,6 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
         }
         Ok(Step::Continue)
     }
-
-    /// The server connection broke (terminated, crashed, cut): the client session ends as
-    /// PostgreSQL ends it — the server's FATAL if it sent one, else Sluice's, then the close —
-    /// as PgBouncer does too. Going on without the connection cannot be made right: the
-    /// transaction or session state is gone, and any ReadyForQuery Sluice made up (for a batch
-    /// whose Sync comes later, or with nothing asked) would be taken as the answer to a later
-    /// command, putting every answer after it one off (the soak saw acknowledged commits that
-    /// were not there). Sessions that hold no connection are not affected.
-    async fn server_lost(&mut self, e: Error) -> Result<Step, Error> {
-        self.backend = None;
-        self.replies.lost();
-        set_target(&self.handle.target, None);
-        if let Some(t) = self.timer.take() {
-            t.abort();
-        }
-        if !std::mem::take(&mut self.error_forwarded) {
-            let msg = format!("the server connection was lost: {e}");
-            self.tcp
-                .write_all(&error_response("FATAL", "08006", &msg))
-                .await?;
-        }
-        info!(user = %self.l.user.username, "pgsql: the session's server connection was lost ({e}); ending the client session, as PostgreSQL would");
-        Ok(Step::End)
-    }
-
-    /// Forwards every complete server frame, noting what pooling needs; gives the connection
-    /// back when the transaction is over.
-    async fn server_frames(&mut self) -> Result<Step, Error> {
-        let (fe, l) = (self.fe, self.l);
-        let Some(b) = self.backend.as_mut() else {
-            return Ok(Step::Continue);
-        };
-        let conn = b.conn();
-        let rt = fe.config.load();
-        let now = Instant::now();
-        // Replies to messages Sluice sent on its own (handoff, re-Parse, Close) are cut out.
-        let mut swallowed: Vec<Range<usize>> = Vec::new();
-        // NotificationResponses, whose server pid becomes the notifier's Sluice pid.
-        let mut notifications: Vec<usize> = Vec::new();
-        let mut saw_ready = false;
-        let mut pos = 0;
-        self.replies.watch_sets(!self.pending.is_empty());
-        while let Some(f) = self.replies.next(&conn.reader.buf[pos..])? {
-            let range = pos..pos + f.len;
-            pos += f.len;
-            if let Some((code, message)) = f.handoff_failed {
-                // The session's statements may run without its settings: end it rather than
-                // answer under the server's defaults. Every frame so far was the handoff's own.
-                crate::handoff::log_failure(&l.user.username, &conn.server, &code, &message);
-                set_target(&self.handle.target, None);
-                drop(self.backend.take());
-                let msg = format!(
-                    "Sluice could not apply this session's settings on a server connection: {message}"
-                );
-                self.tcp
-                    .write_all(&error_response("FATAL", &code, &msg))
-                    .await?;
-                return Ok(Step::End);
-            }
-            if f.own {
-                swallowed.push(range);
-                continue;
-            }
-            let body = &conn.reader.buf[range.start + 5..range.end];
-            match f.kind {
-                b'C' | b'Z' => {
-                    let frame = (f.kind, body);
-                    self.io
-                        .qp
-                        .received(&rt, (&fe.query, &fe.commands, &fe.stats), frame, now);
-                }
-                b'E' => {
-                    if let Some(fill) = self.fill.as_mut() {
-                        fill.failed();
-                    }
-                    let (code, message) = parse_error(body);
-                    let hg = self.io.qp.hostgroup;
-                    fe.server_stats.error(
-                        (hg, &conn.server, &l.user.username, &l.database),
-                        self.io.qp.client_ip(),
-                        &code,
-                        &message,
-                    );
-                }
-                b'A' => notifications.push(range.start),
-                _ => {}
-            }
-            self.error_forwarded = match f.kind {
-                b'E' => true,
-                b'Z' => false,
-                _ => self.error_forwarded,
-            };
-            if f.kind == b'Z' {
-                saw_ready = true;
-                conn.traffic.queries.add(1);
-            }
-            if let Some(verdict) = f.sets {
-                let session = (&mut self.pending, &mut self.vars, &mut self.pinned);
-                settle_sets(verdict, session, &mut conn.session_vars);
-            }
-            if matches!(f.kind, b'1' | b'3' | b'Z')
-                && self.io.stmts.incoming(f.kind, &mut conn.prepared) == Reply::Swallow
-            {
-                swallowed.push(range);
-            }
-        }
-        for at in notifications {
-            let frame = &mut conn.reader.buf[at..];
-            crate::signals::rewrite_notify_pid(&fe.cancels, &conn.server, frame);
-        }
-        let mut lost = None;
-        if pos > 0 {
-            let chunk = conn.reader.buf.split_to(pos);
-            let kept = without(&chunk, &swallowed);
-            if let Some(fill) = self.fill.as_mut() {
-                fill.copy(&kept);
-            }
-            conn.traffic.received(chunk.len());
-            // A transaction that wrote is over: its token is taken before the client hears
-            // so, so no read it sends next (on any connection) can miss the write.
-            if saw_ready
-                && self.replies.at_rest()
-                && !self.batch_open
-                && conn.reader.buf.is_empty()
-                && self.io.qp.take_written()
-                && crate::causal::tokens_wanted(&rt)
-            {
-                let who = (l.user.username.as_str(), self.io.qp.hostgroup);
-                let took = crate::causal::take_token(fe, who, &mut self.causal_token, conn);
-                lost = Box::pin(took).await.err();
-            }
-            self.tcp.write_all(&kept).await?;
-        }
-        if let Some(e) = lost {
-            return self.server_lost(Error::Server(e)).await;
-        }
-        let drained = conn.reader.buf.is_empty();
-        if saw_ready && self.replies.outstanding() == 0 {
-            self.transaction_replied(&rt);
-        }
-        if self.replies.at_rest()
-            && self.pinned.reason().is_none()
-            && !self.batch_open
-            && self.io.stmts.settled()
-            && drained
-            && let Some(b) = self.backend.take()
-        {
-            set_target(&self.handle.target, None);
-            b.release_clean_at(now);
-        }
-        Ok(Step::Continue)
-    }
-
-    /// Everything the session sent was answered: the timer stops, the cache is filled or
-    /// invalidated.
-    fn transaction_replied(&mut self, rt: &sluice_core::runtime::RuntimeConfig) {
-        if let Some(t) = self.timer.take() {
-            t.abort();
-        }
-        if let Some((permit, since)) = self.admission.as_mut() {
-            permit.observe_us(u64::try_from(since.elapsed().as_micros()).unwrap_or(u64::MAX));
-            *since = Instant::now();
-        }
-        if self.replies.status() == b'I' && !self.batch_open {
-            // The transaction is over: its class's slot goes back.
-            self.admission = None;
-        }
-        let (fe, l) = (self.fe, self.l);
-        if let Some(f) = self.fill.take() {
-            let max = rt.pgsql.variables.query.query_cache_size_mb as usize * 1024 * 1024;
-            f.store(&fe.cache, &l.user.username, &l.database, max);
-        }
-        if let Some((tables, complete)) = self.io.qp.take_writes() {
-            fe.cache.invalidate(&tables, complete);
-        }
-    }
-}
-
-/// The transaction that carried a session's `pending` SETs ended: they are kept (in the
-/// session's `vars` and in `conn_vars`, the connection's), undone, or — after an error inside a
-/// committed transaction — unclear, which pins the connection.
-fn settle_sets(
-    verdict: SetsVerdict,
-    (pending, vars, pinned): (&mut Vec<Change>, &mut SessionVars, &mut PinSet),
-    conn_vars: &mut std::collections::BTreeMap<String, String>,
-) {
-    match verdict {
-        SetsVerdict::Kept => {
-            for c in pending.iter() {
-                vars.apply(c);
-                apply(conn_vars, c);
-            }
-        }
-        // Committed after an error (savepoints): which SETs survived is unclear, so the
-        // session keeps this connection.
-        SetsVerdict::Unclear => pinned.sticky = Some("session state"),
-        SetsVerdict::Undone => {}
-    }
-    pending.clear();
-}
-
-/// `chunk` without the byte ranges in `cut` (sorted, disjoint); borrowed when nothing is cut.
-fn without<'c>(chunk: &'c [u8], cut: &[Range<usize>]) -> std::borrow::Cow<'c, [u8]> {
-    if cut.is_empty() {
-        return std::borrow::Cow::Borrowed(chunk);
-    }
-    let mut kept = Vec::with_capacity(chunk.len());
-    let mut from = 0;
-    for r in cut {
-        kept.extend_from_slice(&chunk[from..r.start]);
-        from = r.end;
-    }
-    kept.extend_from_slice(&chunk[from..]);
-    std::borrow::Cow::Owned(kept)
 }
 
 /// Notes what a client message does to session state: a pin (the reason kept for admins) or a
@@ -773,14 +604,6 @@ async fn terminate<S: AsyncWrite + Unpin>(tcp: &mut S) -> Result<Step, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cut_ranges_are_removed_in_order() {
-        let chunk = b"aaBBccDDee";
-        assert_eq!(&*without(chunk, &[]), chunk);
-        assert_eq!(&*without(chunk, &[2..4, 6..8]), b"aaccee");
-        assert_eq!(&*without(chunk, &[0..4, 4..10]), b"");
-    }
 
     #[test]
     fn sets_in_queries_and_unnamed_parses_are_tracked_named_parses_pin() {

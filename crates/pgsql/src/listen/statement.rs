@@ -1,0 +1,208 @@
+//! Recognising the LISTEN and UNLISTEN statements Sluice answers itself: a simple Query holding
+//! exactly one of them (an optional `;`, leading comments allowed). Anything else — several
+//! statements in one Query, the extended protocol — goes to the server as before, where a
+//! LISTEN pins the session (see `pins.rs`).
+
+/// A LISTEN-family statement, its channel as PostgreSQL names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ListenStatement {
+    /// `LISTEN channel`.
+    Listen(String),
+    /// `UNLISTEN channel`.
+    Unlisten(String),
+    /// `UNLISTEN *`.
+    UnlistenAll,
+}
+
+impl ListenStatement {
+    /// The CommandComplete tag PostgreSQL answers it with.
+    pub(crate) fn tag(&self) -> &'static str {
+        match self {
+            ListenStatement::Listen(_) => "LISTEN",
+            _ => "UNLISTEN",
+        }
+    }
+}
+
+/// PostgreSQL's identifier length limit (NAMEDATALEN - 1): longer names are truncated.
+const MAX_IDENTIFIER: usize = 63;
+
+/// The statement of a Query message (`msg` starts with `Q`), when it is one LISTEN/UNLISTEN.
+pub(crate) fn parse(msg: &[u8]) -> Option<ListenStatement> {
+    let body = msg.get(5..)?;
+    let body = body.strip_suffix(&[0]).unwrap_or(body);
+    let sql = std::str::from_utf8(body).ok()?;
+    let sql = skip_comments(sql)?;
+    let (verb, rest) = split_word(sql);
+    let listen = if verb.eq_ignore_ascii_case("listen") {
+        true
+    } else if verb.eq_ignore_ascii_case("unlisten") {
+        false
+    } else {
+        return None;
+    };
+    let rest = rest.trim_start();
+    if !listen && let Some(after) = rest.strip_prefix('*') {
+        return at_end(after).then_some(ListenStatement::UnlistenAll);
+    }
+    let (channel, after) = identifier(rest)?;
+    if !at_end(after) {
+        return None;
+    }
+    Some(if listen {
+        ListenStatement::Listen(channel)
+    } else {
+        ListenStatement::Unlisten(channel)
+    })
+}
+
+/// `s` past leading whitespace and comments; `None` for an unterminated block comment.
+fn skip_comments(mut s: &str) -> Option<&str> {
+    loop {
+        s = s.trim_start();
+        if let Some(rest) = s.strip_prefix("/*") {
+            s = &rest[rest.find("*/")? + 2..];
+        } else if let Some(rest) = s.strip_prefix("--") {
+            s = rest.find('\n').map_or("", |i| &rest[i + 1..]);
+        } else {
+            return Some(s);
+        }
+    }
+}
+
+/// The leading run of letters and the rest.
+fn split_word(s: &str) -> (&str, &str) {
+    let end = s
+        .find(|c: char| !c.is_ascii_alphabetic())
+        .unwrap_or(s.len());
+    s.split_at(end)
+}
+
+/// Whether only whitespace, one optional `;` and whitespace remain.
+fn at_end(s: &str) -> bool {
+    let s = s.trim();
+    s.is_empty() || s == ";"
+}
+
+/// An identifier at the start of `s`, as PostgreSQL names it: an unquoted one folded to lower
+/// case, a quoted one as written (`""` is a quote); truncated to 63 bytes.
+fn identifier(s: &str) -> Option<(String, &str)> {
+    let (mut name, rest) = if let Some(q) = s.strip_prefix('"') {
+        let mut name = String::new();
+        let mut chars = q.char_indices();
+        loop {
+            let (i, c) = chars.next()?;
+            if c != '"' {
+                name.push(c);
+            } else if q[i + 1..].starts_with('"') {
+                name.push('"');
+                chars.next();
+            } else {
+                break (name, &q[i + 1..]);
+            }
+        }
+    } else {
+        let first = s.chars().next()?;
+        if !(first.is_alphabetic() || first == '_') {
+            return None;
+        }
+        let end = s
+            .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '$'))
+            .unwrap_or(s.len());
+        (s[..end].to_lowercase(), &s[end..])
+    };
+    if name.is_empty() {
+        return None;
+    }
+    if name.len() > MAX_IDENTIFIER {
+        let mut cut = MAX_IDENTIFIER;
+        while !name.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        name.truncate(cut);
+    }
+    Some((name, rest))
+}
+
+/// Whether `sql` calls `pg_notify(`, in any case.
+pub(crate) fn sends_notification(sql: &str) -> bool {
+    let b = sql.as_bytes();
+    memchr::memmem::find_iter(b, b"_notify")
+        .chain(memchr::memmem::find_iter(b, b"_NOTIFY"))
+        .any(|i| {
+            i >= 2
+                && b[i - 2..i + 7].eq_ignore_ascii_case(b"pg_notify")
+                && b[i + 7..].trim_ascii_start().starts_with(b"(")
+        })
+}
+
+/// Whether `sql` may send a notification: it says `notify` anywhere, in any case (a false
+/// positive costs one round trip on the listener connection).
+pub(crate) fn may_notify(sql: &[u8]) -> bool {
+    sql.windows(6).any(|w| w.eq_ignore_ascii_case(b"notify"))
+}
+
+/// `LISTEN`/`UNLISTEN` SQL for `channel`, quoted so any name is safe.
+pub(crate) fn quoted(channel: &str) -> String {
+    format!("\"{}\"", channel.replace('"', "\"\""))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(sql: &str) -> Option<ListenStatement> {
+        let mut m = vec![b'Q', 0, 0, 0, 0];
+        m.extend_from_slice(sql.as_bytes());
+        m.push(0);
+        parse(&m)
+    }
+
+    #[test]
+    fn one_statement_is_recognised_as_postgresql_names_it() {
+        use ListenStatement::*;
+        assert_eq!(q("LISTEN Jobs"), Some(Listen("jobs".into())));
+        assert_eq!(q("  listen \"Jobs\" ; "), Some(Listen("Jobs".into())));
+        assert_eq!(q("LISTEN \"a\"\"b\""), Some(Listen("a\"b".into())));
+        assert_eq!(
+            q("/* app */ -- x\nUNLISTEN jobs;"),
+            Some(Unlisten("jobs".into()))
+        );
+        assert_eq!(q("UNLISTEN *"), Some(UnlistenAll));
+        assert_eq!(q("unlisten * ;"), Some(UnlistenAll));
+        let long = "c".repeat(70);
+        assert_eq!(q(&format!("LISTEN {long}")), Some(Listen("c".repeat(63))));
+    }
+
+    #[test]
+    fn anything_else_goes_to_the_server() {
+        for sql in [
+            "LISTEN a; LISTEN b",
+            "LISTEN",
+            "LISTEN a b",
+            "LISTEN \"unterminated",
+            "LISTEN \"\"",
+            "LISTEN 1abc",
+            "NOTIFY a",
+            "SELECT 1",
+            "LISTENING a",
+            "/* open",
+        ] {
+            assert_eq!(q(sql), None, "{sql}");
+        }
+    }
+
+    #[test]
+    fn pg_notify_calls_are_found() {
+        assert!(sends_notification("SELECT pg_notify('a', 'b')"));
+        assert!(sends_notification("select PG_NOTIFY ('a', 'b')"));
+        assert!(sends_notification("SELECT pg_catalog.pg_notify('a','b')"));
+        assert!(!sends_notification("SELECT 'pg_notify' AS x"));
+        assert!(!sends_notification("SELECT my_notify(1)"));
+    }
+
+    #[test]
+    fn quoting_doubles_quotes() {
+        assert_eq!(quoted("a\"b"), "\"a\"\"b\"");
+    }
+}
