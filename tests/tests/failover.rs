@@ -1,6 +1,7 @@
 //! The monitor against real servers, under client load: a PostgreSQL and a MariaDB failover
-//! (stop the primary, promote the replica) recovered by read_only monitoring, and heartbeat
-//! shunning of a SIGSTOP-ed server. The backends are put back as they were afterwards.
+//! (stop the primary, promote the replica) recovered by read_only monitoring — on PostgreSQL with
+//! causal reads and a LISTEN fan-out going through it — and heartbeat shunning of a SIGSTOP-ed
+//! server. The backends are put back as they were afterwards.
 
 use sluice_tests::*;
 use std::process::{Child, Command, Stdio};
@@ -56,9 +57,62 @@ for t in ts: t.join()
 print("\n".join(out))
 "#;
 
+/// A bounded PostgreSQL client in Python beside [`LOAD`], for the features a failover must not
+/// break: every 30 ms an UPDATE (the writer) then a read of the row routed to the readers
+/// (`/* hostgroup=1 */`, gated by `pgsql-causal_reads`), each read's latency recorded; and a
+/// session listening on `failover` that, after the run, must still hear a NOTIFY sent through
+/// Sluice (its listener connection followed the writer) and has heard the reset notification.
+/// Prints `max_read_ms late_reads_ok late_reads heard_after heard_reset listener_port,reconnects`.
+const CAUSAL_AND_LISTEN: &str = r#"
+import subprocess, sys, time, psycopg
+port, secs, admin = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+dsn = f"host=127.0.0.1 port={port} user=app password=app dbname=app sslmode=disable connect_timeout=3"
+listener = psycopg.connect(dsn, autocommit=True)
+listener.execute("LISTEN failover")
+end = time.time() + secs
+c, reads = None, []
+while time.time() < end:
+    t0 = time.time()
+    try:
+        if c is None:
+            c = psycopg.connect(dsn, autocommit=True)
+        c.execute("UPDATE causal_failover SET v = v + 1 WHERE id = 1")
+        t0 = time.time()
+        c.execute("SELECT /* hostgroup=1 */ v FROM causal_failover WHERE id = 1").fetchone()
+        reads.append((t0, time.time() - t0, True))
+    except Exception:
+        reads.append((t0, time.time() - t0, False))
+        try:
+            c.close()
+        except Exception:
+            pass
+        c = None
+    time.sleep(0.03)
+late = [r for r in reads if r[0] > end - 3]
+sender = psycopg.connect(dsn, autocommit=True)
+sender.execute("NOTIFY failover, 'after'")
+heard, reset = [], False
+for n in listener.notifies(timeout=5):
+    heard.append(n.payload)
+    reset = reset or (n.channel == "sluice_reset" and n.pid == 0)
+    if "after" in heard and reset:
+        break
+row = subprocess.run(["psql", "-h", "127.0.0.1", "-p", admin, "-U", "admin", "-XAt", "-F", ",", "-c",
+    "SELECT srv_port, reconnects FROM stats_pgsql_listeners"], capture_output=True, text=True,
+    env={"PGPASSWORD": "admin", "PATH": "/usr/bin:/bin"}).stdout.strip() or "none"
+print(int(1000 * max(r[1] for r in reads)), sum(1 for r in late if r[2]), len(late),
+      "after" in heard, reset, row)
+"#;
+
 fn start_load(proto: &str, port: u16, secs: u32) -> Child {
+    spawn_python(LOAD, &[proto, &port.to_string(), &secs.to_string()])
+}
+
+/// Starts `script` with `args`, its output piped.
+fn spawn_python(script: &str, args: &[&str]) -> Child {
     let mut child = Command::new("python3")
-        .args(["-", proto, &port.to_string(), &secs.to_string()])
+        .arg("-")
+        .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -69,7 +123,7 @@ fn start_load(proto: &str, port: u16, secs: u32) -> Child {
         .stdin
         .take()
         .expect("stdin")
-        .write_all(LOAD.as_bytes())
+        .write_all(script.as_bytes())
         .expect("script");
     child
 }
@@ -164,6 +218,11 @@ fn postgresql_failover_under_load_recovers_within_one_and_a_half_read_only_inter
             "[[pgsql_replication_hostgroups]]\nwriter_hostgroup = 0\nreader_hostgroup = 1\ncomment = 'pg-replication'\n",
         )
     );
+    let cfg = cfg.replacen(
+        "[pgsql_variables]\n",
+        "[pgsql_variables]\ncausal_reads = \"user\"\nlisten_reset_channel = \"sluice_reset\"\n",
+        1,
+    );
     let s = Sluice::start(&cfg);
     let placed = xtask::proc::wait_until(Duration::from_secs(10), || {
         s.admin_ok(
@@ -185,7 +244,16 @@ fn postgresql_failover_under_load_recovers_within_one_and_a_half_read_only_inter
     let bench_port = s.pg_port;
     let bench =
         std::thread::spawn(move || pgbench(bench_port, &["-n", "-S", "-c", "4", "-T", "12"]));
+    ok_stdout(&psql_app(
+        ports::PG_PRIMARY,
+        "DROP TABLE IF EXISTS causal_failover; CREATE TABLE causal_failover (id int PRIMARY KEY, v bigint); \
+         INSERT INTO causal_failover VALUES (1, 0)",
+    ));
     let load = start_load("pg", s.pg_port, 12);
+    let features = spawn_python(
+        CAUSAL_AND_LISTEN,
+        &[&s.pg_port.to_string(), "12", &s.pg_admin_port.to_string()],
+    );
     std::thread::sleep(Duration::from_secs(2));
     let dir = xtask::state_dir();
     xtask::postgres::primary(&dir).stop();
@@ -203,6 +271,40 @@ fn postgresql_failover_under_load_recovers_within_one_and_a_half_read_only_inter
     );
     let s_out = samples(load);
     let recovery_ms = recovery("PostgreSQL", &s_out, ports::PG_REPLICA, promoted);
+    // Causal reads: tokens of the old writer are dropped with it, so no read waits for a
+    // position the new writer will never report; reads after the failover are served.
+    // LISTEN: the listener connection followed the writer and every session heard the reset.
+    let out = features
+        .wait_with_output()
+        .expect("the causal/listen client");
+    let report = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    eprintln!("causal reads and LISTEN through the failover: {report}");
+    let fields: Vec<&str> = report.split_whitespace().collect();
+    assert_eq!(
+        fields.len(),
+        6,
+        "{report} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let max_read_ms: u64 = fields[0].parse().unwrap_or(u64::MAX);
+    assert!(
+        max_read_ms < 3_000,
+        "a gated read took {max_read_ms} ms: {report}"
+    );
+    assert_eq!(
+        fields[1], fields[2],
+        "reads in the last 3 s all served: {report}"
+    );
+    assert_eq!(
+        &fields[3..5],
+        ["True", "True"],
+        "NOTIFY after the failover, reset: {report}"
+    );
+    assert_eq!(
+        fields[5],
+        format!("{},1", ports::PG_REPLICA),
+        "the listener moved once: {report}"
+    );
     if let Ok(out) = bench.join() {
         let text = String::from_utf8_lossy(&out.stdout);
         eprintln!(
