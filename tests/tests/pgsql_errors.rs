@@ -372,3 +372,32 @@ fn a_server_that_never_answers_its_login_is_retried_on_another() {
         s.log()
     );
 }
+
+/// psycopg's pipeline mode: an error raised by a statement sent before COMMIT is the error the
+/// COMMIT raises (UndefinedTable, not some other one), and after ROLLBACK the pipeline and the
+/// connection go on (psycopg's `test_pipeline.py::test_errors_raised_on_commit`).
+#[test]
+fn a_pipeline_error_surfaces_at_commit_as_the_statement_s_own() {
+    if !backends_ready(Servers::Postgres) {
+        return;
+    }
+    let s = Sluice::start(&standard_config("", ""));
+    let script = r#"
+import sys, psycopg
+conn = psycopg.connect(host="127.0.0.1", port=sys.argv[1], user="app", password="app",
+                       dbname="app", sslmode="disable")
+with conn.pipeline():
+    conn.execute("select 1 from nosuchtable")
+    try:
+        conn.commit()
+        raise AssertionError("COMMIT succeeded after a failed statement")
+    except psycopg.errors.UndefinedTable:
+        pass
+    conn.rollback()
+    cur1 = conn.execute("select 1")
+cur2 = conn.execute("select 2")
+assert (cur1.fetchone(), cur2.fetchone()) == ((1,), (2,))
+print("ok")
+"#;
+    assert_eq!(python_pg_pair(script, s.pg_port), "ok", "{}", s.log());
+}

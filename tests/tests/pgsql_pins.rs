@@ -23,17 +23,21 @@ def pinned():
     )
 }
 
+/// The standard config with a pool of one server connection to the PostgreSQL primary.
+fn one_connection_config() -> String {
+    standard_config("", "").replacen(
+        &format!("port = {}\n", ports::PG_PRIMARY),
+        &format!("port = {}\nmax_connections = 1\n", ports::PG_PRIMARY),
+        1,
+    )
+}
+
 #[test]
 fn pins_show_in_the_processlist_and_end_with_their_cause() {
     if !backends_ready(Servers::Postgres) {
         return;
     }
-    let cfg = standard_config("", "").replacen(
-        &format!("port = {}\n", ports::PG_PRIMARY),
-        &format!("port = {}\nmax_connections = 1\n", ports::PG_PRIMARY),
-        1,
-    );
-    let s = Sluice::start(&cfg);
+    let s = Sluice::start(&one_connection_config());
     // LISTEN pins only in `pin` mode (the default fans out: tests/tests/pgsql_listen.rs).
     s.admin_ok("SET pgsql-listen_mode = 'pin'");
     s.admin_ok("LOAD PGSQL VARIABLES TO RUNTIME");
@@ -106,4 +110,50 @@ assert pinned() == "-", pinned()
     );
     let out = ok_stdout(&python(&script, &[]));
     assert_eq!(out, "advisory lock\nadvisory lock\n-\n", "{}", s.log());
+}
+
+/// SQL-level `PREPARE` follows its session instead of pinning it: two clients alternating on a
+/// pool of one server connection each `EXECUTE` their own statement and never the other's, as
+/// `pg_prepared_statements` shows; `DEALLOCATE` and `DEALLOCATE ALL` end them; a PREPARE
+/// survives the ROLLBACK of its transaction, as in PostgreSQL (prepared statements are not
+/// transactional); and nobody is pinned.
+#[test]
+fn sql_prepared_statements_follow_their_session_on_a_shared_connection() {
+    if !backends_ready(Servers::Postgres) {
+        return;
+    }
+    let s = Sluice::start(&one_connection_config());
+    let script = format!(
+        r#"
+import psycopg, subprocess
+dsn = "host=127.0.0.1 port={port} user=app password=app dbname=app sslmode=disable"
+a = psycopg.connect(dsn, autocommit=True)
+b = psycopg.connect(dsn, autocommit=True)
+{reason}def run(c, sql):
+    try:
+        return c.execute(sql).fetchone()[0]
+    except psycopg.errors.InvalidSqlStatementName:
+        return "missing"
+def mine(c):
+    return sorted(r[0] for r in c.execute("SELECT name FROM pg_prepared_statements WHERE from_sql").fetchall())
+a.execute("PREPARE qa (int) AS SELECT 'a' || $1")
+b.execute("PREPARE qb AS SELECT 'b'")
+print(run(a, "EXECUTE qa(1)"), run(b, "EXECUTE qa(2)"), run(b, "EXECUTE qb"), run(a, "EXECUTE qb"), reason())
+print(mine(a), mine(b))
+b.execute("BEGIN"); b.execute("PREPARE qc AS SELECT 'c'"); b.execute("ROLLBACK")
+print(run(b, "EXECUTE qc"), run(a, "EXECUTE qc"))
+a.execute("DEALLOCATE qa")
+b.execute("DEALLOCATE ALL")
+print(run(a, "EXECUTE qa(3)"), run(b, "EXECUTE qb"), mine(a), mine(b), reason())
+"#,
+        port = s.pg_port,
+        reason = reason_py(&s)
+    );
+    let out = ok_stdout(&python(&script, &[]));
+    assert_eq!(
+        out,
+        "a1 missing b missing -\n['qa'] ['qb']\nc missing\nmissing missing [] [] -\n",
+        "{}",
+        s.log()
+    );
 }

@@ -58,6 +58,9 @@ pub struct PgConn {
     /// Session variables set on this connection since it was opened with neutral startup
     /// parameters (name → the statement that set it).
     pub session_vars: std::collections::BTreeMap<String, String>,
+    /// SQL-level prepared statements on this connection (name → its `PREPARE` statement), so
+    /// the next session's are prepared and the others deallocated before it runs anything.
+    pub sql_prepared: std::collections::BTreeMap<String, String>,
     /// The session (its cancel key) that last used it; `None` when it is fresh or was reset
     /// with `DISCARD ALL`. Another owner means state the last one changed without a visible
     /// `SET` (functions, `DO` blocks, `set_config`) must be cleared before reuse.
@@ -216,6 +219,7 @@ impl PgConn {
             key,
             prepared: Default::default(),
             session_vars: Default::default(),
+            sql_prepared: Default::default(),
             owner: None,
             idle_since: std::time::Instant::now(),
             kill_handle: std::sync::Arc::new(kill_handle),
@@ -305,6 +309,7 @@ impl PgConn {
     pub async fn discard_all(&mut self) -> bool {
         self.prepared.clear();
         self.session_vars.clear();
+        self.sql_prepared.clear();
         self.owner = None;
         if self
             .stream

@@ -90,12 +90,23 @@ pub(crate) async fn forward(
                 }
             };
             let m = rewritten.as_deref().unwrap_or(m);
-            note(m, flow.pinned, flow.pending);
+            // A lone SQL-level PREPARE follows the session instead of pinning it.
+            let sql_op = match m[0] {
+                b'Q' => crate::sql_prepare::parse(&m[5..]),
+                _ => None,
+            };
+            if !matches!(sql_op, Some(crate::sql_prepare::SqlOp::Prepare { .. })) {
+                note(m, flow.pinned, flow.pending);
+            }
             if matches!(m[0], b'Q' | b'S' | b'F') {
                 flow.replies.sent_sync();
             }
             s.qp.sent(m[0], digest);
             stage(conn, s.stmts, m, max, flow.batch_open, out);
+            if let Some(op) = sql_op {
+                let batch = s.stmts.batches_sent();
+                s.stmts.sql.sent(op, batch);
+            }
         };
     add(s, first, first_digest, &mut out);
     while let Some(n) = complete_len(&reader.buf)? {

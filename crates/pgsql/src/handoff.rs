@@ -11,6 +11,7 @@
 
 use crate::session_sets::replay_sql;
 use crate::signals::SessionSignals;
+use crate::sql_prepare::SqlPrepared;
 use sluice_pgsql_backend::Error as PgError;
 use sluice_pgsql_backend::conn::{PgConn, query_message};
 use std::collections::BTreeMap;
@@ -22,7 +23,7 @@ use tracing::warn;
 /// nothing to send).
 pub(crate) fn stage(
     conn: &mut PgConn,
-    (owner, want): (u64, &BTreeMap<String, String>),
+    (owner, want, sql): (u64, &BTreeMap<String, String>, &SqlPrepared),
     reset_all: bool,
     signals: &SessionSignals,
     out: &mut Vec<u8>,
@@ -45,6 +46,12 @@ pub(crate) fn stage(
         conn.session_vars.clone_from(want);
         replies += 1;
     }
+    // The session's SQL-level prepared statements, and none of another's.
+    if let Some(replay) = sql.replay(&conn.sql_prepared) {
+        query_message(&replay, out);
+        conn.sql_prepared.clone_from(sql.statements());
+        replies += 1;
+    }
     replies
 }
 
@@ -59,7 +66,8 @@ pub(crate) async fn at_login(
 ) -> Result<Vec<(String, String)>, PgError> {
     let mut wire = Vec::new();
     // At login the connection's ParameterStatus values must be its neutral ones: always reset.
-    match stage(conn, (owner, want), true, signals, &mut wire) {
+    let none = SqlPrepared::default();
+    match stage(conn, (owner, want, &none), true, signals, &mut wire) {
         0 => Ok(Vec::new()),
         n => conn.run_messages(&wire, usize::from(n)).await,
     }

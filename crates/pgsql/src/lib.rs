@@ -21,6 +21,7 @@ mod session_sets;
 pub mod sessions;
 mod signals;
 mod split;
+mod sql_prepare;
 mod start;
 mod startup;
 mod statements;

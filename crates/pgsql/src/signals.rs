@@ -175,9 +175,21 @@ fn parse_call(sql: &[u8]) -> Option<(Signal, String)> {
             rest.strip_prefix("pg_terminate_backend")?,
         )
     };
-    let inner = rest.trim_start().strip_prefix('(')?.strip_suffix(')')?;
-    Some((signal, inner.trim().to_string()))
+    let inner = rest
+        .trim_start()
+        .strip_prefix('(')?
+        .strip_suffix(')')?
+        .trim();
+    // A cast of the argument to an integer type changes nothing (`$1::int`, psycopg's tests).
+    let arg = match inner.split_once("::") {
+        Some((arg, ty)) if INTEGER_TYPES.contains(&ty.trim()) => arg.trim_end(),
+        _ => inner,
+    };
+    Some((signal, arg.to_string()))
 }
+
+/// Integer type names a signal function's argument may be cast to.
+const INTEGER_TYPES: [&str; 6] = ["int", "integer", "int4", "int8", "bigint", "oid"];
 
 /// Reads a Query that is exactly `SELECT [pg_catalog.]pg_cancel_backend(pid)` or
 /// `…pg_terminate_backend(pid)` (any case, optional `;`).
@@ -425,6 +437,22 @@ fn bool_result(column: &str, value: bool) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_integer_cast_of_the_argument_is_the_argument() {
+        assert_eq!(
+            parse_call(b"select pg_terminate_backend($1::int)"),
+            Some((Signal::Terminate, "$1".to_string()))
+        );
+        assert_eq!(
+            parse(b"SELECT pg_cancel_backend(42 :: bigint)"),
+            Some((Signal::Cancel, 42))
+        );
+        assert_eq!(
+            parse_call(b"select pg_terminate_backend($1::text)").map(|c| c.1),
+            Some("$1::text".into())
+        );
+    }
+
     #[test]
     fn a_bound_pid_is_replaced_in_its_own_format() {
         let mut text = b"B\0\0\0\0\0s1\0\0\0\0\x01\0\0\0\x0a1104381936\0\0".to_vec();

@@ -42,6 +42,8 @@ pub struct SessionStatements {
     batches_done: u64,
     /// The statements that call `pg_terminate_backend($1)`.
     pub(crate) signals: crate::signals::SignalStatements,
+    /// SQL-level `PREPARE`d statements, followed per session.
+    pub(crate) sql: crate::sql_prepare::SqlPrepared,
 }
 
 /// What to do with one server reply frame.
@@ -87,6 +89,7 @@ impl SessionStatements {
             batches_sent: 0,
             batches_done: 0,
             signals: Default::default(),
+            sql: Default::default(),
         }
     }
 
@@ -133,6 +136,16 @@ impl SessionStatements {
         let st = self.by_client_name.get(name)?;
         let (query, _) = cstr(&st.definition)?;
         Some(query)
+    }
+
+    /// Batches (Sync, Query, FunctionCall) sent so far: the number of the last one sent.
+    pub(crate) fn batches_sent(&self) -> u64 {
+        self.batches_sent
+    }
+
+    /// Batches answered (ReadyForQuery) so far: the one in progress is the next.
+    pub(crate) fn batches_done(&self) -> u64 {
+        self.batches_done
     }
 
     /// A Sync or Query went to the server: later messages belong to the next batch.

@@ -14,7 +14,9 @@ mod statement;
 pub use hub::{ListenChannelRow, ListenerRow};
 pub(crate) use hub::{ListenHub, ListenerKey, Refused};
 pub(crate) use mailbox::{Mail, Overflow};
-pub(crate) use statement::{ListenStatement, may_notify, parse, sends_notification};
+pub(crate) use statement::{
+    ListenStatement, may_notify, parse, quoted as quoted_identifier, sends_notification,
+};
 
 use crate::frontend::PgFrontend;
 use crate::login::Login;

@@ -142,7 +142,7 @@ pub(crate) fn may_notify(sql: &[u8]) -> bool {
     sql.windows(6).any(|w| w.eq_ignore_ascii_case(b"notify"))
 }
 
-/// `LISTEN`/`UNLISTEN` SQL for `channel`, quoted so any name is safe.
+/// An identifier (a channel, a statement name) quoted so any name is safe in SQL.
 pub(crate) fn quoted(channel: &str) -> String {
     format!("\"{}\"", channel.replace('"', "\"\""))
 }

@@ -405,7 +405,7 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
         self.io.out.clear();
         let staged = crate::handoff::stage(
             conn,
-            (self.owner, self.vars.want()),
+            (self.owner, self.vars.want(), &self.io.stmts.sql),
             rt.pgsql.variables.handoff_reset_all,
             &fe.cancels,
             &mut self.io.out,

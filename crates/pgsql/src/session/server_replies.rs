@@ -150,6 +150,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
             let body = &conn.reader.buf[range.start + 5..range.end];
             match f.kind {
                 b'C' | b'Z' => {
+                    if f.kind == b'C' && self.io.stmts.sql.waiting() {
+                        let batch = self.io.stmts.batches_done() + 1;
+                        self.io.stmts.sql.completed(body, batch);
+                    }
                     if let Some(l) = self.listen.as_mut() {
                         if f.kind == b'C' {
                             l.saw_tag(body);
@@ -195,6 +199,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
                 && self.io.stmts.incoming(f.kind, &mut conn.prepared) == Reply::Swallow
             {
                 scan.swallowed.push(range);
+            }
+            if f.kind == b'Z' && self.io.stmts.sql.waiting() {
+                let done = self.io.stmts.batches_done();
+                self.io.stmts.sql.ready(done, &mut conn.sql_prepared);
             }
         }
         for at in notifications {
