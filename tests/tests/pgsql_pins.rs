@@ -49,6 +49,7 @@ a = psycopg.connect(dsn, autocommit=True)
 {reason}steps = [
     ("LISTEN jobs", "UNLISTEN jobs"),
     ("CREATE TEMP TABLE tt (x int)", "DROP TABLE tt"),
+    ("CREATE TEMP VIEW tv AS SELECT 1 AS x", "DROP VIEW tv"),
     ("SELECT pg_advisory_lock(42)", "SELECT pg_advisory_unlock(42)"),
     ("DECLARE cur CURSOR WITH HOLD FOR SELECT 1", "CLOSE cur"),
     ("BEGIN", "COMMIT"),
@@ -74,6 +75,7 @@ for pin, unpin in steps:
         out,
         "LISTEN jobs | LISTEN | waited | - | [7]\n\
          CREATE TEMP TABLE tt (x int) | temporary table | waited | - | [7]\n\
+         CREATE TEMP VIEW tv AS SELECT 1 AS x | temporary view or sequence | waited | - | [7]\n\
          SELECT pg_advisory_lock(42) | advisory lock | waited | - | [7]\n\
          DECLARE cur CURSOR WITH HOLD FOR SELECT 1 | WITH HOLD cursor | waited | - | [7]\n\
          BEGIN | transaction | waited | - | [7]\n"
@@ -153,6 +155,50 @@ print(run(a, "EXECUTE qa(3)"), run(b, "EXECUTE qb"), mine(a), mine(b), reason())
     assert_eq!(
         out,
         "a1 missing b missing -\n['qa'] ['qb']\nc missing\nmissing missing [] [] -\n",
+        "{}",
+        s.log()
+    );
+}
+
+/// pg_regress horology: `RESET TIME ZONE`, `SET TIME ZONE DEFAULT` and `SET TIME ZONE LOCAL`
+/// return to the client's startup time zone (`PGTZ`), not the server's (before, they pinned the
+/// session to a connection left at the server's UTC).
+#[test]
+fn resetting_the_time_zone_returns_to_the_client_s_own() {
+    if !backends_ready(Servers::Postgres) {
+        return;
+    }
+    let s = Sluice::start(&standard_config("", ""));
+    let mut c = std::process::Command::new("psql");
+    c.env("PGPASSWORD", "app").env("PGTZ", "PST8PDT");
+    c.args([
+        "-h",
+        "127.0.0.1",
+        "-p",
+        &s.pg_port.to_string(),
+        "-U",
+        "app",
+        "-XAt",
+        "app",
+    ]);
+    for reset in [
+        "RESET TIME ZONE",
+        "SET TIME ZONE DEFAULT",
+        "SET TIME ZONE LOCAL",
+    ] {
+        c.args([
+            "-c",
+            "SET TIME ZONE 'UTC'",
+            "-c",
+            reset,
+            "-c",
+            "SHOW TimeZone",
+        ]);
+    }
+    let out = ok_stdout(&c.output().expect("psql"));
+    assert_eq!(
+        out,
+        "SET\nRESET\nPST8PDT\nSET\nSET\nPST8PDT\nSET\nSET\nPST8PDT\n",
         "{}",
         s.log()
     );

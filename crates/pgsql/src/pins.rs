@@ -1,6 +1,6 @@
 //! What keeps a PostgreSQL session on its server connection, cause by cause, so the pin ends
-//! when its last cause does: `UNLISTEN`, dropping the temporary table, releasing the advisory
-//! lock, closing the `WITH HOLD` cursor, `DEALLOCATE`, or `DISCARD ALL`. Causes Sluice cannot
+//! when its last cause does: `UNLISTEN`, dropping the temporary table (view, sequence),
+//! releasing the advisory lock, closing the `WITH HOLD` cursor, `DEALLOCATE`, or `DISCARD ALL`. Causes Sluice cannot
 //! follow (an unparsable `SET`, a rule's `multiplex=0`) or cannot undo (`LOAD` of a library into
 //! the server process) stay for the session.
 
@@ -13,6 +13,8 @@ use std::collections::BTreeSet;
 pub struct PinSet {
     listens: BTreeSet<String>,
     temp_tables: BTreeSet<String>,
+    /// Temporary views and sequences, as `view name` / `sequence name`.
+    temp_objects: BTreeSet<String>,
     advisory_locks: AdvisoryLocks,
     hold_cursors: BTreeSet<String>,
     prepared: BTreeSet<String>,
@@ -70,6 +72,8 @@ impl PinSet {
             Some("LISTEN")
         } else if !self.temp_tables.is_empty() {
             Some("temporary table")
+        } else if !self.temp_objects.is_empty() {
+            Some("temporary view or sequence")
         } else if self.advisory_locks.held() {
             Some("advisory lock")
         } else if !self.hold_cursors.is_empty() {
@@ -92,6 +96,33 @@ impl PinSet {
         }
         for stmt in crate::split::statements(sql) {
             self.statement(stmt);
+        }
+    }
+
+    /// `CREATE [OR REPLACE] {TEMP|TEMPORARY} [RECURSIVE] {TABLE|VIEW|SEQUENCE} [IF NOT EXISTS]
+    /// name`, or such an object created in `pg_temp`: it lives as long as the server session.
+    /// A table `ON COMMIT DROP` ends with its transaction.
+    fn created(&mut self, w: &[String], lower: &str) {
+        let Some(i) =
+            (w.iter().take(6)).position(|x| matches!(x.as_str(), "table" | "view" | "sequence"))
+        else {
+            return;
+        };
+        let kind = w[i].as_str();
+        let mut name = w.get(i + 1).cloned().unwrap_or_default();
+        if name == "if" {
+            name = w.get(i + 4).cloned().unwrap_or_default();
+        }
+        let temp =
+            w[..i].iter().any(|x| x == "temp" || x == "temporary") || name.starts_with("pg_temp.");
+        if !temp || name.is_empty() || (kind == "table" && lower.contains("on commit drop")) {
+            return;
+        }
+        if kind == "table" {
+            self.temp_tables.insert(unqualified(&name));
+        } else {
+            self.temp_objects
+                .insert(format!("{kind} {}", unqualified(&name)));
         }
     }
 
@@ -123,27 +154,23 @@ impl PinSet {
                     self.listens.remove(ch);
                 }
             },
-            "create" => {
-                let temp = w.iter().take(4).any(|x| x == "temp" || x == "temporary");
-                if temp
-                    && !lower.contains("on commit drop")
-                    && let Some(i) = w.iter().position(|x| x == "table")
-                {
-                    let mut name = w.get(i + 1).cloned().unwrap_or_default();
-                    if name == "if" {
-                        name = w.get(i + 4).cloned().unwrap_or_default();
-                    }
-                    if !name.is_empty() {
-                        self.temp_tables.insert(unqualified(&name));
-                    }
-                }
-            }
-            "drop" if w.get(1).map(String::as_str) == Some("table") => {
+            "create" => self.created(&w, &lower),
+            "drop" => {
+                let kind = w.get(1).map(String::as_str);
                 for name in w.iter().skip(2) {
                     if matches!(name.as_str(), "if" | "exists" | "cascade" | "restrict") {
                         continue;
                     }
-                    self.temp_tables.remove(&unqualified(name));
+                    match kind {
+                        Some("table") => {
+                            self.temp_tables.remove(&unqualified(name));
+                        }
+                        Some(k @ ("view" | "sequence")) => {
+                            self.temp_objects
+                                .remove(&format!("{k} {}", unqualified(name)));
+                        }
+                        _ => {}
+                    }
                 }
             }
             "declare" if lower.contains("with hold") => {
@@ -189,7 +216,10 @@ impl PinSet {
                         ..PinSet::default()
                     };
                 }
-                Some("temp" | "temporary") => self.temp_tables.clear(),
+                Some("temp" | "temporary") => {
+                    self.temp_tables.clear();
+                    self.temp_objects.clear();
+                }
                 _ => {}
             },
             _ => {}
@@ -289,6 +319,29 @@ mod tests {
             after(&["CREATE TEMP TABLE t1 (id int) ON COMMIT DROP"]),
             None
         );
+        // pg_regress rangefuncs: temporary views and sequences live as long as the session.
+        let view_or_sequence = Some("temporary view or sequence");
+        assert_eq!(after(&["CREATE TEMP VIEW v AS SELECT 1"]), view_or_sequence);
+        assert_eq!(
+            after(&["CREATE OR REPLACE TEMPORARY RECURSIVE VIEW v (n) AS SELECT 1"]),
+            view_or_sequence
+        );
+        assert_eq!(after(&["CREATE TEMP SEQUENCE s"]), view_or_sequence);
+        assert_eq!(
+            after(&["CREATE VIEW pg_temp.v AS SELECT 1"]),
+            view_or_sequence
+        );
+        assert_eq!(after(&["CREATE VIEW v AS SELECT 1"]), None);
+        assert_eq!(
+            after(&[
+                "CREATE TEMP VIEW v AS SELECT 1",
+                "CREATE TEMP SEQUENCE s",
+                "DROP VIEW v",
+                "DROP SEQUENCE IF EXISTS s"
+            ]),
+            None
+        );
+        assert_eq!(after(&["CREATE TEMP SEQUENCE s", "DISCARD TEMP"]), None);
         assert_eq!(
             after(&[
                 "CREATE TEMP TABLE a (x int); CREATE TEMP TABLE b (x int)",

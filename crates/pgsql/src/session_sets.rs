@@ -86,7 +86,11 @@ fn parse_change(stmt: &str) -> Option<Change> {
     let mut words = stmt.split_whitespace();
     let first = words.next()?.to_ascii_lowercase();
     if first == "reset" {
-        let name = words.next()?.to_ascii_lowercase();
+        let mut name = words.next()?.to_ascii_lowercase();
+        // `RESET TIME ZONE` is `RESET timezone`.
+        if name == "time" && words.next().is_some_and(|w| w.eq_ignore_ascii_case("zone")) {
+            name = "timezone".into();
+        }
         if words.next().is_some() {
             return None;
         }
@@ -131,7 +135,10 @@ fn parse_change(stmt: &str) -> Option<Change> {
     if value.is_empty() {
         return None;
     }
-    if value.eq_ignore_ascii_case("default") {
+    // `SET TIME ZONE LOCAL` is `SET TIME ZONE DEFAULT`, which is `RESET timezone`.
+    if value.eq_ignore_ascii_case("default")
+        || (name == "timezone" && value.eq_ignore_ascii_case("local"))
+    {
         return Some(Change::Reset(name));
     }
     Some(Change::Set(name, value.to_string()))
@@ -291,6 +298,20 @@ mod tests {
             classify(b"reset work_mem", true),
             Effect::Track(Change::Reset("work_mem".into()))
         );
+        // pg_regress horology: these return to the session's startup time zone, not the
+        // server's, and do not pin.
+        for reset in [
+            "RESET TIME ZONE",
+            "reset time zone;",
+            "SET TIME ZONE DEFAULT",
+            "SET TIME ZONE LOCAL",
+        ] {
+            assert_eq!(
+                classify(reset.as_bytes(), true),
+                Effect::Track(Change::Reset("timezone".into())),
+                "{reset}"
+            );
+        }
         assert_eq!(classify(b"SET LOCAL work_mem = 1", true), Effect::None);
         assert_eq!(classify(b"SELECT 1", true), Effect::None);
         assert_eq!(

@@ -308,7 +308,7 @@ impl Session {
     /// reset when it holds session-scoped state, closed when a reset may not undo it.
     pub(super) fn release_backend(&mut self) {
         if let Some(b) = self.backend.take() {
-            if self.backend_tainted {
+            if self.backend_tainted || self.pins.outlives_reset() {
                 drop(b);
             } else if self.pins.dirty() {
                 b.release();

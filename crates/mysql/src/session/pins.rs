@@ -83,6 +83,14 @@ impl Pins {
         })
     }
 
+    /// State a connection reset cannot undo: an XA transaction (a prepared one stays attached
+    /// to the server session through COM_RESET_CONNECTION). Such a connection is closed when the
+    /// session ends — a prepared XA transaction then survives, detached, as for a direct client
+    /// that disconnects (`XA RECOVER`, `XA COMMIT` from any connection).
+    pub fn outlives_reset(&self) -> bool {
+        self.untrackable == Some("XA transaction")
+    }
+
     /// True when the connection holds state a `COM_RESET_CONNECTION` must clear before another
     /// client may use it (everything except the replayable session state).
     pub fn dirty(&self) -> bool {
