@@ -10,6 +10,11 @@ use crate::packets::{eof_status, parse_ok};
 pub enum ReplyKind {
     /// COM_QUERY / COM_STMT_EXECUTE: OK, ERR, or result set(s).
     ResultSets,
+    /// COM_STMT_EXECUTE that asked for a cursor: as [`ReplyKind::ResultSets`], but a result set
+    /// whose column-definition EOF says `SERVER_STATUS_CURSOR_EXISTS` ends the reply there (its
+    /// rows come by COM_STMT_FETCH). Any other reply may carry that flag too — a stored
+    /// procedure with an open cursor sets it on the result sets it sends — and their rows follow.
+    CursorResultSets,
     /// COM_STMT_PREPARE: prepare-OK with parameter and column definitions, or ERR.
     Prepare,
     /// COM_STMT_FETCH: rows until a terminator, or ERR.
@@ -55,6 +60,8 @@ pub enum ReplyError {
 pub struct ReplyTracker {
     state: State,
     deprecate_eof: bool,
+    /// The command asked for a cursor ([`ReplyKind::CursorResultSets`]).
+    cursor: bool,
     continuation: bool,
     /// Status flags of the last OK/EOF seen.
     pub status: u16,
@@ -88,7 +95,9 @@ impl ReplyTracker {
     /// A tracker for one reply; `deprecate_eof` is the CLIENT_DEPRECATE_EOF the backend agreed to.
     pub fn new(kind: ReplyKind, deprecate_eof: bool) -> Self {
         let state = match kind {
-            ReplyKind::ResultSets | ReplyKind::Prepare => State::Start,
+            ReplyKind::ResultSets | ReplyKind::CursorResultSets | ReplyKind::Prepare => {
+                State::Start
+            }
             ReplyKind::Fetch => State::Rows,
             ReplyKind::FieldList => State::FieldList,
             ReplyKind::Single => State::Single,
@@ -96,6 +105,7 @@ impl ReplyTracker {
         let mut t = ReplyTracker {
             state,
             deprecate_eof,
+            cursor: kind == ReplyKind::CursorResultSets,
             continuation: false,
             status: 0,
             status_seen: false,
@@ -285,7 +295,7 @@ impl ReplyTracker {
                 let st = eof_status(payload);
                 self.status = st;
                 self.status_seen = true;
-                if st & status::CURSOR_EXISTS != 0 {
+                if self.cursor && st & status::CURSOR_EXISTS != 0 {
                     self.results += 1;
                     self.state = State::Done;
                 } else {

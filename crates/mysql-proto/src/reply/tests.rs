@@ -110,9 +110,23 @@ fn prepare_without_params_or_columns() {
 
 #[test]
 fn cursor_ends_reply_after_column_eof() {
-    let mut t = ReplyTracker::new(ReplyKind::ResultSets, false);
+    let mut t = ReplyTracker::new(ReplyKind::CursorResultSets, false);
     let pk = vec![vec![1], coldef(), eof_payload(status::CURSOR_EXISTS, 0)];
     assert_eq!(feed_all(&mut t, &pk), Ok(3));
+    // A stored procedure with an open cursor flags its result sets CURSOR_EXISTS too (mariadb-test
+    // sp-cursor): without a cursor asked for, the rows and the rest of the CALL's reply follow.
+    let mut t = ReplyTracker::new(ReplyKind::ResultSets, false);
+    let flags = status::CURSOR_EXISTS | status::MORE_RESULTS_EXISTS;
+    let pk = vec![
+        vec![1],
+        coldef(),
+        eof_payload(flags, 0),
+        vec![1, b'1'],
+        eof_payload(flags, 0),
+        vec![0, 0, 0, 2, 0, 0, 0],
+    ];
+    assert_eq!(feed_all(&mut t, &pk), Ok(6));
+    assert!(t.done());
     let mut t = ReplyTracker::new(ReplyKind::Fetch, false);
     let pk = vec![vec![0, 0, 1], eof_payload(status::LAST_ROW_SENT, 0)];
     assert_eq!(feed_all(&mut t, &pk), Ok(2));

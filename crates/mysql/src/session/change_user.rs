@@ -94,6 +94,7 @@ impl Session {
         };
         self.pins.clear();
         self.last_insert_id = 0;
+        self.last_insert_conn = None;
         self.client_wait_timeout = None;
         self.refresh_multiplexing_setting();
         self.publish();

@@ -62,8 +62,14 @@ pub struct Session {
     /// Prepared statements by client statement id.
     stmts: HashMap<u32, ClientStmt>,
     next_stmt_id: u32,
-    /// LAST_INSERT_ID() as the client would see it on a direct connection.
+    /// The auto-increment id of the session's last insert (its OK packet), for LAST_INSERT_ID()
+    /// answered after the session left that connection.
     last_insert_id: u64,
+    /// The backend connection (server, thread id) that insert ran on: while the session still
+    /// holds it, `SELECT LAST_INSERT_ID()` goes to the server, which alone knows whether the id
+    /// was generated (an explicit value, even -1, fills the OK packet too: mariadb-test
+    /// auto_increment).
+    last_insert_conn: Option<(String, u32)>,
     /// The client's `SET wait_timeout`, in ms.
     client_wait_timeout: Option<u64>,
     /// Set when writing to the client failed: the session ends.
@@ -138,6 +144,7 @@ impl Session {
             stmts: HashMap::new(),
             next_stmt_id: 1,
             last_insert_id: 0,
+            last_insert_conn: None,
             client_wait_timeout: None,
             client_gone: false,
             backend_tainted: false,
@@ -447,6 +454,7 @@ impl Session {
         self.state = self.state.reset_keep_schema();
         self.pins.clear();
         self.last_insert_id = 0;
+        self.last_insert_conn = None;
         self.client_wait_timeout = None;
     }
 }

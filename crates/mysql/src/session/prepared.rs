@@ -213,9 +213,12 @@ impl Session {
         let killer = self
             .class_timeout(self.query_timeout(plan.as_ref()))
             .and_then(|after| self.arm_killer(after));
-        let t = self
-            .forward_bytes(&raw, pk.seq, ReplyKind::ResultSets)
-            .await;
+        let kind = if cursor {
+            ReplyKind::CursorResultSets
+        } else {
+            ReplyKind::ResultSets
+        };
+        let t = self.forward_bytes(&raw, pk.seq, kind).await;
         if let Some(k) = killer {
             k.abort();
         }

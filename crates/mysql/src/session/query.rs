@@ -4,6 +4,7 @@
 use super::hook::Hooked;
 use super::{Next, Session};
 use crate::sql::classify::{Effects, ProxyAnswer, classify};
+use crate::sql::compound::Compound;
 use crate::sql::lexer::split_statements;
 use crate::sql::set::{SetItem, SetParse, SetValue};
 use sluice_core::query::WordSet;
@@ -78,7 +79,16 @@ impl Session {
         };
         let effects: Vec<Effects> = if INTERESTING.occurs_in(sql_bytes) {
             let text = String::from_utf8_lossy(sql_bytes);
-            split_statements(&text).into_iter().map(classify).collect()
+            match crate::sql::compound::compound(&text) {
+                // A stored body: its statements do not run now.
+                Some(Compound::Definition) => Vec::new(),
+                // A block runs now, and what it does to the session cannot be followed.
+                Some(Compound::Block) => vec![Effects {
+                    untrackable: Some("compound statement"),
+                    ..Effects::default()
+                }],
+                None => split_statements(&text).into_iter().map(classify).collect(),
+            }
         } else {
             Vec::new()
         };
@@ -173,11 +183,14 @@ impl Session {
                     .mysql
                     .variables
                     .select_version_forwarding;
-                if !(forward_version
-                    && matches!(
-                        answer,
-                        ProxyAnswer::Version(_) | ProxyAnswer::VersionComment(_)
-                    ))
+                let forward_insert_id =
+                    matches!(answer, ProxyAnswer::LastInsertId(_)) && self.holds_insert_conn();
+                if !(forward_insert_id
+                    || forward_version
+                        && matches!(
+                            answer,
+                            ProxyAnswer::Version(_) | ProxyAnswer::VersionComment(_)
+                        ))
                 {
                     return Some(self.answer(reply_seq, answer).await);
                 }
@@ -290,6 +303,17 @@ impl Session {
         t
     }
 
+    /// Whether the session holds the backend connection its last insert ran on.
+    fn holds_insert_conn(&mut self) -> bool {
+        let Some((server, thread)) = self.last_insert_conn.as_ref() else {
+            return false;
+        };
+        self.backend.as_mut().is_some_and(|b| {
+            let c = b.conn();
+            c.thread_id == *thread && c.server == *server
+        })
+    }
+
     /// Remembers an auto-increment id a statement generated, and keeps the backend connection
     /// for the next few statements (`mysql-auto_increment_delay_multiplex`) so that
     /// `LAST_INSERT_ID()` inside other statements sees it too.
@@ -298,6 +322,10 @@ impl Session {
             return;
         }
         self.last_insert_id = t.last_insert_id;
+        self.last_insert_conn = self.backend.as_mut().map(|b| {
+            let c = b.conn();
+            (c.server.clone(), c.thread_id)
+        });
         // Inside a transaction the connection is held anyway; holding on past its end would
         // chain transaction after transaction onto one connection.
         if t.status & sluice_mysql_proto::consts::status::IN_TRANS != 0 {

@@ -4,5 +4,6 @@
 //! any input without panicking.
 
 pub mod classify;
+pub mod compound;
 pub mod lexer;
 pub mod set;
