@@ -105,3 +105,92 @@ fn last_insert_id_after_an_explicit_negative_id_is_the_server_s() {
     // An explicit id does not change LAST_INSERT_ID(), though the OK packet carries it.
     assert_eq!(out.lines().nth(1), Some("1"), "{out}");
 }
+
+/// mariadb-test's `SET GLOBAL` cases: a client that connects after another client's
+/// `SET GLOBAL` sees the new default in its session, as a new direct connection would — the
+/// pooled connections opened before (which carry the old value) are not handed to it.
+#[test]
+fn a_client_connecting_after_set_global_sees_the_new_default() {
+    if !backends_ready(Servers::MariaDb) {
+        return;
+    }
+    let s = Sluice::start(&standard_config("", ""));
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let url = Opts::from_url(&s.url("app", "app", "app")).expect("url");
+    let seen = rt.block_on(async {
+        // Warm the pool: a few connections, idle with the server's current default.
+        let mut warm = Vec::new();
+        for _ in 0..3 {
+            let mut c = Conn::new(url.clone()).await.expect("connect");
+            c.query_drop("BEGIN").await.expect("begin");
+            warm.push(c);
+        }
+        for mut c in warm {
+            c.query_drop("COMMIT").await.expect("commit");
+            c.disconnect().await.expect("disconnect");
+        }
+        let mut a = Conn::new(url.clone()).await.expect("a");
+        let old: Option<u64> = a
+            .query_first("SELECT @@global.net_read_timeout")
+            .await
+            .expect("read the global");
+        a.query_drop("SET GLOBAL net_read_timeout = 77")
+            .await
+            .expect("set global");
+        let mut c = Conn::new(url.clone()).await.expect("a later client");
+        let seen: Option<u64> = c
+            .query_first("SELECT @@session.net_read_timeout")
+            .await
+            .expect("read the session value");
+        a.query_drop(format!(
+            "SET GLOBAL net_read_timeout = {}",
+            old.unwrap_or(30)
+        ))
+        .await
+        .expect("restore");
+        for x in [a, c] {
+            x.disconnect().await.expect("disconnect");
+        }
+        seen
+    });
+    assert_eq!(seen, Some(77), "{}", s.log());
+}
+
+/// mariadb-test `transaction_timeout`: the server ends a transaction left idle past
+/// `idle_transaction_timeout` by closing its connection. The client's next statement gets an
+/// error that says the transaction is gone, and the session ends, as a direct connection does —
+/// it does not go on in autocommit on another connection as if its transaction were still open.
+#[test]
+fn a_transaction_the_server_ended_while_idle_ends_the_session() {
+    if !backends_ready(Servers::MariaDb) {
+        return;
+    }
+    let s = Sluice::start(&standard_config("", ""));
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let url = Opts::from_url(&s.url("app", "app", "app")).expect("url");
+    rt.block_on(async {
+        let mut c = Conn::new(url).await.expect("connect");
+        c.query_drop("SET SESSION idle_transaction_timeout = 1")
+            .await
+            .expect("set");
+        c.query_drop("BEGIN").await.expect("begin");
+        c.query_drop("SELECT 1").await.expect("in the transaction");
+        tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+        match c.query_drop("SELECT 2").await {
+            Err(mysql_async::Error::Server(e)) => {
+                assert_eq!(e.code, 1927, "{e:?}");
+                assert!(
+                    e.message.contains("the transaction it held is gone"),
+                    "{e:?}"
+                );
+                assert!(!e.message.contains("protocol error"), "{e:?}");
+            }
+            other => panic!("the lost transaction must be reported, got {other:?}"),
+        }
+        let after = c.query_drop("SELECT 3").await;
+        assert!(
+            !matches!(after, Ok(()) | Err(mysql_async::Error::Server(_))),
+            "the session must be closed after its transaction was lost: {after:?}"
+        );
+    });
+}

@@ -39,8 +39,8 @@ pub enum Error {
         /// Why.
         why: String,
     },
-    /// Malformed packet or socket failure.
-    #[error("protocol error with {server}: {source}")]
+    /// Malformed packet or socket failure (a reset, the server closing the connection).
+    #[error("{server}: {source}")]
     Protocol {
         /// `host:port`.
         server: String,

@@ -145,6 +145,12 @@ pub struct MysqlPool {
     stats: PoolStats,
     /// Statements and bytes per (hostgroup, server).
     traffic: TrafficRegistry,
+    /// When a client's `SET GLOBAL` last changed a server's defaults: connections opened before
+    /// carry the old values in their session and are closed instead of pooled again, so a
+    /// client that comes later sees the new defaults, as on a direct connection.
+    globals_changed: Mutex<HashMap<ServerKey, std::time::Instant>>,
+    /// True once any server's globals changed (the common case checks nothing else).
+    any_globals_changed: std::sync::atomic::AtomicBool,
 }
 
 /// What a session asks for.
@@ -262,7 +268,27 @@ impl MysqlPool {
             sockets: KillRegistry::default(),
             stats: PoolStats::default(),
             traffic: TrafficRegistry::default(),
+            globals_changed: Mutex::default(),
+            any_globals_changed: Default::default(),
         })
+    }
+
+    /// A client's `SET GLOBAL` ran on `server`: its idle connections are closed now, and those
+    /// in use when they come back.
+    pub fn globals_changed(&self, server: &ServerKey) {
+        lock(&self.globals_changed).insert(server.clone(), std::time::Instant::now());
+        self.any_globals_changed
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.purge_idle(|_, k| k != server);
+    }
+
+    /// Whether `conn` was opened before its server's globals last changed.
+    fn opened_before_globals_changed(&self, server: &ServerKey, conn: &BackendConn) -> bool {
+        self.any_globals_changed
+            .load(std::sync::atomic::Ordering::Relaxed)
+            && lock(&self.globals_changed)
+                .get(server)
+                .is_some_and(|t| conn.created < *t)
     }
 
     /// Kills every connection to `server`, idle or busy, by shutting its socket down: a query
@@ -335,6 +361,12 @@ impl MysqlPool {
 
     /// A connection is free: to the first waiting session that can use it, else idle.
     fn put_idle(&self, key: PoolKey, conn: BackendConn) {
+        if self.opened_before_globals_changed(&key.server, &conn) {
+            debug!(server = %conn.server, "closing a backend connection opened before a SET GLOBAL");
+            self.release_slot(key.hostgroup, &key.server);
+            tokio::spawn(conn.quit());
+            return;
+        }
         let mut g = lock(&self.inner);
         let Some((key, mut conn)) = handoff::give_conn(&mut g, key, conn) else {
             return;

@@ -352,13 +352,36 @@ impl Session {
                         "pooled backend connection was dead ({error}); retrying on a new connection");
                     return Outcome::Retry;
                 }
-                warn!(session = self.id, user = %self.login.user.username, server = %server,
-                    "backend connection lost during a command: {error}; the client gets error 1927 and the session continues on a new connection");
+                // A transaction, or state Sluice cannot replay, went with the connection (the
+                // server ended it: idle_transaction_timeout, a KILL, a crash). Going on elsewhere
+                // would run the client's next statements outside the transaction it believes
+                // open: the session ends after the error, as a direct connection would.
+                let in_trans = self.pins.status & sluice_mysql_proto::consts::status::IN_TRANS != 0;
+                let lost_state = if in_trans {
+                    Some("transaction")
+                } else if self.pins.dirty() {
+                    self.pins.reason()
+                } else {
+                    None
+                };
+                let msg = match lost_state {
+                    Some(what) => {
+                        warn!(session = self.id, user = %self.login.user.username, server = %server,
+                            "backend connection lost during a command: {error}; its {what} is gone with it: the client gets error 1927 and the session ends");
+                        self.client_gone = true;
+                        format!(
+                            "Lost connection to backend server {server} during query: {error}; the {what} it held is gone, so this session ends"
+                        )
+                    }
+                    None => {
+                        warn!(session = self.id, user = %self.login.user.username, server = %server,
+                            "backend connection lost during a command: {error}; the client gets error 1927 and the session continues on a new connection");
+                        format!("Lost connection to backend server {server} during query: {error}")
+                    }
+                };
                 // Whatever the lost connection held for this client is gone with it.
                 self.pins.clear();
                 self.refresh_multiplexing_setting();
-                let msg =
-                    format!("Lost connection to backend server {server} during query: {error}");
                 self.send_err(next_seq, &err_payload(LOST_BACKEND.0, LOST_BACKEND.1, &msg))
                     .await;
                 Outcome::Done(None)

@@ -398,7 +398,14 @@ impl Session {
                 self.pins.next_transaction = true;
                 false
             }
-            SetItem::Global | SetItem::UserVar => false,
+            SetItem::Global => {
+                // New sessions must see the new defaults (mariadb-test: 4 tests).
+                if let Some(b) = self.backend.as_ref() {
+                    self.fe.pool.globals_changed(&b.key().server);
+                }
+                false
+            }
+            SetItem::UserVar => false,
         }
     }
 
