@@ -194,3 +194,49 @@ fn a_transaction_the_server_ended_while_idle_ends_the_session() {
         );
     });
 }
+
+/// mariadb-test's KILL cases: `KILL CONNECTION` of a session running a statement closes its
+/// connection mid-statement — its client sees the connection lost (2013), as when a direct
+/// connection is killed, not the 1317 "Query execution was interrupted" of a `KILL QUERY`.
+#[test]
+fn kill_connection_of_a_running_statement_closes_it_as_directly() {
+    if !backends_ready(Servers::MariaDb) {
+        return;
+    }
+    let s = Sluice::start(&standard_config("", ""));
+    let script = r#"
+import sys, threading, time, pymysql
+def seen(port):
+    v = pymysql.connect(host="127.0.0.1", port=port, user="app", password="app", ssl_disabled=True)
+    k = pymysql.connect(host="127.0.0.1", port=port, user="app", password="app", ssl_disabled=True)
+    got = {}
+    def run():
+        try:
+            v.cursor().execute("SELECT SLEEP(20)")
+            got["r"] = "finished"
+        except pymysql.MySQLError as e:
+            got["r"] = e.args[0]
+    t = threading.Thread(target=run)
+    t.start()
+    for _ in range(200):
+        c = k.cursor()
+        c.execute("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO = 'SELECT SLEEP(20)'")
+        if c.fetchone()[0]:
+            break
+        time.sleep(0.025)
+    k.cursor().execute(f"KILL CONNECTION {v.thread_id()}")
+    t.join(10)
+    return got.get("r")
+print(seen(int(sys.argv[2])), seen(int(sys.argv[1])))
+"#;
+    let out = ok_stdout(&python(
+        script,
+        &[&s.port.to_string(), &ports::MY_PRIMARY.to_string()],
+    ));
+    assert_eq!(
+        out.trim(),
+        "2013 2013",
+        "direct, then through Sluice\n{}",
+        s.log()
+    );
+}

@@ -11,7 +11,7 @@ use sluice_mysql_proto::framing::Packet;
 use sluice_mysql_proto::packets::err_payload;
 use sluice_mysql_proto::reply::{ReplyKind, ReplyTracker};
 use std::time::Duration;
-use tracing::warn;
+use tracing::{info, warn};
 
 /// Largest reply copied for the query cache; a bigger one is relayed and not cached.
 const CAPTURE_LIMIT: usize = 4 << 20;
@@ -351,6 +351,13 @@ impl Session {
                     warn!(session = self.id, server = %server,
                         "pooled backend connection was dead ({error}); retrying on a new connection");
                     return Outcome::Retry;
+                }
+                if self.slot.killed().is_cancelled() {
+                    // KILL CONNECTION of this session: its backend connection was killed with
+                    // it; the client sees its connection close, as a directly killed one does.
+                    info!(session = self.id, server = %server, "session killed during a statement; closing it");
+                    self.client_gone = true;
+                    return Outcome::Done(None);
                 }
                 // A transaction, or state Sluice cannot replay, went with the connection (the
                 // server ended it: idle_transaction_timeout, a KILL, a crash). Going on elsewhere

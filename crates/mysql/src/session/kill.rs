@@ -24,6 +24,9 @@ pub(super) struct KillQuery {
     shape: (u8, u32),
     /// The backend thread whose statement is stopped.
     pub(super) thread_id: u32,
+    /// `KILL CONNECTION` rather than `KILL QUERY`: the target session ends, and its client sees
+    /// its connection close mid-statement, as a directly killed connection does (not 1317).
+    pub(super) connection: bool,
 }
 
 impl KillQuery {
@@ -39,7 +42,15 @@ impl KillQuery {
         let mut c = self.pool.checkout(&req).await.map_err(|e| e.to_string())?;
         match c
             .conn()
-            .run_sql(&format!("KILL QUERY {}", self.thread_id))
+            .run_sql(&format!(
+                "KILL {} {}",
+                if self.connection {
+                    "CONNECTION"
+                } else {
+                    "QUERY"
+                },
+                self.thread_id
+            ))
             .await
         {
             Ok(Ok(())) => {
@@ -77,6 +88,7 @@ impl Session {
             secret: self.backend_secret(&rt).ok()?.into_owned(),
             shape: (self.login.charset, self.login.capabilities),
             thread_id: on.thread_id,
+            connection: false,
         })
     }
 
@@ -178,20 +190,25 @@ impl Session {
             // Held while the KILL reaches the server: the target cannot hand its backend
             // connection to another client meanwhile.
             let running = target.running.lock().await;
+            if !query {
+                // Before the server drops its connection: the target then knows the loss is
+                // its own kill (it closes quietly instead of reporting a lost backend).
+                target.killed.cancel();
+            }
             if let Some(on) = running.as_ref().filter(|on| on.active)
-                && let Some(k) = self.kill_query_for(on)
+                && let Some(mut k) = self.kill_query_for(on)
             {
+                k.connection = !query;
                 let thread_id = k.thread_id;
                 match k.send().await {
                     Ok(()) => info!(session = self.id, target = id, server = %on.server, thread_id,
-                        "KILL {} from a client: sent KILL QUERY to the server",
+                        "KILL {0} from a client: sent KILL {0} to the server",
                         if query { "QUERY" } else { "CONNECTION" }),
                     Err(e) => warn!(session = self.id, target = id, server = %on.server, thread_id,
                         "KILL from a client: KILL QUERY could not be sent to the server: {e}"),
                 }
             }
             if !query {
-                target.killed.cancel();
                 info!(
                     session = self.id,
                     target = id,
