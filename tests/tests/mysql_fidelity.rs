@@ -240,3 +240,52 @@ print(seen(int(sys.argv[2])), seen(int(sys.argv[1])))
         s.log()
     );
 }
+
+/// mariadb-test's change-user cases: a COM_CHANGE_USER with a wrong password is refused (1045)
+/// and the session goes on as the user it was, as on a direct connection.
+#[test]
+fn a_refused_change_user_leaves_the_session_as_it_was() {
+    if !backends_ready(Servers::MariaDb) {
+        return;
+    }
+    let s = Sluice::start(&standard_config("", ""));
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let seen = |url: String| {
+        rt.block_on(async move {
+            let mut c = Conn::new(Opts::from_url(&url).expect("url"))
+                .await
+                .expect("connect");
+            c.query_drop("SET @kept = 7").await.expect("set");
+            let refused = c
+                .change_user(
+                    mysql_async::ChangeUserOpts::default()
+                        .with_user(Some("app".into()))
+                        .with_pass(Some("wrong".into())),
+                )
+                .await;
+            let code = match refused {
+                Err(mysql_async::Error::Server(e)) => e.code,
+                other => panic!("expected a refusal, got {other:?}"),
+            };
+            let after: Result<Option<(String, Option<i64>)>, _> =
+                c.query_first("SELECT CURRENT_USER(), @kept").await;
+            (code, after.map_err(|e| e.to_string()))
+        })
+    };
+    let direct = seen(format!(
+        "mysql://app:app@127.0.0.1:{}/app",
+        ports::MY_PRIMARY
+    ));
+    let proxied = seen(s.url("app", "app", "app"));
+    assert_eq!(direct.0, 1045, "{direct:?}");
+    assert_eq!(proxied.0, direct.0);
+    assert_eq!(
+        proxied
+            .1
+            .as_ref()
+            .map(|r| r.as_ref().map(|(_, kept)| *kept)),
+        direct.1.as_ref().map(|r| r.as_ref().map(|(_, kept)| *kept)),
+        "direct {direct:?}, through Sluice {proxied:?}\n{}",
+        s.log()
+    );
+}

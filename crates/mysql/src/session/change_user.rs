@@ -9,6 +9,16 @@ use sluice_mysql_proto::scramble::NATIVE;
 use tracing::{info, warn};
 
 impl Session {
+    /// A refused COM_CHANGE_USER: the client gets the error and the session goes on as the
+    /// user it was, its session state reset as MariaDB resets it (user variables, temporary
+    /// tables, prepared statements: as COM_RESET_CONNECTION).
+    async fn refuse_change(&mut self, seq: u8, e: Error) -> Next {
+        self.reset_session().await;
+        // A client gone meanwhile is found at the next read.
+        let _ = fail::<()>(&mut self.io, seq, e).await;
+        Next::Continue
+    }
+
     pub(super) async fn change_user(&mut self, pk: Packet) -> Next {
         let mut seq = pk.seq.wrapping_add(1);
         let cu = match ChangeUser::decode(&pk.payload, self.login.capabilities) {
@@ -34,10 +44,12 @@ impl Session {
         let secret = match result {
             Ok(s) => s,
             Err(e) => {
-                warn!(session = self.id, user = %cu.username, client = %self.io.peer, "COM_CHANGE_USER refused: {e}");
                 if matches!(e, Error::AccessDenied { .. }) {
-                    let _ = fail::<()>(&mut self.io, seq, e).await;
+                    // As MariaDB does: the session goes on as the user it was.
+                    warn!(session = self.id, user = %cu.username, client = %self.io.peer, "COM_CHANGE_USER refused: {e}; the session stays {}", self.login.user.username);
+                    return self.refuse_change(seq, e).await;
                 }
+                warn!(session = self.id, user = %cu.username, client = %self.io.peer, "COM_CHANGE_USER failed: {e}; closing the session");
                 return Next::Close;
             }
         };
@@ -50,8 +62,7 @@ impl Session {
                 using_password: "YES",
                 extra: ". The user is not active".into(),
             };
-            let _ = fail::<()>(&mut self.io, seq, e).await;
-            return Next::Close;
+            return self.refuse_change(seq, e).await;
         }
         if user.use_ssl.0 && !self.io.stream.get_ref().is_tls() {
             let e = Error::AccessDenied {
@@ -60,15 +71,13 @@ impl Session {
                 using_password: "YES",
                 extra: ". SSL is required".into(),
             };
-            let _ = fail::<()>(&mut self.io, seq, e).await;
-            return Next::Close;
+            return self.refuse_change(seq, e).await;
         }
         if !self
             .slot
             .assign_user(&user.username, user.max_connections.0)
         {
-            let _ = fail::<()>(&mut self.io, seq, Error::TooManyConnections).await;
-            return Next::Close;
+            return self.refuse_change(seq, Error::TooManyConnections).await;
         }
         self.release_backend();
         info!(session = self.id, from = %self.login.user.username, to = %user.username, "COM_CHANGE_USER");
