@@ -203,3 +203,29 @@ fn resetting_the_time_zone_returns_to_the_client_s_own() {
         s.log()
     );
 }
+
+/// pg_regress horology sets `TIME ZONE INTERVAL '-08:00' HOUR TO MINUTE`: the setting follows
+/// the session to a server connection another session used in between (it is applied again
+/// there in a form PostgreSQL accepts; `SET timezone TO INTERVAL …` is a syntax error that ended
+/// the session).
+#[test]
+fn a_time_zone_interval_follows_the_session_to_another_connection() {
+    if !backends_ready(Servers::Postgres) {
+        return;
+    }
+    let s = Sluice::start(&one_connection_config());
+    let script = format!(
+        r#"
+import psycopg
+dsn = "host=127.0.0.1 port={port} user=app password=app dbname=app sslmode=disable"
+a = psycopg.connect(dsn, autocommit=True)
+b = psycopg.connect(dsn, autocommit=True)
+a.execute("SET TIME ZONE INTERVAL '-08:00' HOUR TO MINUTE")
+b.execute("SET TIME ZONE 'UTC'")
+print(a.execute("SHOW TimeZone").fetchone()[0], b.execute("SHOW TimeZone").fetchone()[0])
+"#,
+        port = s.pg_port
+    );
+    let out = ok_stdout(&python(&script, &[]));
+    assert_eq!(out.trim(), "<-08>+08 UTC", "{}", s.log());
+}

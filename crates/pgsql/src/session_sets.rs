@@ -146,6 +146,11 @@ fn parse_change(stmt: &str) -> Option<Change> {
 
 /// The statement a `SET name TO value` replays as (value as the client wrote it).
 fn set_statement(name: &str, value: &str) -> String {
+    // `SET TIME ZONE` takes what `SET timezone TO` does not: `INTERVAL '-08:00' HOUR TO MINUTE`
+    // (pg_regress horology), `LOCAL`.
+    if name == "timezone" {
+        return format!("SET TIME ZONE {value}");
+    }
     format!("SET {name} TO {value}")
 }
 
@@ -298,6 +303,16 @@ mod tests {
             classify(b"reset work_mem", true),
             Effect::Track(Change::Reset("work_mem".into()))
         );
+        // Replayed in the form that accepts every value `SET TIME ZONE` does.
+        let interval = "SET TIME ZONE INTERVAL '-08:00' HOUR TO MINUTE";
+        match classify(interval.as_bytes(), true) {
+            Effect::Track(c) => {
+                let mut conn = BTreeMap::new();
+                apply(&mut conn, &c);
+                assert_eq!(conn["timezone"], interval);
+            }
+            other => panic!("{other:?}"),
+        }
         // pg_regress horology: these return to the session's startup time zone, not the
         // server's, and do not pin.
         for reset in [
