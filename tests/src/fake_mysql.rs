@@ -7,7 +7,7 @@ use sluice_mysql_proto::consts::{cap, com, status};
 use sluice_mysql_proto::framing::{PacketReader, packet};
 use sluice_mysql_proto::handshake::Greeting;
 use sluice_mysql_proto::packets::{err_payload, ok_payload};
-use sluice_mysql_proto::resultset::{ColType, text_result};
+use sluice_mysql_proto::resultset::{ColType, ResultShape, text_result};
 use std::sync::{Arc, Mutex};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
@@ -69,6 +69,7 @@ async fn serve(mut tcp: TcpStream, id: u32, port: u16, state: GroupState) {
             | cap::CONNECT_WITH_DB
             | cap::TRANSACTIONS
             | cap::MULTI_RESULTS,
+        mariadb_capabilities: 0,
         charset: 45,
         status: status::AUTOCOMMIT,
         auth_plugin: "mysql_native_password".into(),
@@ -94,7 +95,7 @@ async fn serve(mut tcp: TcpStream, id: u32, port: u16, state: GroupState) {
                     let (s, r, behind) = state.lock().unwrap_or_else(|p| p.into_inner()).clone();
                     text_result(
                         seq,
-                        false,
+                        ResultShape::default(),
                         status::AUTOCOMMIT,
                         &[
                             ("MEMBER_STATE", ColType::Text),
@@ -106,7 +107,7 @@ async fn serve(mut tcp: TcpStream, id: u32, port: u16, state: GroupState) {
                 } else if sql.trim_start().starts_with("select") {
                     text_result(
                         seq,
-                        false,
+                        ResultShape::default(),
                         status::AUTOCOMMIT,
                         &[("port", ColType::UnsignedBigint)],
                         &[vec![Some(port.to_string())]],

@@ -5,7 +5,7 @@ use crate::state::SessionState;
 use crate::stmt_cache::StmtCache;
 use crate::stream::{BackendSocket, BackendStream};
 use bytes::BytesMut;
-use sluice_mysql_proto::consts::{MAX_CHUNK, cap, com};
+use sluice_mysql_proto::consts::{MAX_CHUNK, cap, com, mariadb_cap};
 use sluice_mysql_proto::framing::{PacketReader, packet};
 use sluice_mysql_proto::handshake::{Greeting, HandshakeResponse};
 use sluice_mysql_proto::packets::{parse_auth_switch, parse_err};
@@ -35,8 +35,18 @@ impl std::fmt::Debug for BackendSecret {
 }
 
 /// Capability bits that change the bytes of replies; a connection only serves clients with the
-/// same bits, so replies can be forwarded without rewriting.
-pub const REPLY_SHAPING_CAPS: u32 = cap::DEPRECATE_EOF | cap::FOUND_ROWS | cap::IGNORE_SPACE;
+/// same bits, so replies can be forwarded without rewriting. The low 32 bits are `CLIENT_*`, the
+/// high ones MariaDB's extended capabilities (`MARIADB_CLIENT_*`, as MariaDB numbers them):
+/// see [`client_caps`].
+pub const REPLY_SHAPING_CAPS: u64 = (cap::DEPRECATE_EOF | cap::FOUND_ROWS | cap::IGNORE_SPACE)
+    as u64
+    | (mariadb_cap::EXTENDED_METADATA as u64) << 32;
+
+/// A client's capabilities as one value: `CLIENT_*` flags in the low 32 bits, MariaDB's extended
+/// ones above them (how [`ConnectParams::client_caps`] and the pools take them).
+pub fn client_caps(capabilities: u32, mariadb_capabilities: u32) -> u64 {
+    u64::from(capabilities) | u64::from(mariadb_capabilities) << 32
+}
 
 /// How to open a backend connection.
 #[derive(Debug, Clone)]
@@ -53,8 +63,9 @@ pub struct ConnectParams {
     pub schema: Option<String>,
     /// Collation id to connect with (the client's).
     pub charset: u8,
-    /// The client's reply-shaping capability bits (only the bits that shape replies, e.g. `CLIENT_DEPRECATE_EOF`, matter).
-    pub client_caps: u32,
+    /// The client's reply-shaping capability bits (only the bits that shape replies, e.g.
+    /// `CLIENT_DEPRECATE_EOF`, matter), MariaDB's extended ones included ([`client_caps`]).
+    pub client_caps: u64,
     /// TLS client config when the server row has `use_ssl=1`.
     pub tls: Option<Arc<rustls::ClientConfig>>,
     /// Ask for the compressed protocol (the server row has `compression=1`); used when the
@@ -168,7 +179,9 @@ impl BackendConn {
             });
         }
         let greeting = Greeting::decode(&first.payload).map_err(proto)?;
-        let mut caps = base_caps() | (p.client_caps & REPLY_SHAPING_CAPS);
+        let shaping = p.client_caps & REPLY_SHAPING_CAPS;
+        let mut caps = base_caps() | shaping as u32;
+        let extended = (shaping >> 32) as u32;
         if !p.multi_statements {
             caps &= !cap::MULTI_STATEMENTS;
         }
@@ -199,9 +212,24 @@ impl BackendConn {
             });
         }
         caps &= greeting.capabilities;
+        if extended & !greeting.mariadb_capabilities != 0 {
+            // The client's column definitions would lack what it negotiated with Sluice.
+            return Err(Error::AuthUnsupported {
+                server,
+                why: format!(
+                    "the client negotiated MariaDB extended capabilities {:#x} the server does not offer (set mysql-server_version to a MySQL version to offer none)",
+                    extended & !greeting.mariadb_capabilities
+                ),
+            });
+        }
+        if extended != 0 {
+            // MariaDB reads extended capabilities only from a client that is not "MySQL".
+            caps &= !cap::LONG_PASSWORD;
+        }
         let mut seq = first.seq.wrapping_add(1);
         let mut resp = HandshakeResponse {
             capabilities: caps,
+            mariadb_capabilities: extended,
             max_packet: 1 << 30,
             charset: p.charset,
             username: p.user.clone(),

@@ -50,7 +50,7 @@ mod state;
 mod stmt_cache;
 mod stream;
 
-pub use conn::{BackendConn, BackendSecret, ConnectParams};
+pub use conn::{BackendConn, BackendSecret, ConnectParams, client_caps};
 pub use error::Error;
 pub use ops::{Prepared, ServerErr};
 pub use pool::{CheckoutRequest, MysqlPool, PooledConn};

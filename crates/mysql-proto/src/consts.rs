@@ -44,6 +44,15 @@ pub mod cap {
     pub const DEPRECATE_EOF: u32 = 1 << 24;
 }
 
+/// MariaDB's extended capability flags (`MARIADB_CLIENT_*` >> 32): the 4 bytes a MariaDB greeting
+/// carries in its reserved area, and a client's response in its filler, when the other side
+/// cleared `CLIENT_MYSQL` ([`cap::LONG_PASSWORD`]).
+pub mod mariadb_cap {
+    /// `MARIADB_CLIENT_EXTENDED_METADATA`: column definitions carry extended type information
+    /// (`format=json`, geometry type names), so results differ byte for byte.
+    pub const EXTENDED_METADATA: u32 = 1 << 3;
+}
+
 /// Server status flags (`SERVER_*`) in OK/EOF packets.
 pub mod status {
     /// A transaction is open.

@@ -16,6 +16,9 @@ pub struct Greeting {
     pub nonce: Vec<u8>,
     /// The server's capability flags (`CLIENT_*`): what the client may ask for.
     pub capabilities: u32,
+    /// MariaDB's extended capabilities ([`crate::consts::mariadb_cap`]), sent only when
+    /// `capabilities` lacks `CLIENT_MYSQL`; 0 from a MySQL server.
+    pub mariadb_capabilities: u32,
     /// Default collation id.
     pub charset: u8,
     /// Server status flags at connect (`SERVER_STATUS_*`, e.g. autocommit).
@@ -40,7 +43,8 @@ impl Greeting {
         p.extend_from_slice(&self.status.to_le_bytes());
         p.extend_from_slice(&((self.capabilities >> 16) as u16).to_le_bytes());
         p.push((self.nonce.len() + 1) as u8);
-        p.extend_from_slice(&[0u8; 10]);
+        p.extend_from_slice(&[0u8; 6]);
+        p.extend_from_slice(&self.mariadb_capabilities.to_le_bytes());
         p.extend_from_slice(tail);
         p.push(0);
         p.extend_from_slice(self.auth_plugin.as_bytes());
@@ -66,7 +70,13 @@ impl Greeting {
         let cap_high = u32::from(r.u16().unwrap_or(0));
         let capabilities = cap_low | cap_high << 16;
         let auth_len = usize::from(r.u8().unwrap_or(0));
-        let _reserved = r.bytes(10).unwrap_or(&[]);
+        let reserved = r.bytes(10).unwrap_or(&[]);
+        let mariadb_capabilities = match reserved.get(6..10) {
+            Some(b) if capabilities & cap::LONG_PASSWORD == 0 => {
+                u32::from_le_bytes([b[0], b[1], b[2], b[3]])
+            }
+            _ => 0,
+        };
         if capabilities & cap::SECURE_CONNECTION != 0 {
             let n = auth_len.saturating_sub(8).max(13);
             let part2 = r.bytes(n.min(r.remaining().len()))?;
@@ -83,6 +93,7 @@ impl Greeting {
             connection_id,
             nonce,
             capabilities,
+            mariadb_capabilities,
             charset,
             status,
             auth_plugin,
@@ -95,6 +106,9 @@ impl Greeting {
 pub struct HandshakeResponse {
     /// Client capability flags.
     pub capabilities: u32,
+    /// MariaDB's extended capabilities ([`crate::consts::mariadb_cap`]), read and sent only
+    /// when `capabilities` lacks `CLIENT_MYSQL`.
+    pub mariadb_capabilities: u32,
     /// Max packet size the client accepts.
     pub max_packet: u32,
     /// The character set (collation id) the client asked for.
@@ -129,7 +143,11 @@ impl HandshakeResponse {
         }
         let max_packet = r.u32()?;
         let charset = r.u8()?;
-        r.bytes(23)?;
+        let filler = r.bytes(23)?;
+        let mariadb_capabilities = match capabilities & cap::LONG_PASSWORD {
+            0 => u32::from_le_bytes([filler[19], filler[20], filler[21], filler[22]]),
+            _ => 0,
+        };
         let username = String::from_utf8_lossy(r.null_str()?).into_owned();
         let auth_response = if capabilities & cap::PLUGIN_AUTH_LENENC_CLIENT_DATA != 0 {
             r.lenenc_bytes()?.to_vec()
@@ -152,6 +170,7 @@ impl HandshakeResponse {
         }
         Ok(HandshakeResponse {
             capabilities,
+            mariadb_capabilities,
             max_packet,
             charset,
             username,
@@ -166,7 +185,12 @@ impl HandshakeResponse {
         out.extend_from_slice(&self.capabilities.to_le_bytes());
         out.extend_from_slice(&self.max_packet.to_le_bytes());
         out.push(self.charset);
-        out.extend_from_slice(&[0u8; 23]);
+        out.extend_from_slice(&[0u8; 19]);
+        let extended = match self.capabilities & cap::LONG_PASSWORD {
+            0 => self.mariadb_capabilities,
+            _ => 0,
+        };
+        out.extend_from_slice(&extended.to_le_bytes());
     }
 
     /// Encodes the SSLRequest payload Sluice sends to a backend before TLS.
@@ -265,11 +289,32 @@ mod tests {
                 | cap::SECURE_CONNECTION
                 | cap::PLUGIN_AUTH
                 | cap::DEPRECATE_EOF,
+            mariadb_capabilities: 0,
             charset: 45,
             status: 2,
             auth_plugin: "mysql_native_password".into(),
         };
         assert_eq!(Greeting::decode(&g.encode()).expect("decode"), g);
+        // A MariaDB greeting (no CLIENT_MYSQL) carries its extended capabilities.
+        let mariadb = Greeting {
+            mariadb_capabilities: crate::consts::mariadb_cap::EXTENDED_METADATA,
+            ..g.clone()
+        };
+        assert_eq!(
+            Greeting::decode(&mariadb.encode()).expect("decode"),
+            mariadb
+        );
+        // With CLIENT_MYSQL set the reserved bytes are not read as capabilities.
+        let mysql = Greeting {
+            capabilities: g.capabilities | cap::LONG_PASSWORD,
+            ..mariadb
+        };
+        assert_eq!(
+            Greeting::decode(&mysql.encode())
+                .expect("decode")
+                .mariadb_capabilities,
+            0
+        );
     }
 
     #[test]
@@ -280,6 +325,7 @@ mod tests {
                 | cap::PLUGIN_AUTH
                 | cap::PLUGIN_AUTH_LENENC_CLIENT_DATA
                 | cap::CONNECT_WITH_DB,
+            mariadb_capabilities: crate::consts::mariadb_cap::EXTENDED_METADATA,
             max_packet: 1 << 24,
             charset: 33,
             username: "app".into(),
@@ -292,6 +338,13 @@ mod tests {
         let mut ssl = r.clone();
         ssl.capabilities |= cap::SSL;
         assert!(is_ssl_request(&ssl.encode_ssl_request()));
+        // A client that says it is MySQL sends no extended capabilities.
+        let mysql = HandshakeResponse {
+            capabilities: r.capabilities | cap::LONG_PASSWORD,
+            ..r
+        };
+        let decoded = HandshakeResponse::decode(&mysql.encode()).expect("decode");
+        assert_eq!(decoded.mariadb_capabilities, 0);
     }
 
     proptest! {

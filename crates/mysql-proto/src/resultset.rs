@@ -13,8 +13,30 @@ pub enum ColType {
     UnsignedBigint,
 }
 
+/// What shapes the bytes of a result set besides its contents: the capabilities the client
+/// negotiated that change them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ResultShape {
+    /// `CLIENT_DEPRECATE_EOF`: an OK packet (0xFE) ends the rows, and no EOF follows the columns.
+    pub deprecate_eof: bool,
+    /// MariaDB's `MARIADB_CLIENT_EXTENDED_METADATA`: each column definition carries an extended
+    /// type-information block (empty in Sluice's own).
+    pub extended_metadata: bool,
+}
+
+impl ResultShape {
+    /// The shape for a client with these `CLIENT_*` and MariaDB extended capabilities.
+    pub fn of(capabilities: u32, mariadb_capabilities: u32) -> ResultShape {
+        ResultShape {
+            deprecate_eof: capabilities & crate::consts::cap::DEPRECATE_EOF != 0,
+            extended_metadata: mariadb_capabilities & crate::consts::mariadb_cap::EXTENDED_METADATA
+                != 0,
+        }
+    }
+}
+
 /// A column definition payload.
-pub fn column_def(name: &str, ty: ColType) -> Vec<u8> {
+pub fn column_def(name: &str, ty: ColType, shape: ResultShape) -> Vec<u8> {
     let mut p = Vec::with_capacity(32 + name.len());
     put_lenenc_bytes(&mut p, b"def");
     for _ in 0..3 {
@@ -22,6 +44,9 @@ pub fn column_def(name: &str, ty: ColType) -> Vec<u8> {
     }
     put_lenenc_bytes(&mut p, name.as_bytes());
     put_lenenc_bytes(&mut p, b""); // org_name
+    if shape.extended_metadata {
+        put_lenenc_bytes(&mut p, b""); // no extended type information
+    }
     p.push(0x0c);
     let (charset, length, type_byte, flags): (u16, u32, u8, u16) = match ty {
         ColType::Text => (45, 1024, 0xfd, 0),
@@ -39,7 +64,7 @@ pub fn column_def(name: &str, ty: ColType) -> Vec<u8> {
 /// Encodes a text result set starting at sequence id `seq`; `None` cells are SQL NULL.
 pub fn text_result(
     seq: u8,
-    deprecate_eof: bool,
+    shape: ResultShape,
     status: u16,
     columns: &[(&str, ColType)],
     rows: &[Vec<Option<String>>],
@@ -50,8 +75,9 @@ pub fn text_result(
     put_lenenc_int(&mut count, columns.len() as u64);
     put_packet(&mut out, &mut s, &count);
     for (name, ty) in columns {
-        put_packet(&mut out, &mut s, &column_def(name, *ty));
+        put_packet(&mut out, &mut s, &column_def(name, *ty, shape));
     }
+    let deprecate_eof = shape.deprecate_eof;
     if !deprecate_eof {
         put_packet(&mut out, &mut s, &eof_payload(status, 0));
     }
@@ -83,14 +109,18 @@ mod tests {
 
     #[test]
     fn result_sets_are_well_formed_for_both_eof_modes() {
-        for dep in [false, true] {
+        for (dep, extended_metadata) in [(false, false), (true, false), (true, true)] {
+            let shape = ResultShape {
+                deprecate_eof: dep,
+                extended_metadata,
+            };
             let rows = vec![
                 vec![Some("a".to_string()), None],
                 vec![Some("b".into()), Some("c".into())],
             ];
             let bytes = text_result(
                 1,
-                dep,
+                shape,
                 2,
                 &[("x", ColType::Text), ("y", ColType::Text)],
                 &rows,

@@ -9,9 +9,9 @@ use sluice_core::admin::{AdminError, AdminExecutor, AdminReply, AdminRole};
 use sluice_core::config::{Flag, HostgroupId, MysqlUser, UserMaxConnections};
 use sluice_core::login_throttle::Admission;
 use sluice_core::runtime::RuntimeConfig;
-use sluice_mysql_proto::consts::{cap, com, status};
+use sluice_mysql_proto::consts::{com, status};
 use sluice_mysql_proto::packets::{err_payload, ok_payload};
-use sluice_mysql_proto::resultset::{ColType, text_result};
+use sluice_mysql_proto::resultset::{ColType, ResultShape, text_result};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -135,7 +135,7 @@ async fn admin_session(admin: Arc<MysqlAdmin>, tcp: TcpStream, peer: SocketAddr)
         .map(|c| c.role)
         .unwrap_or(AdminRole::Stats);
     info!(user = %login.user.username, client = %peer, ?role, "admin login");
-    let dep = login.capabilities & cap::DEPRECATE_EOF != 0;
+    let shape = login.shape();
     loop {
         let read = tokio::select! {
             _ = admin.shutdown.cancelled() => break,
@@ -148,7 +148,7 @@ async fn admin_session(admin: Arc<MysqlAdmin>, tcp: TcpStream, peer: SocketAddr)
             Some(&com::PING) | Some(&com::INIT_DB) => ok_payload(0, 0, status::AUTOCOMMIT, 0),
             Some(&com::QUERY) => {
                 let sql = String::from_utf8_lossy(&pk.payload[1..]).into_owned();
-                let bytes = run_query(&admin, role, &sql, seq, dep).await;
+                let bytes = run_query(&admin, role, &sql, seq, shape).await;
                 if io.stream.write_all(&bytes).await.is_err() {
                     break;
                 }
@@ -169,7 +169,13 @@ async fn admin_session(admin: Arc<MysqlAdmin>, tcp: TcpStream, peer: SocketAddr)
 }
 
 /// Runs every statement of `sql`; the reply of the last one (or the first error) is sent.
-async fn run_query(admin: &MysqlAdmin, role: AdminRole, sql: &str, seq: u8, dep: bool) -> Vec<u8> {
+async fn run_query(
+    admin: &MysqlAdmin,
+    role: AdminRole,
+    sql: &str,
+    seq: u8,
+    shape: ResultShape,
+) -> Vec<u8> {
     let mut last: Result<AdminReply, AdminError> = Ok(AdminReply::Done {
         affected: 0,
         message: None,
@@ -190,7 +196,7 @@ async fn run_query(admin: &MysqlAdmin, role: AdminRole, sql: &str, seq: u8, dep:
                 .iter()
                 .map(|c| (c.as_str(), ColType::Text))
                 .collect();
-            return text_result(seq, dep, status::AUTOCOMMIT, &cols, &r.rows);
+            return text_result(seq, shape, status::AUTOCOMMIT, &cols, &r.rows);
         }
         Ok(AdminReply::Done { affected, message }) => {
             let mut p = ok_payload(affected, 0, status::AUTOCOMMIT, 0);

@@ -8,10 +8,11 @@ use crate::stream::{ClientSocket, ClientStream};
 use sluice_core::config::MysqlUser;
 use sluice_core::runtime::RuntimeConfig;
 use sluice_mysql_backend::BackendSecret;
-use sluice_mysql_proto::consts::{MAX_CHUNK, cap, status};
+use sluice_mysql_proto::consts::{MAX_CHUNK, cap, mariadb_cap, status};
 use sluice_mysql_proto::framing::{Packet, PacketReader, packet};
 use sluice_mysql_proto::handshake::{Greeting, HandshakeResponse, is_ssl_request};
 use sluice_mysql_proto::packets::{auth_switch_payload, ok_payload};
+use sluice_mysql_proto::resultset::ResultShape;
 use sluice_mysql_proto::scramble::{CACHING_SHA2, NATIVE};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -53,6 +54,11 @@ pub fn server_capabilities(tls: bool, local_infile: bool) -> u32 {
     }
     c
 }
+
+/// MariaDB's extended capabilities Sluice offers when `mysql-server_version` names a MariaDB
+/// version: extended column metadata, whose column definitions the pool keeps apart (a client
+/// gets connections opened with the same choice, so result sets are relayed as they come).
+pub const MARIADB_CAPABILITIES: u32 = mariadb_cap::EXTENDED_METADATA;
 
 /// A client socket with its packet reader.
 #[derive(Debug)]
@@ -114,6 +120,8 @@ pub struct LoggedIn {
     pub secret: BackendSecret,
     /// Effective capabilities (client ∩ Sluice).
     pub capabilities: u32,
+    /// Effective MariaDB extended capabilities (client ∩ Sluice; see [`server_capabilities`]).
+    pub mariadb_capabilities: u32,
     /// Client collation id.
     pub charset: u8,
     /// Initial schema.
@@ -123,6 +131,18 @@ pub struct LoggedIn {
     /// The session thread (`mysql-threads`) the session runs on, `None` off the worker threads:
     /// its checkouts prefer server connections registered with that thread's poll.
     pub worker: Option<usize>,
+}
+
+impl LoggedIn {
+    /// Both capability sets as the pools take them ([`sluice_mysql_backend::client_caps`]).
+    pub fn client_caps(&self) -> u64 {
+        sluice_mysql_backend::client_caps(self.capabilities, self.mariadb_capabilities)
+    }
+
+    /// How Sluice's own result sets for this client are shaped.
+    pub fn shape(&self) -> ResultShape {
+        ResultShape::of(self.capabilities, self.mariadb_capabilities)
+    }
 }
 
 fn denied(user: &str, peer: &SocketAddr, response: &[u8], extra: &str) -> Error {
@@ -251,11 +271,17 @@ pub async fn connection_phase(
     let vars = &rt.mysql.variables;
     let nonce = auth::nonce();
     let ours = server_capabilities(tls.is_some(), vars.enable_load_data_local_infile);
+    let (ours, ours_mariadb) = match vars.server_version.contains("MariaDB") {
+        // Spoken as MariaDB: "not MySQL", so clients send their extended capabilities.
+        true => (ours & !cap::LONG_PASSWORD, MARIADB_CAPABILITIES),
+        false => (ours, 0),
+    };
     let greeting = Greeting {
         server_version: vars.server_version.clone(),
         connection_id,
         nonce: nonce.clone(),
         capabilities: ours,
+        mariadb_capabilities: ours_mariadb,
         charset: GREETING_COLLATION,
         status: status::AUTOCOMMIT,
         auth_plugin: vars.default_authentication_plugin.clone(),
@@ -279,6 +305,7 @@ pub async fn connection_phase(
         Err(e) => return fail(&mut io, seq, e.into()).await,
     };
     let capabilities = resp.capabilities & ours;
+    let mariadb_capabilities = resp.mariadb_capabilities & ours_mariadb;
     let user = rt.mysql.frontend_users.get(&resp.username).cloned();
     let plugin = resp
         .auth_plugin
@@ -348,6 +375,7 @@ pub async fn connection_phase(
             user,
             secret,
             capabilities,
+            mariadb_capabilities,
             charset: resp.charset,
             schema,
             nonce,

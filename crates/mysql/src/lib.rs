@@ -27,4 +27,4 @@ mod stream;
 pub use error::Error;
 pub use listener::{FrontendCounters, MysqlFrontend, serve};
 pub use registry::SessionRegistry;
-pub use stmt_registry::StmtRegistry;
+pub use stmt_registry::{StmtRegistry, StmtScope};

@@ -40,7 +40,31 @@ pub struct StmtMeta {
     pub digest: std::sync::OnceLock<(u32, sluice_core::query::Digest)>,
 }
 
-type Key = (String, String, Bytes);
+/// User, schema, whether column definitions carry MariaDB's extended metadata (they differ in
+/// shape, so clients that negotiated it never share an entry with those that did not), text.
+type Key = (String, String, bool, Bytes);
+
+/// The first three parts of an entry's key.
+#[derive(Debug, Clone, Copy)]
+pub struct StmtScope<'a> {
+    /// The user that prepares it.
+    pub user: &'a str,
+    /// The schema selected.
+    pub schema: &'a str,
+    /// The client negotiated MariaDB's extended column metadata.
+    pub extended_metadata: bool,
+}
+
+impl StmtScope<'_> {
+    fn key(&self, sql: &Bytes) -> Key {
+        (
+            self.user.to_string(),
+            self.schema.to_string(),
+            self.extended_metadata,
+            sql.clone(),
+        )
+    }
+}
 
 /// Every prepared statement text any client has open, shared so a statement prepared by many
 /// clients is described once.
@@ -84,16 +108,14 @@ impl StmtRegistry {
     }
 
     /// The entry for a statement, if known.
-    pub fn get(&self, user: &str, schema: &str, sql: &Bytes) -> Option<Arc<StmtMeta>> {
-        lock(&self.map)
-            .get(&(user.to_string(), schema.to_string(), sql.clone()))
-            .cloned()
+    pub fn get(&self, scope: StmtScope<'_>, sql: &Bytes) -> Option<Arc<StmtMeta>> {
+        lock(&self.map).get(&scope.key(sql)).cloned()
     }
 
     /// Registers a statement just prepared on a backend (or returns the existing entry).
-    pub fn insert(&self, user: &str, schema: &str, sql: Bytes, p: &Prepared) -> Arc<StmtMeta> {
+    pub fn insert(&self, scope: StmtScope<'_>, sql: Bytes, p: &Prepared) -> Arc<StmtMeta> {
         let mut map = lock(&self.map);
-        let key = (user.to_string(), schema.to_string(), sql.clone());
+        let key = scope.key(&sql);
         if let Some(m) = map.get(&key) {
             return m.clone();
         }
@@ -103,8 +125,8 @@ impl StmtRegistry {
         let meta = Arc::new(StmtMeta {
             digest: std::sync::OnceLock::new(),
             global_id: self.next_id.fetch_add(1, Ordering::Relaxed),
-            user: user.to_string(),
-            schema: schema.to_string(),
+            user: scope.user.to_string(),
+            schema: scope.schema.to_string(),
             sql,
             num_params: p.num_params,
             num_columns: p.num_columns,
@@ -162,28 +184,43 @@ mod tests {
         }
     }
 
+    fn scope<'a>(user: &'a str, schema: &'a str) -> StmtScope<'a> {
+        StmtScope {
+            user,
+            schema,
+            extended_metadata: false,
+        }
+    }
+
     #[test]
-    fn one_entry_per_user_schema_and_text() {
+    fn one_entry_per_user_schema_metadata_shape_and_text() {
         let r = StmtRegistry::new(100);
         let sql = Bytes::from_static(b"SELECT ?");
-        let a = r.insert("u", "app", sql.clone(), &prep());
-        let b = r.insert("u", "app", sql.clone(), &prep());
+        let a = r.insert(scope("u", "app"), sql.clone(), &prep());
+        let b = r.insert(scope("u", "app"), sql.clone(), &prep());
         assert_eq!(a.global_id, b.global_id);
-        let c = r.insert("u", "other", sql.clone(), &prep());
+        let c = r.insert(scope("u", "other"), sql.clone(), &prep());
         assert_ne!(a.global_id, c.global_id);
-        assert!(r.get("u", "app", &sql).is_some());
-        assert!(r.get("v", "app", &sql).is_none());
-        assert_eq!(r.info().len(), 2);
+        let extended = StmtScope {
+            extended_metadata: true,
+            ..scope("u", "app")
+        };
+        assert!(r.get(extended, &sql).is_none());
+        let d = r.insert(extended, sql.clone(), &prep());
+        assert_ne!(a.global_id, d.global_id);
+        assert!(r.get(scope("u", "app"), &sql).is_some());
+        assert!(r.get(scope("v", "app"), &sql).is_none());
+        assert_eq!(r.info().len(), 3);
     }
 
     #[test]
     fn unreferenced_entries_are_bounded() {
         let r = StmtRegistry::new(2);
-        let kept = r.insert("u", "s", Bytes::from_static(b"1"), &prep());
+        let kept = r.insert(scope("u", "s"), Bytes::from_static(b"1"), &prep());
         kept.client_refs.fetch_add(1, Ordering::Relaxed);
-        r.insert("u", "s", Bytes::from_static(b"2"), &prep());
-        r.insert("u", "s", Bytes::from_static(b"3"), &prep());
+        r.insert(scope("u", "s"), Bytes::from_static(b"2"), &prep());
+        r.insert(scope("u", "s"), Bytes::from_static(b"3"), &prep());
         assert_eq!(r.len(), 2, "the unreferenced entry was dropped");
-        assert!(r.get("u", "s", &Bytes::from_static(b"1")).is_some());
+        assert!(r.get(scope("u", "s"), &Bytes::from_static(b"1")).is_some());
     }
 }

@@ -28,7 +28,7 @@ pub struct PoolKey {
     /// The account the connection is logged in as; connections are never shared across accounts.
     pub user: String,
     /// Reply-shaping capability bits.
-    pub caps: u32,
+    pub caps: u64,
     /// The connection's character set (collation id): replies are encoded in it, so it is part of
     /// the key.
     pub charset: u8,
@@ -61,7 +61,7 @@ struct PoolKeyRef<'a> {
     hostgroup: u32,
     server: &'a ServerKey,
     user: &'a str,
-    caps: u32,
+    caps: u64,
     charset: u8,
     tls: bool,
 }
@@ -167,7 +167,7 @@ pub struct CheckoutRequest<'a> {
     /// Client collation id.
     pub charset: u8,
     /// Client capabilities (only the bits that shape replies, e.g. `CLIENT_DEPRECATE_EOF`, matter).
-    pub client_caps: u32,
+    pub client_caps: u64,
     /// `mysql-connect_timeout_server` (per attempt).
     pub connect_timeout: Duration,
     /// `mysql-connect_timeout_server_max` (whole budget).

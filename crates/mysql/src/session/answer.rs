@@ -4,8 +4,7 @@
 
 use super::{Next, Session};
 use crate::sql::classify::ProxyAnswer;
-use sluice_mysql_proto::consts::cap;
-use sluice_mysql_proto::resultset::{ColType, text_result};
+use sluice_mysql_proto::resultset::{ColType, ResultShape, text_result};
 use tokio::io::AsyncWriteExt;
 
 /// `@@version_comment` as Sluice reports it (ProxySQL says "(ProxySQL)").
@@ -14,7 +13,7 @@ pub const VERSION_COMMENT: &str = "(Sluice)";
 /// Encodes a one-column, one-row text result set starting at sequence id `seq`.
 pub fn one_value_result(
     seq: u8,
-    deprecate_eof: bool,
+    shape: ResultShape,
     status: u16,
     name: &str,
     ty: ColType,
@@ -22,7 +21,7 @@ pub fn one_value_result(
 ) -> Vec<u8> {
     text_result(
         seq,
-        deprecate_eof,
+        shape,
         status,
         &[(name, ty)],
         &[vec![Some(value.to_string())]],
@@ -53,8 +52,7 @@ impl Session {
                 (n.as_str(), ColType::UnsignedBigint, self.id.to_string())
             }
         };
-        let dep = self.login.capabilities & cap::DEPRECATE_EOF != 0;
-        let bytes = one_value_result(seq, dep, self.pins.status, name, ty, &value);
+        let bytes = one_value_result(seq, self.login.shape(), self.pins.status, name, ty, &value);
         match self.io.stream.write_all(&bytes).await {
             Ok(()) => Next::Continue,
             Err(_) => Next::Close,
@@ -112,7 +110,6 @@ impl Session {
             ("State", ColType::Text),
             ("Info", ColType::Text),
         ];
-        let dep = self.login.capabilities & cap::DEPRECATE_EOF != 0;
-        text_result(seq, dep, self.pins.status, &columns, &rows)
+        text_result(seq, self.login.shape(), self.pins.status, &columns, &rows)
     }
 }

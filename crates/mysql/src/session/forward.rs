@@ -148,7 +148,7 @@ impl Session {
                 hostgroup,
                 servers,
                 (&self.login.user.username, secret),
-                (self.login.charset, self.login.capabilities),
+                (self.login.charset, self.login.client_caps()),
             )
         }
     }
@@ -410,7 +410,7 @@ pub(super) fn checkout_request<'a>(
     hostgroup: u32,
     servers: &'a [sluice_core::runtime::HostgroupServer],
     (user, secret): (&'a str, &'a BackendSecret),
-    (charset, client_caps): (u8, u32),
+    (charset, client_caps): (u8, u64),
 ) -> CheckoutRequest<'a> {
     CheckoutRequest {
         hostgroup,

@@ -3,7 +3,6 @@
 
 use super::{Next, Session};
 use sluice_core::query::{HookDecision, HookStatement, LocalReply};
-use sluice_mysql_proto::consts::cap;
 use sluice_mysql_proto::framing::packet;
 use sluice_mysql_proto::packets::{err_payload, ok_payload};
 use sluice_mysql_proto::resultset::{ColType, text_result};
@@ -47,8 +46,7 @@ impl Session {
                     .iter()
                     .map(|c| (c.as_str(), ColType::Text))
                     .collect();
-                let dep = self.login.capabilities & cap::DEPRECATE_EOF != 0;
-                text_result(seq, dep, status, &cols, rows)
+                text_result(seq, self.login.shape(), status, &cols, rows)
             }
             LocalReply::Done { affected_rows, .. } => {
                 packet(seq, &ok_payload(*affected_rows, 0, status, 0))

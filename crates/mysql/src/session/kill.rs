@@ -21,7 +21,7 @@ pub(super) struct KillQuery {
     hostgroup: u32,
     user: String,
     secret: BackendSecret,
-    shape: (u8, u32),
+    shape: (u8, u64),
     /// The backend thread whose statement is stopped.
     pub(super) thread_id: u32,
     /// `KILL CONNECTION` rather than `KILL QUERY`: the target session ends, and its client sees
@@ -86,7 +86,7 @@ impl Session {
             hostgroup: on.hostgroup,
             user: self.login.user.username.clone(),
             secret: self.backend_secret(&rt).ok()?.into_owned(),
-            shape: (self.login.charset, self.login.capabilities),
+            shape: (self.login.charset, self.login.client_caps()),
             thread_id: on.thread_id,
             connection: false,
         })

@@ -5,10 +5,10 @@
 use super::execute::{ExecuteRewrite, stmt_id};
 use super::forward::ForwardFailure;
 use super::{ClientStmt, Next, Session};
-use crate::stmt_registry::StmtMeta;
+use crate::stmt_registry::{StmtMeta, StmtScope};
 use bytes::Bytes;
 use sluice_mysql_backend::BackendStmt;
-use sluice_mysql_proto::consts::{MAX_CHUNK, cap, status};
+use sluice_mysql_proto::consts::{MAX_CHUNK, cap, mariadb_cap, status};
 use sluice_mysql_proto::framing::{Packet, put_packet};
 use sluice_mysql_proto::packets::{eof_payload, err_payload};
 use sluice_mysql_proto::reply::ReplyKind;
@@ -63,7 +63,13 @@ impl Session {
         let user = self.login.user.username.clone();
         let schema = self.state.schema.clone().unwrap_or_default();
         let registry = self.fe.statements.clone();
-        let meta = match registry.get(&user, &schema, &sql) {
+        let scope = StmtScope {
+            user: &user,
+            schema: &schema,
+            extended_metadata: self.login.mariadb_capabilities & mariadb_cap::EXTENDED_METADATA
+                != 0,
+        };
+        let meta = match registry.get(scope, &sql) {
             Some(m) => m,
             None => {
                 if let Err(f) = self.ensure_backend().await {
@@ -77,7 +83,7 @@ impl Session {
                 let conn = b.conn();
                 match conn.prepare(&sql).await {
                     Ok(Ok(p)) => {
-                        let meta = registry.insert(&user, &schema, sql, &p);
+                        let meta = registry.insert(scope, sql, &p);
                         let evicted = conn.stmts.insert(
                             BackendStmt::new(meta.global_id, p.backend_id, p.num_params),
                             cap,

@@ -145,7 +145,7 @@ impl Session {
 
     /// The cache key's variant: what shapes the reply bytes besides the query.
     fn cache_variant(&self) -> u64 {
-        (u64::from(self.login.capabilities) << 8) | u64::from(self.login.charset)
+        (self.login.client_caps() << 8) | u64::from(self.login.charset)
     }
 
     /// TTL to cache this query's result with, when it qualifies: a plain SELECT, outside a
@@ -372,7 +372,7 @@ impl Session {
         };
         let pool = self.fe.pool.clone();
         let user = self.login.user.username.clone();
-        let (charset, caps) = (self.login.charset, self.login.capabilities);
+        let (charset, caps) = (self.login.charset, self.login.client_caps());
         let state = self.state.clone();
         let session = self.id;
         tokio::spawn(async move {
