@@ -335,6 +335,35 @@ pub fn psql_app(port: u16, sql: &str) -> Output {
     psql_login(port, "app", "app", sql)
 }
 
+/// Runs `script` through `psql -f -` as `app` (database `app`, no TLS) against `port`: one
+/// simple Query per statement, unaligned with headers and row counts, stops at the first error.
+pub fn psql_script(port: u16, script: &str) -> Output {
+    let mut child = Command::new("psql")
+        .env("PGPASSWORD", "app")
+        .env("PGSSLMODE", "disable")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-U", "app"])
+        .args([
+            "-d",
+            "app",
+            "-X",
+            "-q",
+            "-A",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-f",
+            "-",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("psql installed");
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(script.as_bytes());
+    }
+    child.wait_with_output().expect("psql ran")
+}
+
 /// Runs `psql -c sql` as `user` with `password` (database `app`, no TLS) against `port`;
 /// unaligned, tuples only, stops at the first error.
 pub fn psql_login(port: u16, user: &str, password: &str, sql: &str) -> Output {

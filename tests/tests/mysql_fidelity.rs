@@ -241,6 +241,66 @@ print(seen(int(sys.argv[2])), seen(int(sys.argv[1])))
     );
 }
 
+/// mariadb-test's KILL cases: `KILL QUERY` of a session running a procedure that loops forever
+/// (no SLEEP to wake) interrupts it with 1317, the loop no longer runs on the server, and the
+/// session goes on with its next statement — as on a direct connection.
+#[test]
+fn kill_query_of_a_looping_procedure_interrupts_it_as_directly() {
+    if !backends_ready(Servers::MariaDb) {
+        return;
+    }
+    let s = Sluice::start(&standard_config("", ""));
+    ok_stdout(&mariadb(
+        ports::MY_PRIMARY,
+        "app",
+        "app",
+        &["--skip-ssl"],
+        "DELIMITER //\nCREATE OR REPLACE PROCEDURE app.fid_spin() BEGIN DECLARE i INT DEFAULT 0; \
+         WHILE 1 DO SET i = i + 1; END WHILE; END//\n",
+    ));
+    let script = r#"
+import sys, threading, time, pymysql
+def seen(port):
+    v = pymysql.connect(host="127.0.0.1", port=port, user="app", password="app", database="app", ssl_disabled=True)
+    k = pymysql.connect(host="127.0.0.1", port=port, user="app", password="app", ssl_disabled=True)
+    got = {}
+    def run():
+        try:
+            v.cursor().execute("CALL fid_spin()")
+            got["r"] = "finished"
+        except pymysql.MySQLError as e:
+            got["r"] = e.args[0]
+    running = "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO = 'CALL fid_spin()'"
+    t = threading.Thread(target=run)
+    t.start()
+    for _ in range(200):
+        c = k.cursor()
+        c.execute(running)
+        if c.fetchone()[0]:
+            break
+        time.sleep(0.025)
+    k.cursor().execute(f"KILL QUERY {v.thread_id()}")
+    t.join(10)
+    c = k.cursor()
+    c.execute(running)
+    left = c.fetchone()[0]
+    c = v.cursor()
+    c.execute("SELECT 'next'")
+    return f"{got.get('r')}/{left}/{c.fetchone()[0]}"
+print(seen(int(sys.argv[2])), seen(int(sys.argv[1])))
+"#;
+    let out = ok_stdout(&python(
+        script,
+        &[&s.port.to_string(), &ports::MY_PRIMARY.to_string()],
+    ));
+    assert_eq!(
+        out.trim(),
+        "1317/0/next 1317/0/next",
+        "direct, then through Sluice\n{}",
+        s.log()
+    );
+}
+
 /// mariadb-test's change-user cases: a COM_CHANGE_USER with a wrong password is refused (1045)
 /// and the session goes on as the user it was, as on a direct connection.
 #[test]

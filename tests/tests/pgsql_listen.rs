@@ -281,3 +281,24 @@ print("ok")
     let out = python(&script, &[]);
     assert_eq!(ok_stdout(&out).trim(), "ok", "{}", s.log());
 }
+
+/// pg_regress `guc`: `SELECT pg_listening_channels()` of a session listening through Sluice
+/// (whose server connections do not listen for it) lists its channels as PostgreSQL does — the
+/// committed ones, a LISTEN of the open transaction from its COMMIT, none after `UNLISTEN *`.
+#[test]
+fn pg_listening_channels_shows_the_session_s_channels_as_directly() {
+    if !backends_ready(Servers::Postgres) {
+        return;
+    }
+    let s = Sluice::start(&config(2, "", free_port()));
+    let script = "LISTEN a_chan;\nLISTEN b_chan;\nSELECT pg_listening_channels();\n\
+        BEGIN;\nLISTEN c_chan;\nSELECT pg_listening_channels();\nCOMMIT;\n\
+        SELECT * FROM pg_listening_channels();\nUNLISTEN *;\nSELECT pg_listening_channels();\n";
+    let run = |port: u16| ok_stdout(&psql_script(port, script));
+    let direct = run(ports::PG_PRIMARY);
+    assert!(
+        direct.contains("a_chan\nb_chan\nc_chan\n(3 rows)"),
+        "{direct}"
+    );
+    assert_eq!(run(s.pg_port), direct, "{}", s.log());
+}

@@ -88,7 +88,7 @@ fn encode(reply: &LocalReply, simple: bool) -> Start {
 }
 
 /// RowDescription (text columns of type `text`), the DataRows and `SELECT n`.
-fn rows_reply(columns: &[String], rows: &[Vec<Option<String>>]) -> Vec<u8> {
+pub(crate) fn rows_reply(columns: &[String], rows: &[Vec<Option<String>>]) -> Vec<u8> {
     /// `text`'s type oid.
     const TEXT_OID: u32 = 25;
     let mut desc = (columns.len() as u16).to_be_bytes().to_vec();

@@ -15,7 +15,8 @@ pub use hub::{ListenChannelRow, ListenerRow};
 pub(crate) use hub::{ListenHub, ListenerKey, Refused};
 pub(crate) use mailbox::{Mail, Overflow};
 pub(crate) use statement::{
-    ListenStatement, may_notify, parse, quoted as quoted_identifier, sends_notification,
+    ListenRequest, ListenStatement, may_notify, parse, quoted as quoted_identifier,
+    sends_notification,
 };
 
 use crate::frontend::PgFrontend;
@@ -74,6 +75,11 @@ impl Subscriptions {
     /// The channels listened to (the processlist's `listening: …`).
     pub(crate) fn channels(&self) -> Vec<String> {
         self.committed.iter().cloned().collect()
+    }
+
+    /// Whether any channel is listened to (committed).
+    pub(crate) fn is_listening(&self) -> bool {
+        !self.committed.is_empty()
     }
 
     /// Subscribes to `channel` on the listener, waiting until its LISTEN is live there.

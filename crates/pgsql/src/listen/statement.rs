@@ -1,7 +1,8 @@
-//! Recognising the LISTEN and UNLISTEN statements Sluice answers itself: a simple Query holding
-//! exactly one of them (an optional `;`, leading comments allowed). Anything else — several
-//! statements in one Query, the extended protocol — goes to the server as before, where a
-//! LISTEN pins the session (see `pins.rs`).
+//! Recognising the LISTEN and UNLISTEN statements Sluice answers itself, and the query of the
+//! session's channels (`SELECT pg_listening_channels()`): a simple Query holding exactly one of
+//! them (an optional `;`, leading comments allowed). Anything else — several statements in one
+//! Query, the extended protocol — goes to the server as before, where a LISTEN pins the session
+//! (see `pins.rs`).
 
 /// A LISTEN-family statement, its channel as PostgreSQL names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -12,6 +13,16 @@ pub(crate) enum ListenStatement {
     Unlisten(String),
     /// `UNLISTEN *`.
     UnlistenAll,
+}
+
+/// A statement of the LISTEN family Sluice may answer itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ListenRequest {
+    /// LISTEN or UNLISTEN.
+    Change(ListenStatement),
+    /// `SELECT [* FROM] [pg_catalog.]pg_listening_channels()`: which channels the session
+    /// listens to, which under fan-out only Sluice knows.
+    ListChannels,
 }
 
 impl ListenStatement {
@@ -27,13 +38,17 @@ impl ListenStatement {
 /// PostgreSQL's identifier length limit (NAMEDATALEN - 1): longer names are truncated.
 const MAX_IDENTIFIER: usize = 63;
 
-/// The statement of a Query message (`msg` starts with `Q`), when it is one LISTEN/UNLISTEN.
-pub(crate) fn parse(msg: &[u8]) -> Option<ListenStatement> {
+/// The statement of a Query message (`msg` starts with `Q`), when it is one LISTEN, UNLISTEN or
+/// query of the session's channels.
+pub(crate) fn parse(msg: &[u8]) -> Option<ListenRequest> {
     let body = msg.get(5..)?;
     let body = body.strip_suffix(&[0]).unwrap_or(body);
     let sql = std::str::from_utf8(body).ok()?;
     let sql = skip_comments(sql)?;
     let (verb, rest) = split_word(sql);
+    if verb.eq_ignore_ascii_case("select") {
+        return lists_channels(rest).then_some(ListenRequest::ListChannels);
+    }
     let listen = if verb.eq_ignore_ascii_case("listen") {
         true
     } else if verb.eq_ignore_ascii_case("unlisten") {
@@ -43,17 +58,46 @@ pub(crate) fn parse(msg: &[u8]) -> Option<ListenStatement> {
     };
     let rest = rest.trim_start();
     if !listen && let Some(after) = rest.strip_prefix('*') {
-        return at_end(after).then_some(ListenStatement::UnlistenAll);
+        return at_end(after).then_some(ListenRequest::Change(ListenStatement::UnlistenAll));
     }
     let (channel, after) = identifier(rest)?;
     if !at_end(after) {
         return None;
     }
-    Some(if listen {
+    Some(ListenRequest::Change(if listen {
         ListenStatement::Listen(channel)
     } else {
         ListenStatement::Unlisten(channel)
-    })
+    }))
+}
+
+/// Whether what follows `SELECT` is `[* FROM] [pg_catalog.]pg_listening_channels()` and the end.
+fn lists_channels(rest: &str) -> bool {
+    let mut s = rest.trim_start();
+    if let Some(after) = s.strip_prefix('*') {
+        let (from, after) = split_word(after.trim_start());
+        if !from.eq_ignore_ascii_case("from") {
+            return false;
+        }
+        s = after.trim_start();
+    }
+    if s.get(..11)
+        .is_some_and(|p| p.eq_ignore_ascii_case("pg_catalog."))
+    {
+        s = &s[11..];
+    }
+    const CALL: &str = "pg_listening_channels";
+    let Some(name) = s.get(..CALL.len()) else {
+        return false;
+    };
+    if !name.eq_ignore_ascii_case(CALL) {
+        return false;
+    }
+    let s = s[CALL.len()..].trim_start();
+    let Some(s) = s.strip_prefix('(') else {
+        return false;
+    };
+    s.trim_start().strip_prefix(')').is_some_and(at_end)
 }
 
 /// `s` past leading whitespace and comments; `None` for an unterminated block comment.
@@ -151,11 +195,18 @@ pub(crate) fn quoted(channel: &str) -> String {
 mod tests {
     use super::*;
 
-    fn q(sql: &str) -> Option<ListenStatement> {
+    fn parsed(sql: &str) -> Option<ListenRequest> {
         let mut m = vec![b'Q', 0, 0, 0, 0];
         m.extend_from_slice(sql.as_bytes());
         m.push(0);
         parse(&m)
+    }
+
+    fn q(sql: &str) -> Option<ListenStatement> {
+        match parsed(sql)? {
+            ListenRequest::Change(s) => Some(s),
+            ListenRequest::ListChannels => None,
+        }
     }
 
     #[test]
@@ -172,6 +223,14 @@ mod tests {
         assert_eq!(q("unlisten * ;"), Some(UnlistenAll));
         let long = "c".repeat(70);
         assert_eq!(q(&format!("LISTEN {long}")), Some(Listen("c".repeat(63))));
+        for sql in [
+            "SELECT pg_listening_channels()",
+            "select PG_LISTENING_CHANNELS ( ) ;",
+            "SELECT * FROM pg_listening_channels()",
+            "/* c */ SELECT pg_catalog.pg_listening_channels();",
+        ] {
+            assert_eq!(parsed(sql), Some(ListenRequest::ListChannels), "{sql}");
+        }
     }
 
     #[test]
@@ -187,8 +246,14 @@ mod tests {
             "SELECT 1",
             "LISTENING a",
             "/* open",
+            "SELECT pg_listening_channels() AS c",
+            "SELECT pg_listening_channels(), 1",
+            "SELECT count(*) FROM pg_listening_channels()",
+            "SELECT pg_listening_channelsx()",
+            "SELECT pg_catalog.é",
+            "SELECT * FROM pg_listening_channels() c",
         ] {
-            assert_eq!(q(sql), None, "{sql}");
+            assert_eq!(parsed(sql), None, "{sql}");
         }
     }
 

@@ -4,11 +4,15 @@
 
 use super::{PgSession, Step};
 use crate::Error;
-use crate::listen::{ListenStatement, Overflow, Subscriptions};
+use crate::listen::{ListenRequest, Overflow, Subscriptions};
 use sluice_core::config::ListenMode;
 use sluice_pgsql_proto::frame::{error_response, message, ready};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tracing::{info, warn};
+
+/// PostgreSQL's 25P02 message: a statement in a failed transaction.
+const ABORTED: &str =
+    "current transaction is aborted, commands ignored until end of transaction block";
 
 /// Returns once the session has notifications waiting (never without subscriptions).
 pub(super) async fn mail(l: &Option<Box<Subscriptions>>) {
@@ -34,15 +38,19 @@ fn discards_all(m: &[u8]) -> bool {
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
-    /// The LISTEN/UNLISTEN in Query `m` that Sluice answers itself (not in `pin` mode); a
-    /// `DISCARD ALL` gives up the session's channels on its way to the server.
-    pub(super) fn intercepted_listen(&mut self, m: &[u8]) -> Option<(ListenStatement, ListenMode)> {
+    /// The LISTEN, UNLISTEN or `pg_listening_channels()` in Query `m` that Sluice answers itself
+    /// (not in `pin` mode); a `DISCARD ALL` gives up the session's channels on its way to the
+    /// server.
+    pub(super) fn intercepted_listen(&mut self, m: &[u8]) -> Option<(ListenRequest, ListenMode)> {
         if m[0] != b'Q' {
             return None;
         }
         // Most statements are neither: decided from their first byte, before any parsing.
         let first = m.get(5..)?.trim_ascii_start().first()?;
-        if !matches!(first, b'l' | b'L' | b'u' | b'U' | b'd' | b'D' | b'/' | b'-') {
+        if !matches!(
+            first,
+            b'l' | b'L' | b'u' | b'U' | b'd' | b'D' | b's' | b'S' | b'/' | b'-'
+        ) {
             return None;
         }
         let stmt = crate::listen::parse(m);
@@ -52,6 +60,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
         }
         let mode = self.fe.config.load().pgsql.variables.listen.mode;
         if mode == ListenMode::Pin {
+            return None;
+        }
+        // Only the channels Sluice listens to for the session are unknown to its server
+        // connection; without any, the server's answer (e.g. a LISTEN that pinned) is right.
+        if stmt == Some(ListenRequest::ListChannels)
+            && (mode != ListenMode::Fanout
+                || !self.listen.as_ref().is_some_and(|l| l.is_listening()))
+        {
             return None;
         }
         if discard && let Some(l) = self.listen.as_mut() {
@@ -65,11 +81,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
     /// refused in a failed one (25P02, as PostgreSQL does) or in `reject` mode.
     pub(super) async fn listen_statement(
         &mut self,
-        stmt: ListenStatement,
+        request: ListenRequest,
         mode: ListenMode,
     ) -> Result<Step, Error> {
         let status = self.replies.status();
         let mut out = Vec::new();
+        let stmt = match request {
+            ListenRequest::Change(stmt) => stmt,
+            ListenRequest::ListChannels => return self.list_channels(status).await,
+        };
         if mode == ListenMode::Reject {
             let msg = format!(
                 "{} is not supported through this proxy (pgsql-listen_mode=reject)",
@@ -77,9 +97,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
             );
             out.extend(error_response("ERROR", "0A000", &msg));
         } else if status == b'E' {
-            let msg =
-                "current transaction is aborted, commands ignored until end of transaction block";
-            out.extend(error_response("ERROR", "25P02", msg));
+            out.extend(error_response("ERROR", "25P02", ABORTED));
         } else {
             let (fe, l) = (self.fe, self.l);
             let subs = self
@@ -102,6 +120,28 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
         // A LISTEN the listener connection could not carry out leaves the client's transaction
         // open on its server connection (not failed, as PostgreSQL would have it): the client
         // hears the error and decides (docs/listen-notify.md).
+        out.extend(ready(status));
+        self.tcp.write_all(&out).await?;
+        Ok(Step::Continue)
+    }
+
+    /// `SELECT pg_listening_channels()` of a session listening through Sluice: as PostgreSQL,
+    /// the committed channels (a LISTEN of the open transaction counts from its COMMIT), one
+    /// text row each — in name order here, in LISTEN order there; 25P02 in a failed transaction.
+    async fn list_channels(&mut self, status: u8) -> Result<Step, Error> {
+        let mut out = if status == b'E' {
+            error_response("ERROR", "25P02", ABORTED)
+        } else {
+            let rows: Vec<Vec<Option<String>>> = self
+                .listen
+                .as_ref()
+                .map(|l| l.channels())
+                .unwrap_or_default()
+                .into_iter()
+                .map(|c| vec![Some(c)])
+                .collect();
+            crate::hook::rows_reply(&["pg_listening_channels".to_string()], &rows)
+        };
         out.extend(ready(status));
         self.tcp.write_all(&out).await?;
         Ok(Step::Continue)
