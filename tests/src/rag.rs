@@ -3,7 +3,8 @@
 //! corpus (PostgreSQL's SQL command reference from Debian's postgresql-doc-15), and the
 //! `rag_sources` rows that read it.
 
-use crate::{free_port, python};
+use crate::mcp::McpSluice;
+use crate::{free_port, mariadb, ports, python};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -116,13 +117,32 @@ pub struct CorpusDoc {
 
 /// The first `limit` commands of the corpus, their descriptions cut at `chars`.
 pub fn corpus(limit: usize, chars: usize) -> Vec<CorpusDoc> {
+    let docs = read_corpus("commands", limit, chars);
+    assert!(
+        docs.len() >= limit.min(150),
+        "the corpus has {} commands",
+        docs.len()
+    );
+    docs
+}
+
+/// Every section of PostgreSQL's documentation (about 3,400; the purpose empty), its text cut
+/// at `chars`.
+pub fn sections(chars: usize) -> Vec<CorpusDoc> {
+    let docs = read_corpus("sections", usize::MAX, chars);
+    assert!(docs.len() >= 3000, "the corpus has {} sections", docs.len());
+    docs
+}
+
+fn read_corpus(mode: &str, limit: usize, chars: usize) -> Vec<CorpusDoc> {
     let script = crate::mcp::python_dir().join("rag_corpus.py");
     let out = python(
         &std::fs::read_to_string(&script).expect("rag_corpus.py"),
         &[
             xtask::packages::RAG_CORPUS_DIR,
-            &limit.to_string(),
+            &limit.min(1_000_000).to_string(),
             &chars.to_string(),
+            mode,
         ],
     );
     assert!(
@@ -142,12 +162,17 @@ pub fn corpus(limit: usize, chars: usize) -> Vec<CorpusDoc> {
             }
         })
         .collect();
-    assert!(
-        docs.len() >= limit.min(150),
-        "the corpus has {} commands",
-        docs.len()
-    );
     docs
+}
+
+/// The `rag_sources` keys of a source embedding with the in-process model (all-MiniLM-L6-v2,
+/// no prefixes), then `extra` lines (for [`source_row`]).
+pub fn builtin_embedding(extra: &str) -> String {
+    format!(
+        "embedding_provider = \"builtin\"\nembedding_model = {:?}\nembedding_passage_prefix = \"\"\n\
+         embedding_query_prefix = \"\"\n{extra}",
+        xtask::packages::minilm_dir().display().to_string()
+    )
 }
 
 /// `s` as a SQL string literal (quotes doubled; backslashes doubled for MariaDB when `mysql`).
@@ -227,4 +252,111 @@ pub fn kind_of(title: &str) -> &'static str {
     } else {
         "other"
     }
+}
+
+/// A source's row of `stats_rag_sources`.
+#[derive(Debug, Clone, Default)]
+pub struct SourceStats {
+    /// Runs finished.
+    pub runs: u64,
+    /// `idle` or `syncing`.
+    pub state: String,
+    /// Documents in the index.
+    pub documents: u64,
+    /// Chunks in the index.
+    pub chunks: u64,
+    /// Source rows read, over all runs.
+    pub rows_read: u64,
+    /// Documents (re-)indexed.
+    pub docs_changed: u64,
+    /// Documents read again but unchanged.
+    pub docs_unchanged: u64,
+    /// Chunks sent to the model.
+    pub chunks_embedded: u64,
+    /// Documents the sweep removed.
+    pub docs_deleted: u64,
+    /// Runs that ended with an error.
+    pub failed_runs: u64,
+    /// The last run's error, empty after a clean one.
+    pub last_error: String,
+}
+
+/// The row of source `id`.
+pub fn stats(s: &McpSluice, id: u32) -> SourceStats {
+    let out = s.sluice.admin_ok(&format!(
+        "SELECT runs, state, documents, chunks, rows_read, docs_changed, docs_unchanged, chunks_embedded, \
+         docs_deleted, failed_runs, last_error FROM stats_rag_sources WHERE source_id = {id}"
+    ));
+    let f: Vec<&str> = out.trim_end_matches('\n').split('\t').collect();
+    if f.len() < 11 {
+        return SourceStats::default();
+    }
+    let n = |i: usize| f[i].parse::<u64>().unwrap_or(0);
+    SourceStats {
+        runs: n(0),
+        state: f[1].to_string(),
+        documents: n(2),
+        chunks: n(3),
+        rows_read: n(4),
+        docs_changed: n(5),
+        docs_unchanged: n(6),
+        chunks_embedded: n(7),
+        docs_deleted: n(8),
+        failed_runs: n(9),
+        last_error: f[10].to_string(),
+    }
+}
+
+/// `RAG SYNC SOURCE id`, then the stats once that run has finished.
+pub fn sync(s: &McpSluice, id: u32) -> SourceStats {
+    let before = stats(s, id).runs;
+    s.sluice.admin_ok(&format!("RAG SYNC SOURCE {id}"));
+    let mut last = SourceStats::default();
+    let done = crate::within(Duration::from_secs(300), || {
+        last = stats(s, id);
+        last.runs > before && last.state == "idle"
+    });
+    assert!(
+        done.is_some(),
+        "sync of source {id} did not finish: {last:?}\n{}",
+        s.sluice.log()
+    );
+    last
+}
+
+/// An INSERT of `docs` into `table` (id, title, body, kind, updated_at), ids from `first_id`,
+/// every row stamped `stamp` (an SQL expression).
+pub fn insert_sql(
+    table: &str,
+    docs: &[CorpusDoc],
+    first_id: usize,
+    stamp: &str,
+    mysql: bool,
+) -> String {
+    let rows: Vec<String> = docs
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            format!(
+                "({}, {}, {}, '{}', {stamp})",
+                first_id + i,
+                literal(&d.title, mysql),
+                literal(&d.body, mysql),
+                kind_of(&d.title)
+            )
+        })
+        .collect();
+    format!(
+        "INSERT INTO {table} (id, title, body, kind, updated_at) VALUES {};",
+        rows.join(", ")
+    )
+}
+
+/// The number the MariaDB replica answers to `sql` (as root), 0 when it fails.
+pub fn mariadb_replica_count(sql: &str) -> u64 {
+    let out = mariadb(ports::MY_REPLICA, "root", "root", &["--skip-ssl"], sql);
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or(0)
 }

@@ -7,104 +7,12 @@
 use serde_json::Value;
 use sluice_tests::mcp::McpSluice;
 use sluice_tests::rag::{
-    CorpusDoc, EmbeddingServer, FaultyEmbeddings, corpus, kind_of, literal, source_row,
+    CorpusDoc, EmbeddingServer, FaultyEmbeddings, builtin_embedding, corpus, insert_sql,
+    mariadb_replica_count, source_row, sync,
 };
-use sluice_tests::{Servers, backends_ready, mariadb, ok_stdout, ports, primary_root, psql_app};
-use std::time::Duration;
+use sluice_tests::{Servers, backends_ready, ok_stdout, ports, primary_root, psql_app};
 
 const RAG_TOKEN: &str = "rag-token-for-tests";
-
-/// A source's row of `stats_rag_sources`.
-#[derive(Debug, Clone, Default)]
-struct SourceStats {
-    runs: u64,
-    state: String,
-    documents: u64,
-    chunks: u64,
-    rows_read: u64,
-    docs_changed: u64,
-    docs_unchanged: u64,
-    chunks_embedded: u64,
-    docs_deleted: u64,
-    failed_runs: u64,
-    last_error: String,
-}
-
-fn stats(s: &McpSluice, id: u32) -> SourceStats {
-    let out = s.sluice.admin_ok(&format!(
-        "SELECT runs, state, documents, chunks, rows_read, docs_changed, docs_unchanged, chunks_embedded, \
-         docs_deleted, failed_runs, last_error FROM stats_rag_sources WHERE source_id = {id}"
-    ));
-    let f: Vec<&str> = out.trim_end_matches('\n').split('\t').collect();
-    if f.len() < 11 {
-        return SourceStats::default();
-    }
-    let n = |i: usize| f[i].parse::<u64>().unwrap_or(0);
-    SourceStats {
-        runs: n(0),
-        state: f[1].to_string(),
-        documents: n(2),
-        chunks: n(3),
-        rows_read: n(4),
-        docs_changed: n(5),
-        docs_unchanged: n(6),
-        chunks_embedded: n(7),
-        docs_deleted: n(8),
-        failed_runs: n(9),
-        last_error: f[10].to_string(),
-    }
-}
-
-/// `RAG SYNC SOURCE id`, then the stats once that run has finished.
-fn sync(s: &McpSluice, id: u32) -> SourceStats {
-    let before = stats(s, id).runs;
-    s.sluice.admin_ok(&format!("RAG SYNC SOURCE {id}"));
-    let mut last = SourceStats::default();
-    let done = sluice_tests::within(Duration::from_secs(300), || {
-        last = stats(s, id);
-        last.runs > before && last.state == "idle"
-    });
-    assert!(
-        done.is_some(),
-        "sync of source {id} did not finish: {last:?}\n{}",
-        s.sluice.log()
-    );
-    last
-}
-
-fn insert_sql(
-    table: &str,
-    docs: &[CorpusDoc],
-    first_id: usize,
-    stamp: &str,
-    mysql: bool,
-) -> String {
-    let rows: Vec<String> = docs
-        .iter()
-        .enumerate()
-        .map(|(i, d)| {
-            format!(
-                "({}, {}, {}, '{}', {stamp})",
-                first_id + i,
-                literal(&d.title, mysql),
-                literal(&d.body, mysql),
-                kind_of(&d.title)
-            )
-        })
-        .collect();
-    format!(
-        "INSERT INTO {table} (id, title, body, kind, updated_at) VALUES {};",
-        rows.join(", ")
-    )
-}
-
-fn mariadb_replica_count(sql: &str) -> u64 {
-    let out = mariadb(ports::MY_REPLICA, "root", "root", &["--skip-ssl"], sql);
-    String::from_utf8_lossy(&out.stdout)
-        .trim()
-        .parse()
-        .unwrap_or(0)
-}
 
 /// Hits@10 of each tool over `queries` (purpose → expected title), from one client script.
 fn searches(s: &McpSluice, source: &str, queries: &[(String, String)]) -> Vec<Value> {
@@ -147,10 +55,7 @@ fn a_mariadb_table_is_indexed_incrementally_and_agents_search_it() {
         mariadb_replica_count("SELECT COUNT(*) FROM rag_e2e.pg_commands") == n as u64
     });
     let embed = EmbeddingServer::start(1);
-    let builtin = format!(
-        "embedding_provider = \"builtin\"\nembedding_model = {:?}\nembedding_passage_prefix = \"\"\nembedding_query_prefix = \"\"\nbatch_size = 100",
-        xtask::packages::minilm_dir().display().to_string()
-    );
+    let builtin = builtin_embedding("batch_size = 100");
     let s = McpSluice::start(
         &format!("rag_endpoint_auth = \"{RAG_TOKEN}\""),
         &format!(
