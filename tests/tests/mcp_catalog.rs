@@ -4,6 +4,7 @@
 
 use serde_json::{Value, json};
 use sluice_tests::mcp::{McpSluice, QUERY_TOKEN};
+use sluice_tests::rag::{builtin_embedding, source_row};
 use sluice_tests::{Servers, backends_ready, mariadb, ok_stdout, ports, primary_root, psql_app};
 
 fn create_catalog_schema() {
@@ -45,6 +46,8 @@ fn the_catalog_harvests_searches_keeps_templates_and_follows_ddl_through_the_dat
     if !backends_ready(Servers::Both) {
         return;
     }
+    // The MCP user's default schema (mcp_e2e) must exist for its connections.
+    sluice_tests::mcp::create_schema();
     create_catalog_schema();
     let s = McpSluice::start("", "");
     let harvest = s.python(
@@ -172,4 +175,92 @@ asyncio.run(main())
     );
     let datadir_catalog = s.sluice.dir.join("data").join("mcp_catalog.db");
     assert!(datadir_catalog.exists(), "the catalog lives in the datadir");
+}
+
+/// `catalog.search` by meaning: with `mcp-catalog_embedding_source` naming a (disabled)
+/// `rag_sources` row whose model is the in-process all-MiniLM-L6-v2, a question sharing no word
+/// with a table's name, comment or columns finds it first (`semantic`), and `hybrid` keeps it
+/// first while the text search alone finds nothing; the objects are embedded once, at the first
+/// semantic search. Without the variable the modes are refused with what to set.
+#[test]
+fn the_catalog_is_searched_by_meaning_with_a_rag_source_s_model() {
+    if !backends_ready(Servers::Both) {
+        return;
+    }
+    sluice_tests::mcp::create_schema();
+    primary_root(
+        "DROP DATABASE IF EXISTS mcp_sem; CREATE DATABASE mcp_sem;
+         CREATE TABLE mcp_sem.invoices (id INT PRIMARY KEY, amount_due DECIMAL(10,2), due_date DATE) COMMENT 'bills sent to clients';
+         CREATE TABLE mcp_sem.shipments (id INT PRIMARY KEY, carrier VARCHAR(40), tracking_code VARCHAR(40)) COMMENT 'parcels on their way';
+         CREATE TABLE mcp_sem.employees (id INT PRIMARY KEY, full_name VARCHAR(80), hired_on DATE) COMMENT 'staff';
+         CREATE TABLE mcp_sem.weather (id INT PRIMARY KEY, city VARCHAR(40), temperature DECIMAL(4,1)) COMMENT 'daily readings';",
+    );
+    sluice_tests::wait_for("the replica to have mcp_sem", || {
+        mariadb(
+            ports::MY_REPLICA,
+            "app",
+            "app",
+            &["--skip-ssl", "-N"],
+            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = 'mcp_sem'",
+        )
+        .stdout
+        .starts_with(b"4")
+    });
+    let model_row = source_row(
+        6,
+        "catalog_model",
+        "mysql",
+        "mcp_sem",
+        "invoices",
+        "",
+        &builtin_embedding("enabled = 0"),
+    );
+    let script = r#"
+async def main():
+    async with client(URL, TOKEN) as c:
+        await call(c, "discovery.run_static", {"schema_filter": ["mcp_sem"], "target_id": "mysql_hg1"})
+        for mode in ["semantic", "hybrid", "fts", "semantic"]:
+            r = await call(c, "catalog.search", {"query": "money our customers still owe us", "mode": mode, "target_id": "mysql_hg1"})
+            emit(mode=mode, error=r["error"], text=r["text"][:300],
+                 keys=[h["object_key"] for h in r["data"]["hits"]] if not r["error"] else None)
+        r = await call(c, "catalog.search_templates", {"query": "money", "mode": "semantic"})
+        emit(mode="templates", error=r["error"], text=r["text"][:300], keys=None)
+asyncio.run(main())
+"#;
+    let s = McpSluice::start("catalog_embedding_source = \"6\"", &model_row);
+    let lines = s.python("query", QUERY_TOKEN, script);
+    let by = |i: usize| &lines[i];
+    assert_eq!(lines.len(), 5, "{lines:?}");
+    assert_eq!(by(0)["keys"][0], "mcp_sem.invoices", "semantic: {}", by(0));
+    assert_eq!(by(1)["keys"][0], "mcp_sem.invoices", "hybrid: {}", by(1));
+    assert_eq!(by(2)["keys"], json!([]), "no word in common: {}", by(2));
+    assert_eq!(by(3)["keys"], by(0)["keys"], "the same ranking again");
+    assert_eq!(by(4)["error"], true, "{}", by(4));
+    assert!(
+        by(4)["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("by words only"))
+    );
+    let embedded = s
+        .sluice
+        .log()
+        .matches("MCP catalog: embedded the catalog objects")
+        .count();
+    assert_eq!(
+        embedded,
+        1,
+        "the objects are embedded once:\n{}",
+        s.sluice.log()
+    );
+
+    let off = McpSluice::start("", &model_row);
+    let lines = off.python("query", QUERY_TOKEN, script);
+    assert_eq!(lines[0]["error"], true, "{lines:?}");
+    assert!(
+        lines[0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("mcp-catalog_embedding_source")),
+        "{lines:?}"
+    );
+    assert_eq!(lines[2]["keys"], json!([]), "fts needs no model: {lines:?}");
 }

@@ -41,3 +41,4 @@ pub mod sync;
 pub use error::Error;
 pub use index::Doc;
 pub use index::{ChunkRow, DocRow, Hit, Index, SCHEMA_VERSION, SearchFilter, SyncState};
+pub use sync::content_hash;

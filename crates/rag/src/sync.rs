@@ -58,7 +58,9 @@ pub struct SyncReport {
     pub rebuilt: bool,
 }
 
-fn sha256(parts: &[&str]) -> String {
+/// The SHA-256 of `parts` (each ended by a zero byte) in hex: how a document's or chunk's
+/// content is recognised unchanged.
+pub fn content_hash(parts: &[&str]) -> String {
     let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
     for p in parts {
         ctx.update(p.as_bytes());
@@ -297,7 +299,7 @@ impl<'a, R: SourceReader> Run<'a, R> {
             docs.push(DocRow {
                 doc_id: format!("{id}:{}", text(pk)),
                 pk_json: pk.to_string(),
-                content_hash: sha256(&[&title, &body, &metadata_json]),
+                content_hash: content_hash(&[&title, &body, &metadata_json]),
                 title,
                 body,
                 metadata_json,
@@ -326,7 +328,7 @@ impl<'a, R: SourceReader> Run<'a, R> {
                     format!("{}\n{body}", d.title)
                 };
                 let chunk_id = format!("{}#{i}", d.doc_id);
-                let content_hash = sha256(&[&self.model_key, &input]);
+                let content_hash = content_hash(&[&self.model_key, &input]);
                 if held.get(&chunk_id) == Some(&content_hash) {
                     report.chunks_unchanged += 1;
                 } else {

@@ -73,6 +73,10 @@ pub struct McpVariables {
     /// Largest RAG answer in bytes; longer ones are cut and say `truncated`
     /// (`genai-rag_response_max_bytes`).
     pub rag_response_max_bytes: u64,
+    /// The `rag_sources` row whose embedding model (provider, model, server, dimension, key,
+    /// prefixes) `catalog.search` uses in its `semantic` and `hybrid` modes; 0: those modes are
+    /// off. The row need not be enabled.
+    pub catalog_embedding_source: u64,
     /// JSON-lines audit file with every call's SQL (empty: off).
     pub audit_log: String,
     /// The audit file is rotated to `<file>.1` beyond this size (bytes).
@@ -105,6 +109,7 @@ impl Default for McpVariables {
             rag_candidates_max: 500,
             rag_query_max_bytes: 8192,
             rag_response_max_bytes: 5_000_000,
+            catalog_embedding_source: 0,
             audit_log: String::new(),
             audit_log_max_bytes: 100 << 20,
             accepted_unimplemented: BTreeMap::new(),
@@ -150,6 +155,9 @@ impl McpVariables {
             "rag_candidates_max" => self.rag_candidates_max = int(1, 100_000)?,
             "rag_query_max_bytes" => self.rag_query_max_bytes = int(16, 1 << 20)?,
             "rag_response_max_bytes" => self.rag_response_max_bytes = int(1024, 1 << 30)?,
+            "catalog_embedding_source" => {
+                self.catalog_embedding_source = int(0, u64::from(u32::MAX))?
+            }
             "audit_log" => self.audit_log = value.trim().to_string(),
             "audit_log_max_bytes" => self.audit_log_max_bytes = int(4096, u64::MAX >> 1)?,
             _ if UNSERVED_ENDPOINT_TOKENS.contains(&name)
@@ -191,6 +199,10 @@ impl McpVariables {
             s(
                 "rag_response_max_bytes",
                 self.rag_response_max_bytes.to_string(),
+            ),
+            s(
+                "catalog_embedding_source",
+                self.catalog_embedding_source.to_string(),
             ),
             s("audit_log", self.audit_log.clone()),
             s("audit_log_max_bytes", self.audit_log_max_bytes.to_string()),

@@ -9,7 +9,7 @@ use sqlx::{ConnectOptions, Row};
 use std::path::Path;
 use tokio::sync::Mutex;
 
-fn err(e: sqlx::Error) -> Error {
+pub(super) fn err(e: sqlx::Error) -> Error {
     Error::Catalog(e.to_string())
 }
 
@@ -28,6 +28,9 @@ const SCHEMA: &[&str] = &[
     "CREATE TABLE IF NOT EXISTS templates (template_id INTEGER PRIMARY KEY AUTOINCREMENT, target_id TEXT NOT NULL, \
      question TEXT NOT NULL, sql TEXT NOT NULL, notes TEXT NOT NULL DEFAULT '', created_by TEXT NOT NULL, created_at INTEGER NOT NULL)",
     "CREATE VIRTUAL TABLE IF NOT EXISTS fts_templates USING fts5(template_id UNINDEXED, target_id UNINDEXED, question, sql, notes, tokenize='porter unicode61')",
+    // Objects' embeddings for semantic search (`semantic.rs`): the hash covers model and text.
+    "CREATE TABLE IF NOT EXISTS object_vectors (target_id TEXT NOT NULL, object_key TEXT NOT NULL, \
+     text_hash TEXT NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (target_id, object_key))",
 ];
 
 /// A harvested table or view, for the store.
@@ -112,7 +115,7 @@ pub(crate) fn fts_query(q: &str) -> String {
 
 /// The catalog database.
 pub(crate) struct Store {
-    conn: Mutex<SqliteConnection>,
+    pub(super) conn: Mutex<SqliteConnection>,
 }
 
 impl Store {

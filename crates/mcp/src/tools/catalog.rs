@@ -10,7 +10,7 @@ use super::harvest::read_tables;
 use super::query::{Cx, discovery_target, internal, recorded};
 use super::sql_text::literal;
 use crate::auth::Caller;
-use crate::catalog::{Harvested, Relationship, Template};
+use crate::catalog::{Harvested, Relationship, SearchMode, Template};
 use crate::error::Error;
 use crate::readonly;
 use crate::service::{CallTrace, McpService};
@@ -237,6 +237,30 @@ fn search_scope(
     Ok((target, a.limit.unwrap_or(25).clamp(1, 100)))
 }
 
+/// The model of `mcp-catalog_embedding_source` for the semantic modes of `catalog.search`.
+fn catalog_embedder(
+    svc: &McpService,
+) -> Result<std::sync::Arc<sluice_rag::embed::Embedder>, Error> {
+    let rt = svc.config.load();
+    let id = rt.mcp.variables.catalog_embedding_source;
+    if id == 0 {
+        return Err(Error::Arguments(
+            "semantic and hybrid search need an embedding model: set mcp-catalog_embedding_source to the rag_sources row whose model to use (mode fts needs none)".into(),
+        ));
+    }
+    let Some(source) = rt
+        .mcp
+        .rag_sources
+        .iter()
+        .find(|s| u64::from(s.source_id) == id)
+    else {
+        return Err(Error::Arguments(format!(
+            "mcp-catalog_embedding_source = {id} names no rag_sources row at runtime"
+        )));
+    };
+    svc.rag_embedder(source)
+}
+
 /// Whether `caller` may see entries of `target`.
 fn visible(caller: &Caller, target: &str) -> bool {
     caller
@@ -260,11 +284,23 @@ pub(crate) async fn search(
             let r = async {
                 let (target, limit) = search_scope(svc, caller, &a)?;
                 trace.target = target.clone().unwrap_or_default();
-                let mut hits = svc
-                    .catalog()
-                    .await?
-                    .search(target.as_deref(), &a.query, limit)
-                    .await?;
+                let store = svc.catalog().await?;
+                let target = target.as_deref();
+                // Hidden targets' hits are dropped after ranking: a leg searches deeper first.
+                let depth = (limit * 2).max(50);
+                let mut hits = match a.mode.unwrap_or_default() {
+                    SearchMode::Fts => store.search(target, &a.query, limit).await?,
+                    SearchMode::Semantic => {
+                        let e = catalog_embedder(svc)?;
+                        store.search_semantic(&e, target, &a.query, limit).await?
+                    }
+                    SearchMode::Hybrid => {
+                        let e = catalog_embedder(svc)?;
+                        let text = store.search(target, &a.query, depth).await?;
+                        let meaning = store.search_semantic(&e, target, &a.query, depth).await?;
+                        crate::catalog::fuse(text, meaning, limit)
+                    }
+                };
                 hits.retain(|h| visible(caller, &h.target_id));
                 Ok(to_value(&Hits { hits }))
             }
@@ -464,6 +500,11 @@ pub(crate) async fn search_templates(
             let r = async {
                 let (target, limit) = search_scope(svc, caller, &a)?;
                 trace.target = target.clone().unwrap_or_default();
+                if a.mode.is_some_and(|m| m != SearchMode::Fts) {
+                    return Err(Error::Arguments(
+                        "catalog.search_templates searches by words only (mode fts)".into(),
+                    ));
+                }
                 let mut templates = svc
                     .catalog()
                     .await?

@@ -42,6 +42,10 @@ pub(crate) struct SearchArgs {
     pub target_id: Option<String>,
     /// Results at most (default 25, at most 100).
     pub limit: Option<u32>,
+    /// `catalog.search` only: `fts` (words, the default), `semantic` (meaning: the objects'
+    /// embeddings nearest the query's, with the model of `mcp-catalog_embedding_source`) or
+    /// `hybrid` (both, fused by reciprocal rank).
+    pub mode: Option<crate::catalog::SearchMode>,
 }
 
 /// `catalog.search` result.

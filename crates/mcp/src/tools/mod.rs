@@ -210,7 +210,7 @@ fn catalog_tools() -> Vec<Tool> {
         tool::<catalog_args::SearchArgs, catalog_args::Hits>(
             "catalog.search",
             "Search the catalog",
-            "Full-text search over the catalog's table names, comments and columns, best first.",
+            "Search the catalog's tables and views by their names, comments and columns, best first: by words (mode fts, the default), by meaning (semantic) or both (hybrid).",
         ),
         tool::<catalog_args::ObjectArgs, catalog_args::ObjectEntry>(
             "catalog.get_object",
