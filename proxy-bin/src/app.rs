@@ -69,6 +69,8 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
         }),
     );
     servers_mcp(&mcp, &shutdown, &tasks);
+    // RAG syncs read under their workload class, with the data path's gates.
+    mcp.service().set_admission(fe.admission().clone());
     tokio::spawn(crate::guards::run(
         fe.admission().clone(),
         config.clone(),

@@ -311,6 +311,12 @@ pub fn stats(s: &McpSluice, id: u32) -> SourceStats {
 pub fn sync(s: &McpSluice, id: u32) -> SourceStats {
     let before = stats(s, id).runs;
     s.sluice.admin_ok(&format!("RAG SYNC SOURCE {id}"));
+    wait_synced(s, id, before)
+}
+
+/// The stats of source `id` once it has finished more than `runs_before` runs.
+pub fn wait_synced(s: &McpSluice, id: u32, runs_before: u64) -> SourceStats {
+    let before = runs_before;
     let mut last = SourceStats::default();
     let done = crate::within(Duration::from_secs(300), || {
         last = stats(s, id);

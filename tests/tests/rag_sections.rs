@@ -3,18 +3,23 @@
 //! table, each synced through its replica in bounded pages by the in-process model
 //! (all-MiniLM-L6-v2), all rows sharing one timestamp so every page boundary cuts through a tie;
 //! then edits, inserts and deletes, of which only the changed rows are embedded again; then
-//! searches through the MCP Python SDK on `/mcp/rag`.
+//! searches through the MCP Python SDK on `/mcp/rag`. The page reads are admitted under the
+//! `ingest` workload class, one at a time.
 
 use sluice_tests::mcp::McpSluice;
 use sluice_tests::rag::{
     CorpusDoc, SourceStats, builtin_embedding, insert_sql, mariadb_replica_count, sections,
-    source_row, sync,
+    source_row, stats, sync, wait_synced,
 };
 use sluice_tests::{
     Servers, backends_ready, ok_stdout, ports, primary_root, psql_app, psql_script,
 };
 
 const RAG_TOKEN: &str = "rag-token-for-sections";
+/// The workload class the syncs read under (`rag_sources.workload_class` defaults to it): one
+/// page read at a time.
+const INGEST_CLASS: &str =
+    "\n[[workload_classes]]\nname = \"ingest\"\npriority = \"background\"\nmax_concurrency = 1\n";
 /// Rows per INSERT statement when loading the tables.
 const INSERT_ROWS: usize = 500;
 
@@ -128,7 +133,7 @@ fn thousands_of_documentation_sections_sync_from_mariadb_and_postgresql() {
     let s = McpSluice::start(
         &format!("rag_endpoint_auth = \"{RAG_TOKEN}\""),
         &format!(
-            "{}{}",
+            "{INGEST_CLASS}{}{}",
             source_row(
                 11,
                 "sections_my",
@@ -149,10 +154,34 @@ fn thousands_of_documentation_sections_sync_from_mariadb_and_postgresql() {
             ),
         ),
     );
-    let first: Vec<SourceStats> = [11, 12].iter().map(|id| sync(&s, *id)).collect();
+    // The MariaDB source's progress shows while it runs (page by page), then both sync.
+    s.sluice.admin_ok("RAG SYNC SOURCE 11");
+    let mut live = SourceStats::default();
+    sluice_tests::within(std::time::Duration::from_secs(120), || {
+        live = stats(&s, 11);
+        live.state == "syncing" && live.chunks_embedded > 0
+    });
+    assert!(
+        live.state == "syncing" && live.chunks_embedded > 0 && live.chunks_embedded < n,
+        "stats_rag_sources while the first sync runs: {live:?}"
+    );
+    let first = vec![wait_synced(&s, 11, 0), sync(&s, 12)];
     for (id, f) in [11, 12].iter().zip(&first) {
         check_first(*id, n, f, &s.sluice.log());
     }
+    // Every page read (7 pages of 500 rows and the sweep's key pages, per source) took a slot
+    // of the ingest class, and none was refused.
+    let class = s.sluice.admin_ok(
+        "SELECT admitted, shed_queue_full + shed_queue_timeout + shed_rate FROM stats_workload_classes WHERE class = 'ingest'",
+    );
+    let f: Vec<u64> = class
+        .split_whitespace()
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    assert!(
+        f.len() == 2 && f[0] >= 14 && f[1] == 0,
+        "ingest class: {class:?}"
+    );
 
     primary_root(&changes(true));
     ok_stdout(&psql_app(ports::PG_PRIMARY, &changes(false)));

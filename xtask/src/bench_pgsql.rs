@@ -22,12 +22,12 @@ const BASELINE_PORT: u16 = 16435;
 const TARGETS: [&str; 4] = ["direct", "pgbouncer", "sluice", "sluice-baseline"];
 const MODES: [&str; 2] = ["simple", "extended"];
 
-struct Sample {
+pub(crate) struct Sample {
     mode: &'static str,
     target: &'static str,
-    tps: f64,
-    latency_ms: f64,
-    proxy_cpu_pct: Option<f64>,
+    pub(crate) tps: f64,
+    pub(crate) latency_ms: f64,
+    pub(crate) proxy_cpu_pct: Option<f64>,
 }
 
 pub(crate) fn pgbench(port: u16, args: &[String]) -> Command {
@@ -50,7 +50,9 @@ fn field(out: &str, prefix: &str) -> Option<f64> {
         .and_then(|s| s.parse().ok())
 }
 
-fn run_one(
+/// One `pgbench -S` run of `secs` with `clients` against `port` (`pid`: the proxy whose CPU to
+/// count).
+pub(crate) fn run_one(
     mode: &'static str,
     target: &'static str,
     port: u16,

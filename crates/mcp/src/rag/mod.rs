@@ -161,7 +161,10 @@ impl McpService {
             };
             let reader = reader::ProxyReader { svc: self };
             let (report, r) =
-                sluice_rag::sync::run(&source, &reader, &embedder, index, sweep).await;
+                sluice_rag::sync::run(&source, &reader, &embedder, index, sweep, &|so_far| {
+                    self.stats.rag.progress(id, so_far)
+                })
+                .await;
             (report, r.map_err(Error::Rag))
         }
         .await;

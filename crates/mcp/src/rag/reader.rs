@@ -62,6 +62,20 @@ impl SourceReader for ProxyReader<'_> {
             timeout: PAGE_TIMEOUT,
         };
         let rt = self.svc.config.load();
+        // Held while the page is read: the sync's reads count against the class's slots.
+        let _permit = match self
+            .svc
+            .admission()
+            .and_then(|a| a.gate(&rt.workload_classes, &source.workload_class))
+        {
+            Some(gate) => Some(gate.admit().await.map_err(|r| {
+                format!(
+                    "a page read was refused by workload class '{}': {r}",
+                    source.workload_class
+                )
+            })?),
+            None => None,
+        };
         let rs = self
             .svc
             .execute(

@@ -15,7 +15,10 @@ pub(crate) struct SourceStatus {
     pub failed_runs: u64,
     pub documents: u64,
     pub chunks: u64,
+    /// Finished runs' counts.
     pub totals: SyncReport,
+    /// The running run's counts so far (empty between runs).
+    pub current: SyncReport,
     pub last_run_start: u64,
     pub last_run_ms: u64,
     /// When the last good run started (everything committed before it is indexed).
@@ -51,9 +54,15 @@ impl RagStats {
             }
             s.name = name.to_string();
             s.syncing = true;
+            s.current = SyncReport::default();
             s.last_run_start = now();
             true
         })
+    }
+
+    /// Records a running run's counts so far (after each page), shown until it finishes.
+    pub(crate) fn progress(&self, id: u32, so_far: &SyncReport) {
+        self.with(id, |s| s.current = so_far.clone());
     }
 
     /// Records a finished run.
@@ -67,6 +76,7 @@ impl RagStats {
     ) {
         self.with(id, |s| {
             s.syncing = false;
+            s.current = SyncReport::default();
             s.runs += 1;
             s.last_run_ms = ms;
             if let Some((d, c)) = counts {
@@ -143,12 +153,12 @@ impl RagStats {
                     n(s.failed_runs),
                     n(s.documents),
                     n(s.chunks),
-                    n(s.totals.rows_read),
-                    n(s.totals.docs_changed),
-                    n(s.totals.docs_unchanged),
-                    n(s.totals.chunks_embedded),
-                    n(s.totals.chunks_unchanged),
-                    n(s.totals.docs_deleted),
+                    n(s.totals.rows_read + s.current.rows_read),
+                    n(s.totals.docs_changed + s.current.docs_changed),
+                    n(s.totals.docs_unchanged + s.current.docs_unchanged),
+                    n(s.totals.chunks_embedded + s.current.chunks_embedded),
+                    n(s.totals.chunks_unchanged + s.current.chunks_unchanged),
+                    n(s.totals.docs_deleted + s.current.docs_deleted),
                     n(s.last_run_start),
                     n(s.last_run_ms),
                     n(s.last_ok_start),

@@ -36,6 +36,8 @@ pub struct McpService {
     /// The data path's backend TLS of each protocol (MySQL, PostgreSQL), for servers with
     /// `use_ssl=1`.
     backend_tls: std::sync::OnceLock<BackendTls>,
+    /// The data path's workload-class gates (see [`McpService::set_admission`]).
+    admission: std::sync::OnceLock<Arc<sluice_core::admission::Admission>>,
 }
 
 /// Both protocols' backend TLS sources.
@@ -149,7 +151,19 @@ impl McpService {
             rag: crate::rag::RagState::default(),
             datadir,
             backend_tls: std::sync::OnceLock::new(),
+            admission: std::sync::OnceLock::new(),
         })
+    }
+
+    /// The data path's workload-class gates: RAG syncs admit their page reads through them
+    /// (`rag_sources.workload_class`). Set once, at start; without it syncs are not limited.
+    pub fn set_admission(&self, admission: Arc<sluice_core::admission::Admission>) {
+        let _ = self.admission.set(admission);
+    }
+
+    /// The workload-class gates, when set.
+    pub(crate) fn admission(&self) -> Option<&Arc<sluice_core::admission::Admission>> {
+        self.admission.get()
     }
 
     /// The data path's backend TLS sources (MySQL, PostgreSQL): the MCP endpoint's own
