@@ -47,11 +47,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
         }
         // Most statements are neither: decided from their first byte, before any parsing.
         let first = m.get(5..)?.trim_ascii_start().first()?;
-        if !matches!(
-            first,
-            b'l' | b'L' | b'u' | b'U' | b'd' | b'D' | b's' | b'S' | b'/' | b'-'
-        ) {
-            return None;
+        let listening = self.listen.as_ref().is_some_and(|l| l.is_listening());
+        match first {
+            b'l' | b'L' | b'u' | b'U' | b'd' | b'D' | b'/' | b'-' => {}
+            // `SELECT pg_listening_channels()` matters only to a session listening here.
+            b's' | b'S' if listening => {}
+            _ => return None,
         }
         let stmt = crate::listen::parse(m);
         let discard = discards_all(m);
@@ -64,10 +65,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
         }
         // Only the channels Sluice listens to for the session are unknown to its server
         // connection; without any, the server's answer (e.g. a LISTEN that pinned) is right.
-        if stmt == Some(ListenRequest::ListChannels)
-            && (mode != ListenMode::Fanout
-                || !self.listen.as_ref().is_some_and(|l| l.is_listening()))
-        {
+        if stmt == Some(ListenRequest::ListChannels) && (mode != ListenMode::Fanout || !listening) {
             return None;
         }
         if discard && let Some(l) = self.listen.as_mut() {
