@@ -122,6 +122,30 @@ pub struct BackendConn {
 const GTID_TRACKING_SQL: &str =
     "SET SESSION session_track_system_variables = 'last_gtid', session_track_schema = OFF";
 
+/// `caps` for a client that negotiated MariaDB's `extended` capabilities with Sluice: refused
+/// when the server lacks one (the client's column definitions would lack what it expects);
+/// otherwise without `CLIENT_MYSQL`, as MariaDB reads extended capabilities only then.
+fn with_extended(
+    caps: u32,
+    extended: u32,
+    greeting: &Greeting,
+    server: &str,
+) -> Result<u32, Error> {
+    let missing = extended & !greeting.mariadb_capabilities;
+    if missing != 0 {
+        return Err(Error::AuthUnsupported {
+            server: server.to_string(),
+            why: format!(
+                "the client negotiated MariaDB extended capabilities {missing:#x} the server does not offer (set mysql-server_version to a MySQL version to offer none)"
+            ),
+        });
+    }
+    Ok(match extended {
+        0 => caps,
+        _ => caps & !cap::LONG_PASSWORD,
+    })
+}
+
 fn base_caps() -> u32 {
     // LOCAL_FILES: the server may ask for a client's file; Sluice relays the request only to
     // clients that may answer it (mysql-enable_load_data_local_infile and their own flag).
@@ -212,20 +236,7 @@ impl BackendConn {
             });
         }
         caps &= greeting.capabilities;
-        if extended & !greeting.mariadb_capabilities != 0 {
-            // The client's column definitions would lack what it negotiated with Sluice.
-            return Err(Error::AuthUnsupported {
-                server,
-                why: format!(
-                    "the client negotiated MariaDB extended capabilities {:#x} the server does not offer (set mysql-server_version to a MySQL version to offer none)",
-                    extended & !greeting.mariadb_capabilities
-                ),
-            });
-        }
-        if extended != 0 {
-            // MariaDB reads extended capabilities only from a client that is not "MySQL".
-            caps &= !cap::LONG_PASSWORD;
-        }
+        let caps = with_extended(caps, extended, &greeting, &server)?;
         let mut seq = first.seq.wrapping_add(1);
         let mut resp = HandshakeResponse {
             capabilities: caps,
