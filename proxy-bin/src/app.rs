@@ -1,6 +1,9 @@
 //! Builds the admin store, the frontends and pools, and runs them until a stop signal.
 
+use crate::error::AppError;
 use crate::live::Live;
+use crate::ports::Listeners;
+use crate::{stop, takeover};
 use sluice_admin::{Admin, AdminOptions, StartupSource};
 use sluice_core::admin::Protocol;
 use sluice_core::config::Config;
@@ -8,15 +11,12 @@ use sluice_core::monitor::{ConnectErrorHook, Monitor};
 use sluice_core::runtime::ServerKey;
 use sluice_core::{ConfigHandle, RuntimeConfig};
 use sluice_mysql::MysqlFrontend;
-use sluice_mysql::admin::{MysqlAdmin, serve_admin};
 use sluice_mysql_backend::MysqlPool;
-use sluice_net::bind_all;
 use sluice_pgsql::frontend::PgFrontend;
 use sluice_pgsql_backend::pool::PgPool;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -27,15 +27,29 @@ pub struct Options {
     pub datadir: Option<PathBuf>,
     pub initial: bool,
     pub shutdown_timeout: Duration,
+    /// `--takeover`: take the listeners of the process running on the takeover socket.
+    pub takeover: bool,
+    /// `--takeover-socket` (default `<datadir>/takeover.sock`).
+    pub takeover_socket: Option<PathBuf>,
 }
 
 /// Runs Sluice until SIGTERM/SIGINT (or PROXYSQL SHUTDOWN); returns after a graceful stop.
-pub async fn run(file: Config, opts: Options) -> Result<(), String> {
+pub async fn run(file: Config, opts: Options) -> Result<(), AppError> {
+    // From here on SIGUSR2 starts a successor (its default action would end the process).
+    let upgrade = crate::signals::upgrade_requested();
+    let socket = takeover::socket_path(opts.takeover_socket.clone(), opts.datadir.as_deref());
+    let mut inherited = match (&socket, opts.takeover) {
+        (Some(path), true) => Some(takeover::Inherited::receive(path)?),
+        (None, true) => return Err(AppError::TakeoverWithoutSocket),
+        (_, false) => None,
+    };
     let (admin, cfg) = open_admin(file, &opts).await?;
     let config = ConfigHandle::new(RuntimeConfig::build(&cfg));
-    let listeners = Listeners::bind(&cfg).await?;
-    let http = bind_http(&cfg).await?;
+    let listeners = Listeners::bind(&cfg, inherited.as_mut()).await?;
+    let lent = listeners.lend()?;
     let shutdown = CancellationToken::new();
+    // Admin, HTTP and MCP ports stop accepting with it; the data ports with their frontends.
+    let accepting = shutdown.child_token();
     let tasks = TaskTracker::new();
     let mcp_stats = Arc::new(sluice_mcp::McpStats::default());
     let mcp = sluice_mcp::McpServer::new(sluice_mcp::McpService::new(
@@ -68,7 +82,7 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
             mcp_stats,
         }),
     );
-    servers_mcp(&mcp, &shutdown, &tasks);
+    servers_mcp(&mcp, &accepting, &shutdown, &tasks);
     // RAG syncs read under their workload class, with the data path's gates.
     mcp.service().set_admission(fe.admission().clone());
     tokio::spawn(crate::guards::run(
@@ -77,16 +91,8 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
         [monitors.mysql.clone(), monitors.pgsql.clone()],
         shutdown.clone(),
     ));
-    let mut servers = listeners.serve(&fe, &pg_fe, &admin, (&shutdown, &tasks));
+    let mut servers = listeners.serve(&fe, &pg_fe, &admin, (&accepting, &tasks));
     servers.push(fleet_sync(&admin, &cfg, &shutdown)?);
-    if let Some(http) = http {
-        servers.push(tokio::spawn(sluice_mcp::probes::serve_http(
-            admin.clone(),
-            http,
-            shutdown.clone(),
-            tasks.clone(),
-        )));
-    }
     // Both protocols' sessions count when Sluice stops.
     let (my_sessions, pg_sessions) = (fe.registry().clone(), pg_fe.sessions().clone());
     let sessions = move || my_sessions.total() as usize + pg_sessions.len();
@@ -97,45 +103,34 @@ pub async fn run(file: Config, opts: Options) -> Result<(), String> {
         version = env!("CARGO_PKG_VERSION"),
         "sluice started"
     );
-
-    let why = tokio::select! {
-        sig = crate::signals::stop_requested() => sig,
-        _ = stop_requested.cancelled() => "PROXYSQL SHUTDOWN",
+    let handed_over = takeover::begin(socket.as_deref(), opts.takeover, inherited, lent)?;
+    let stop = stop::wait(&stop_requested, handed_over, upgrade).await;
+    let stopping = stop::Stopping {
+        data_ports: [fe.stop_accepting_token(), pg_fe.stop_accepting_token()],
+        accepting,
+        shutdown,
+        tasks,
+        limit: opts.shutdown_timeout,
+        takeover_socket: socket,
     };
-    info!(
-        "received {why}: no longer accepting connections; waiting up to {}s for {} session(s) to finish their current statement",
-        opts.shutdown_timeout.as_secs(),
-        sessions()
-    );
-    shutdown.cancel();
-    monitors.stop();
-    for server in servers {
-        let _ = server.await;
-    }
-    tasks.close();
-    if tokio::time::timeout(opts.shutdown_timeout, tasks.wait())
-        .await
-        .is_err()
-    {
-        warn!(
-            "{} session(s) still busy after {}s; closing them",
-            sessions(),
-            opts.shutdown_timeout.as_secs()
-        );
-    }
+    stopping
+        .run(stop, &sessions, servers, || monitors.stop())
+        .await;
     fe.pool().close_idle().await;
     info!("sluice stopped");
     Ok(())
 }
 
-/// Runs the MCP port's supervisor: it listens while `mcp-enabled` is on, and follows every
-/// `LOAD MCP VARIABLES TO RUNTIME`; and the RAG sources' scheduled syncs.
+/// Runs the MCP port's supervisor: it listens while `mcp-enabled` is on (until `accepting` is
+/// cancelled), and follows every `LOAD MCP VARIABLES TO RUNTIME`; and the RAG sources'
+/// scheduled syncs (until `shutdown`).
 fn servers_mcp(
     mcp: &Arc<sluice_mcp::McpServer>,
+    accepting: &CancellationToken,
     shutdown: &CancellationToken,
     tasks: &TaskTracker,
 ) {
-    tokio::spawn(mcp.clone().run(shutdown.clone(), tasks.clone()));
+    tokio::spawn(mcp.clone().run(accepting.clone(), tasks.clone()));
     tokio::spawn(mcp.service().clone().rag_schedule(shutdown.clone()));
 }
 
@@ -146,14 +141,14 @@ fn fleet_sync(
     admin: &Arc<Admin>,
     cfg: &Config,
     shutdown: &CancellationToken,
-) -> Result<tokio::task::JoinHandle<()>, String> {
+) -> Result<tokio::task::JoinHandle<()>, AppError> {
     let Some(url) = &cfg.config_store else {
         return Ok(tokio::spawn(sluice_cluster::run_peer_sync(
             admin.clone(),
             shutdown.clone(),
         )));
     };
-    let address = sluice_cluster::StoreAddress::parse(url).map_err(|e| e.to_string())?;
+    let address = sluice_cluster::StoreAddress::parse(url)?;
     let node = sluice_cluster::NodeIdentity::from_admin_ifaces(&cfg.admin_variables.mysql_ifaces);
     if cfg.admin_variables.cluster.enabled() && !cfg.proxysql_servers.is_empty() {
         warn!(
@@ -174,20 +169,22 @@ fn fleet_sync(
 
 /// Opens the admin store (from disk, or from the config file with `--initial` or a new datadir)
 /// and returns it with the configuration to start with.
-async fn open_admin(file: Config, opts: &Options) -> Result<(Arc<Admin>, Config), String> {
+async fn open_admin(file: Config, opts: &Options) -> Result<(Arc<Admin>, Config), AppError> {
     for w in &file.warnings {
         warn!("config: {w}");
     }
     if let Some(dir) = &opts.datadir {
-        std::fs::create_dir_all(dir).map_err(|e| format!("datadir {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(|source| AppError::Datadir {
+            path: dir.display().to_string(),
+            source,
+        })?;
     }
     let (admin, cfg, source) = Admin::open(AdminOptions {
         datadir: opts.datadir.clone(),
         initial: opts.initial,
         file,
     })
-    .await
-    .map_err(|e| e.to_string())?;
+    .await?;
     for addr in cfg.admin_variables.default_credentials_exposed() {
         warn!(
             "admin listener {addr} is reachable from other hosts and the default admin:admin login is configured; Sluice accepts it from loopback only: set admin-admin_credentials"
@@ -202,89 +199,6 @@ async fn open_admin(file: Config, opts: &Options) -> Result<(Arc<Admin>, Config)
     Ok((Arc::new(admin), cfg))
 }
 
-/// The HTTP port's listener when `admin-restapi_enabled` is on.
-async fn bind_http(cfg: &Config) -> Result<Option<Vec<TcpListener>>, String> {
-    let v = &cfg.admin_variables;
-    if !v.restapi_enabled {
-        return Ok(None);
-    }
-    let addr = if v.restapi_interface.contains(':') && !v.restapi_interface.starts_with('[') {
-        format!("[{}]:{}", v.restapi_interface, v.restapi_port)
-    } else {
-        format!("{}:{}", v.restapi_interface, v.restapi_port)
-    };
-    let listeners = bind_all(&addr, "HTTP metrics and probes (admin-restapi_port)")
-        .await
-        .map_err(|e| e.to_string())?;
-    Ok(Some(listeners))
-}
-
-/// The four ports' listeners, bound before anything serves so a taken port fails the start.
-struct Listeners {
-    mysql: Vec<TcpListener>,
-    mysql_admin: Vec<TcpListener>,
-    pgsql: Vec<TcpListener>,
-    pgsql_admin: Vec<TcpListener>,
-}
-
-impl Listeners {
-    async fn bind(cfg: &Config) -> Result<Listeners, String> {
-        let bind =
-            |addrs, what| async move { bind_all(addrs, what).await.map_err(|e| e.to_string()) };
-        Ok(Listeners {
-            mysql: bind(
-                &cfg.mysql_variables.interfaces,
-                "MySQL frontend (mysql-interfaces)",
-            )
-            .await?,
-            mysql_admin: bind(
-                &cfg.admin_variables.mysql_ifaces,
-                "MySQL admin (admin-mysql_ifaces)",
-            )
-            .await?,
-            pgsql: bind(
-                &cfg.pgsql_variables.interfaces,
-                "PostgreSQL frontend (pgsql-interfaces)",
-            )
-            .await?,
-            pgsql_admin: bind(
-                &cfg.admin_variables.pgsql_ifaces,
-                "PostgreSQL admin (admin-pgsql_ifaces)",
-            )
-            .await?,
-        })
-    }
-
-    /// Starts accepting on every port; the tasks end when `shutdown` is cancelled.
-    fn serve(
-        self,
-        fe: &Arc<MysqlFrontend>,
-        pg_fe: &Arc<PgFrontend>,
-        admin: &Arc<Admin>,
-        (shutdown, tasks): (&CancellationToken, &TaskTracker),
-    ) -> Vec<JoinHandle<()>> {
-        // Each admin port shares its protocol's failed-login table with the data port.
-        let my_admin = Arc::new(MysqlAdmin {
-            executor: admin.clone(),
-            shutdown: shutdown.clone(),
-            tasks: tasks.clone(),
-            login: Some(fe.login_gate().clone()),
-        });
-        let pg_admin = Arc::new(sluice_pgsql::PgAdmin {
-            executor: admin.clone(),
-            shutdown: shutdown.clone(),
-            tasks: tasks.clone(),
-            login: Some(pg_fe.login_gate().clone()),
-        });
-        vec![
-            tokio::spawn(sluice_mysql::serve(fe.clone(), self.mysql)),
-            tokio::spawn(serve_admin(my_admin, self.mysql_admin)),
-            tokio::spawn(sluice_pgsql::frontend::serve(pg_fe.clone(), self.pgsql)),
-            tokio::spawn(sluice_pgsql::serve_admin(pg_admin, self.pgsql_admin)),
-        ]
-    }
-}
-
 /// The two data-port frontends with their pools and TLS, sharing one shutdown and one
 /// `PROXYSQL PAUSE`, each with its DDL watcher for the MCP catalog; also the number of
 /// PostgreSQL session threads started.
@@ -294,7 +208,7 @@ fn frontends(
     opts: &Options,
     (shutdown, tasks): (&CancellationToken, &TaskTracker),
     [my_ddl, pg_ddl]: [Arc<sluice_mcp::DdlWatcher>; 2],
-) -> Result<(Arc<MysqlFrontend>, Arc<PgFrontend>, usize), String> {
+) -> Result<(Arc<MysqlFrontend>, Arc<PgFrontend>, usize), AppError> {
     let vars = &cfg.mysql_variables;
     let datadir = opts.datadir.as_deref();
     // One key log for every TLS session, both legs, both protocols (admin-ssl_keylog_file).
@@ -311,22 +225,25 @@ fn frontends(
             Some(Arc::new(sluice_net::keylog::KeyLogFile::new(path)))
         }
     };
-    let backend_tls = Arc::new(
-        sluice_net::client_tls::TlsSource::new("mysql", &vars.backend_tls, key_log.clone())
-            .map_err(|e| e.to_string())?,
-    );
-    let pg_backend_tls = Arc::new(
-        sluice_net::client_tls::TlsSource::new(
-            "pgsql",
-            &cfg.pgsql_variables.backend_tls,
-            key_log.clone(),
-        )
-        .map_err(|e| e.to_string())?,
-    );
+    let backend_tls = Arc::new(sluice_net::client_tls::TlsSource::new(
+        "mysql",
+        &vars.backend_tls,
+        key_log.clone(),
+    )?);
+    let pg_backend_tls = Arc::new(sluice_net::client_tls::TlsSource::new(
+        "pgsql",
+        &cfg.pgsql_variables.backend_tls,
+        key_log.clone(),
+    )?);
     let cpus = std::thread::available_parallelism().map_or(1, usize::from);
     let my_threads = vars.session_threads(cpus);
-    let my_workers = sluice_net::Workers::start(my_threads, "sluice-my")
-        .map_err(|e| format!("cannot start {my_threads} MySQL session thread(s): {e}"))?;
+    let my_workers = sluice_net::Workers::start(my_threads, "sluice-my").map_err(|source| {
+        AppError::Threads {
+            count: my_threads,
+            protocol: "MySQL",
+            source,
+        }
+    })?;
     let mut fe = MysqlFrontend::new(config.clone(), MysqlPool::new(Some(backend_tls.clone())))
         .with_shutdown(shutdown.clone(), tasks.clone())
         .with_workers(Arc::new(my_workers))
@@ -339,14 +256,18 @@ fn frontends(
             &vars.frontend_tls(),
             datadir,
             key_log.clone(),
-        )
-        .map_err(|e| e.to_string())?;
+        )?;
         fe = fe.with_tls(Arc::new(tls));
     }
     let pg_vars = &cfg.pgsql_variables;
     let pg_threads = pg_vars.session_threads(cpus);
-    let pg_workers = sluice_net::Workers::start(pg_threads, "sluice-pg")
-        .map_err(|e| format!("cannot start {pg_threads} PostgreSQL session thread(s): {e}"))?;
+    let pg_workers = sluice_net::Workers::start(pg_threads, "sluice-pg").map_err(|source| {
+        AppError::Threads {
+            count: pg_threads,
+            protocol: "PostgreSQL",
+            source,
+        }
+    })?;
     let mut pg_fe = PgFrontend::new(config.clone(), PgPool::new(Some(pg_backend_tls)))
         .with_shutdown(shutdown.clone(), tasks.clone())
         .with_workers(Arc::new(pg_workers))
@@ -360,8 +281,7 @@ fn frontends(
             &pg_vars.frontend_tls(),
             datadir,
             key_log,
-        )
-        .map_err(|e| e.to_string())?;
+        )?;
         pg_fe = pg_fe.with_tls(Arc::new(tls));
     }
     Ok((Arc::new(fe), Arc::new(pg_fe), pg_threads))

@@ -477,6 +477,18 @@ impl LiveStats for Live {
             .collect()
     }
 
+    fn statement_latency(&self, p: Protocol) -> sluice_core::metrics::HistogramSnapshot {
+        let stats = match p {
+            Protocol::Mysql => &self.mysql.counters().stats,
+            Protocol::Pgsql => self.pgsql.stats(),
+        };
+        let mut all = sluice_core::metrics::HistogramSnapshot::default();
+        for (_, h) in stats.latency.snapshot() {
+            all.add(h);
+        }
+        all
+    }
+
     fn pgsql_hostgroup_traffic(&self) -> Vec<HostgroupTraffic> {
         let rt = self.config.load();
         let stats = self.pgsql.stats();

@@ -4,25 +4,43 @@
 #[cfg(feature = "count-allocations")]
 mod alloc_count;
 mod app;
+mod commands;
+mod error;
 mod guards;
 mod live;
+mod notify;
+mod ports;
 mod signals;
+mod stop;
+mod takeover;
 
 use clap::Parser;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// `0.1.0 (commit, profile)`.
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("SLUICE_COMMIT"),
+    ", ",
+    env!("SLUICE_PROFILE"),
+    ")"
+);
+
 /// Command line.
 #[derive(Debug, Parser)]
 #[command(
     name = "sluice",
-    version,
-    about = "SQL-aware proxy for MySQL/MariaDB and PostgreSQL"
+    version = VERSION,
+    about = "SQL-aware proxy for MySQL/MariaDB and PostgreSQL",
+    subcommand_negates_reqs = true
 )]
 struct Cli {
-    /// Config file (TOML; sections named like ProxySQL's tables).
-    #[arg(long, short = 'c')]
-    config: PathBuf,
+    /// Config file: Sluice's TOML (sections named like ProxySQL's tables), or a proxysql.cnf or
+    /// pgbouncer.ini, translated as `sluice import` does.
+    #[arg(long, short = 'c', required = true)]
+    config: Option<PathBuf>,
     /// Data folder (generated TLS certificate; later the admin database). Overrides `datadir`.
     #[arg(long, short = 'D')]
     datadir: Option<PathBuf>,
@@ -33,9 +51,39 @@ struct Cli {
     /// (overrides `[cluster] config_store`).
     #[arg(long)]
     config_store: Option<String>,
-    /// Seconds sessions get to finish their current statement on SIGTERM/SIGINT.
+    /// Seconds sessions get to finish their current statement on SIGTERM/SIGINT; after a
+    /// takeover, the seconds clients get to leave before each session closes at its next
+    /// transaction boundary.
     #[arg(long, default_value_t = 30)]
     shutdown_timeout: u64,
+    /// Take the listening sockets of the Sluice running on the takeover socket, then let it
+    /// drain: an upgrade or restart that refuses no connection.
+    #[arg(long)]
+    takeover: bool,
+    /// The Unix socket a running Sluice hands its listeners over on (default
+    /// `<datadir>/takeover.sock`).
+    #[arg(long)]
+    takeover_socket: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// Print the Sluice TOML equivalent of a proxysql.cnf or pgbouncer.ini; what does not carry
+    /// over is reported on stderr with its line.
+    Import {
+        /// The proxysql.cnf or pgbouncer.ini.
+        file: PathBuf,
+        /// PgBouncer's userlist.txt (default: the ini's auth_file).
+        #[arg(long)]
+        auth_file: Option<PathBuf>,
+    },
+    /// Validate a config file without starting: exit 0 if Sluice would start with it, 64 if not.
+    CheckConfig {
+        /// The config file (any format `--config` takes).
+        file: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -46,12 +94,26 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_target(false)
+        // Logs go to stderr (the journal under systemd), so stdout carries only what a
+        // subcommand prints (`sluice import`'s TOML).
+        .with_writer(std::io::stderr)
         .init();
-    let mut cfg = match sluice_core::config::Config::from_file(&cli.config) {
+    match &cli.command {
+        Some(Command::Import { file, auth_file }) => {
+            return commands::import(file, auth_file.as_deref());
+        }
+        Some(Command::CheckConfig { file }) => return commands::check_config(file),
+        None => {}
+    }
+    let Some(config_path) = &cli.config else {
+        eprintln!("sluice: --config is required");
+        return ExitCode::from(commands::EXIT_CONFIG);
+    };
+    let mut cfg = match commands::load_config(config_path) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("sluice: {e}");
-            return ExitCode::from(64);
+            return ExitCode::from(commands::EXIT_CONFIG);
         }
     };
     if cli.config_store.is_some() {
@@ -77,6 +139,8 @@ fn main() -> ExitCode {
             .or_else(|| cfg.datadir.as_ref().map(PathBuf::from)),
         initial: cli.initial,
         shutdown_timeout: std::time::Duration::from_secs(cli.shutdown_timeout),
+        takeover: cli.takeover,
+        takeover_socket: cli.takeover_socket,
     };
     match runtime.block_on(app::run(cfg, opts)) {
         Ok(()) => ExitCode::SUCCESS,

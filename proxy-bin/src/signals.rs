@@ -16,3 +16,31 @@ pub async fn stop_requested() -> &'static str {
         _ = int.recv() => "SIGINT",
     }
 }
+
+/// SIGUSR2, the upgrade signal (`systemctl reload sluice`): each one starts a successor.
+pub fn upgrade_requested() -> UpgradeSignal {
+    match signal(SignalKind::user_defined2()) {
+        Ok(s) => UpgradeSignal(Some(s)),
+        Err(e) => {
+            tracing::error!(
+                "cannot install the SIGUSR2 handler: {e}; upgrade with sluice --takeover"
+            );
+            UpgradeSignal(None)
+        }
+    }
+}
+
+/// The SIGUSR2 stream, or none when it could not be installed.
+pub struct UpgradeSignal(Option<tokio::signal::unix::Signal>);
+
+impl UpgradeSignal {
+    /// The next SIGUSR2 (never, without a handler).
+    pub async fn recv(&mut self) {
+        match &mut self.0 {
+            Some(s) => {
+                s.recv().await;
+            }
+            None => std::future::pending().await,
+        }
+    }
+}

@@ -117,6 +117,31 @@ default_hostgroup = 0
     )
 }
 
+/// The four listeners of a Sluice instance.
+#[derive(Debug, Clone, Copy)]
+pub struct Ports {
+    /// The MySQL frontend.
+    pub mysql: u16,
+    /// The MySQL-protocol admin port.
+    pub admin: u16,
+    /// The PostgreSQL-protocol admin port.
+    pub pg_admin: u16,
+    /// The PostgreSQL frontend.
+    pub pg: u16,
+}
+
+impl Ports {
+    /// Four free ports.
+    pub fn free() -> Ports {
+        Ports {
+            mysql: free_port(),
+            admin: free_port(),
+            pg_admin: free_port(),
+            pg: free_port(),
+        }
+    }
+}
+
 /// A running `sluice` process. Dropping it kills the process.
 pub struct Sluice {
     child: Option<Child>,
@@ -168,6 +193,18 @@ impl Sluice {
             .replace("{pg_admin_port}", &pg_admin_port.to_string())
             .replace("{pg_port}", &pg_port.to_string());
         std::fs::write(&cfg, text).expect("write config");
+        let ports = Ports {
+            mysql: port,
+            admin: admin_port,
+            pg_admin: pg_admin_port,
+            pg: pg_port,
+        };
+        Sluice::start_file(&cfg, dir, args, ports)
+    }
+
+    /// Starts sluice with the config file `cfg` as it is (any format `--config` takes), whose
+    /// listeners are `ports`; waits until the MySQL and admin ports accept connections.
+    pub fn start_file(cfg: &Path, dir: PathBuf, args: &[&str], ports: Ports) -> Sluice {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -175,7 +212,7 @@ impl Sluice {
             .expect("log file");
         let child = Command::new(sluice_bin())
             .arg("--config")
-            .arg(&cfg)
+            .arg(cfg)
             .arg("--datadir")
             .arg(dir.join("data"))
             .args(args)
@@ -188,12 +225,13 @@ impl Sluice {
             .unwrap_or_else(|e| panic!("cannot start {}: {e}", sluice_bin().display()));
         let mut s = Sluice {
             child: Some(child),
-            port,
-            admin_port,
-            pg_admin_port,
-            pg_port,
+            port: ports.mysql,
+            admin_port: ports.admin,
+            pg_admin_port: ports.pg_admin,
+            pg_port: ports.pg,
             dir,
         };
+        let (port, admin_port) = (ports.mysql, ports.admin);
         let up = xtask::proc::wait_until(Duration::from_secs(20), || {
             (xtask::proc::port_open(port) && xtask::proc::port_open(admin_port))
                 || s.exited().is_some()

@@ -229,3 +229,25 @@ fn rag_indexes_and_searches_with_a_real_embedding_model() {
     assert!(lines[2].starts_with("meaning: TRUNCATE"), "{out}");
     assert!(lines[3].starts_with("hybrid: TRUNCATE"), "{out}");
 }
+
+#[test]
+fn import_translates_a_pgbouncer_ini_into_sluice_toml() {
+    let toml = example("import_pgbouncer", &[]);
+    let cfg = sluice_core::config::Config::parse(&toml).expect("Sluice reads the translation");
+    let servers: Vec<(u32, &str)> = cfg
+        .pgsql_servers
+        .iter()
+        .map(|s| (s.hostgroup_id.0, s.hostname.as_str()))
+        .collect();
+    assert_eq!(
+        servers,
+        [(0, "10.0.0.10"), (1, "10.0.0.20"), (1, "10.0.0.21")]
+    );
+    assert_eq!(cfg.pgsql_query_rules.len(), 2, "{toml}");
+    assert_eq!(cfg.pgsql_variables.interfaces, "0.0.0.0:6432");
+    assert_eq!(cfg.pgsql_users[0].default_hostgroup.0, 0);
+    assert!(
+        toml.contains("# not carried over (line 11): [pgbouncer] logfile"),
+        "{toml}"
+    );
+}

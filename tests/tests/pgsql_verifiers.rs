@@ -102,3 +102,31 @@ fn a_verifier_the_server_does_not_share_or_the_md5_method_is_refused_with_the_re
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(err.contains("stored as a SCRAM verifier"), "{err}");
 }
+
+/// `md5` + md5(password + user), as `pg_authid` and PgBouncer's userlist.txt hold MD5 users.
+const APP_MD5: &str = "md5fe63fea7be31b0200b496d08bc6b517d";
+
+#[test]
+fn users_stored_as_md5_hashes_log_in_with_cleartext_and_scram_is_refused_with_the_reason() {
+    if !backends_ready(Servers::Postgres) {
+        return;
+    }
+    // Cleartext: the password is checked against the hash and then known, so the server's SCRAM
+    // login works.
+    let s = Sluice::start(&config(APP_MD5, 1));
+    let out = psql(s.pg_port, "app", "SELECT current_user, inet_server_port()");
+    assert_eq!(ok_stdout(&out).trim(), format!("app|{}", ports::PG_PRIMARY));
+    let wrong = psql(s.pg_port, "nope", "SELECT 1");
+    assert!(!wrong.status.success(), "a wrong password logged in");
+    let the_hash = psql(s.pg_port, APP_MD5, "SELECT 1");
+    assert!(
+        !the_hash.status.success(),
+        "the stored hash itself logged in as a password"
+    );
+    drop(s);
+    // SCRAM cannot check an MD5 hash: refused with the reason, not a bare failure.
+    let s = Sluice::start(&config(APP_MD5, 3));
+    let out = psql(s.pg_port, "app", "SELECT 1");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(err.contains("stored as an MD5 hash"), "{err}");
+}

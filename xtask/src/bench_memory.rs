@@ -39,9 +39,12 @@ def connect():
 conns, t0 = [], time.time()
 for i in range(n):
     conns.append(connect())
-# Every client ran one statement and went idle; give the sessions a moment to settle.
-for c in conns[:1]:
-    c.cursor().execute("SELECT 1")
+# Every client runs one statement and goes idle, as pooled application clients do (a session
+# that ran a statement keeps what it allocated for it); then the sessions settle.
+for c in conns:
+    cur = c.cursor()
+    cur.execute("SELECT 1")
+    cur.fetchall()
 time.sleep(2)
 print(rss(), len(conns), round(time.time() - t0, 1))
 for c in conns:

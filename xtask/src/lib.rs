@@ -6,7 +6,10 @@
 
 pub mod etcd;
 pub mod galera;
+pub mod import_samples;
+pub mod layers;
 pub mod mariadb;
+pub mod package;
 pub mod packages;
 pub mod postgres;
 pub mod proc;

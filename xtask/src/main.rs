@@ -26,6 +26,9 @@ const USAGE: &str = "usage: cargo xtask <command>
   backends up|down|status|reset   MariaDB :13306/:13307 and PostgreSQL :15432/:15433 pairs
   backends up|down --galera       also a three-node MariaDB Galera cluster on :13331-:13333
   test [ARGS...]                  lint, backends up, the whole suite, soak, fuzz; ARGS filter tests
+  check-layers                    the crate graph against the floors of docs/ARCHITECTURE.md
+  tools                           install what the tests run (clients, drivers, samples) and stop
+  package [--debug]               a Debian package (target/debian/sluice_*.deb) of the release (or debug) build
   test --repeat N [--cpu-hog] [ARGS...]  the suite N times on one build (a core kept busy)
   bench [mysql]                   sysbench direct vs HAProxy vs sluice, printed as a table
   bench pgsql                     pgbench -S direct vs PgBouncer vs sluice, printed as a table
@@ -58,6 +61,10 @@ fn main() {
         ["backends", "status"] => xtask::backends_status(),
         ["backends", "reset"] => xtask::backends_reset(),
         ["test", rest @ ..] => test::run(rest),
+        ["tools"] => xtask::packages::ensure_test_tools(),
+        ["check-layers"] => xtask::layers::check(),
+        ["package"] => package(xtask::package::Profile::Release),
+        ["package", "--debug"] => package(xtask::package::Profile::Debug),
         ["bench"] | ["bench", "mysql"] => bench::mysql(),
         ["bench", "pgsql"] => bench_pgsql::pgsql(),
         ["bench", "core"] => bench::core(),
@@ -80,4 +87,20 @@ fn main() {
         step(&format!("error: {e}"));
         std::process::exit(1);
     }
+}
+
+/// `cargo xtask package`: builds the binary of `profile`, then the .deb.
+fn package(profile: xtask::package::Profile) -> xtask::Result<()> {
+    let mut build = std::process::Command::new("cargo");
+    build
+        .current_dir(xtask::workspace_root())
+        .args(["build", "-p", "sluice-bin"]);
+    if profile == xtask::package::Profile::Release {
+        build.arg("--release");
+    }
+    step(&format!("package: cargo build ({profile:?})"));
+    xtask::proc::run_visible(&mut build)?;
+    let deb = xtask::package::build(profile, None)?;
+    step(&format!("package: {} built", deb.display()));
+    Ok(())
 }

@@ -81,7 +81,8 @@ pub const MARIADB_JDBC_JAR: &str = "/usr/share/java/mariadb-java-client.jar";
 
 /// sysbench (used by tests and benchmarks), a JDK with the PostgreSQL and MariaDB JDBC drivers, the
 /// Python drivers the tests run (PyMySQL, psycopg, asyncpg and the MCP SDK), and the monitoring tools the
-/// observability tests run: Prometheus with promtool, and prometheus-pgbouncer-exporter.
+/// observability tests run: Prometheus with promtool, and prometheus-pgbouncer-exporter; the
+/// other proxies' configuration files the `sluice import` tests translate.
 pub fn ensure_test_tools() -> Result<()> {
     apt_install(
         "test tools",
@@ -94,6 +95,8 @@ pub fn ensure_test_tools() -> Result<()> {
     if !Path::new(MARIADB_JDBC_JAR).exists() {
         apt_install_missing("test tools", &["MariaDB Connector/J"], &["libmariadb-java"])?;
     }
+    // The status page's test drives it in a real browser.
+    apt_install("browser", &["chromium"], &["chromium"])?;
     apt_install(
         "observability tools",
         &["prometheus", "promtool", "prometheus-pgbouncer-exporter"],
@@ -105,6 +108,7 @@ pub fn ensure_test_tools() -> Result<()> {
     ensure_python_module("asyncpg", "asyncpg")?;
     ensure_mcp_sdk()?;
     ensure_rag_test_parts()?;
+    crate::import_samples::ensure()?;
     ensure_npm_mcp_clients()
 }
 
@@ -270,7 +274,8 @@ pub fn ensure_pgbouncer() -> Result<()> {
     apt_install("bench tools", &["pgbouncer"], &["pgbouncer"])
 }
 
-fn ensure_python_module(module: &str, package: &str) -> Result<()> {
+/// `pip install package` unless `import module` works.
+pub fn ensure_python_module(module: &str, package: &str) -> Result<()> {
     pip_install_unless(&format!("import {module}"), package)
 }
 

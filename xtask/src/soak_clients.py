@@ -1,9 +1,12 @@
 # Soak clients, driven by `cargo xtask soak` (xtask/src/soak.rs):
 #   ledger  PROTO PORT WRITER SECONDS OUT  commit numbered rows; write every acknowledged seq
+#   ledger-reconnect ...                    the same with a new connection per commit (as
+#                                           short-lived clients do; the takeover test)
+#   (LEDGER_TABLE names the table; default ledger)
 #   victim  PROTO PORT                      open a transaction, insert, never commit (killed)
 #   burst   PROTO PORT COUNT                COUNT connect+login+SELECT 1+close, 50 at a time
 # PROTO is mysql (PyMySQL) or pgsql (psycopg); every client logs in as app/app through Sluice.
-import json, sys, threading, time
+import json, os, sys, threading, time
 
 def connect(proto, port):
     if proto == "mysql":
@@ -15,7 +18,8 @@ def connect(proto, port):
     return psycopg.connect(host="127.0.0.1", port=port, user="app", password="app",
                            dbname="app", sslmode="disable", connect_timeout=10, autocommit=False)
 
-def ledger(proto, port, writer, seconds, out):
+def ledger(proto, port, writer, seconds, out, reconnect=False):
+    table = os.environ.get("LEDGER_TABLE", "ledger")
     deadline = time.time() + seconds
     acked, unknown, wrong, errors = [], [], [], {}
     conn, seq = None, 0
@@ -25,14 +29,17 @@ def ledger(proto, port, writer, seconds, out):
             if conn is None:
                 conn = connect(proto, port)
             cur = conn.cursor()
-            cur.execute("INSERT INTO ledger (writer, seq) VALUES (%s, %s)", (writer, seq))
+            cur.execute(f"INSERT INTO {table} (writer, seq) VALUES (%s, %s)", (writer, seq))
             # Inside the transaction the row must be visible: it runs on the writer.
-            cur.execute("SELECT COUNT(*) FROM ledger WHERE writer = %s AND seq = %s", (writer, seq))
+            cur.execute(f"SELECT COUNT(*) FROM {table} WHERE writer = %s AND seq = %s", (writer, seq))
             seen = cur.fetchone()[0]
             if seen != 1:
                 wrong.append((seq, seen))
             conn.commit()
             acked.append(seq)
+            if reconnect:
+                conn.close()
+                conn = None
         except Exception as e:  # the commit's fate is unknown: not counted either way
             unknown.append(seq)
             if "results from command" in str(e):  # a protocol reply that is not one result
@@ -81,8 +88,9 @@ def burst(proto, port, count):
     print(json.dumps({"ok": ok[0], "failed": failed}))
 
 mode, proto, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
-if mode == "ledger":
-    ledger(proto, port, int(sys.argv[4]), float(sys.argv[5]), sys.argv[6])
+if mode in ("ledger", "ledger-reconnect"):
+    ledger(proto, port, int(sys.argv[4]), float(sys.argv[5]), sys.argv[6],
+           reconnect=mode == "ledger-reconnect")
 elif mode == "victim":
     victim(proto, port)
 else:

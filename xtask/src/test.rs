@@ -126,6 +126,7 @@ fn run_phases(options: &Options, phases: &mut Phases) -> xtask::Result<()> {
             "warnings",
         ]))
     })?;
+    phases.run("cargo xtask check-layers", xtask::layers::check)?;
     phases.run(
         "installing the test tools",
         xtask::packages::ensure_test_tools,

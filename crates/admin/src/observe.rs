@@ -22,6 +22,16 @@ impl Admin {
         out.finish()
     }
 
+    /// Every statement's latency on protocol `p` so far (empty while starting).
+    pub fn statement_latency(
+        &self,
+        p: sluice_core::admin::Protocol,
+    ) -> sluice_core::metrics::HistogramSnapshot {
+        self.live()
+            .map(|live| live.statement_latency(p))
+            .unwrap_or_default()
+    }
+
     /// `GET /throttler/check?app=NAME`: the workload guards' answer for `app`.
     pub fn throttler_check(&self, app: &str) -> sluice_core::admission::ThrottleAnswer {
         match self.live() {

@@ -264,6 +264,11 @@ pub trait LiveStats: Send + Sync {
     fn pgsql_hostgroup_traffic(&self) -> Vec<HostgroupTraffic> {
         Vec::new()
     }
+    /// Every statement's latency on protocol `p` so far, all hostgroups together (the status
+    /// page's p99 from successive snapshots).
+    fn statement_latency(&self, _p: Protocol) -> crate::metrics::HistogramSnapshot {
+        crate::metrics::HistogramSnapshot::default()
+    }
     /// Seconds since the process started.
     fn uptime_seconds(&self) -> u64 {
         0

@@ -17,6 +17,7 @@ mod rules;
 mod server;
 mod service;
 pub mod stats;
+mod status;
 mod targets;
 mod tools;
 

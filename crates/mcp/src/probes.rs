@@ -1,6 +1,7 @@
 //! The HTTP port (`admin-restapi_port`, ProxySQL's REST API port): `GET /metrics` (Prometheus
 //! text), `GET /healthz` (the process answers) and `GET /readyz` (200 when Sluice can take
-//! clients, 503 with the reason when it cannot), on the shared HTTP server.
+//! clients, 503 with the reason when it cannot), `GET /status` (the status page, behind the
+//! admin credentials: see `status`), on the shared HTTP server.
 
 use axum::Router;
 use axum::extract::State;
@@ -82,6 +83,8 @@ pub fn router(admin: Arc<Admin>) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/throttler/check", get(throttler_check))
+        .route("/status", get(crate::status::page))
+        .route("/status.json", get(crate::status::json))
         .fallback(not_found)
         .with_state(admin)
 }

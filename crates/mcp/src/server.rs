@@ -20,7 +20,7 @@ use std::sync::Arc;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::{error, info};
+use tracing::{debug, error, info};
 
 /// What decides how the port listens.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,6 +121,9 @@ impl McpServer {
             ));
         }
         let mut current: Option<(Listen, CancellationToken)> = None;
+        // A port that could not be bound is tried again every second (e.g. while the process
+        // this one took over from still holds it); the first failure is logged.
+        let mut failing = false;
         loop {
             let wanted = Listen::of(&self.svc.config.load().mcp.variables);
             if current.as_ref().map(|c| &c.0) != wanted.as_ref() {
@@ -131,13 +134,23 @@ impl McpServer {
                 if let Some(listen) = wanted {
                     let stop = shutdown.child_token();
                     match self.start(&listen, stop.clone(), tasks.clone()).await {
-                        Ok(()) => current = Some((listen, stop)),
-                        Err(why) => error!("MCP endpoint not started: {why}"),
+                        Ok(()) => {
+                            current = Some((listen, stop));
+                            failing = false;
+                        }
+                        Err(why) if !failing => {
+                            error!("MCP endpoint not started: {why}; trying again every second");
+                            failing = true;
+                        }
+                        Err(why) => debug!("MCP endpoint still not started: {why}"),
                     }
+                } else {
+                    failing = false;
                 }
             }
             tokio::select! {
                 _ = self.changed.notified() => {}
+                _ = tokio::time::sleep(std::time::Duration::from_secs(1)), if failing => {}
                 _ = shutdown.cancelled() => return,
             }
         }

@@ -54,6 +54,9 @@ pub struct MysqlFrontend {
     pub(crate) registry: Arc<SessionRegistry>,
     /// Cancelled when Sluice stops: listeners stop accepting, idle sessions close.
     pub(crate) shutdown: CancellationToken,
+    /// Cancelled when the listeners stop accepting: at shutdown, or earlier when a new process
+    /// took the listeners over (`sluice --takeover`) while these sessions drain.
+    pub(crate) accepting: CancellationToken,
     /// Every session task, so shutdown can wait for them.
     pub(crate) tasks: TaskTracker,
     /// The global prepared-statement registry.
@@ -84,13 +87,15 @@ impl MysqlFrontend {
             config.clone(),
             sluice_core::admin::Protocol::Mysql,
         );
+        let shutdown = CancellationToken::new();
         MysqlFrontend {
             login,
             config,
             pool,
             tls: None,
             registry: SessionRegistry::new(),
-            shutdown: CancellationToken::new(),
+            accepting: shutdown.child_token(),
+            shutdown,
             tasks: TaskTracker::new(),
             statements: crate::stmt_registry::StmtRegistry::new(max_stmts),
             counters: Default::default(),
@@ -127,6 +132,7 @@ impl MysqlFrontend {
         shutdown: CancellationToken,
         tasks: TaskTracker,
     ) -> MysqlFrontend {
+        self.accepting = shutdown.child_token();
         self.shutdown = shutdown;
         self.tasks = tasks;
         self
@@ -213,6 +219,12 @@ impl MysqlFrontend {
     pub fn shutdown(&self) -> &CancellationToken {
         &self.shutdown
     }
+
+    /// Cancelling it stops accepting new clients; connected sessions go on until they end or
+    /// shutdown (a takeover's drain).
+    pub fn stop_accepting_token(&self) -> CancellationToken {
+        self.accepting.clone()
+    }
 }
 
 /// Counters kept by the MySQL frontend.
@@ -237,7 +249,7 @@ pub struct FrontendCounters {
 pub async fn serve(fe: Arc<MysqlFrontend>, listeners: Vec<TcpListener>) {
     let ctl = sluice_net::AcceptControl {
         name: "MySQL",
-        shutdown: fe.shutdown.clone(),
+        shutdown: fe.accepting.clone(),
         paused: Some(fe.paused.clone()),
         tasks: fe.tasks.clone(),
         workers: fe.workers.clone(),

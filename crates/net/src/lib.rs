@@ -8,6 +8,7 @@
 //! - [`kill`]: a duplicate of a backend socket that lets the monitor end a connection from
 //!   outside the session that owns it;
 //! - [`stream`]: a socket that is plain TCP or TLS, for clients and servers of both protocols;
+//! - [`handover`]: listening sockets passed to a new process (`sluice --takeover`);
 //! - [`tls`]: the frontends' TLS acceptor (configured certificate, or a generated one kept in
 //!   the datadir); [`keylog`]: the TLS key log (`admin-ssl_keylog_file`).
 //!
@@ -34,6 +35,7 @@
 pub mod accept;
 pub mod client_tls;
 mod error;
+pub mod handover;
 pub mod keylog;
 pub mod kill;
 pub mod listen;

@@ -12,13 +12,25 @@ fn hex_md5(parts: &[&[u8]]) -> String {
 /// The stored form PostgreSQL keeps in `pg_authid`: `"md5" + md5hex(password + user)`. A password
 /// already in that form is returned as is, so `pgsql_users` may hold either.
 pub fn stored_hash(user: &str, password: &str) -> String {
-    if password.len() == 35
-        && password.starts_with("md5")
-        && password[3..].bytes().all(|b| b.is_ascii_hexdigit())
-    {
-        return password.to_string();
+    if is_stored_hash(password) {
+        // md5hex is lower case; a hash copied in upper case is the same hash.
+        return password.to_ascii_lowercase();
     }
     format!("md5{}", hex_md5(&[password.as_bytes(), user.as_bytes()]))
+}
+
+/// `"md5" + md5hex(cleartext + user)` for a cleartext password, whatever it looks like (a client
+/// typing a stored hash as its password gets the hash of that text, not a match).
+pub fn hash_of_cleartext(user: &str, cleartext: &str) -> String {
+    format!("md5{}", hex_md5(&[cleartext.as_bytes(), user.as_bytes()]))
+}
+
+/// True for a password already in PostgreSQL's stored MD5 form (`md5` + 32 hex digits), as
+/// PgBouncer's `userlist.txt` and `pg_authid` hold them.
+pub fn is_stored_hash(password: &str) -> bool {
+    password.len() == 35
+        && password.starts_with("md5")
+        && password[3..].bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// What the client sends for `salt`: `"md5" + md5hex(md5hex(password + user) + salt)`.

@@ -65,6 +65,9 @@ pub struct PgFrontend {
     pub(crate) tls: Option<Arc<sluice_net::tls::ReloadableAcceptor>>,
     /// Cancelled when Sluice stops.
     pub(crate) shutdown: CancellationToken,
+    /// Cancelled when the listeners stop accepting: at shutdown, or earlier when a new process
+    /// took the listeners over (`sluice --takeover`) while these sessions drain.
+    pub(crate) accepting: CancellationToken,
     /// Session tasks.
     pub(crate) tasks: TaskTracker,
     /// Logged-in sessions by the pid Sluice gave them: cancel requests, `pg_cancel_backend` /
@@ -102,13 +105,15 @@ impl PgFrontend {
     /// the caller's runtime, its own shutdown token and task tracker, no hook.
     pub fn new(config: ConfigHandle, pool: Arc<PgPool>) -> PgFrontend {
         let login = LoginGate::new(Default::default(), config.clone(), Protocol::Pgsql);
+        let shutdown = CancellationToken::new();
         PgFrontend {
             login,
             config,
             pool,
             clients: Default::default(),
             tls: None,
-            shutdown: CancellationToken::new(),
+            accepting: shutdown.child_token(),
+            shutdown,
             tasks: TaskTracker::new(),
             cancels: Default::default(),
             query: Default::default(),
@@ -174,6 +179,7 @@ impl PgFrontend {
 
     /// Stops with `shutdown` and tracks session tasks in `tasks`, so the caller can wait for them.
     pub fn with_shutdown(mut self, shutdown: CancellationToken, tasks: TaskTracker) -> PgFrontend {
+        self.accepting = shutdown.child_token();
         self.shutdown = shutdown;
         self.tasks = tasks;
         self
@@ -247,6 +253,12 @@ impl PgFrontend {
     pub fn shutdown(&self) -> &CancellationToken {
         &self.shutdown
     }
+
+    /// Cancelling it stops accepting new clients; connected sessions go on until they end or
+    /// shutdown (a takeover's drain).
+    pub fn stop_accepting_token(&self) -> CancellationToken {
+        self.accepting.clone()
+    }
 }
 
 /// Records which server connection runs the session's statements now (for cancels).
@@ -269,7 +281,7 @@ pub(crate) async fn cancel(fe: &PgFrontend, pid: u32, secret: u32) {
 pub async fn serve(fe: Arc<PgFrontend>, listeners: Vec<TcpListener>) {
     let ctl = sluice_net::AcceptControl {
         name: "PostgreSQL",
-        shutdown: fe.shutdown.clone(),
+        shutdown: fe.accepting.clone(),
         paused: Some(fe.paused.clone()),
         tasks: fe.tasks.clone(),
         workers: fe.workers.clone(),

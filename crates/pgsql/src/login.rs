@@ -7,6 +7,7 @@ use crate::frontend::{PgFrontend, cancel};
 use bytes::Bytes;
 use sluice_pgsql_proto::Error as ProtoError;
 use sluice_pgsql_proto::frame::{Reader, auth, error_response, parse_pairs};
+use sluice_pgsql_proto::md5auth;
 use sluice_pgsql_proto::scram::{self, ClientSecret};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -189,8 +190,8 @@ pub(crate) async fn login<S: AsyncRead + AsyncWrite + Unpin>(
 const MAX_AUTH_MESSAGE: usize = 65_535;
 
 /// Runs the password exchange of `pgsql-authentication_method` (1 cleartext, 2 MD5, 3 SCRAM)
-/// against `password` — cleartext, or a stored SCRAM verifier (`SCRAM-SHA-256$…`), which MD5
-/// cannot use. When the client proved it knows the password, returns what Sluice logs in to
+/// against `password` — cleartext, a stored SCRAM verifier (`SCRAM-SHA-256$…`), which MD5
+/// cannot use, or a stored MD5 hash (`md5…`), which SCRAM cannot use. When the client proved it knows the password, returns what Sluice logs in to
 /// servers with: the password, or the SCRAM keys the client's proof revealed. Only
 /// SCRAM-SHA-256 is offered, never -PLUS.
 async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
@@ -218,6 +219,9 @@ async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
             let given = password_message(m)?;
             let ok = match verifier {
                 Some(v) => v.matches(&given),
+                None if md5auth::is_stored_hash(password) => {
+                    md5auth::hash_of_cleartext(username, &given).eq_ignore_ascii_case(password)
+                }
                 None => given == password,
             };
             Ok(ok.then_some(ClientSecret::Password(given)))
@@ -233,9 +237,16 @@ async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
             let salt = (sluice_core::hostgroup::random_u64() as u32).to_be_bytes();
             io.write_all(&auth(5, &salt)).await?;
             let m = reader.message_within(io, MAX_AUTH_MESSAGE).await?;
-            let expected = sluice_pgsql_proto::md5auth::response(username, password, &salt);
+            let expected = md5auth::response(username, password, &salt);
             let ok = password_message(m)? == expected;
             Ok(ok.then(|| ClientSecret::Password(password.to_string())))
+        }
+        (_, None) if md5auth::is_stored_hash(password) => {
+            let msg = format!(
+                "user \"{username}\" is stored as an MD5 hash: SCRAM authentication cannot check \
+                 it (set pgsql-authentication_method to 2, or store a SCRAM verifier)"
+            );
+            Err(refuse(io, "28000", msg).await)
         }
         (_, verifier) => {
             io.write_all(&auth(10, b"SCRAM-SHA-256\0\0")).await?;

@@ -25,6 +25,11 @@ pub struct AdminVariables {
     /// The address the HTTP port listens on (Sluice addition; loopback by default, so metrics
     /// and probes are not exposed unless asked for).
     pub restapi_interface: String,
+    /// ProxySQL's web UI switch: also serve the HTTP port's routes (the status page at
+    /// `/status`, `/metrics`, probes) on `web_port` (read at start).
+    pub web_enabled: bool,
+    /// ProxySQL's web UI port (default 6080), on `restapi_interface`.
+    pub web_port: u16,
     /// Where the secrets of every TLS session Sluice terminates or originates are appended, in
     /// the NSS key log format Wireshark reads (empty: off; read at start).
     pub ssl_keylog_file: String,
@@ -49,6 +54,8 @@ impl Default for AdminVariables {
             restapi_enabled: false,
             restapi_port: 6070,
             restapi_interface: "127.0.0.1".into(),
+            web_enabled: false,
+            web_port: 6080,
             ssl_keylog_file: String::new(),
             hash_passwords: false,
             cluster: ClusterVariables::default(),
@@ -108,6 +115,8 @@ impl AdminVariables {
                 }
                 self.restapi_interface = value.trim().to_string();
             }
+            "web_enabled" => self.web_enabled = parse_var_bool("admin", name, value)?,
+            "web_port" => self.web_port = parse_var_int("admin", name, value, 1, 65_535)? as u16,
             "ssl_keylog_file" => self.ssl_keylog_file = value.trim().to_string(),
             "hash_passwords" => self.hash_passwords = parse_var_bool("admin", name, value)?,
             _ if name
@@ -147,6 +156,8 @@ impl AdminVariables {
                 "restapi_interface".to_string(),
                 self.restapi_interface.clone(),
             ),
+            ("web_enabled".to_string(), self.web_enabled.to_string()),
+            ("web_port".to_string(), self.web_port.to_string()),
             ("ssl_keylog_file".to_string(), self.ssl_keylog_file.clone()),
             (
                 "hash_passwords".to_string(),

@@ -5,6 +5,7 @@ mod admin_variables;
 mod causal_variables;
 mod client_host_variables;
 mod cluster;
+mod columns;
 mod listen_variables;
 mod mcp;
 mod monitor_variables;
@@ -28,6 +29,7 @@ pub use client_host_variables::ClientHostVariables;
 pub use cluster::{
     CLUSTER_MODULES, ClusterVariables, ModuleSync, NODE_LOCAL_VARIABLES, ProxysqlServer,
 };
+pub use columns::table_columns;
 pub use listen_variables::{ListenMode, ListenVariables};
 pub use mcp::{McpQueryRule, McpTarget, McpUser, McpVariables};
 pub use monitor_variables::MonitorVariables;

@@ -211,8 +211,6 @@ pub const PROXYSQL_ADMIN_VARIABLES: &[&str] = &[
     "checksum_ldap_variables",
     "restapi_enabled",
     "restapi_port",
-    "web_enabled",
-    "web_port",
     "web_verbosity",
     "prometheus_memory_metrics_interval",
     "debug",

@@ -267,11 +267,13 @@ pub(crate) fn parse_var_bool(prefix: &str, name: &str, v: &str) -> Result<bool, 
 
 /// A `;`-separated `host:port` list for variable `{prefix}-{name}`.
 pub(crate) fn check_host_ports(prefix: &str, name: &str, v: &str) -> Result<(), VariableError> {
-    let ok = v.split(';').all(|i| {
-        i.trim()
-            .rsplit_once(':')
-            .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
-    });
+    // Empty: no listener of that kind (a PostgreSQL-only or MySQL-only proxy).
+    let ok = v.trim().is_empty()
+        || v.split(';').all(|i| {
+            i.trim()
+                .rsplit_once(':')
+                .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+        });
     if ok {
         Ok(())
     } else {

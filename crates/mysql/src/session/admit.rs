@@ -8,7 +8,6 @@ use sluice_core::admission::{Permit, Refusal, never_waits};
 use sluice_core::config::DEFAULT_CLASS;
 use sluice_core::query::Decision;
 use sluice_core::runtime::RuntimeConfig;
-use sluice_mysql_proto::consts::status;
 use sluice_mysql_proto::packets::err_payload;
 use std::time::Duration;
 use tracing::info;
@@ -16,7 +15,7 @@ use tracing::info;
 impl Session {
     /// Whether the server said the session is inside a transaction.
     pub(super) fn in_server_transaction(&self) -> bool {
-        self.pins.status & status::IN_TRANS != 0
+        self.pins.in_transaction()
     }
 
     /// Takes a slot for the statement `sql` (decided as `plan` under the statement's snapshot

@@ -363,7 +363,7 @@ impl Session {
                 // server ended it: idle_transaction_timeout, a KILL, a crash). Going on elsewhere
                 // would run the client's next statements outside the transaction it believes
                 // open: the session ends after the error, as a direct connection would.
-                let in_trans = self.pins.status & sluice_mysql_proto::consts::status::IN_TRANS != 0;
+                let in_trans = self.pins.in_transaction();
                 let lost_state = if in_trans {
                     Some("transaction")
                 } else if self.pins.dirty() {

@@ -225,7 +225,9 @@ impl Session {
             timer.as_mut().reset(wake.into());
             let read = tokio::select! {
                 biased;
-                _ = self.fe.shutdown.cancelled() => {
+                // A transaction ends first (COMMIT or ROLLBACK from the client), up to the
+                // shutdown timeout.
+                _ = self.fe.shutdown.cancelled(), if !self.pins.in_transaction() => {
                     debug!(session = self.id, "closing idle session: shutting down");
                     break;
                 }
@@ -330,7 +332,7 @@ impl Session {
     fn after_command(&mut self) {
         self.pins.tick_statement();
         self.after_idle_change();
-        let in_trans = self.pins.status & sluice_mysql_proto::consts::status::IN_TRANS != 0;
+        let in_trans = self.pins.in_transaction();
         if in_trans != self.in_transaction.is_some() {
             self.in_transaction =
                 in_trans.then(|| self.fe.counters.stats.active_transactions.hold());

@@ -44,6 +44,11 @@ pub struct Pins {
 }
 
 impl Pins {
+    /// Inside a transaction (the server's last status said so).
+    pub fn in_transaction(&self) -> bool {
+        self.status & status::IN_TRANS != 0
+    }
+
     /// Why the session is pinned to its backend connection, or `None` when it can be multiplexed.
     pub fn reason(&self) -> Option<&'static str> {
         Some(if self.disabled {

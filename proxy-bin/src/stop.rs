@@ -1,0 +1,164 @@
+//! How Sluice stops: on a signal or `PROXYSQL SHUTDOWN` (sessions finish their statement or
+//! transaction, then close), or after a successor took the listeners (`--takeover`: clients get
+//! `--shutdown-timeout` to leave first).
+
+use std::path::PathBuf;
+use std::time::Duration;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{info, warn};
+
+/// Why Sluice stops.
+pub enum Stop {
+    /// SIGTERM / SIGINT.
+    Signal(&'static str),
+    /// `PROXYSQL SHUTDOWN`.
+    Admin,
+    /// A successor (this pid) accepts on the listeners.
+    HandedOver(u32),
+}
+
+impl Stop {
+    fn name(&self) -> &'static str {
+        match self {
+            Stop::Signal(s) => s,
+            Stop::Admin => "PROXYSQL SHUTDOWN",
+            Stop::HandedOver(_) => "a takeover",
+        }
+    }
+}
+
+/// Waits for a reason to stop; SIGUSR2 on the way starts a successor (`--takeover`).
+pub async fn wait(
+    admin: &CancellationToken,
+    handed_over: Option<tokio::sync::oneshot::Receiver<u32>>,
+    mut upgrade: crate::signals::UpgradeSignal,
+) -> Stop {
+    let successor = async {
+        match handed_over {
+            Some(rx) => match rx.await {
+                Ok(pid) => pid,
+                Err(_) => std::future::pending().await,
+            },
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(successor);
+    // One signal stream for the whole wait: a new one per turn could miss a SIGTERM.
+    let signal = crate::signals::stop_requested();
+    tokio::pin!(signal);
+    loop {
+        tokio::select! {
+            sig = &mut signal => return Stop::Signal(sig),
+            _ = admin.cancelled() => return Stop::Admin,
+            pid = &mut successor => return Stop::HandedOver(pid),
+            _ = upgrade.recv() => match crate::takeover::start_successor() {
+                Ok(pid) => info!("SIGUSR2: started pid {pid} with --takeover; it takes the listeners when it is ready"),
+                Err(e) => warn!("SIGUSR2: no successor started: {e}"),
+            },
+        }
+    }
+}
+
+/// The old process after a takeover: it stops accepting and gives its clients `limit` to leave.
+struct Draining<'a, F: Fn() -> usize> {
+    /// The data ports' and the other ports' accept loops.
+    accepting: [CancellationToken; 3],
+    sessions: &'a F,
+    limit: Duration,
+}
+
+impl<F: Fn() -> usize> Draining<'_, F> {
+    async fn run(self, successor: u32) {
+        info!(
+            "pid {successor} took over the listeners: no longer accepting; waiting up to {}s for {} session(s) to end",
+            self.limit.as_secs(),
+            (self.sessions)()
+        );
+        for t in &self.accepting {
+            t.cancel();
+        }
+        let deadline = tokio::time::Instant::now() + self.limit;
+        while (self.sessions)() > 0 {
+            if tokio::time::Instant::now() >= deadline {
+                info!(
+                    "{} session(s) still open after {}s: each closes at its next transaction boundary",
+                    (self.sessions)(),
+                    self.limit.as_secs()
+                );
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        info!("every session ended");
+    }
+}
+
+/// What a stop winds down.
+pub struct Stopping {
+    /// The two data ports' accept loops.
+    pub data_ports: [CancellationToken; 2],
+    /// The admin, HTTP and MCP ports' accept loops.
+    pub accepting: CancellationToken,
+    /// Sessions close at their next boundary once it is cancelled.
+    pub shutdown: CancellationToken,
+    /// Session tasks.
+    pub tasks: TaskTracker,
+    /// `--shutdown-timeout`.
+    pub limit: Duration,
+    /// This process's takeover socket, removed at a stop that handed nothing over.
+    pub takeover_socket: Option<PathBuf>,
+}
+
+impl Stopping {
+    /// Stops for `why`, with `sessions` counting the client sessions left; `servers` are the
+    /// accept loops, `stop_monitors` ends the health checks.
+    pub async fn run(
+        self,
+        why: Stop,
+        sessions: &impl Fn() -> usize,
+        servers: Vec<JoinHandle<()>>,
+        stop_monitors: impl FnOnce(),
+    ) {
+        if let Stop::HandedOver(pid) = why {
+            // The successor is the service's main process now; never STOPPING=1 (systemd would
+            // stop the unit, successor included).
+            crate::notify::notify(&format!("MAINPID={pid}\nSTATUS=draining after a takeover"));
+            let [my, pg] = self.data_ports;
+            let draining = Draining {
+                accepting: [my, pg, self.accepting.clone()],
+                sessions,
+                limit: self.limit,
+            };
+            draining.run(pid).await;
+        } else {
+            crate::notify::notify("STOPPING=1");
+            if let Some(path) = &self.takeover_socket {
+                crate::takeover::remove_socket(path);
+            }
+            info!(
+                "received {}: no longer accepting connections; waiting up to {}s for {} session(s) to finish their current statement",
+                why.name(),
+                self.limit.as_secs(),
+                sessions()
+            );
+        }
+        self.shutdown.cancel();
+        stop_monitors();
+        for server in servers {
+            let _ = server.await;
+        }
+        self.tasks.close();
+        if tokio::time::timeout(self.limit, self.tasks.wait())
+            .await
+            .is_err()
+        {
+            warn!(
+                "{} session(s) still busy after {}s; closing them",
+                sessions(),
+                self.limit.as_secs()
+            );
+        }
+    }
+}
