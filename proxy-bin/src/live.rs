@@ -1,7 +1,9 @@
 //! The data path's live state as the admin tables show it.
 
 use sluice_core::ConfigHandle;
-use sluice_core::admin::{HostgroupTraffic, LiveStats, PoolRow, ProcessRow, Protocol};
+use sluice_core::admin::{
+    ControlError, HostgroupTraffic, LiveStats, PoolRow, ProcessRow, Protocol,
+};
 use sluice_core::metrics::{Exposition, ProtocolMetrics, global_rows, write_protocol};
 use sluice_core::monitor::{CheckKind, CheckRow, Monitor};
 use sluice_core::query::{DigestRow, QueryProcessorStats};
@@ -438,8 +440,8 @@ impl LiveStats for Live {
         self.mcp_stats.tables()
     }
 
-    fn rag_sync(&self, source_id: u32) -> Result<String, String> {
-        self.mcp.service().rag_sync(source_id)
+    fn rag_sync(&self, source_id: u32) -> Result<String, ControlError> {
+        Ok(self.mcp.service().rag_sync(source_id)?)
     }
 
     fn memory_metrics(&self) -> Vec<(String, String)> {
@@ -518,15 +520,13 @@ impl LiveStats for Live {
             .collect()
     }
 
-    fn reload_tls(&self) -> Result<(), String> {
+    fn reload_tls(&self) -> Result<(), ControlError> {
         let rt = self.config.load();
         if let Some(t) = self.mysql.tls() {
-            t.reload(&rt.mysql.variables.frontend_tls())
-                .map_err(|e| e.to_string())?;
+            t.reload(&rt.mysql.variables.frontend_tls())?;
         }
         if let Some(t) = self.pgsql.tls() {
-            t.reload(&rt.pgsql.variables.frontend_tls())
-                .map_err(|e| e.to_string())?;
+            t.reload(&rt.pgsql.variables.frontend_tls())?;
         }
         Ok(())
     }

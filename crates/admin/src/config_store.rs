@@ -11,8 +11,11 @@ use std::future::Future;
 use std::pin::Pin;
 use tracing::info;
 
+/// The store implementation's own error (its crate's type), carried with its source chain.
+pub type StoreError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// A future a [`ConfigStore`] returns.
-pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, String>> + Send + 'a>>;
+pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
 
 /// A shared configuration store holding one copy of each cluster module.
 pub trait ConfigStore: Send + Sync {

@@ -1,16 +1,13 @@
 //! [`Admin`]: runs admin statements against the store and moves configuration between layers.
 
-use crate::command::{Command, Direction, Module, parse_command};
-use crate::export::config_to_toml;
+use crate::command::{Direction, Module, parse_command};
 use crate::layers::{
     config_rows, copy_module_sql, memory_to_config, replace_rows_sql, variables_sql,
 };
 use crate::schema::ddl;
-use crate::stats;
 use crate::store::Store;
 use sluice_core::admin::{
-    AdminCredential, AdminError, AdminExecutor, AdminFuture, AdminReply, AdminRole, AdminRows,
-    LiveStats,
+    AdminCredential, AdminError, AdminExecutor, AdminFuture, AdminReply, AdminRole, LiveStats,
 };
 use sluice_core::config::{AdminVariables, Config, MysqlVariables, PgsqlVariables, SetOutcome};
 use sluice_core::util::lock;
@@ -18,6 +15,8 @@ use sluice_core::{ConfigHandle, RuntimeConfig};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use tracing::{info, warn};
+
+mod statements;
 
 /// How the admin store starts.
 #[derive(Debug, Clone)]
@@ -402,255 +401,6 @@ impl Admin {
             .get()
             .ok_or_else(|| AdminError::new("the data path is not running"))
     }
-
-    /// `PROXYSQL PAUSE|RESUME|SHUTDOWN|FLUSH …` on the running data path.
-    fn proxysql(&self, what: &str) -> Result<AdminReply, AdminError> {
-        let live = self.live()?;
-        match what {
-            "PAUSE" => live.set_paused(true),
-            "RESUME" => live.set_paused(false),
-            "SHUTDOWN" | "SHUTDOWN SLOW" | "STOP" | "KILL" => live.shutdown(),
-            "FLUSH LOGS" => {}
-            "RELOAD TLS" => {
-                live.reload_tls().map_err(|e| {
-                    warn!("PROXYSQL RELOAD TLS refused, the current certificates stay: {e}");
-                    AdminError::new(format!(
-                        "TLS reload failed, the current certificates stay: {e}"
-                    ))
-                })?;
-                info!("PROXYSQL RELOAD TLS: new handshakes use the certificates read now");
-            }
-            "FLUSH QUERY CACHE" | "FLUSH MYSQL QUERY CACHE" => {
-                let n = live.flush_query_cache(sluice_core::admin::Protocol::Mysql);
-                return Ok(AdminReply::Done {
-                    affected: n as u64,
-                    message: None,
-                });
-            }
-            "FLUSH MYSQL CLIENT HOSTS" | "FLUSH PGSQL CLIENT HOSTS" => {
-                let p = if what.contains("PGSQL") {
-                    sluice_core::admin::Protocol::Pgsql
-                } else {
-                    sluice_core::admin::Protocol::Mysql
-                };
-                let n = live.flush_client_hosts(p);
-                info!(
-                    "PROXYSQL {what}: {n} client address(es) forgotten; their logins are no longer throttled"
-                );
-                return Ok(AdminReply::Done {
-                    affected: n as u64,
-                    message: None,
-                });
-            }
-            "FLUSH PGSQL QUERY CACHE" => {
-                let n = live.flush_query_cache(sluice_core::admin::Protocol::Pgsql);
-                return Ok(AdminReply::Done {
-                    affected: n as u64,
-                    message: None,
-                });
-            }
-            other => {
-                return Err(AdminError::new(format!(
-                    "PROXYSQL {other} is not supported by Sluice"
-                )));
-            }
-        }
-        Ok(AdminReply::Done {
-            affected: 0,
-            message: None,
-        })
-    }
-
-    /// `global_variables` rows whose name matches the `LIKE` pattern, as `SHOW … VARIABLES` lists
-    /// them.
-    /// `SHOW VARIABLES`; the stats account sees passwords and credentials as `********`.
-    async fn show_variables(&self, role: AdminRole, like: &str) -> Result<AdminReply, AdminError> {
-        let mask = if role == AdminRole::Stats { "1" } else { "0" };
-        let rows = self
-            .store
-            .query_bound(
-                "SELECT variable_name AS Variable_name, \
-                 CASE WHEN ?2 = '1' AND (variable_name LIKE '%password%' \
-                   OR variable_name LIKE '%credentials%') THEN '********' \
-                   ELSE variable_value END AS Value \
-                 FROM main.global_variables WHERE variable_name LIKE ?1 ORDER BY variable_name",
-                &[like, mask],
-            )
-            .await?;
-        Ok(AdminReply::Rows(rows))
-    }
-
-    async fn run_command(&self, role: AdminRole, c: Command) -> Result<AdminReply, AdminError> {
-        if role == AdminRole::Stats && !c.is_read_only() {
-            return Err(AdminError {
-                code: 1045,
-                sqlstate: "28000",
-                message: "the stats user may only read".into(),
-            });
-        }
-        match c {
-            Command::Move(m, d) => self.move_module(m, d).await,
-            Command::SetVariable(n, v) => self.set_variable(&n, &v).await,
-            Command::ShowVariables(prefix) => {
-                self.show_variables(role, &format!("{prefix}%")).await
-            }
-            Command::ShowAllVariables(pattern) => {
-                self.show_variables(role, pattern.as_deref().unwrap_or("%"))
-                    .await
-            }
-            Command::ShowTables(db) => {
-                let schema = match db.as_deref() {
-                    None | Some("main") => "main",
-                    Some("disk") => "disk",
-                    Some("stats") => "stats",
-                    Some("monitor") => "monitor",
-                    Some(other) => {
-                        return Err(AdminError::new(format!("unknown database {other}")));
-                    }
-                };
-                Ok(AdminReply::Rows(
-                    self.store
-                        .query(&format!("SELECT name AS tables FROM {schema}.sqlite_master WHERE type = 'table' ORDER BY name"))
-                        .await?,
-                ))
-            }
-            Command::ShowDatabases => Ok(AdminReply::Rows(
-                self.store
-                    .query("SELECT seq, name, file FROM pragma_database_list")
-                    .await?,
-            )),
-            Command::ShowCreateTable(t) => {
-                let rows = self
-                    .store
-                    .query_bound(
-                        "SELECT name AS \"table\", sql AS \"Create Table\" FROM (SELECT name, sql FROM main.sqlite_master UNION ALL SELECT name, sql FROM stats.sqlite_master UNION ALL SELECT name, sql FROM monitor.sqlite_master) WHERE name = ?1 LIMIT 1",
-                        &[&t],
-                    )
-                    .await?;
-                if rows.rows.is_empty() {
-                    return Err(AdminError::new(format!("no such table: {t}")));
-                }
-                Ok(AdminReply::Rows(rows))
-            }
-            Command::ShowProcesslist => {
-                stats::refresh(&self.store, self.live()?.as_ref(), &self.running_config()).await?;
-                Ok(AdminReply::Rows(
-                    self.store
-                        .query("SELECT SessionID, user, db, cli_host, hostgroup, command, multiplexed, pin_reason FROM stats.stats_mysql_processlist ORDER BY SessionID")
-                        .await?,
-                ))
-            }
-            c @ (Command::ShowPrometheusMetrics
-            | Command::ShowStatus(_)
-            | Command::PgBouncer(_)
-            | Command::PgBouncerReload
-            | Command::Unsupported(_)) => self.monitoring_command(c).await,
-            Command::Proxysql(what) => self.proxysql(&what),
-            Command::ProxySelect(table) => Ok(AdminReply::Rows(self.proxy_select(&table)?)),
-            Command::RagSync(id) => {
-                let message = self.live()?.rag_sync(id).map_err(AdminError::new)?;
-                info!(source_id = id, "RAG SYNC SOURCE: {message}");
-                Ok(AdminReply::Done {
-                    affected: 0,
-                    message: Some(message),
-                })
-            }
-            Command::Kill(id) => {
-                if self.live()?.kill_session(id) {
-                    Ok(AdminReply::Done {
-                        affected: 0,
-                        message: None,
-                    })
-                } else {
-                    Err(AdminError {
-                        code: 1094,
-                        sqlstate: "HY000",
-                        message: format!("Unknown thread id: {id}"),
-                    })
-                }
-            }
-            Command::SaveConfigToFile(path) => {
-                let cfg =
-                    memory_to_config(&self.store, &self.running_config(), &RUNTIME_MODULES).await?;
-                let text = config_to_toml(&cfg).map_err(|e| AdminError::new(e.to_string()))?;
-                std::fs::write(&path, text).map_err(|e| AdminError::new(format!("{path}: {e}")))?;
-                Ok(AdminReply::Done {
-                    affected: 0,
-                    message: None,
-                })
-            }
-            Command::SessionSet => Ok(AdminReply::Done {
-                affected: 0,
-                message: None,
-            }),
-            Command::EmptyShow(cols) => Ok(AdminReply::Rows(AdminRows {
-                columns: cols.iter().map(|c| c.to_string()).collect(),
-                rows: Vec::new(),
-            })),
-            Command::SelectSysvars(names) => Ok(AdminReply::Rows(AdminRows {
-                rows: vec![names.iter().map(|n| Some(sysvar_value(n))).collect()],
-                columns: names,
-            })),
-            Command::SelectVersion => Ok(AdminReply::Rows(AdminRows {
-                columns: vec!["@@version".into()],
-                rows: vec![vec![Some(format!(
-                    "{}-sluice-admin",
-                    env!("CARGO_PKG_VERSION")
-                ))]],
-            })),
-        }
-    }
-
-    async fn run_sql(&self, role: AdminRole, sql: &str) -> Result<AdminReply, AdminError> {
-        if let Some(why) = crate::guard::refused(sql) {
-            warn!("admin statement refused: {why}");
-            return Err(AdminError {
-                code: 1142,
-                sqlstate: "42000",
-                message: why,
-            });
-        }
-        let sql = &*crate::functions::rewrite_mysql_functions(sql);
-        let lower = sql.trim_start().to_ascii_lowercase();
-        let is_read = lower.starts_with("select")
-            || lower.starts_with("with")
-            || lower.starts_with("pragma")
-            || lower.starts_with("explain");
-        if role == AdminRole::Stats
-            && let Some(why) = crate::guard::stats_refusal(sql)
-        {
-            return Err(AdminError {
-                code: 1045,
-                sqlstate: "28000",
-                message: why,
-            });
-        }
-        self.refresh_cluster_tables(&lower).await?;
-        if let Some(live) = self.live.get() {
-            if lower.contains("stats_") {
-                stats::refresh(&self.store, live.as_ref(), &self.running_config()).await?;
-                stats::refresh_query_tables(&self.store, live.as_ref(), &lower).await?;
-            }
-            if lower.contains("_log") || lower.contains("runtime_") {
-                stats::refresh_monitor_tables(
-                    &self.store,
-                    live.as_ref(),
-                    &self.running_config(),
-                    &lower,
-                )
-                .await?;
-            }
-        }
-        if is_read {
-            Ok(AdminReply::Rows(self.store.query(sql).await?))
-        } else {
-            let n = self.store.exec(sql).await?;
-            Ok(AdminReply::Done {
-                affected: n,
-                message: None,
-            })
-        }
-    }
 }
 
 impl AdminExecutor for Admin {
@@ -700,30 +450,6 @@ fn hash_mysql_passwords(cfg: &mut Config) {
     }
     if hashed > 0 {
         info!("admin-hash_passwords: {hashed} mysql_users password(s) hashed in the runtime");
-    }
-}
-
-/// Values client libraries expect from `SELECT @@var` on connect.
-fn sysvar_value(name: &str) -> String {
-    let n = name.trim_start_matches("@@").to_ascii_lowercase();
-    let n = n
-        .strip_prefix("session.")
-        .or_else(|| n.strip_prefix("global."))
-        .unwrap_or(&n)
-        .to_string();
-    match n.as_str() {
-        "max_allowed_packet" => "67108864".into(),
-        "version" => format!("{}-sluice-admin", env!("CARGO_PKG_VERSION")),
-        "version_comment" => "(Sluice Admin)".into(),
-        "autocommit" | "auto_increment_increment" | "auto_increment_offset" => "1".into(),
-        "tx_isolation" | "transaction_isolation" => "READ-COMMITTED".into(),
-        "wait_timeout" | "interactive_timeout" => "28800".into(),
-        "sql_mode" | "init_connect" | "socket" => String::new(),
-        "lower_case_table_names" => "0".into(),
-        "time_zone" | "system_time_zone" => "UTC".into(),
-        n if n.starts_with("character_set") => "utf8mb4".into(),
-        n if n.starts_with("collation") => "utf8mb4_general_ci".into(),
-        _ => String::new(),
     }
 }
 

@@ -49,7 +49,7 @@ pub use cluster::{
     PeerRecord, log_sync,
 };
 pub use command::{Command, Direction, Module, parse_command};
-pub use config_store::{ConfigStore, StoreFuture, StoreStatus};
+pub use config_store::{ConfigStore, StoreError, StoreFuture, StoreStatus};
 pub use pgbouncer::PgBouncerCommand;
 
 /// Why the admin store could not be opened at start.

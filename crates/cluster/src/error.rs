@@ -40,4 +40,32 @@ pub enum Error {
         /// What was wrong.
         why: String,
     },
+    /// A peer announced a module this node does not have.
+    #[error("{0} is not a module this node knows")]
+    UnknownModule(String),
+    /// A peer's module rows changed between its announcement and the read.
+    #[error("its rows have checksum {got}, not the announced {announced} (changed while read)")]
+    ChecksumChanged {
+        /// The checksum of the rows read.
+        got: String,
+        /// The checksum the peer announced.
+        announced: String,
+    },
+    /// Applying a peer's module here failed; the admin's message.
+    #[error("applying it failed: {0}")]
+    Apply(String),
+    /// Connecting to a peer's admin port failed, or the connection broke.
+    #[error(transparent)]
+    PeerConnection(#[from] sluice_mysql_backend::Error),
+    /// A peer's admin answered a statement with an error.
+    #[error("the peer refused `{sql}`: {why}")]
+    PeerRefused {
+        /// The statement.
+        sql: String,
+        /// Its error message and code.
+        why: String,
+    },
+    /// A peer's admin did not answer within the bound.
+    #[error("no answer within {0}s")]
+    PeerSilent(u64),
 }

@@ -2,6 +2,7 @@
 //! port with `admin-cluster_username`/`_password`; a module a peer holds newer is pulled with
 //! `PROXY_SELECT * FROM runtime_<table>` and applied here with one runtime swap.
 
+use crate::Error;
 use crate::decide::{Decision, decide};
 use sluice_admin::{Admin, ModuleChecksum, ModuleRows, log_sync};
 use sluice_core::admin::AdminRows;
@@ -174,7 +175,7 @@ impl PeerPoller {
         self.checks += 1;
     }
 
-    fn unreachable(&mut self, s: &ClusterVariables, why: &str) {
+    fn unreachable(&mut self, s: &ClusterVariables, why: &Error) {
         self.conn = None;
         self.admin
             .cluster_board()
@@ -243,11 +244,11 @@ impl PeerPoller {
 
     /// Reads the module's tables from the peer, checks they are what it announced, and applies
     /// them.
-    async fn pull(&mut self, p: &Pull, s: &ClusterVariables) -> Result<(), String> {
+    async fn pull(&mut self, p: &Pull, s: &ClusterVariables) -> Result<(), Error> {
         let local = self
             .admin
             .module_rows(&p.module)
-            .ok_or_else(|| format!("{} is not a module this node knows", p.module))?;
+            .ok_or_else(|| Error::UnknownModule(p.module.clone()))?;
         if local.checksum() == p.checksum {
             return Ok(()); // another peer's poller took it already
         }
@@ -270,17 +271,17 @@ impl PeerPoller {
         }
         let got = pulled.checksum();
         if got != p.checksum {
-            return Err(format!(
-                "its rows have checksum {got}, not the announced {} (changed while read)",
-                p.checksum
-            ));
+            return Err(Error::ChecksumChanged {
+                got: got.to_string(),
+                announced: p.checksum.to_string(),
+            });
         }
         let save = s.module(&p.module).save_to_disk;
         let (before, after) = self
             .admin
             .apply_module(&p.module, &pulled, save)
             .await
-            .map_err(|e| format!("applying it failed: {}", e.message))?;
+            .map_err(|e| Error::Apply(e.message))?;
         log_sync(&p.module, &format!("peer {}", self.peer()), &before, &after);
         if after != p.checksum {
             warn!(
@@ -325,31 +326,29 @@ impl PeerPoller {
     }
 
     /// Runs `sql` on the peer's admin, connecting first when needed.
-    async fn query(&mut self, sql: &str, s: &ClusterVariables) -> Result<AdminRows, String> {
-        if self.conn.is_none() {
-            let params = ConnectParams {
-                host: self.host.clone(),
-                port: self.port,
-                user: s.username.clone(),
-                secret: BackendSecret::Clear(s.password.clone()),
-                schema: None,
-                charset: COLLATION,
-                client_caps: 0,
-                tls: None,
-                compress: false,
-                timeout: CONNECT_TIMEOUT,
-                max_packet: MAX_PACKET,
-                multi_statements: true,
-                track_gtid: false,
-            };
-            let conn = BackendConn::connect(&params)
-                .await
-                .map_err(|e| e.to_string())?;
-            self.conn = Some(conn);
-        }
-        let Some(conn) = self.conn.as_mut() else {
-            return Err("not connected".into());
+    async fn query(&mut self, sql: &str, s: &ClusterVariables) -> Result<AdminRows, Error> {
+        let conn = match self.conn.take() {
+            Some(conn) => conn,
+            None => {
+                let params = ConnectParams {
+                    host: self.host.clone(),
+                    port: self.port,
+                    user: s.username.clone(),
+                    secret: BackendSecret::Clear(s.password.clone()),
+                    schema: None,
+                    charset: COLLATION,
+                    client_caps: 0,
+                    tls: None,
+                    compress: false,
+                    timeout: CONNECT_TIMEOUT,
+                    max_packet: MAX_PACKET,
+                    multi_statements: true,
+                    track_gtid: false,
+                };
+                BackendConn::connect(&params).await?
+            }
         };
+        let conn = self.conn.insert(conn);
         let answer = tokio::time::timeout(QUERY_TIMEOUT, conn.query_table(sql)).await;
         match answer {
             Ok(Ok(Ok((columns, rows)))) => Ok(AdminRows { columns, rows }),
@@ -358,15 +357,18 @@ impl PeerPoller {
                 let why = sluice_mysql_proto::packets::parse_err(&server_err)
                     .map(|e| format!("{} ({})", e.message, e.code))
                     .unwrap_or_else(|_| "a malformed error".into());
-                Err(format!("the peer refused `{sql}`: {why}"))
+                Err(Error::PeerRefused {
+                    sql: sql.to_string(),
+                    why,
+                })
             }
             Ok(Err(e)) => {
                 self.conn = None;
-                Err(e.to_string())
+                Err(e.into())
             }
             Err(_) => {
                 self.conn = None;
-                Err(format!("no answer within {}s", QUERY_TIMEOUT.as_secs()))
+                Err(Error::PeerSilent(QUERY_TIMEOUT.as_secs()))
             }
         }
     }

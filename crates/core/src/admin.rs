@@ -49,6 +49,15 @@ pub enum AdminReply {
     },
 }
 
+/// The error of a control the process carries out for an admin command (its own crate's type,
+/// with its source chain); the admin engine shows its text.
+pub type ControlError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// A control this process does not have (an embedding without that subsystem).
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+#[error("{0} is not available in this process")]
+pub struct Unavailable(pub &'static str);
+
 /// A failed admin statement.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AdminError {
@@ -279,13 +288,13 @@ pub trait LiveStats: Send + Sync {
     }
     /// `PROXYSQL RELOAD TLS`: the frontends' certificate and key files are read again and used
     /// for new handshakes; on error (named in the message) the current ones stay.
-    fn reload_tls(&self) -> Result<(), String> {
-        Err("TLS reload is not available".into())
+    fn reload_tls(&self) -> Result<(), ControlError> {
+        Err(Unavailable("TLS reload").into())
     }
     /// `RAG SYNC SOURCE n`: starts a sync of RAG source `n`; the message says it started,
     /// `Err` why it cannot.
-    fn rag_sync(&self, _source_id: u32) -> Result<String, String> {
-        Err("RAG is not available in this process".into())
+    fn rag_sync(&self, _source_id: u32) -> Result<String, ControlError> {
+        Err(Unavailable("RAG").into())
     }
     /// `stats_memory_metrics` rows: (name, bytes).
     fn memory_metrics(&self) -> Vec<(String, String)> {

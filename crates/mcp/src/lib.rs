@@ -24,6 +24,7 @@ mod tools;
 pub use catalog::DdlWatcher;
 pub use error::Error;
 pub use handler::PROTOCOL_VERSIONS;
+pub use rag::SyncRefused;
 pub use server::McpServer;
 pub use service::McpService;
 pub use stats::McpStats;

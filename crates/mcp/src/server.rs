@@ -22,6 +22,22 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, error, info};
 
+/// Why the MCP endpoint could not start on its port (it tries again every second).
+#[derive(Debug, thiserror::Error)]
+enum StartError {
+    /// Plain HTTP on an interface other than loopback.
+    #[error(
+        "mcp-use_ssl=false is refused on {0} (not loopback): bearer tokens would cross the network in clear; set mcp-use_ssl=true or mcp-interface=127.0.0.1"
+    )]
+    ClearOffLoopback(String),
+    /// The HTTPS certificate or key cannot be loaded.
+    #[error("HTTPS: {0}")]
+    Tls(#[source] sluice_net::Error),
+    /// The port cannot be bound.
+    #[error(transparent)]
+    Bind(sluice_net::Error),
+}
+
 /// What decides how the port listens.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Listen {
@@ -161,12 +177,9 @@ impl McpServer {
         listen: &Listen,
         stop: CancellationToken,
         tasks: TaskTracker,
-    ) -> Result<(), String> {
+    ) -> Result<(), StartError> {
         if !listen.tls && !listen.loopback() {
-            return Err(format!(
-                "mcp-use_ssl=false is refused on {} (not loopback): bearer tokens would cross the network in clear; set mcp-use_ssl=true or mcp-interface=127.0.0.1",
-                listen.interface
-            ));
+            return Err(StartError::ClearOffLoopback(listen.interface.clone()));
         }
         let tls = if listen.tls {
             let rt = self.svc.config.load();
@@ -176,14 +189,14 @@ impl McpServer {
                 self.svc.datadir.as_deref(),
                 None,
             )
-            .map_err(|e| format!("HTTPS: {e}"))?;
+            .map_err(StartError::Tls)?;
             Some(Arc::new(acceptor))
         } else {
             None
         };
         let listeners = sluice_net::bind_all(&listen.address(), "MCP (mcp-port)")
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(StartError::Bind)?;
         let router = self.router(listen, stop.clone());
         let ctl = sluice_net::AcceptControl {
             name: "MCP (mcp-port)",

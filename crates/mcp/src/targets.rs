@@ -215,7 +215,34 @@ pub(crate) fn cleartext(p: Protocol, password: &str) -> bool {
 }
 
 /// The password of `login` on `p`'s side, if it is stored in cleartext.
-pub(crate) fn password(rt: &RuntimeConfig, p: Protocol, login: &str) -> Result<String, String> {
+/// Why a target's login cannot be used by the MCP endpoint.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum LoginUnusable {
+    /// No such active user with backend=1.
+    #[error("no active {side}_users login {login:?} with backend=1")]
+    Missing {
+        /// `mysql` or `pgsql`.
+        side: &'static str,
+        /// The login.
+        login: String,
+    },
+    /// Only a hash is stored: the endpoint cannot log in with it.
+    #[error(
+        "{side}_users login {login:?} has only a password hash: the MCP endpoint logs in with the cleartext password"
+    )]
+    HashOnly {
+        /// `mysql` or `pgsql`.
+        side: &'static str,
+        /// The login.
+        login: String,
+    },
+}
+
+pub(crate) fn password(
+    rt: &RuntimeConfig,
+    p: Protocol,
+    login: &str,
+) -> Result<String, LoginUnusable> {
     let found = match p {
         Protocol::Mysql => rt
             .mysql
@@ -232,12 +259,14 @@ pub(crate) fn password(rt: &RuntimeConfig, p: Protocol, login: &str) -> Result<S
     };
     let side = protocol_name(p);
     match found {
-        None => Err(format!(
-            "no active {side}_users login {login:?} with backend=1"
-        )),
-        Some(pw) if !cleartext(p, &pw) => Err(format!(
-            "{side}_users login {login:?} has only a password hash: the MCP endpoint logs in with the cleartext password"
-        )),
+        None => Err(LoginUnusable::Missing {
+            side,
+            login: login.to_string(),
+        }),
+        Some(pw) if !cleartext(p, &pw) => Err(LoginUnusable::HashOnly {
+            side,
+            login: login.to_string(),
+        }),
         Some(pw) => Ok(pw),
     }
 }

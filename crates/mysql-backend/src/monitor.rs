@@ -5,7 +5,7 @@
 use crate::conn::{BackendConn, BackendSecret, ConnectParams};
 use sluice_core::monitor::cluster::{GaleraStatus, MemberState};
 use sluice_core::monitor::load::gtid_backlog;
-use sluice_core::monitor::{CheckFuture, CheckTarget, Checker, ConnCache, ServerLoad};
+use sluice_core::monitor::{CheckError, CheckFuture, CheckTarget, Checker, ConnCache, ServerLoad};
 use sluice_core::runtime::ServerKey;
 use sluice_mysql_proto::consts::com;
 use sluice_mysql_proto::reply::ReplyKind;
@@ -24,11 +24,11 @@ pub struct MysqlChecker {
     tls: Option<Arc<TlsSource>>,
 }
 
-fn params(t: &CheckTarget, tls: &Option<Arc<TlsSource>>) -> Result<ConnectParams, String> {
+fn params(t: &CheckTarget, tls: &Option<Arc<TlsSource>>) -> Result<ConnectParams, CheckError> {
     let tls = match (t.use_ssl, tls) {
         (true, Some(src)) => Some(
             src.config_for(&t.ssl_params, &t.username)
-                .map_err(|e| e.to_string())?,
+                .map_err(|e| CheckError::Tls(Box::new(e)))?,
         ),
         _ => None,
     };
@@ -78,11 +78,15 @@ const GALERA_SQL: &str = "SELECT \
 pub(crate) fn worst_lag(
     names: &[String],
     rows: &[Vec<Option<String>>],
-) -> Result<Option<u64>, String> {
+) -> Result<Option<u64>, CheckError> {
     let col = names
         .iter()
         .position(|n| n == "Seconds_Behind_Master" || n == "Seconds_Behind_Source")
-        .ok_or("no Seconds_Behind_Master column in the replication status")?;
+        .ok_or_else(|| {
+            CheckError::Unreadable(
+                "no Seconds_Behind_Master column in the replication status".into(),
+            )
+        })?;
     let mut worst = Some(0u64);
     for r in rows {
         match r.get(col).cloned().flatten() {
@@ -91,7 +95,7 @@ pub(crate) fn worst_lag(
                 let n: u64 = v
                     .trim()
                     .parse()
-                    .map_err(|_| format!("lag {v:?} is not a number"))?;
+                    .map_err(|_| CheckError::Unreadable(format!("lag {v:?} is not a number")))?;
                 worst = worst.map(|w| w.max(n));
             }
         }
@@ -116,11 +120,11 @@ impl MysqlChecker {
 }
 
 /// The first row of a monitor query; a server error as its message.
-async fn first_row(c: &mut BackendConn, sql: &str) -> Result<Vec<Option<String>>, String> {
+async fn first_row(c: &mut BackendConn, sql: &str) -> Result<Vec<Option<String>>, CheckError> {
     c.query_row(sql)
         .await
-        .map_err(|e| e.to_string())?
-        .map_err(|err| String::from_utf8_lossy(err.get(9..).unwrap_or_default()).into_owned())
+        .map_err(CheckError::connection)?
+        .map_err(|err| refused(&err))
 }
 
 /// The heartbeat's schema and table, created on a writer by its first write.
@@ -140,24 +144,32 @@ fn errno(err: &[u8]) -> Option<u16> {
     Some(u16::from_le_bytes([*err.get(1)?, *err.get(2)?]))
 }
 
-/// An ERR packet's message.
-fn server_message(err: &[u8]) -> String {
-    String::from_utf8_lossy(err.get(9..).unwrap_or_default()).into_owned()
+/// An ERR packet as the check's error: its number and message.
+fn refused(err: &[u8]) -> CheckError {
+    CheckError::Refused {
+        code: errno(err),
+        message: String::from_utf8_lossy(err.get(9..).unwrap_or_default()).into_owned(),
+    }
 }
 
 /// Runs a statement that returns no rows; the server's refusal as its message.
-async fn run(c: &mut BackendConn, sql: &str) -> Result<(), String> {
+async fn run(c: &mut BackendConn, sql: &str) -> Result<(), CheckError> {
     c.run_sql(sql)
         .await
-        .map_err(|e| e.to_string())?
-        .map_err(|err| server_message(&err))
+        .map_err(CheckError::connection)?
+        .map_err(|err| refused(&err))
 }
 
 /// The server's kept monitor connection, or a new one.
-async fn connection(held: Option<BackendConn>, p: &ConnectParams) -> Result<BackendConn, String> {
+async fn connection(
+    held: Option<BackendConn>,
+    p: &ConnectParams,
+) -> Result<BackendConn, CheckError> {
     match held {
         Some(c) => Ok(c),
-        None => BackendConn::connect(p).await.map_err(|e| e.to_string()),
+        None => BackendConn::connect(p)
+            .await
+            .map_err(CheckError::connection),
     }
 }
 
@@ -167,7 +179,9 @@ impl Checker for MysqlChecker {
         Box::pin(async move {
             let p = p?;
             let t0 = Instant::now();
-            BackendConn::connect(&p).await.map_err(|e| e.to_string())?;
+            BackendConn::connect(&p)
+                .await
+                .map_err(CheckError::connection)?;
             Ok(t0.elapsed().as_micros() as u64)
         })
     }
@@ -183,11 +197,13 @@ impl Checker for MysqlChecker {
             let (tracker, _) = c
                 .command_collect(&[com::PING], ReplyKind::Single)
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(CheckError::connection)?;
             if tracker.error {
-                return Err(tracker
-                    .error_message
-                    .unwrap_or_else(|| "COM_PING failed".into()));
+                return Err(CheckError::refused(
+                    tracker
+                        .error_message
+                        .unwrap_or_else(|| "COM_PING failed".into()),
+                ));
             }
             let us = t0.elapsed().as_micros() as u64;
             conns.put(t.server, c);
@@ -207,7 +223,9 @@ impl Checker for MysqlChecker {
             match row.first().cloned().flatten().as_deref() {
                 Some("1") => Ok(true),
                 Some("0") => Ok(false),
-                other => Err(format!("unexpected read_only value {other:?}")),
+                other => Err(CheckError::Unreadable(format!(
+                    "unexpected read_only value {other:?}"
+                ))),
             }
         })
     }
@@ -233,21 +251,24 @@ impl Checker for MysqlChecker {
                         .trim()
                         .parse::<f64>()
                         .map(|n| Some(n.max(0.0).round() as u64))
-                        .map_err(|_| format!("heartbeat lag {v:?} is not a number")),
+                        .map_err(|_| {
+                            CheckError::Unreadable(format!("heartbeat lag {v:?} is not a number"))
+                        }),
                 };
             }
             // MariaDB lists every replication channel with SHOW ALL SLAVES STATUS; MySQL has
             // SHOW REPLICA STATUS (one row per channel).
             let mut table = None;
             for sql in ["SHOW ALL SLAVES STATUS", "SHOW REPLICA STATUS"] {
-                if let Ok(r) = c.query_table(sql).await.map_err(|e| e.to_string())? {
+                if let Ok(r) = c.query_table(sql).await.map_err(CheckError::connection)? {
                     table = Some(r);
                     break;
                 }
             }
             conns.put(t.server, c);
-            let (names, rows) =
-                table.ok_or("the server refused SHOW ALL SLAVES STATUS and SHOW REPLICA STATUS")?;
+            let (names, rows) = table.ok_or(CheckError::refused(
+                "the server refused SHOW ALL SLAVES STATUS and SHOW REPLICA STATUS",
+            ))?;
             worst_lag(&names, &rows)
         })
     }
@@ -306,13 +327,15 @@ impl Checker for MysqlChecker {
                 .cloned()
                 .flatten()
                 .and_then(|v| v.trim().parse::<u64>().ok())
-                .ok_or_else(|| format!("Threads_running {row:?} is not a number"))?;
+                .ok_or_else(|| {
+                    CheckError::Unreadable(format!("Threads_running {row:?} is not a number"))
+                })?;
             // MariaDB's GTID positions per replication channel; MySQL refuses the statement
             // and gives no backlog reading.
             let channels = c
                 .query_table("SHOW ALL SLAVES STATUS")
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(CheckError::connection)?;
             conns.put(t.server, c);
             let replica_backlog = match channels {
                 Ok((names, rows)) => Some(channels_backlog(&names, &rows)?),
@@ -355,13 +378,13 @@ impl Checker for MysqlChecker {
             let rows = match c
                 .query_table(HEARTBEAT_AGE)
                 .await
-                .map_err(|e| e.to_string())?
+                .map_err(CheckError::connection)?
             {
                 Ok((_, rows)) => rows,
                 // No heartbeat has reached this server yet (its schema and table are made by
                 // the first): ER_BAD_DB_ERROR, ER_NO_SUCH_TABLE.
                 Err(err) if matches!(errno(&err), Some(1049 | 1146)) => Vec::new(),
-                Err(err) => return Err(server_message(&err)),
+                Err(err) => return Err(refused(&err)),
             };
             conns.put(t.server, c);
             match rows.first().and_then(|r| r.first()).cloned().flatten() {
@@ -370,7 +393,9 @@ impl Checker for MysqlChecker {
                     .trim()
                     .parse::<i64>()
                     .map(|us| Some((us.max(0) / 1000) as u64))
-                    .map_err(|_| format!("heartbeat age {v:?} is not a number")),
+                    .map_err(|_| {
+                        CheckError::Unreadable(format!("heartbeat age {v:?} is not a number"))
+                    }),
             }
         })
     }
@@ -382,12 +407,14 @@ impl Checker for MysqlChecker {
 
 /// Transactions received but not applied over every channel of `SHOW ALL SLAVES STATUS`: the
 /// channels' `Gtid_IO_Pos` against `Gtid_Slave_Pos`. No channel: not a replica, 0.
-fn channels_backlog(names: &[String], rows: &[Vec<Option<String>>]) -> Result<u64, String> {
+fn channels_backlog(names: &[String], rows: &[Vec<Option<String>>]) -> Result<u64, CheckError> {
     let col = |name: &str| {
         names
             .iter()
             .position(|n| n.eq_ignore_ascii_case(name))
-            .ok_or_else(|| format!("SHOW ALL SLAVES STATUS has no {name} column"))
+            .ok_or_else(|| {
+                CheckError::Unreadable(format!("SHOW ALL SLAVES STATUS has no {name} column"))
+            })
     };
     if rows.is_empty() {
         return Ok(0);
@@ -416,17 +443,18 @@ mod tests {
                 Some(applied.to_string()),
             ]
         };
-        assert_eq!(channels_backlog(&names, &[]), Ok(0), "not a replica");
+        assert_eq!(channels_backlog(&names, &[]).ok(), Some(0), "not a replica");
         assert_eq!(
-            channels_backlog(&names, &[row("0-1-50", "0-1-42,1-2-9")]),
-            Ok(8)
+            channels_backlog(&names, &[row("0-1-50", "0-1-42,1-2-9")]).ok(),
+            Some(8)
         );
         assert_eq!(
             channels_backlog(
                 &names,
                 &[row("0-1-50", "0-1-42,1-2-9"), row("1-2-12", "0-1-42,1-2-9")]
-            ),
-            Ok(11),
+            )
+            .ok(),
+            Some(11),
             "two channels, two domains"
         );
         assert!(channels_backlog(&names[..1], &[vec![None]]).is_err());
@@ -439,14 +467,14 @@ mod tests {
             "Seconds_Behind_Master".to_string(),
         ];
         let row = |n: Option<&str>| vec![Some("c".to_string()), n.map(str::to_string)];
-        assert_eq!(worst_lag(&names, &[]), Ok(Some(0)), "not a replica");
+        assert_eq!(worst_lag(&names, &[]).ok(), Some(Some(0)), "not a replica");
         assert_eq!(
-            worst_lag(&names, &[row(Some("3")), row(Some("40")), row(Some("7"))]),
-            Ok(Some(40))
+            worst_lag(&names, &[row(Some("3")), row(Some("40")), row(Some("7"))]).ok(),
+            Some(Some(40))
         );
         assert_eq!(
-            worst_lag(&names, &[row(Some("3")), row(None)]),
-            Ok(None),
+            worst_lag(&names, &[row(Some("3")), row(None)]).ok(),
+            Some(None),
             "a stopped channel"
         );
         assert!(worst_lag(&["x".to_string()], &[]).is_err());

@@ -4,7 +4,7 @@
 
 use crate::Error;
 use crate::conn::{ConnectParams, PgConn};
-use sluice_core::monitor::{CheckFuture, CheckTarget, Checker, ConnCache, ServerLoad};
+use sluice_core::monitor::{CheckError, CheckFuture, CheckTarget, Checker, ConnCache, ServerLoad};
 use sluice_core::runtime::ServerKey;
 use sluice_net::client_tls::TlsSource;
 use std::sync::Arc;
@@ -18,11 +18,11 @@ pub struct PgChecker {
     tls: Option<Arc<TlsSource>>,
 }
 
-fn params(t: &CheckTarget, tls: &Option<Arc<TlsSource>>) -> Result<ConnectParams, String> {
+fn params(t: &CheckTarget, tls: &Option<Arc<TlsSource>>) -> Result<ConnectParams, CheckError> {
     let tls = match (t.use_ssl, tls) {
         (true, Some(src)) => Some(
             src.config_for(&t.ssl_params, &t.username)
-                .map_err(|e| e.to_string())?,
+                .map_err(|e| CheckError::Tls(Box::new(e)))?,
         ),
         _ => None,
     };
@@ -38,10 +38,13 @@ fn params(t: &CheckTarget, tls: &Option<Arc<TlsSource>>) -> Result<ConnectParams
     })
 }
 
-fn text(e: Error) -> String {
+/// The backend's error as the check's: a server's refusal with its SQLSTATE in the message.
+fn text(e: Error) -> CheckError {
     match e {
-        Error::Server { code, message } => format!("FATAL: {message} (SQLSTATE {code})"),
-        other => other.to_string(),
+        Error::Server { code, message } => {
+            CheckError::refused(format!("FATAL: {message} (SQLSTATE {code})"))
+        }
+        other => CheckError::connection(other),
     }
 }
 
@@ -62,7 +65,7 @@ impl PgChecker {
 }
 
 /// The server's kept monitor connection, or a new one.
-async fn connection(held: Option<PgConn>, p: &ConnectParams) -> Result<PgConn, String> {
+async fn connection(held: Option<PgConn>, p: &ConnectParams) -> Result<PgConn, CheckError> {
     match held {
         Some(c) => Ok(c),
         None => PgConn::connect(p).await.map_err(text),
@@ -121,7 +124,9 @@ impl Checker for PgChecker {
             match v.as_deref() {
                 Some("t") => Ok(true),
                 Some("f") => Ok(false),
-                other => Err(format!("unexpected pg_is_in_recovery() value {other:?}")),
+                other => Err(CheckError::Unreadable(format!(
+                    "unexpected pg_is_in_recovery() value {other:?}"
+                ))),
             }
         })
     }
@@ -150,7 +155,9 @@ impl Checker for PgChecker {
                     .trim()
                     .parse::<i64>()
                     .map(|n| Some(n.max(0) as u64))
-                    .map_err(|_| format!("replication lag {s:?} is not a number")),
+                    .map_err(|_| {
+                        CheckError::Unreadable(format!("replication lag {s:?} is not a number"))
+                    }),
             }
         })
     }
@@ -178,12 +185,14 @@ impl Checker for PgChecker {
                 .await
                 .map_err(text)?;
             conns.put(t.server, c);
-            let number = |what: &str, v: Option<String>| -> Result<Option<u64>, String> {
+            let number = |what: &str, v: Option<String>| -> Result<Option<u64>, CheckError> {
                 v.map(|s| {
                     s.trim()
                         .parse::<i64>()
                         .map(|n| n.max(0) as u64)
-                        .map_err(|_| format!("{what} {s:?} is not a number"))
+                        .map_err(|_| {
+                            CheckError::Unreadable(format!("{what} {s:?} is not a number"))
+                        })
                 })
                 .transpose()
             };
@@ -231,7 +240,9 @@ impl Checker for PgChecker {
                     .trim()
                     .parse::<i64>()
                     .map(|ms| Some(ms.max(0) as u64))
-                    .map_err(|_| format!("heartbeat age {v:?} is not a number")),
+                    .map_err(|_| {
+                        CheckError::Unreadable(format!("heartbeat age {v:?} is not a number"))
+                    }),
             }
         })
     }

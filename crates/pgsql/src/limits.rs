@@ -18,6 +18,17 @@ pub struct ClientSlot {
     user: String,
 }
 
+/// Why a login is refused by the client caps (SQLSTATE 53300, PostgreSQL's words).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TooManyClients {
+    /// `pgsql-max_connections` is reached.
+    #[error("sorry, too many clients already")]
+    InTotal,
+    /// The user's `max_connections` is reached.
+    #[error("too many connections for role \"{0}\"")]
+    ForRole(String),
+}
+
 impl ClientCounts {
     /// Admits `user` unless a cap is reached; the error is the message the client gets.
     pub fn admit(
@@ -25,14 +36,14 @@ impl ClientCounts {
         user: &str,
         user_max: u32,
         global_max: u32,
-    ) -> Result<ClientSlot, String> {
+    ) -> Result<ClientSlot, TooManyClients> {
         let mut g = lock(&self.inner);
         if g.0 >= global_max {
-            return Err("sorry, too many clients already".into());
+            return Err(TooManyClients::InTotal);
         }
         let mine = g.1.get(user).copied().unwrap_or(0);
         if mine >= user_max {
-            return Err(format!("too many connections for role \"{user}\""));
+            return Err(TooManyClients::ForRole(user.to_string()));
         }
         g.0 += 1;
         g.1.insert(user.to_string(), mine + 1);
@@ -66,11 +77,11 @@ mod tests {
         let a1 = c.admit("a", 2, 3).expect("first");
         let _a2 = c.admit("a", 2, 3).expect("second");
         assert_eq!(
-            c.admit("a", 2, 3).err().as_deref(),
+            c.admit("a", 2, 3).err().map(|e| e.to_string()).as_deref(),
             Some("too many connections for role \"a\"")
         );
         let _b = c.admit("b", 5, 3).expect("b");
-        assert!(c.admit("b", 5, 3).unwrap_err().contains("too many clients"));
+        assert_eq!(c.admit("b", 5, 3).err(), Some(TooManyClients::InTotal));
         drop(a1);
         assert!(c.admit("b", 5, 3).is_ok());
     }

@@ -132,7 +132,7 @@ pub(crate) async fn login<S: AsyncRead + AsyncWrite + Unpin>(
     let params = match crate::startup::parse(&pairs, &rt.pgsql.variables.ignore_startup_parameters)
     {
         Ok(p) => p,
-        Err(msg) => return Err(refuse(io, "08P01", msg).await),
+        Err(why) => return Err(refuse(io, "08P01", why.to_string()).await),
     };
     let crate::startup::StartupParams {
         user: username,
@@ -169,9 +169,9 @@ pub(crate) async fn login<S: AsyncRead + AsyncWrite + Unpin>(
         rt.pgsql.variables.max_connections,
     ) {
         Ok(slot) => slot,
-        Err(msg) => {
-            warn!(client = %peer, user = %username, "pgsql client refused: {msg}");
-            return Err(refuse(io, "53300", msg).await);
+        Err(why) => {
+            warn!(client = %peer, user = %username, "pgsql client refused: {why}");
+            return Err(refuse(io, "53300", why.to_string()).await);
         }
     };
     io.write_all(&auth(0, b"")).await?;

@@ -22,9 +22,39 @@ pub(crate) struct StartupParams {
     pub settings: BTreeMap<String, String>,
 }
 
+/// Why a startup packet is refused (the client gets the text with SQLSTATE 08P01).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum StartupRefusal {
+    /// `replication=true|database`: walsender connections do not pool.
+    #[error(
+        "replication connections are not supported through Sluice; connect to the server directly"
+    )]
+    Replication,
+    /// An `options` value over the bound.
+    #[error("the options startup parameter is longer than {MAX_OPTIONS} bytes")]
+    OptionsTooLong,
+    /// `-c` last in `options`.
+    #[error("-c in the options startup parameter needs name=value")]
+    DashCWithoutSetting,
+    /// A server switch other than `-c`/`--name=value`.
+    #[error(
+        "unsupported switch {0:?} in the options startup parameter: Sluice accepts -c name=value and --name=value"
+    )]
+    UnsupportedSwitch(String),
+    /// `-c name` without `=value`.
+    #[error("{0:?} in the options startup parameter needs a value (name=value)")]
+    NoValue(String),
+    /// `-c =value`.
+    #[error("{0:?} in the options startup parameter has no name")]
+    NoName(String),
+}
+
 /// Splits startup `pairs`; names listed in `ignore` (comma-separated,
 /// `pgsql-ignore_startup_parameters`) are dropped. An error is the message a client gets.
-pub(crate) fn parse(pairs: &[(String, String)], ignore: &str) -> Result<StartupParams, String> {
+pub(crate) fn parse(
+    pairs: &[(String, String)],
+    ignore: &str,
+) -> Result<StartupParams, StartupRefusal> {
     let ignored = |name: &str| {
         ignore
             .split(',')
@@ -45,9 +75,7 @@ pub(crate) fn parse(pairs: &[(String, String)], ignore: &str) -> Result<StartupP
                     "false" | "off" | "no" | "0"
                 ) && !ignored("replication")
                 {
-                    return Err("replication connections are not supported through Sluice; \
-                                connect to the server directly"
-                        .into());
+                    return Err(StartupRefusal::Replication);
                 }
             }
             // Protocol extensions (`_pq_.*`) are not GUCs; none is supported.
@@ -75,11 +103,9 @@ pub(crate) fn parse(pairs: &[(String, String)], ignore: &str) -> Result<StartupP
 /// The settings in an `options` value: `-c name=value`, `-cname=value` and `--name=value`
 /// switches, split on unescaped whitespace with libpq's backslash escapes (`\ ` is a space,
 /// `\\` a backslash). Other server switches are refused: they are not session settings.
-fn split_options(options: &str) -> Result<Vec<(String, String)>, String> {
+fn split_options(options: &str) -> Result<Vec<(String, String)>, StartupRefusal> {
     if options.len() > MAX_OPTIONS {
-        return Err(format!(
-            "the options startup parameter is longer than {MAX_OPTIONS} bytes"
-        ));
+        return Err(StartupRefusal::OptionsTooLong);
     }
     let mut words = Vec::new();
     let mut word = String::new();
@@ -114,28 +140,19 @@ fn split_options(options: &str) -> Result<Vec<(String, String)>, String> {
         let setting = if let Some(rest) = w.strip_prefix("--") {
             rest.to_string()
         } else if w == "-c" {
-            words
-                .next()
-                .ok_or("-c in the options startup parameter needs name=value")?
+            words.next().ok_or(StartupRefusal::DashCWithoutSetting)?
         } else if let Some(rest) = w.strip_prefix("-c") {
             rest.to_string()
         } else {
-            return Err(format!(
-                "unsupported switch {w:?} in the options startup parameter: Sluice accepts \
-                 -c name=value and --name=value"
-            ));
+            return Err(StartupRefusal::UnsupportedSwitch(w));
         };
         let Some((name, value)) = setting.split_once('=') else {
-            return Err(format!(
-                "{setting:?} in the options startup parameter needs a value (name=value)"
-            ));
+            return Err(StartupRefusal::NoValue(setting));
         };
         // PostgreSQL reads `--work-mem=…` as work_mem.
         let name = name.replace('-', "_").to_ascii_lowercase();
         if name.is_empty() {
-            return Err(format!(
-                "{setting:?} in the options startup parameter has no name"
-            ));
+            return Err(StartupRefusal::NoName(setting));
         }
         out.push((name, value.to_string()));
     }

@@ -39,6 +39,14 @@ pub enum Error {
         /// The reader's error.
         why: String,
     },
+    /// The source's reader failed (its own error).
+    #[error("reading rag source {source_id}: {source}")]
+    Reader {
+        /// The source.
+        source_id: u32,
+        /// The reader's error.
+        source: crate::sync::ReadError,
+    },
     /// sqlite-vec could not be registered on the index.
     #[error("sqlite-vec: {0}")]
     VectorExtension(String),

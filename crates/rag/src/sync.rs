@@ -23,6 +23,9 @@ pub struct Page {
     pub truncated: bool,
 }
 
+/// A [`SourceReader`]'s own error, carried with its source chain.
+pub type ReadError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// Reads a source: runs one read with bound parameters and returns at most `max_rows` rows.
 pub trait SourceReader: Sync {
     /// Runs `sql` with `params`.
@@ -32,7 +35,7 @@ pub trait SourceReader: Sync {
         sql: &str,
         params: &[Value],
         max_rows: u64,
-    ) -> impl Future<Output = Result<Page, String>> + Send;
+    ) -> impl Future<Output = Result<Page, ReadError>> + Send;
 }
 
 /// What a run did.
@@ -191,9 +194,9 @@ impl<'a, R: SourceReader> Run<'a, R> {
             .reader
             .read(self.source, sql, params, u64::from(max_rows))
             .await
-            .map_err(|why| Error::Read {
+            .map_err(|source| Error::Reader {
                 source_id: self.source.source_id,
-                why,
+                source,
             })?;
         if page.truncated {
             return Err(Error::Read {

@@ -176,18 +176,18 @@ impl ConfigStore for EtcdStore {
             self.client
                 .txn_put(&[(key.as_str(), doc.as_slice())])
                 .await
-                .map_err(|e| e.to_string())
+                .map_err(Into::into)
         })
     }
 
     fn load<'a>(&'a self, module: &'a str) -> StoreFuture<'a, Option<(u64, ModuleRows)>> {
         Box::pin(async move {
             let key = self.address.module_key(module);
-            let (_, kv) = self.client.get(&key).await.map_err(|e| e.to_string())?;
+            let (_, kv) = self.client.get(&key).await?;
             let Some(kv) = kv else {
                 return Ok(None);
             };
-            let (_, rows) = decode_module(&key, &kv.value).map_err(|e| e.to_string())?;
+            let (_, rows) = decode_module(&key, &kv.value)?;
             Ok(Some((kv.mod_revision, rows)))
         })
     }

@@ -201,6 +201,9 @@ fn only_an_operator_guard_may_govern_no_class() {
     assert_eq!(row("operator").check(|_| true), Ok(()));
     assert_eq!(
         row("replica_lag").check(|_| true),
-        Err("classes: name at least one workload class".into())
+        Err(crate::config::RowError::new(
+            "classes",
+            "name at least one workload class"
+        ))
     );
 }

@@ -1,6 +1,7 @@
 //! The retrieval index's sources: `rag_sources` rows (ProxySQL 4.0's table name and, where it
 //! has them, its columns), with the text template that turns a row into a document.
 
+use super::RowError;
 use super::values::Flag;
 use serde::{Deserialize, Serialize};
 
@@ -159,8 +160,23 @@ pub enum TemplatePart {
     Column(String),
 }
 
+/// Why a text template cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TemplateError {
+    /// `{…}` holds something other than a column name.
+    #[error("{{{0}}} is not a column name")]
+    NotAColumn(String),
+    /// A `}` that closes nothing.
+    #[error("a lone }} (write }}}} for a brace)")]
+    LoneBrace,
+    /// The template names no column.
+    #[error("it names no column (write {{column}} for a column's value)")]
+    NoColumn,
+}
+
 /// Parses a text template: `{column}` names a column, `{{`/`}}` are braces.
-pub fn parse_template(t: &str) -> Result<Vec<TemplatePart>, String> {
+pub fn parse_template(t: &str) -> Result<Vec<TemplatePart>, TemplateError> {
     let mut parts = Vec::new();
     let mut text = String::new();
     let mut chars = t.chars().peekable();
@@ -178,14 +194,14 @@ pub fn parse_template(t: &str) -> Result<Vec<TemplatePart>, String> {
                 let name: String = chars.by_ref().take_while(|&c| c != '}').collect();
                 let name = name.trim().to_string();
                 if name.is_empty() || !is_identifier(&name) {
-                    return Err(format!("{{{name}}} is not a column name"));
+                    return Err(TemplateError::NotAColumn(name));
                 }
                 if !text.is_empty() {
                     parts.push(TemplatePart::Text(std::mem::take(&mut text)));
                 }
                 parts.push(TemplatePart::Column(name));
             }
-            '}' => return Err("a lone } (write }} for a brace)".into()),
+            '}' => return Err(TemplateError::LoneBrace),
             c => text.push(c),
         }
     }
@@ -193,7 +209,7 @@ pub fn parse_template(t: &str) -> Result<Vec<TemplatePart>, String> {
         parts.push(TemplatePart::Text(text));
     }
     if !parts.iter().any(|p| matches!(p, TemplatePart::Column(_))) {
-        return Err("it names no column (write {column} for a column's value)".into());
+        return Err(TemplateError::NoColumn);
     }
     Ok(parts)
 }
@@ -219,39 +235,42 @@ impl RagSource {
     }
 
     /// What is wrong with the row, naming the column; `Ok` for a usable one.
-    pub fn check(&self) -> Result<(), String> {
-        let col = |name: &str, v: &str| {
+    pub fn check(&self) -> Result<(), RowError> {
+        let col = |name: &'static str, v: &str| {
             if is_identifier(v) {
                 Ok(())
             } else {
-                Err(format!("{name}: {v:?} is not a column name"))
+                Err(RowError::new(name, format!("{v:?} is not a column name")))
             }
         };
         if self.name.trim().is_empty() {
-            return Err("name: must not be empty".into());
+            return Err(RowError::new("name", "must not be empty"));
         }
         if self.protocol != "mysql" && self.protocol != "pgsql" {
-            return Err(format!(
-                "protocol: {:?} is not mysql or pgsql",
-                self.protocol
+            return Err(RowError::new(
+                "protocol",
+                format!("{:?} is not mysql or pgsql", self.protocol),
             ));
         }
         if self.username.trim().is_empty() {
-            return Err("username: the login the source is read as must be set".into());
+            return Err(RowError::new(
+                "username",
+                "the login the source is read as must be set",
+            ));
         }
         match (
             self.table_name.trim().is_empty(),
             self.query.trim().is_empty(),
         ) {
-            (true, true) => return Err("table_name or query: one must be set".into()),
-            (false, false) => return Err("table_name and query: set only one".into()),
+            (true, true) => return Err(RowError::new("table_name or query", "one must be set")),
+            (false, false) => return Err(RowError::new("table_name and query", "set only one")),
             (false, true)
                 if !self.table_name.split('.').all(is_identifier)
                     || self.table_name.split('.').count() > 2 =>
             {
-                return Err(format!(
-                    "table_name: {:?} is not a table name",
-                    self.table_name
+                return Err(RowError::new(
+                    "table_name",
+                    format!("{:?} is not a table name", self.table_name),
                 ));
             }
             _ => {}
@@ -264,7 +283,10 @@ impl RagSource {
                 .unwrap_or("")
                 .to_ascii_uppercase();
             if !(first == "SELECT" || first == "WITH") || q.contains(';') {
-                return Err("query: must be one SELECT (or WITH ... SELECT)".into());
+                return Err(RowError::new(
+                    "query",
+                    "must be one SELECT (or WITH ... SELECT)",
+                ));
             }
         }
         col("pk_column", &self.pk_column)?;
@@ -275,54 +297,66 @@ impl RagSource {
         for m in self.metadata() {
             col("metadata_columns", &m)?;
         }
-        parse_template(&self.text_template).map_err(|e| format!("text_template: {e}"))?;
+        parse_template(&self.text_template)
+            .map_err(|e| RowError::new("text_template", e.to_string()))?;
         if self.chunk_size == 0 {
-            return Err("chunk_size: must be at least 1".into());
+            return Err(RowError::new("chunk_size", "must be at least 1"));
         }
         if self.chunk_overlap >= self.chunk_size {
-            return Err("chunk_overlap: must be below chunk_size".into());
+            return Err(RowError::new("chunk_overlap", "must be below chunk_size"));
         }
         if self.batch_size == 0 || self.batch_size > 100_000 {
-            return Err("batch_size: must be between 1 and 100000".into());
+            return Err(RowError::new("batch_size", "must be between 1 and 100000"));
         }
         match self.embedding_provider.as_str() {
             "openai" => {
                 if !(self.embedding_base_url.starts_with("http://")
                     || self.embedding_base_url.starts_with("https://"))
                 {
-                    return Err("embedding_base_url: an http:// or https:// URL is needed".into());
+                    return Err(RowError::new(
+                        "embedding_base_url",
+                        "an http:// or https:// URL is needed",
+                    ));
                 }
             }
             "builtin" => {
                 let dir = std::path::Path::new(&self.embedding_model);
                 if self.embedding_model.is_empty() {
-                    return Err(
-                        "embedding_model: the builtin provider needs the model's folder".into(),
-                    );
+                    return Err(RowError::new(
+                        "embedding_model",
+                        "the builtin provider needs the model's folder",
+                    ));
                 }
                 for f in ["config.json", "tokenizer.json", "model.safetensors"] {
                     if !dir.join(f).is_file() {
-                        return Err(format!(
-                            "embedding_model: {} is missing",
-                            dir.join(f).display()
+                        return Err(RowError::new(
+                            "embedding_model",
+                            format!("{} is missing", dir.join(f).display()),
                         ));
                     }
                 }
             }
             other => {
-                return Err(format!(
-                    "embedding_provider: {other:?} is not openai or builtin"
+                return Err(RowError::new(
+                    "embedding_provider",
+                    format!("{other:?} is not openai or builtin"),
                 ));
             }
         }
         if self.embedding_dimension == 0 || self.embedding_dimension > 8192 {
-            return Err("embedding_dimension: must be between 1 and 8192".into());
+            return Err(RowError::new(
+                "embedding_dimension",
+                "must be between 1 and 8192",
+            ));
         }
         if self.embedding_batch_size == 0 {
-            return Err("embedding_batch_size: must be at least 1".into());
+            return Err(RowError::new("embedding_batch_size", "must be at least 1"));
         }
         if self.sync_interval_ms != 0 && self.sync_interval_ms < 1000 {
-            return Err("sync_interval_ms: 0 (manual) or at least 1000".into());
+            return Err(RowError::new(
+                "sync_interval_ms",
+                "0 (manual) or at least 1000",
+            ));
         }
         Ok(())
     }

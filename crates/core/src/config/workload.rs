@@ -3,6 +3,7 @@
 //! class (`workload_class` column, or `attributes` JSON); unmatched traffic is class
 //! [`DEFAULT_CLASS`], unlimited unless a row configures it.
 
+use super::RowError;
 use super::values::Flag;
 use serde::{Deserialize, Serialize};
 
@@ -118,23 +119,27 @@ impl WorkloadClass {
     }
 
     /// Checks the row; the error names the column.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), RowError> {
         let name = self.name.trim();
         if name.is_empty() || name.len() > 64 {
-            return Err("name: must be 1 to 64 characters".into());
+            return Err(RowError::new("name", "must be 1 to 64 characters"));
         }
         if !name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
         {
-            return Err(format!(
-                "name: {name:?} may hold only letters, digits, '_' and '-'"
+            return Err(RowError::new(
+                "name",
+                format!("{name:?} may hold only letters, digits, '_' and '-'"),
             ));
         }
         if Priority::parse(&self.priority).is_none() {
-            return Err(format!(
-                "priority: {:?} is not critical, regular, low or background",
-                self.priority
+            return Err(RowError::new(
+                "priority",
+                format!(
+                    "{:?} is not critical, regular, low or background",
+                    self.priority
+                ),
             ));
         }
         for (column, v) in [
@@ -144,18 +149,27 @@ impl WorkloadClass {
             ("max_execution_ms", self.max_execution_ms),
         ] {
             if !(0..=i64::from(u32::MAX)).contains(&v) {
-                return Err(format!("{column}: {v} is not between 0 and 4294967295"));
+                return Err(RowError::new(
+                    column,
+                    format!("{v} is not between 0 and 4294967295"),
+                ));
             }
         }
         if let Some(q) = self.max_qps
             && !(1..=1_000_000).contains(&q)
         {
-            return Err(format!("max_qps: {q} is not between 1 and 1000000"));
+            return Err(RowError::new(
+                "max_qps",
+                format!("{q} is not between 1 and 1000000"),
+            ));
         }
         if let Some(e) = self.mysql_errno
             && !(1000..=65535).contains(&e)
         {
-            return Err(format!("mysql_errno: {e} is not between 1000 and 65535"));
+            return Err(RowError::new(
+                "mysql_errno",
+                format!("{e} is not between 1000 and 65535"),
+            ));
         }
         Ok(())
     }
@@ -290,74 +304,99 @@ impl WorkloadGuard {
     }
 
     /// Checks the row; the error names the column. `known` says whether a class exists.
-    pub fn check(&self, known: impl Fn(&str) -> bool) -> Result<(), String> {
+    pub fn check(&self, known: impl Fn(&str) -> bool) -> Result<(), RowError> {
         // An operator guard may only deny apps at the check endpoint.
         if self.class_names().next().is_none() && self.signal != "operator" {
-            return Err("classes: name at least one workload class".into());
+            return Err(RowError::new("classes", "name at least one workload class"));
         }
         if let Some(c) = self.class_names().find(|c| !known(c)) {
-            return Err(format!("classes: {c:?} is not in workload_classes"));
+            return Err(RowError::new(
+                "classes",
+                format!("{c:?} is not in workload_classes"),
+            ));
         }
         match self.signal.as_str() {
             "replica_lag" | "threads_running" | "replica_backlog" | "heartbeat_lag" => {
                 if self.hostgroup.is_none() {
-                    return Err(format!(
-                        "hostgroup: {} watches a hostgroup; set one",
-                        self.signal
+                    return Err(RowError::new(
+                        "hostgroup",
+                        format!("{} watches a hostgroup; set one", self.signal),
                     ));
                 }
                 if self.protocol != "mysql" && self.protocol != "pgsql" {
-                    return Err(format!(
-                        "protocol: {:?} is not mysql or pgsql",
-                        self.protocol
+                    return Err(RowError::new(
+                        "protocol",
+                        format!("{:?} is not mysql or pgsql", self.protocol),
                     ));
                 }
             }
             "class_p99" => {
                 if !known(self.watch_class.trim()) {
-                    return Err(format!(
-                        "watch_class: {:?} is not in workload_classes",
-                        self.watch_class
+                    return Err(RowError::new(
+                        "watch_class",
+                        format!("{:?} is not in workload_classes", self.watch_class),
                     ));
                 }
                 if !(1..=60).contains(&self.window_s) {
-                    return Err(format!(
-                        "window_s: {} is not between 1 and 60",
-                        self.window_s
+                    return Err(RowError::new(
+                        "window_s",
+                        format!("{} is not between 1 and 60", self.window_s),
                     ));
                 }
             }
             "operator" => {}
             other => {
-                return Err(format!(
-                    "signal: {other:?} is not replica_lag, heartbeat_lag, replica_backlog, threads_running, class_p99 or operator"
+                return Err(RowError::new(
+                    "signal",
+                    format!(
+                        "{other:?} is not replica_lag, heartbeat_lag, replica_backlog, threads_running, class_p99 or operator"
+                    ),
                 ));
             }
         }
         if !(self.low.is_finite() && self.high.is_finite()) || self.low < 0.0 {
-            return Err("low, high: must be numbers, low >= 0".into());
+            return Err(RowError::new("low, high", "must be numbers, low >= 0"));
         }
         if self.low > self.high {
-            return Err(format!("low: {} is above high {}", self.low, self.high));
+            return Err(RowError::new(
+                "low",
+                format!("{} is above high {}", self.low, self.high),
+            ));
         }
         if let Some(r) = self.reject_above
             && !(r.is_finite() && r >= self.low)
         {
-            return Err(format!("reject_above: {r} is below low {}", self.low));
+            return Err(RowError::new(
+                "reject_above",
+                format!("{r} is below low {}", self.low),
+            ));
         }
         if !(self.reject_span.is_finite() && self.reject_span >= 0.0) {
-            return Err(format!("reject_span: {} is negative", self.reject_span));
+            return Err(RowError::new(
+                "reject_span",
+                format!("{} is negative", self.reject_span),
+            ));
         }
         match self.mode.as_str() {
             "shed" | "reduce" => {}
             "reroute" if self.fallback_hostgroup.is_some() => {}
-            "reroute" => return Err("fallback_hostgroup: mode reroute needs one".into()),
-            other => return Err(format!("mode: {other:?} is not shed, reduce or reroute")),
+            "reroute" => {
+                return Err(RowError::new(
+                    "fallback_hostgroup",
+                    "mode reroute needs one",
+                ));
+            }
+            other => {
+                return Err(RowError::new(
+                    "mode",
+                    format!("{other:?} is not shed, reduce or reroute"),
+                ));
+            }
         }
         if self.hysteresis_pct > 100 {
-            return Err(format!(
-                "hysteresis_pct: {} is over 100",
-                self.hysteresis_pct
+            return Err(RowError::new(
+                "hysteresis_pct",
+                format!("{} is over 100", self.hysteresis_pct),
             ));
         }
         Ok(())
@@ -373,13 +412,13 @@ mod tests {
         assert!(WorkloadClass::new("vector").check().is_ok());
         let mut c = WorkloadClass::new("vector");
         c.max_concurrency = -1;
-        assert!(c.check().unwrap_err().starts_with("max_concurrency:"));
+        assert_eq!(c.check().unwrap_err().column, "max_concurrency");
         let mut c = WorkloadClass::new("vector");
         c.priority = "urgent".into();
-        assert!(c.check().unwrap_err().starts_with("priority:"));
+        assert_eq!(c.check().unwrap_err().column, "priority");
         let mut c = WorkloadClass::new("vector");
         c.max_qps = Some(0);
-        assert!(c.check().unwrap_err().starts_with("max_qps:"));
+        assert_eq!(c.check().unwrap_err().column, "max_qps");
         assert!(WorkloadClass::new("a b").check().is_err());
         assert!(WorkloadClass::new("").check().is_err());
     }

@@ -7,7 +7,9 @@
 //! guard watches with such a signal (and, for a heartbeat, the writers of their replication
 //! hostgroups), and no other server: without those guards nothing is read or written.
 
-use super::scheduler::{CheckTarget, Checker, Monitor};
+use super::CheckError;
+use super::checker::{CheckTarget, Checker};
+use super::scheduler::Monitor;
 use crate::admin::Protocol;
 use crate::config::WorkloadGuard;
 use crate::runtime::{RuntimeConfig, ServerKey};
@@ -82,7 +84,7 @@ struct Probe {
 
 impl Probe {
     /// Runs the probe's statements on `t`'s server, in one monitor connection's turn.
-    async fn run(self, checker: &dyn Checker, t: CheckTarget) -> Result<ServerLoad, String> {
+    async fn run(self, checker: &dyn Checker, t: CheckTarget) -> Result<ServerLoad, CheckError> {
         if self.heartbeat_write {
             checker.write_heartbeat(t.clone()).await?;
         }
@@ -159,7 +161,7 @@ impl Monitor {
                         None
                     }
                     Ok(Err(e)) => Some(e),
-                    Err(_) => Some("timed out".to_string()),
+                    Err(_) => Some(CheckError::TimedOut),
                 };
                 if let Some(e) = failure {
                     checker.drop_connection(&server);
@@ -220,7 +222,7 @@ fn watches_load(g: &WorkloadGuard, protocol: Protocol) -> bool {
 /// received, `SHOW ALL SLAVES STATUS`) and `gtid_slave_pos` (what was applied): per replication
 /// domain the difference of sequence numbers, summed; 0 when nothing was received (not a GTID replica). A malformed
 /// position is an error.
-pub fn gtid_backlog(io_pos: &str, applied_pos: &str) -> Result<u64, String> {
+pub fn gtid_backlog(io_pos: &str, applied_pos: &str) -> Result<u64, CheckError> {
     let applied = gtid_domains(applied_pos)?;
     let mut behind = 0u64;
     for (domain, received) in gtid_domains(io_pos)? {
@@ -231,19 +233,21 @@ pub fn gtid_backlog(io_pos: &str, applied_pos: &str) -> Result<u64, String> {
 }
 
 /// `domain-server-seq[,…]` → domain → seq.
-fn gtid_domains(pos: &str) -> Result<HashMap<u32, u64>, String> {
+fn gtid_domains(pos: &str) -> Result<HashMap<u32, u64>, CheckError> {
     let mut out = HashMap::new();
     for gtid in pos.split(',').map(str::trim).filter(|g| !g.is_empty()) {
         let mut parts = gtid.split('-');
         let (Some(d), Some(_server), Some(seq), None) =
             (parts.next(), parts.next(), parts.next(), parts.next())
         else {
-            return Err(format!(
+            return Err(CheckError::Unreadable(format!(
                 "GTID position {gtid:?} is not domain-server-sequence"
-            ));
+            )));
         };
         let (Ok(d), Ok(seq)) = (d.parse::<u32>(), seq.parse::<u64>()) else {
-            return Err(format!("GTID position {gtid:?} is not numeric"));
+            return Err(CheckError::Unreadable(format!(
+                "GTID position {gtid:?} is not numeric"
+            )));
         };
         // Several channels may list one domain: the furthest position counts.
         let at = out.entry(d).or_insert(seq);
@@ -258,13 +262,13 @@ mod tests {
 
     #[test]
     fn gtid_backlog_sums_each_domain() {
-        assert_eq!(gtid_backlog("", ""), Ok(0));
-        assert_eq!(gtid_backlog("0-1-120", "0-1-100"), Ok(20));
-        assert_eq!(gtid_backlog("0-1-120,1-2-7", "1-2-5,0-1-120"), Ok(2));
+        assert_eq!(gtid_backlog("", "").ok(), Some(0));
+        assert_eq!(gtid_backlog("0-1-120", "0-1-100").ok(), Some(20));
+        assert_eq!(gtid_backlog("0-1-120,1-2-7", "1-2-5,0-1-120").ok(), Some(2));
         // A domain applied further than received (positions read a moment apart): not negative.
-        assert_eq!(gtid_backlog("0-1-100", "0-1-101"), Ok(0));
+        assert_eq!(gtid_backlog("0-1-100", "0-1-101").ok(), Some(0));
         // A domain not applied at all yet counts whole.
-        assert_eq!(gtid_backlog("0-1-10,3-1-4", "0-1-10"), Ok(4));
+        assert_eq!(gtid_backlog("0-1-10,3-1-4", "0-1-10").ok(), Some(4));
         assert!(gtid_backlog("0-1", "").is_err());
         assert!(gtid_backlog("a-b-c", "").is_err());
         assert!(gtid_backlog("0-1-2-3", "").is_err());

@@ -2,16 +2,22 @@
 //! scheduler, the bounded check logs, and the pure decisions — heartbeat shunning, read_only
 //! placement in replication hostgroups — laid over the configuration as a [`topology::Topology`].
 
+mod check_run;
+mod checker;
 pub mod cluster;
+mod error;
 pub mod health;
 pub mod load;
 pub mod log;
+mod members;
 pub mod scheduler;
 pub mod topology;
 
+pub use checker::{
+    CheckFuture, CheckTarget, Checker, ConnCache, ConnectErrorHook, ConnectOutcomeFn, OnShun,
+};
+pub use error::{BackendError, CheckError};
 pub use load::{LoadSignal, ServerLoad};
 pub use log::{CheckKind, CheckRow};
-pub use scheduler::{
-    CheckFuture, CheckTarget, Checker, ConnCache, ConnectErrorHook, Monitor, OnShun,
-};
+pub use scheduler::Monitor;
 pub use topology::Topology;

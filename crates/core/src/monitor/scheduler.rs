@@ -3,134 +3,20 @@
 //! them, turns outcomes into decisions ([`super::health`]) and publishes the resulting topology
 //! through the [`ConfigHandle`]. The checks themselves are implemented by the backend crates.
 
+use super::check_run::{Done, check_target, spawn_check};
+use super::checker::{CheckTarget, Checker, OnShun};
 use super::health::{LagPolicy, ServerHealth, Verdict};
 use super::log::{CheckKind, CheckRow, MonitorLog};
+use super::members::{galera, group_members, groups, lag_thresholds, pair_members, servers};
 use super::topology::{Topology, differences};
 use crate::admin::Protocol;
 use crate::config::{MonitorVariables, ReplicationHostgroup};
 use crate::runtime::{ConfigHandle, HostgroupServer, RuntimeConfig, ServerKey};
 use crate::util::lock;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 use tracing::{error, info, warn};
-
-/// A check's result: `Ok` with its value, or why it failed.
-pub type CheckFuture<T> = Pin<Box<dyn Future<Output = Result<T, String>> + Send + 'static>>;
-
-/// Where and as whom a check runs.
-#[derive(Debug, Clone)]
-pub struct CheckTarget {
-    /// The server to check.
-    pub server: ServerKey,
-    /// The account the check logs in with (`monitor_username`).
-    pub username: String,
-    /// Its password (`monitor_password`).
-    pub password: String,
-    /// The database a PostgreSQL check connects to (`monitor_dbname`).
-    pub dbname: String,
-    /// `check_type` of the server's replication pair (MySQL).
-    pub check_type: String,
-    /// Time budget for connecting, when a check has to.
-    pub timeout: Duration,
-    /// pt-heartbeat table for the lag check (`schema.table`), or empty.
-    pub heartbeat_table: String,
-    /// A row of the server has `use_ssl=1`: the check connects over TLS, with the same
-    /// verification as the data path's connections.
-    pub use_ssl: bool,
-    /// The server's `*_servers_ssl_params` rows (the one for the monitor user, else the one
-    /// for every user, overrides the `ssl_p2s_*` variables).
-    pub ssl_params: Vec<std::sync::Arc<crate::config::ServerSslParams>>,
-}
-
-/// The checks a backend crate implements.
-pub trait Checker: Send + Sync + 'static {
-    /// Opens a new monitor connection; its time in µs.
-    fn connect(&self, t: CheckTarget) -> CheckFuture<u64>;
-    /// A heartbeat on the server's monitor connection (opened when needed); its time in µs.
-    fn ping(&self, t: CheckTarget) -> CheckFuture<u64>;
-    /// Whether the server is read-only (MySQL `check_type`; PostgreSQL `pg_is_in_recovery()`).
-    fn read_only(&self, t: CheckTarget) -> CheckFuture<bool>;
-    /// Replication lag in seconds (`None` when the server reports NULL); on multi-source
-    /// replicas the worst channel.
-    fn replication_lag(&self, t: CheckTarget) -> CheckFuture<Option<u64>>;
-    /// The member's Group Replication state, role and applier queue (MySQL only).
-    fn group_replication(&self, _t: CheckTarget) -> CheckFuture<super::cluster::MemberState> {
-        Box::pin(async { Err("Group Replication is a MySQL feature".to_string()) })
-    }
-    /// The node's Galera state (`wsrep_*`; MySQL/MariaDB only).
-    fn galera(&self, _t: CheckTarget) -> CheckFuture<super::cluster::GaleraStatus> {
-        Box::pin(async { Err("Galera is a MySQL/MariaDB feature".to_string()) })
-    }
-    /// The server's load for workload guards ([`super::load`]).
-    fn server_load(&self, _t: CheckTarget) -> CheckFuture<super::load::ServerLoad> {
-        Box::pin(async { Err("this checker reads no server load".to_string()) })
-    }
-    /// Writes the heartbeat row on a writer, creating its table when missing
-    /// ([`super::load`]).
-    fn write_heartbeat(&self, _t: CheckTarget) -> CheckFuture<()> {
-        Box::pin(async { Err("this checker writes no heartbeat".to_string()) })
-    }
-    /// How old (ms) the newest heartbeat row the server holds is; `None` when it holds none.
-    fn heartbeat_age_ms(&self, _t: CheckTarget) -> CheckFuture<Option<u64>> {
-        Box::pin(async { Err("this checker reads no heartbeat".to_string()) })
-    }
-    /// Forgets the monitor connection to `server` (after a failure or a shun).
-    fn drop_connection(&self, server: &ServerKey);
-}
-
-/// Monitor connections kept per server between checks, shared by a checker's futures.
-#[derive(Debug)]
-pub struct ConnCache<C> {
-    inner: Arc<Mutex<HashMap<ServerKey, C>>>,
-}
-
-impl<C> Clone for ConnCache<C> {
-    fn clone(&self) -> Self {
-        ConnCache {
-            inner: self.inner.clone(),
-        }
-    }
-}
-
-impl<C> Default for ConnCache<C> {
-    fn default() -> Self {
-        ConnCache {
-            inner: Arc::default(),
-        }
-    }
-}
-
-impl<C> ConnCache<C> {
-    /// Takes the server's connection out (a failed check then simply does not put it back).
-    pub fn take(&self, server: &ServerKey) -> Option<C> {
-        lock(&self.inner).remove(server)
-    }
-
-    /// Keeps a connection that just worked.
-    pub fn put(&self, server: ServerKey, conn: C) {
-        lock(&self.inner).insert(server, conn);
-    }
-}
-
-/// Called by the pools after each connect attempt: the server and whether it worked (error
-/// shunning, and its lifting when a shunned server answers again).
-#[derive(Clone)]
-pub struct ConnectErrorHook(pub Arc<ConnectOutcomeFn>);
-
-/// The function behind a [`ConnectErrorHook`]: (server, connected?).
-pub type ConnectOutcomeFn = dyn Fn(&ServerKey, bool) + Send + Sync;
-
-impl std::fmt::Debug for ConnectErrorHook {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ConnectErrorHook")
-    }
-}
-
-/// Called when a server is shunned, to close the data path's connections to it.
-pub type OnShun = Arc<dyn Fn(&ServerKey) + Send + Sync>;
 
 /// The monitor of one protocol: its logs, counters and per-server health.
 #[derive(Debug)]
@@ -142,24 +28,6 @@ pub struct Monitor {
     health: Mutex<HashMap<ServerKey, ServerHealth>>,
     /// Load readings for workload guards.
     pub(super) load: super::load::LoadReadings,
-}
-
-fn now_us() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros() as u64)
-}
-
-/// One finished check.
-struct Done {
-    server: ServerKey,
-    kind: CheckKind,
-    started_us: u64,
-    outcome: Result<(u64, Option<i64>), String>,
-    /// Group Replication and Galera checks: what the member reported.
-    member: Option<super::cluster::MemberState>,
-    /// Galera checks: the node's raw status.
-    galera: Option<super::cluster::GaleraStatus>,
 }
 
 impl Monitor {
@@ -457,7 +325,7 @@ impl Monitor {
                 time_start_us: done.started_us,
                 success_time_us: took,
                 value,
-                error: done.outcome.as_ref().err().cloned(),
+                error: done.outcome.as_ref().err().map(ToString::to_string),
                 member: done
                     .member
                     .as_ref()
@@ -628,156 +496,4 @@ struct Side<'a> {
     hostgroups: &'a BTreeMap<u32, Vec<HostgroupServer>>,
     pairs: &'a [ReplicationHostgroup],
     vars: &'a MonitorVariables,
-}
-
-/// Every configured server once.
-fn servers(hostgroups: &BTreeMap<u32, Vec<HostgroupServer>>) -> Vec<ServerKey> {
-    let mut v: Vec<ServerKey> = hostgroups
-        .values()
-        .flatten()
-        .map(|s| s.key.clone())
-        .collect();
-    v.sort();
-    v.dedup();
-    v
-}
-
-/// Servers with a `max_replication_lag`: the smallest positive one across their rows (the
-/// strictest hostgroup decides when the lag check shuns).
-fn lag_thresholds(hostgroups: &BTreeMap<u32, Vec<HostgroupServer>>) -> HashMap<ServerKey, u32> {
-    let mut m: HashMap<ServerKey, u32> = HashMap::new();
-    for s in hostgroups
-        .values()
-        .flatten()
-        .filter(|s| s.max_replication_lag > 0)
-    {
-        let e = m.entry(s.key.clone()).or_insert(s.max_replication_lag);
-        *e = (*e).min(s.max_replication_lag);
-    }
-    m
-}
-
-/// The active Group Replication definitions of a protocol (MySQL only).
-fn groups(rt: &RuntimeConfig, p: Protocol) -> &[crate::config::GroupReplicationHostgroup] {
-    match p {
-        Protocol::Mysql => &rt.mysql.group_replication,
-        Protocol::Pgsql => &[],
-    }
-}
-
-/// The active Galera definitions of a protocol (MySQL only).
-fn galera(rt: &RuntimeConfig, p: Protocol) -> &[crate::config::GroupReplicationHostgroup] {
-    match p {
-        Protocol::Mysql => &rt.mysql.galera,
-        Protocol::Pgsql => &[],
-    }
-}
-
-/// Servers configured in an active Group Replication definition's hostgroups.
-fn group_members(
-    hostgroups: &BTreeMap<u32, Vec<HostgroupServer>>,
-    groups: &[crate::config::GroupReplicationHostgroup],
-) -> HashSet<ServerKey> {
-    groups
-        .iter()
-        .filter(|g| g.active.0)
-        .flat_map(|g| g.hostgroups())
-        .flat_map(|hg| hostgroups.get(&hg).into_iter().flatten())
-        .map(|s| s.key.clone())
-        .collect()
-}
-
-/// Servers of replication pairs, with their pair's check_type.
-fn pair_members(
-    hostgroups: &BTreeMap<u32, Vec<HostgroupServer>>,
-    pairs: &[ReplicationHostgroup],
-) -> HashMap<ServerKey, String> {
-    let mut m = HashMap::new();
-    for p in pairs {
-        for hg in [p.writer_hostgroup, p.reader_hostgroup] {
-            for s in hostgroups.get(&hg).into_iter().flatten() {
-                m.insert(s.key.clone(), p.check_type.clone());
-            }
-        }
-    }
-    m
-}
-
-/// A check of `server` as the monitor user, over TLS when a row of the server says
-/// `use_ssl=1`; bounded by `monitor_ping_timeout` unless the caller sets another.
-fn check_target(
-    server: &ServerKey,
-    v: &MonitorVariables,
-    tls_servers: &HashMap<ServerKey, &HostgroupServer>,
-) -> CheckTarget {
-    CheckTarget {
-        server: server.clone(),
-        username: v.username.clone(),
-        password: v.password.clone(),
-        dbname: v.dbname.clone(),
-        check_type: String::new(),
-        timeout: Duration::from_millis(v.ping_timeout),
-        heartbeat_table: String::new(),
-        use_ssl: tls_servers.contains_key(server),
-        ssl_params: tls_servers
-            .get(server)
-            .map(|s| s.ssl_params.clone())
-            .unwrap_or_default(),
-    }
-}
-
-fn spawn_check(
-    kind: CheckKind,
-    target: CheckTarget,
-    checker: Arc<dyn Checker>,
-    tx: tokio::sync::mpsc::UnboundedSender<Done>,
-) {
-    let server = target.server.clone();
-    let budget = target.timeout;
-    let started_us = now_us();
-    tokio::spawn(async move {
-        let t0 = Instant::now();
-        let mut member = None;
-        let mut galera = None;
-        let run = async {
-            match kind {
-                CheckKind::Galera => checker.galera(target).await.map(|g| {
-                    let m = g.member();
-                    let behind = i64::try_from(m.transactions_behind).unwrap_or(i64::MAX);
-                    member = Some(m);
-                    galera = Some(g);
-                    ((t0.elapsed().as_micros() as u64).max(1), Some(behind))
-                }),
-                CheckKind::GroupReplication => checker.group_replication(target).await.map(|m| {
-                    let behind = i64::try_from(m.transactions_behind).unwrap_or(i64::MAX);
-                    member = Some(m);
-                    ((t0.elapsed().as_micros() as u64).max(1), Some(behind))
-                }),
-                CheckKind::Connect => checker.connect(target).await.map(|us| (us, None)),
-                CheckKind::Ping => checker.ping(target).await.map(|us| (us, None)),
-                CheckKind::ReadOnly => checker
-                    .read_only(target)
-                    .await
-                    .map(|v| (t0.elapsed().as_micros() as u64, Some(i64::from(v)))),
-                CheckKind::ReplicationLag => checker.replication_lag(target).await.map(|v| {
-                    (
-                        (t0.elapsed().as_micros() as u64).max(1),
-                        v.map(|s| i64::try_from(s).unwrap_or(i64::MAX)),
-                    )
-                }),
-            }
-        };
-        let outcome = match tokio::time::timeout(budget, run).await {
-            Ok(r) => r,
-            Err(_) => Err("Operation timed out".to_string()),
-        };
-        let _ = tx.send(Done {
-            server,
-            kind,
-            started_us,
-            outcome,
-            member,
-            galera,
-        });
-    });
 }

@@ -5,6 +5,10 @@
 //! allocated per token, and no input makes it fail.
 
 use super::keywords::keyword;
+use notes::TableState;
+
+mod literals;
+mod notes;
 
 /// The SQL dialect: the two differ in quoting, comments and parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -125,19 +129,6 @@ pub fn digest_reusing(sql: &str, dialect: Dialect, max_len: usize, old: Digest) 
 
 /// Nesting depth up to which value lists are collapsed; deeper groups are kept as they are.
 const MAX_DEPTH: usize = 32;
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum TableState {
-    Idle,
-    /// A table name comes next (after FROM, JOIN, ...).
-    Expect,
-    /// A name was read; `.` qualifies it, `,` (in FROM) expects another, a word is an alias.
-    Got,
-    /// After `name.`: the next word replaces the name.
-    Qualified,
-    /// After an alias.
-    Alias,
-}
 
 struct Tokenizer<'a> {
     src: &'a [u8],
@@ -376,131 +367,6 @@ impl<'a> Tokenizer<'a> {
         self.space = true;
     }
 
-    /// Skips a quoted run starting at `self.i` (the opening quote); doubled quotes and, when
-    /// `escapes`, backslash escapes stay inside. An unterminated run ends at the end of input.
-    fn skip_quoted(&mut self, q: u8, escapes: bool) {
-        let mut j = self.i + 1;
-        while j < self.src.len() {
-            let c = self.src[j];
-            if escapes && c == b'\\' {
-                j += 2;
-                continue;
-            }
-            if c == q {
-                if self.src.get(j + 1) == Some(&q) {
-                    j += 2;
-                    continue;
-                }
-                j += 1;
-                break;
-            }
-            j += 1;
-        }
-        self.i = j.min(self.src.len());
-    }
-
-    fn quoted_identifier(&mut self, q: u8) {
-        let start = self.i;
-        self.skip_quoted(q, false);
-        let end = self.i;
-        self.sep(q);
-        let bytes = &self.src[start..end];
-        if self.out.len() < self.max {
-            self.out.extend_from_slice(bytes);
-        }
-        let inner = bytes
-            .get(1..bytes.len().saturating_sub(1))
-            .unwrap_or_default();
-        self.identifier_for_tables(inner);
-        self.last_keyword = false;
-    }
-
-    /// A `-`/`+` directly before a number is part of the literal when it cannot be a binary
-    /// operator (after an operator, `(`, `,`, a keyword or at the start).
-    fn sign_starts_number(&self) -> bool {
-        let next = self.peek(1);
-        let digit = next.is_ascii_digit() || (next == b'.' && self.peek(2).is_ascii_digit());
-        digit && self.last_keyword
-    }
-
-    /// A numeric literal at `self.i`; false (nothing consumed) when the run is a word that
-    /// starts with digits (`1st_table`).
-    fn number(&mut self) -> bool {
-        let start = self.i;
-        let mut j = self.i;
-        let s = self.src;
-        if s[j] == b'0' && matches!(s.get(j + 1), Some(b'x' | b'X' | b'b' | b'B')) {
-            let mut k = j + 2;
-            while k < s.len() && s[k].is_ascii_hexdigit() {
-                k += 1;
-            }
-            if k > j + 2 && !s.get(k).is_some_and(|c| is_ident_byte(*c)) {
-                self.i = k;
-                self.literal();
-                return true;
-            }
-        }
-        while j < s.len() && s[j].is_ascii_digit() {
-            j += 1;
-        }
-        if j < s.len() && is_ident_byte(s[j]) && !matches!(s[j], b'e' | b'E') {
-            // MySQL identifiers may start with digits (`1st_table`).
-            self.i = start;
-            return false;
-        }
-        if s.get(j) == Some(&b'.') {
-            j += 1;
-            while j < s.len() && s[j].is_ascii_digit() {
-                j += 1;
-            }
-        }
-        if matches!(s.get(j), Some(b'e' | b'E')) {
-            let mut k = j + 1;
-            if matches!(s.get(k), Some(b'+' | b'-')) {
-                k += 1;
-            }
-            if s.get(k).is_some_and(u8::is_ascii_digit) {
-                while k < s.len() && s[k].is_ascii_digit() {
-                    k += 1;
-                }
-                j = k;
-            }
-        }
-        self.i = j.max(start + 1);
-        self.literal();
-        true
-    }
-
-    fn dollar(&mut self) {
-        let s = self.src;
-        let mut j = self.i + 1;
-        if s.get(j).is_some_and(u8::is_ascii_digit) {
-            while j < s.len() && s[j].is_ascii_digit() {
-                j += 1;
-            }
-            self.i = j;
-            self.literal();
-            return;
-        }
-        while j < s.len() && (s[j].is_ascii_alphanumeric() || s[j] == b'_' || s[j] >= 0x80) {
-            j += 1;
-        }
-        if s.get(j) == Some(&b'$') {
-            let tag = &s[self.i..=j];
-            let body = j + 1;
-            let close = s[body..]
-                .windows(tag.len())
-                .position(|w| w == tag)
-                .map_or(s.len(), |p| body + p + tag.len());
-            self.i = close;
-            self.literal();
-            return;
-        }
-        self.sep(b'$');
-        self.push(b"$");
-        self.i += 1;
-    }
-
     /// Emits `?`, collapsing `?,?,?` into `?,...`.
     fn literal(&mut self) {
         self.sep(b'?');
@@ -598,100 +464,6 @@ impl<'a> Tokenizer<'a> {
         }
     }
 
-    fn first_word(&mut self, w: &[u8]) {
-        if self.kind.is_some() && !self.after_with {
-            return;
-        }
-        let kind = if w.eq_ignore_ascii_case(b"copy") {
-            self.table_state = TableState::Expect;
-            StatementKind::Copy
-        } else if w.eq_ignore_ascii_case(b"load") {
-            StatementKind::Copy
-        } else if w.eq_ignore_ascii_case(b"rename") {
-            StatementKind::Ddl
-        } else if self.after_with {
-            return;
-        } else {
-            StatementKind::Other
-        };
-        self.kind = Some(kind);
-        self.after_with = false;
-    }
-
-    fn keyword(&mut self, k: &'static str) {
-        let verb = match k {
-            "SELECT" => Some(StatementKind::Select),
-            "INSERT" => Some(StatementKind::Insert),
-            "UPDATE" => Some(StatementKind::Update),
-            "DELETE" => Some(StatementKind::Delete),
-            "REPLACE" => Some(StatementKind::Replace),
-            "CREATE" | "ALTER" | "DROP" | "TRUNCATE" => Some(StatementKind::Ddl),
-            _ => None,
-        };
-        if self.kind.is_none() || (self.after_with && self.depth == 0) {
-            if k == "WITH" && self.kind.is_none() {
-                self.kind = Some(StatementKind::Select);
-                self.after_with = true;
-            } else if let Some(v) = verb {
-                self.kind = Some(v);
-                self.after_with = false;
-            } else if self.kind.is_none() {
-                self.kind = Some(StatementKind::Other);
-            }
-        }
-        if (self.prev_kw == "FOR" && (k == "UPDATE" || k == "SHARE"))
-            || (self.prev_kw == "LOCK" && k == "IN")
-        {
-            self.locking = true;
-        }
-        self.prev_kw = k;
-        match k {
-            "FROM" | "JOIN" | "UPDATE" | "INTO" | "TABLE" | "TRUNCATE" => {
-                self.table_state = TableState::Expect;
-                self.in_from = k == "FROM";
-            }
-            "AS" if matches!(self.table_state, TableState::Got) => {}
-            "WHERE" | "SET" | "VALUES" | "ON" | "USING" | "GROUP" | "ORDER" | "LIMIT"
-            | "SELECT" | "UNION" => {
-                self.table_state = TableState::Idle;
-                self.in_from = false;
-            }
-            _ if self.table_state == TableState::Expect => {}
-            _ => self.table_state = TableState::Idle,
-        }
-    }
-
-    fn identifier_for_tables(&mut self, name: &[u8]) {
-        match self.table_state {
-            TableState::Expect => {
-                if self.n_tables < MAX_TABLES {
-                    match self.tables.get_mut(self.n_tables) {
-                        Some(kept) => lower_into(kept, name),
-                        None => {
-                            let mut t = String::new();
-                            lower_into(&mut t, name);
-                            self.tables.push(t);
-                        }
-                    }
-                    self.n_tables += 1;
-                } else {
-                    self.tables_complete = false;
-                }
-                self.table_state = TableState::Got;
-            }
-            TableState::Qualified => {
-                if let Some(last) = self.n_tables.checked_sub(1)
-                    && let Some(t) = self.tables.get_mut(last)
-                {
-                    lower_into(t, name);
-                }
-                self.table_state = TableState::Got;
-            }
-            TableState::Got => self.table_state = TableState::Alias,
-            TableState::Alias | TableState::Idle => self.table_state = TableState::Idle,
-        }
-    }
-
     fn finish(mut self) -> Digest {
         if self.out.len() > self.max {
             let mut cut = self.max;
@@ -720,17 +492,5 @@ impl<'a> Tokenizer<'a> {
             tables,
             tables_complete: self.tables_complete,
         }
-    }
-}
-
-/// Writes `name` lower-cased into `out` (reusing its capacity for the usual ASCII names).
-fn lower_into(out: &mut String, name: &[u8]) {
-    out.clear();
-    match std::str::from_utf8(name) {
-        Ok(t) if t.is_ascii() => {
-            out.push_str(t);
-            out.make_ascii_lowercase();
-        }
-        _ => out.push_str(&String::from_utf8_lossy(name).to_lowercase()),
     }
 }

@@ -19,6 +19,18 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
+/// Why `RAG SYNC SOURCE n` does not start a sync.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SyncRefused {
+    /// No enabled source `n` in the runtime config.
+    #[error("no enabled rag source {0} at runtime (LOAD RAG SOURCES TO RUNTIME)")]
+    NoSource(u32),
+    /// Source `n` is syncing already.
+    #[error("rag source {0} is syncing already")]
+    Running(u32),
+}
+
 /// What the RAG side keeps between calls.
 #[derive(Default)]
 pub(crate) struct RagState {
@@ -29,25 +41,30 @@ pub(crate) struct RagState {
 /// Retries of an embedding request after the first attempt.
 const EMBEDDING_RETRIES: u32 = 3;
 
-fn api_key(s: &RagSource) -> Result<Option<String>, String> {
+/// Why a source's embedding API key cannot be read.
+#[derive(Debug, thiserror::Error)]
+enum ApiKeyError {
+    #[error("embedding_api_key_env: the environment variable {0} is not set")]
+    EnvUnset(String),
+    #[error("embedding_api_key_file: cannot read {path}: {source}")]
+    File {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+fn api_key(s: &RagSource) -> Result<Option<String>, ApiKeyError> {
     if !s.embedding_api_key_env.is_empty() {
         return std::env::var(&s.embedding_api_key_env)
             .map(Some)
-            .map_err(|_| {
-                format!(
-                    "embedding_api_key_env: the environment variable {} is not set",
-                    s.embedding_api_key_env
-                )
-            });
+            .map_err(|_| ApiKeyError::EnvUnset(s.embedding_api_key_env.clone()));
     }
     if !s.embedding_api_key_file.is_empty() {
         return std::fs::read_to_string(&s.embedding_api_key_file)
             .map(|k| Some(k.trim().to_string()))
-            .map_err(|e| {
-                format!(
-                    "embedding_api_key_file: cannot read {}: {e}",
-                    s.embedding_api_key_file
-                )
+            .map_err(|source| ApiKeyError::File {
+                path: s.embedding_api_key_file.clone(),
+                source,
             });
     }
     Ok(None)
@@ -73,7 +90,7 @@ fn embedder(s: &RagSource) -> Result<Embedder, sluice_rag::Error> {
         base_url: s.embedding_base_url.clone(),
         model: s.embedding_model.clone(),
         dimension: s.embedding_dimension as usize,
-        api_key: api_key(s).map_err(source)?,
+        api_key: api_key(s).map_err(|e| source(e.to_string()))?,
         batch_size: s.embedding_batch_size as usize,
         timeout: Duration::from_millis(s.embedding_timeout_ms.max(100)),
         retries: EMBEDDING_RETRIES,
@@ -129,12 +146,10 @@ impl McpService {
 
     /// `RAG SYNC SOURCE n`: starts a sync of source `id` in the background; the message says
     /// it started, `Err` why it cannot.
-    pub fn rag_sync(self: &Arc<Self>, id: u32) -> Result<String, String> {
-        let source = self.rag_source(id).ok_or_else(|| {
-            format!("no enabled rag source {id} at runtime (LOAD RAG SOURCES TO RUNTIME)")
-        })?;
+    pub fn rag_sync(self: &Arc<Self>, id: u32) -> Result<String, SyncRefused> {
+        let source = self.rag_source(id).ok_or(SyncRefused::NoSource(id))?;
         if !self.stats.rag.start(id, &source.name) {
-            return Err(format!("rag source {id} is syncing already"));
+            return Err(SyncRefused::Running(id));
         }
         let svc = self.clone();
         tokio::spawn(async move { svc.rag_run(source).await });

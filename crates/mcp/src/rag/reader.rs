@@ -10,7 +10,7 @@ use serde_json::Value;
 use sluice_core::admin::Protocol;
 use sluice_core::config::RagSource;
 use sluice_core::query::Dialect;
-use sluice_rag::sync::{Page, SourceReader};
+use sluice_rag::sync::{Page, ReadError, SourceReader};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -18,6 +18,22 @@ use tokio_util::sync::CancellationToken;
 const PAGE_MAX_BYTES: u64 = 256 << 20;
 /// One page's statement timeout.
 const PAGE_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Why a page could not be read.
+#[derive(Debug, thiserror::Error)]
+enum PageReadError {
+    /// The source's statement is not one read (the read-only lexer's refusal).
+    #[error("the source's statement is not one read: {0}")]
+    NotOneRead(readonly::Refusal),
+    /// The source's workload class refused the page read.
+    #[error("a page read was refused by workload class '{class}': {refusal}")]
+    Admission {
+        /// The class.
+        class: String,
+        /// The gate's refusal.
+        refusal: String,
+    },
+}
 
 pub(crate) struct ProxyReader<'a> {
     pub svc: &'a McpService,
@@ -30,13 +46,12 @@ impl SourceReader for ProxyReader<'_> {
         sql: &str,
         params: &[Value],
         max_rows: u64,
-    ) -> Result<Page, String> {
+    ) -> Result<Page, ReadError> {
         let (protocol, dialect) = match source.protocol.as_str() {
             "pgsql" => (Protocol::Pgsql, Dialect::Pgsql),
             _ => (Protocol::Mysql, Dialect::Mysql),
         };
-        readonly::check_read(sql, dialect, 0)
-            .map_err(|r| format!("the source's statement is not one read: {r}"))?;
+        readonly::check_read(sql, dialect, 0).map_err(PageReadError::NotOneRead)?;
         let target = Target {
             id: format!("rag_source_{}", source.source_id),
             protocol,
@@ -68,11 +83,9 @@ impl SourceReader for ProxyReader<'_> {
             .admission()
             .and_then(|a| a.gate(&rt.workload_classes, &source.workload_class))
         {
-            Some(gate) => Some(gate.admit().await.map_err(|r| {
-                format!(
-                    "a page read was refused by workload class '{}': {r}",
-                    source.workload_class
-                )
+            Some(gate) => Some(gate.admit().await.map_err(|r| PageReadError::Admission {
+                class: source.workload_class.clone(),
+                refusal: r.to_string(),
             })?),
             None => None,
         };
@@ -88,8 +101,7 @@ impl SourceReader for ProxyReader<'_> {
                 limits,
                 &CancellationToken::new(),
             )
-            .await
-            .map_err(|e| e.to_string())?;
+            .await?;
         Ok(Page {
             columns: rs.columns.into_iter().map(|c| c.name).collect(),
             rows: rs.rows,

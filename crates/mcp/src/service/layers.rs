@@ -399,7 +399,7 @@ impl McpService {
         let password =
             targets::password(rt, target.protocol, login).map_err(|why| Error::Target {
                 target: target.id.clone(),
-                why,
+                why: why.to_string(),
             })?;
         let servers = self
             .config

@@ -441,7 +441,10 @@ pub(crate) async fn fetch_from_source(
                 let page = ProxyReader { svc }
                     .read(&source, &sql, &params, 1)
                     .await
-                    .map_err(Error::Backend)?;
+                    .map_err(|e| match e.downcast::<Error>() {
+                        Ok(call_error) => *call_error,
+                        Err(other) => Error::Backend(other.to_string()),
+                    })?;
                 let row = page.rows.into_iter().next().map(|r| {
                     page.columns
                         .iter()

@@ -29,9 +29,20 @@ pub(super) struct KillQuery {
     pub(super) connection: bool,
 }
 
+/// Why a `KILL` could not be carried out on the server.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum KillFailed {
+    /// No connection to the server (checkout or the connection failed).
+    #[error(transparent)]
+    Backend(#[from] sluice_mysql_backend::Error),
+    /// The server answered the KILL with an error; its message.
+    #[error("the server refused it: {0}")]
+    Refused(String),
+}
+
 impl KillQuery {
     /// Sends `KILL QUERY thread_id` through a pooled connection to the same server.
-    pub(super) async fn send(self) -> Result<(), String> {
+    pub(super) async fn send(self) -> Result<(), KillFailed> {
         let req = checkout_request(
             &self.vars,
             self.hostgroup,
@@ -39,7 +50,7 @@ impl KillQuery {
             (&self.user, &self.secret),
             self.shape,
         );
-        let mut c = self.pool.checkout(&req).await.map_err(|e| e.to_string())?;
+        let mut c = self.pool.checkout(&req).await?;
         match c
             .conn()
             .run_sql(&format!(
@@ -60,9 +71,11 @@ impl KillQuery {
             Ok(Err(e)) => {
                 c.release();
                 // ERR payload: 0xff, code, '#', SQLSTATE, then the message.
-                Err(String::from_utf8_lossy(e.get(9..).unwrap_or_default()).into_owned())
+                Err(KillFailed::Refused(
+                    String::from_utf8_lossy(e.get(9..).unwrap_or_default()).into_owned(),
+                ))
             }
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(KillFailed::Backend(e)),
         }
     }
 }

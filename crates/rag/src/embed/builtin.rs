@@ -90,11 +90,20 @@ impl BuiltinEmbedder {
             let vectors = tokio::task::spawn_blocking(move || run(&inner.0, &inner.1, &batch))
                 .await
                 .map_err(|e| model_error(&dir, format!("the embedding thread failed: {e}")))?
-                .map_err(|e| model_error(&dir, e))?;
+                .map_err(|e| model_error(&dir, e.to_string()))?;
             out.extend(vectors);
         }
         Ok(out)
     }
+}
+
+/// Why a batch could not be embedded.
+#[derive(Debug, thiserror::Error)]
+enum ModelRunError {
+    #[error("tokenizing: {0}")]
+    Tokenizing(#[source] tokenizers::Error),
+    #[error("running the model: {0}")]
+    Running(#[source] candle_core::Error),
 }
 
 /// One batch through the model: token ids and mask, the encoder, the masked mean.
@@ -102,10 +111,10 @@ fn run(
     model: &BertModel,
     tokenizer: &Tokenizer,
     texts: &[String],
-) -> Result<Vec<Vec<f32>>, String> {
+) -> Result<Vec<Vec<f32>>, ModelRunError> {
     let encodings = tokenizer
         .encode_batch(texts.to_vec(), true)
-        .map_err(|e| format!("tokenizing: {e}"))?;
+        .map_err(ModelRunError::Tokenizing)?;
     let rows = encodings.len();
     let width = encodings.first().map_or(0, |e| e.get_ids().len());
     let mut ids = Vec::with_capacity(rows * width);
@@ -126,5 +135,5 @@ fn run(
         let counts = m.sum(1)?.clamp(1e-9, f64::MAX)?;
         summed.broadcast_div(&counts)?.to_vec2::<f32>()
     };
-    go().map_err(|e| format!("running the model: {e}"))
+    go().map_err(ModelRunError::Running)
 }

@@ -63,23 +63,32 @@ struct Endpoint {
     display: String,
 }
 
-fn parse_base(base: &str) -> Result<Endpoint, String> {
+/// Why an embedding server's base URL cannot be used.
+#[derive(Debug, thiserror::Error)]
+enum BadBaseUrl {
+    #[error("{0:?} is not a URL: {1}")]
+    NotUrl(String, http::uri::InvalidUri),
+    #[error("{0:?}: the URL must start with http:// or https://")]
+    Scheme(String),
+    #[error("{0:?} names no host")]
+    NoHost(String),
+}
+
+fn parse_base(base: &str) -> Result<Endpoint, BadBaseUrl> {
     let uri: http::Uri = base
         .trim_end_matches('/')
         .parse()
-        .map_err(|e| format!("{base:?} is not a URL: {e}"))?;
+        .map_err(|e| BadBaseUrl::NotUrl(base.to_string(), e))?;
     let https = match uri.scheme_str() {
         Some("https") => true,
         Some("http") => false,
         _ => {
-            return Err(format!(
-                "{base:?}: the URL must start with http:// or https://"
-            ));
+            return Err(BadBaseUrl::Scheme(base.to_string()));
         }
     };
     let host = uri
         .host()
-        .ok_or_else(|| format!("{base:?} names no host"))?
+        .ok_or_else(|| BadBaseUrl::NoHost(base.to_string()))?
         .trim_matches(['[', ']'])
         .to_string();
     let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
@@ -120,7 +129,7 @@ impl OpenAiEmbedder {
     pub fn new(config: OpenAiConfig) -> Result<OpenAiEmbedder, Error> {
         let endpoint = parse_base(&config.base_url).map_err(|why| Error::Embedding {
             url: config.base_url.clone(),
-            why,
+            why: why.to_string(),
         })?;
         Ok(OpenAiEmbedder {
             config,

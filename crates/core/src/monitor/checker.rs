@@ -1,0 +1,131 @@
+//! The seam the backend crates implement: the checks ([`Checker`]), where and as whom they
+//! run ([`CheckTarget`]), the monitor connections they keep ([`ConnCache`]) and the hooks the
+//! pools call.
+
+use super::CheckError;
+use crate::runtime::ServerKey;
+use crate::util::lock;
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A check's result: `Ok` with its value, or why it failed.
+pub type CheckFuture<T> = Pin<Box<dyn Future<Output = Result<T, CheckError>> + Send + 'static>>;
+
+/// Where and as whom a check runs.
+#[derive(Debug, Clone)]
+pub struct CheckTarget {
+    /// The server to check.
+    pub server: ServerKey,
+    /// The account the check logs in with (`monitor_username`).
+    pub username: String,
+    /// Its password (`monitor_password`).
+    pub password: String,
+    /// The database a PostgreSQL check connects to (`monitor_dbname`).
+    pub dbname: String,
+    /// `check_type` of the server's replication pair (MySQL).
+    pub check_type: String,
+    /// Time budget for connecting, when a check has to.
+    pub timeout: Duration,
+    /// pt-heartbeat table for the lag check (`schema.table`), or empty.
+    pub heartbeat_table: String,
+    /// A row of the server has `use_ssl=1`: the check connects over TLS, with the same
+    /// verification as the data path's connections.
+    pub use_ssl: bool,
+    /// The server's `*_servers_ssl_params` rows (the one for the monitor user, else the one
+    /// for every user, overrides the `ssl_p2s_*` variables).
+    pub ssl_params: Vec<std::sync::Arc<crate::config::ServerSslParams>>,
+}
+
+/// The checks a backend crate implements.
+pub trait Checker: Send + Sync + 'static {
+    /// Opens a new monitor connection; its time in µs.
+    fn connect(&self, t: CheckTarget) -> CheckFuture<u64>;
+    /// A heartbeat on the server's monitor connection (opened when needed); its time in µs.
+    fn ping(&self, t: CheckTarget) -> CheckFuture<u64>;
+    /// Whether the server is read-only (MySQL `check_type`; PostgreSQL `pg_is_in_recovery()`).
+    fn read_only(&self, t: CheckTarget) -> CheckFuture<bool>;
+    /// Replication lag in seconds (`None` when the server reports NULL); on multi-source
+    /// replicas the worst channel.
+    fn replication_lag(&self, t: CheckTarget) -> CheckFuture<Option<u64>>;
+    /// The member's Group Replication state, role and applier queue (MySQL only).
+    fn group_replication(&self, _t: CheckTarget) -> CheckFuture<super::cluster::MemberState> {
+        Box::pin(async {
+            Err(CheckError::Unsupported(
+                "Group Replication is a MySQL feature",
+            ))
+        })
+    }
+    /// The node's Galera state (`wsrep_*`; MySQL/MariaDB only).
+    fn galera(&self, _t: CheckTarget) -> CheckFuture<super::cluster::GaleraStatus> {
+        Box::pin(async { Err(CheckError::Unsupported("Galera is a MySQL/MariaDB feature")) })
+    }
+    /// The server's load for workload guards ([`super::load`]).
+    fn server_load(&self, _t: CheckTarget) -> CheckFuture<super::load::ServerLoad> {
+        Box::pin(async { Err(CheckError::Unsupported("this checker reads no server load")) })
+    }
+    /// Writes the heartbeat row on a writer, creating its table when missing
+    /// ([`super::load`]).
+    fn write_heartbeat(&self, _t: CheckTarget) -> CheckFuture<()> {
+        Box::pin(async { Err(CheckError::Unsupported("this checker writes no heartbeat")) })
+    }
+    /// How old (ms) the newest heartbeat row the server holds is; `None` when it holds none.
+    fn heartbeat_age_ms(&self, _t: CheckTarget) -> CheckFuture<Option<u64>> {
+        Box::pin(async { Err(CheckError::Unsupported("this checker reads no heartbeat")) })
+    }
+    /// Forgets the monitor connection to `server` (after a failure or a shun).
+    fn drop_connection(&self, server: &ServerKey);
+}
+
+/// Monitor connections kept per server between checks, shared by a checker's futures.
+#[derive(Debug)]
+pub struct ConnCache<C> {
+    inner: Arc<Mutex<HashMap<ServerKey, C>>>,
+}
+
+impl<C> Clone for ConnCache<C> {
+    fn clone(&self) -> Self {
+        ConnCache {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<C> Default for ConnCache<C> {
+    fn default() -> Self {
+        ConnCache {
+            inner: Arc::default(),
+        }
+    }
+}
+
+impl<C> ConnCache<C> {
+    /// Takes the server's connection out (a failed check then simply does not put it back).
+    pub fn take(&self, server: &ServerKey) -> Option<C> {
+        lock(&self.inner).remove(server)
+    }
+
+    /// Keeps a connection that just worked.
+    pub fn put(&self, server: ServerKey, conn: C) {
+        lock(&self.inner).insert(server, conn);
+    }
+}
+
+/// Called by the pools after each connect attempt: the server and whether it worked (error
+/// shunning, and its lifting when a shunned server answers again).
+#[derive(Clone)]
+pub struct ConnectErrorHook(pub Arc<ConnectOutcomeFn>);
+
+/// The function behind a [`ConnectErrorHook`]: (server, connected?).
+pub type ConnectOutcomeFn = dyn Fn(&ServerKey, bool) + Send + Sync;
+
+impl std::fmt::Debug for ConnectErrorHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ConnectErrorHook")
+    }
+}
+
+/// Called when a server is shunned, to close the data path's connections to it.
+pub type OnShun = Arc<dyn Fn(&ServerKey) + Send + Sync>;
