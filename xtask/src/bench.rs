@@ -1,5 +1,7 @@
 //! `cargo xtask bench mysql`: sysbench direct to MariaDB, through HAProxy (TCP mode) and through
-//! Sluice, run back to back in one go, printed as a table with QPS, p95 and ratio to direct.
+//! Sluice, run back to back in one go, printed as a table with QPS, p95, the ratios to direct and
+//! to HAProxy, and the proxy's CPU per query. Each round runs the targets in a random order (the
+//! order is printed): with a fixed order the last targets of a round measured lower.
 //!
 //! `BENCH_TIME` (seconds per run, default 20) and `BENCH_ROUNDS` (default 1) tune the run.
 //! `BENCH_BASELINE_BIN=/path/to/sluice` adds a `sluice-baseline` target run from that binary
@@ -154,20 +156,21 @@ fn run_threads(
     })
 }
 
+/// HAProxy in TCP mode on `port` with `threads` threads, in front of the MariaDB primary.
+pub(crate) fn haproxy_config(port: u16, threads: u32) -> String {
+    format!(
+        "global\n  maxconn 4000\n  nbthread {threads}\ndefaults\n  mode tcp\n  timeout connect 5s\n  timeout client 1h\n  timeout server 1h\n\
+         listen mysql\n  bind 127.0.0.1:{port}\n  server primary 127.0.0.1:{}\n",
+        xtask::ports::MY_PRIMARY
+    )
+}
+
 fn start_haproxy(state: &Path) -> xtask::Result<u32> {
     let dir = state.join("bench");
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let cfg = dir.join("haproxy.cfg");
     let pidfile = dir.join("haproxy.pid");
-    std::fs::write(
-        &cfg,
-        format!(
-            "global\n  maxconn 4000\n  nbthread 2\ndefaults\n  mode tcp\n  timeout connect 5s\n  timeout client 1h\n  timeout server 1h\n\
-             listen mysql\n  bind 127.0.0.1:{HAPROXY_PORT}\n  server primary 127.0.0.1:{}\n",
-            xtask::ports::MY_PRIMARY
-        ),
-    )
-    .map_err(|e| e.to_string())?;
+    std::fs::write(&cfg, haproxy_config(HAPROXY_PORT, 2)).map_err(|e| e.to_string())?;
     run_capture(
         Command::new("haproxy")
             .arg("-f")
@@ -181,6 +184,33 @@ fn start_haproxy(state: &Path) -> xtask::Result<u32> {
 }
 
 /// Builds the release `sluice` the benchmarks run.
+/// Puts `targets` in a random order for one round and says which: the last targets of a round
+/// measured lower when the order was fixed (the machine warms, other work starts).
+pub(crate) fn shuffle_round<T>(
+    targets: &mut [T],
+    name: impl Fn(&T) -> &str,
+    round: u64,
+    what: &str,
+) {
+    let mut x = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0x9e37_79b9_7f4a_7c15, |d| d.as_nanos() as u64)
+        | 1;
+    for i in (1..targets.len()).rev() {
+        // xorshift64: enough to vary the order between rounds and runs.
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        targets.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    let order: Vec<&str> = targets.iter().map(name).collect();
+    step(&format!(
+        "round {}, {what}: {}",
+        round + 1,
+        order.join(", ")
+    ));
+}
+
 /// The median of interleaved runs' values (NaN for none).
 pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -400,7 +430,7 @@ pub fn mysql() -> xtask::Result<()> {
     let rounds = env_num("BENCH_ROUNDS", 1);
     let mut samples = Vec::new();
     let mut scrapes = 0;
-    for _ in 0..rounds {
+    for round in 0..rounds {
         for workload in ["oltp_point_select", "oltp_read_only"] {
             let mut targets = vec![
                 ("direct", xtask::ports::MY_PRIMARY, None),
@@ -412,6 +442,7 @@ pub fn mysql() -> xtask::Result<()> {
             if let Some(pid) = baseline {
                 targets.push(("sluice-baseline", SLUICE_BASELINE_PORT, Some(pid)));
             }
+            shuffle_round(&mut targets, |t| t.0, round, workload);
             for (target, port, pid) in targets {
                 let scraper =
                     (target == "sluice+scrape").then(|| Scraper::start(SLUICE_SCRAPE_HTTP_PORT));
@@ -436,7 +467,7 @@ pub fn mysql() -> xtask::Result<()> {
 fn render(samples: &[Sample], secs: u64, rounds: u64) -> String {
     let mut t = format!(
         "sysbench 16 threads, {secs}s per run, {rounds} round(s), {TABLES} tables x {ROWS} rows; QPS and p95 are means over rounds\n\n\
-         | workload | target | QPS | p95 ms | ratio to direct | proxy CPU (% of a core) |\n|---|---|---|---|---|---|\n"
+         | workload | target | QPS | p95 ms | ratio to direct | ratio to HAProxy | proxy CPU (% of a core) | proxy CPU µs per query |\n|---|---|---|---|---|---|---|---|\n"
     );
     for workload in ["oltp_point_select", "oltp_read_only"] {
         let mean = |target: &str| -> Option<(f64, f64, Option<f64>)> {
@@ -457,6 +488,7 @@ fn render(samples: &[Sample], secs: u64, rounds: u64) -> String {
             ))
         };
         let direct = mean("direct").map(|m| m.0).unwrap_or(f64::NAN);
+        let peer = mean("haproxy").map(|m| m.0).unwrap_or(f64::NAN);
         for target in [
             "direct",
             "haproxy",
@@ -466,10 +498,12 @@ fn render(samples: &[Sample], secs: u64, rounds: u64) -> String {
             "sluice-baseline",
         ] {
             if let Some((qps, p95, cpu)) = mean(target) {
+                let per_op = cpu.map_or("–".into(), |c| format!("{:.1}", c / 100.0 * 1e6 / qps));
                 let cpu = cpu.map(|c| format!("{c:.0}")).unwrap_or_else(|| "–".into());
                 t.push_str(&format!(
-                    "| {workload} | {target} | {qps:.0} | {p95:.2} | {:.2} | {cpu} |\n",
-                    qps / direct
+                    "| {workload} | {target} | {qps:.0} | {p95:.2} | {:.2} | {:.2} | {cpu} | {per_op} |\n",
+                    qps / direct,
+                    qps / peer
                 ));
             }
         }

@@ -13,12 +13,13 @@
 //! statements sent after the first [`SETTLE_SECONDS`] (a guard acts on what it has seen).
 //! Goal: with the guard, OLTP p99 under the burst <= 1.5 x the reference.
 //!
-//! Part 2, callgrind: Sluice's user-space instructions per statement for the `bench alloc`
-//! workloads with no class configured and with one class (`oltp`, unlimited: every statement
+//! Part 2, callgrind: Sluice's user-space instructions per statement for the `bench
+//! instructions` statements with no class configured and with one class (`oltp`, unlimited: every statement
 //! goes through a gate), and a baseline binary when `BENCH_BASELINE_BIN` names one.
 
 use crate::bench::{build_release, env_num, median, spawn_sluice, spread};
-use crate::bench_alloc::{WORKLOADS, config, prepare_workloads};
+use crate::bench_alloc::{config, prepare_workloads};
+use crate::bench_instructions::{Runs, STATEMENTS};
 use std::path::PathBuf;
 use std::process::Command;
 use xtask::proc::{self, run_capture, step};
@@ -184,7 +185,7 @@ fn under_burst(state: &std::path::Path) -> xtask::Result<Vec<(&'static str, Vec<
 }
 
 /// Part 2: instructions per statement, no class vs one class (vs a baseline binary).
-fn plain_path(state: &std::path::Path) -> xtask::Result<Vec<(String, Vec<f64>)>> {
+fn plain_path(state: &std::path::Path) -> xtask::Result<Vec<(String, Vec<Runs>)>> {
     xtask::packages::ensure_valgrind()?;
     let large = env_num("BENCH_INSTR_EVENTS", 5_000);
     let small = (large / 5).max(4);
@@ -237,14 +238,14 @@ pub fn admission() -> xtask::Result<()> {
     let columns = plain_path(&state)?;
     let names: Vec<&str> = columns.iter().map(|(n, _)| n.as_str()).collect();
     t.push_str(&format!(
-        "\nSluice's user-space instructions per statement (callgrind, the bench alloc workloads)\n\n| workload | {} |\n|---|{}\n",
+        "\nSluice's user-space instructions per statement (callgrind, the bench instructions statements)\n\n| workload | {} |\n|---|{}\n",
         names.join(" | "),
         "---|".repeat(names.len())
     ));
-    for (i, w) in WORKLOADS.iter().enumerate() {
+    for (i, w) in STATEMENTS.iter().enumerate() {
         let cells: Vec<String> = columns
             .iter()
-            .map(|(_, c)| format!("{:.0}", c[i]))
+            .map(|(_, c)| format!("{:.0}", c[i].per_statement()))
             .collect();
         t.push_str(&format!("| {} | {} |\n", w.name, cells.join(" | ")));
     }

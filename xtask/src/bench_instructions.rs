@@ -1,44 +1,136 @@
-//! `cargo xtask bench instructions`: Sluice's user-space instructions per statement, counted by
-//! valgrind's callgrind, for the workloads of `bench alloc`.
+//! `cargo xtask bench instructions`: user-space instructions per statement, counted by
+//! valgrind's callgrind, for Sluice and, in the same run, for the byte-copying peers (HAProxy in
+//! TCP mode for the MySQL statements, PgBouncer in transaction pooling for the PostgreSQL ones).
 //!
 //! Throughput on this shared two-core machine moves ±15 % from run to run, more than most
-//! changes to the statement path; an instruction count moves by less than 1 %. Sluice runs under
-//! callgrind (about fifty times slower, so the clients never wait on each other); each workload
-//! runs twice with a different number of statements (`BENCH_INSTR_EVENTS`, default 5,000, and a
-//! fifth of it), the counters dumped after each run, and the difference divided by the
-//! difference in statements is the cost per statement (logins cancel out). Kernel time is not
-//! counted, and `rep movsb` (large copies) counts one instruction per byte.
-//! `BENCH_BASELINE_BIN=/path/to/sluice` measures that binary the same way in the same run.
+//! changes to the statement path; an instruction count moves by less than 1 %. Each target runs
+//! under callgrind (about fifty times slower, so the client never waits on anything else). For
+//! each statement kind a client of our own (`bench_instructions.py`) opens its connections and
+//! warms them up first — logins, server connections, PBKDF2 and statement preparation all happen
+//! before the first counter dump, followed by one uncounted run — then runs a fifth of
+//! `BENCH_INSTR_EVENTS` statements (default 5,000) and then all of them, each run between two
+//! dumps. Each run's count divided by its statements is the
+//! cost per statement; the two runs must agree (the table shows both), which shows that nothing
+//! but statements was counted. Kernel time is not counted, and `rep movsb` (large copies) counts
+//! one instruction per byte. `BENCH_BASELINE_BIN=/path/to/sluice` measures that binary the same
+//! way in the same run.
+//!
+//! Before 2026-12-05 this bench took the difference of two pgbench/sysbench runs, each
+//! connecting anew; the first PostgreSQL run also opened the server connections, so its logins
+//! were subtracted from the statements and PostgreSQL rows came out about five times too low.
 
 use crate::bench::env_num;
-use crate::bench_alloc::{MYSQL_PORT, PGSQL_PORT, WORKLOADS, config};
+use crate::bench_alloc::{MYSQL_PORT, PGSQL_PORT, config};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::Duration;
 use xtask::proc::{self, run_capture, step};
 
-/// One binary under callgrind.
+const HAPROXY_PORT: u16 = 16636;
+const PGBOUNCER_PORT: u16 = 16637;
+/// Connections per statement kind, opened before counting and used round-robin.
+const CLIENTS: u32 = 4;
+
+#[derive(Clone, Copy, PartialEq)]
+enum Wire {
+    Mysql,
+    Pgsql,
+}
+
+/// One statement kind: what the client sends, and over which protocol.
+pub(crate) struct Statement {
+    pub(crate) name: &'static str,
+    /// The client's workload argument (see `bench_instructions.py`).
+    workload: &'static str,
+    wire: Wire,
+}
+
+pub(crate) const STATEMENTS: [Statement; 5] = [
+    Statement {
+        name: "MySQL point select, prepared (COM_STMT_EXECUTE, sysbench's statement)",
+        workload: "mysql-prepared",
+        wire: Wire::Mysql,
+    },
+    Statement {
+        name: "MySQL point select, text (COM_QUERY, sysbench's statement)",
+        workload: "mysql-text",
+        wire: Wire::Mysql,
+    },
+    Statement {
+        name: "PostgreSQL point select, simple Query (pgbench -S's statement)",
+        workload: "pgsql-simple",
+        wire: Wire::Pgsql,
+    },
+    Statement {
+        name: "PostgreSQL point select, extended (Parse/Bind/Describe/Execute/Sync)",
+        workload: "pgsql-extended",
+        wire: Wire::Pgsql,
+    },
+    Statement {
+        name: "PostgreSQL point select, prepared (Bind/Describe/Execute/Sync)",
+        workload: "pgsql-prepared",
+        wire: Wire::Pgsql,
+    },
+];
+
+/// The two counted runs of one statement kind: instructions per statement in each.
+#[derive(Clone, Copy)]
+pub(crate) struct Runs {
+    pub(crate) small: f64,
+    pub(crate) large: f64,
+}
+
+impl Runs {
+    /// The per-statement cost: the mean of the two runs.
+    pub(crate) fn per_statement(self) -> f64 {
+        (self.small + self.large) / 2.0
+    }
+
+    /// How far apart the two runs are, relative to their mean.
+    fn disagreement(self) -> f64 {
+        (self.small - self.large).abs() / self.per_statement()
+    }
+}
+
+/// One process under callgrind.
 struct Counted {
     child: Child,
+    /// The process valgrind runs in (the child, or the pid a daemon wrote to its pid file).
+    pid: u32,
     dir: PathBuf,
+    /// Valgrind runs as the postgres user: its control pipes are found only by that user.
+    as_postgres: bool,
+}
+
+/// `valgrind --tool=callgrind` writing its dumps to `dir`, to which `program` and its arguments
+/// are appended.
+fn callgrind(dir: &Path, as_postgres: bool) -> Command {
+    let mut c = if as_postgres && proc::is_root() {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "postgres", "--", "valgrind"]);
+        c
+    } else {
+        Command::new("valgrind")
+    };
+    c.arg("--tool=callgrind")
+        .arg(format!("--callgrind-out-file={}/cg.%p", dir.display()));
+    c
 }
 
 impl Counted {
-    fn start(bin: &Path, dir: &Path, config: &str) -> xtask::Result<Counted> {
-        let _ = std::fs::remove_dir_all(dir);
-        std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
-        let cfg = dir.join("sluice.toml");
-        std::fs::write(&cfg, config).map_err(|e| e.to_string())?;
-        let log = std::fs::File::create(dir.join("sluice.log")).map_err(|e| e.to_string())?;
-        let child = Command::new("valgrind")
-            .arg("--tool=callgrind")
-            .arg(format!("--callgrind-out-file={}/cg.%p", dir.display()))
-            .arg(bin)
-            .arg("--config")
-            .arg(&cfg)
-            .arg("--initial")
-            .arg("--datadir")
-            .arg(dir.join("data"))
+    /// Starts `cmd` (a [`callgrind`] command) with its output in `dir/<name>.log` and waits for
+    /// `ports` to open; `pidfile` names where a daemon writes the pid valgrind runs as.
+    fn start(
+        mut cmd: Command,
+        dir: &Path,
+        name: &str,
+        ports: &[u16],
+        pidfile: Option<&Path>,
+    ) -> xtask::Result<Counted> {
+        let log_path = dir.join(format!("{name}.log"));
+        let log = std::fs::File::create(&log_path).map_err(|e| e.to_string())?;
+        let child = cmd
             .env("RUST_LOG", "warn")
             .env("NO_COLOR", "1")
             .stdout(log.try_clone().map_err(|e| e.to_string())?)
@@ -46,28 +138,43 @@ impl Counted {
             .spawn()
             .map_err(|e| format!("cannot start valgrind: {e}"))?;
         let up = proc::wait_until(Duration::from_secs(120), || {
-            proc::port_open(MYSQL_PORT) && proc::port_open(PGSQL_PORT)
+            ports.iter().all(|p| proc::port_open(*p))
+                && pidfile.is_none_or(|f| proc::read_pid(f).is_some())
         });
-        if !up {
-            return Err(format!(
-                "{} under callgrind did not open its ports in 120 s (log in {})",
-                bin.display(),
-                dir.display()
-            ));
-        }
-        Ok(Counted {
+        let pid = match pidfile {
+            Some(f) => proc::read_pid(f),
+            None => Some(child.id()),
+        };
+        let counted = Counted {
+            pid: pid.unwrap_or(child.id()),
             child,
             dir: dir.into(),
-        })
+            as_postgres: cmd.get_program() == "runuser",
+        };
+        if !up || pid.is_none() {
+            counted.stop();
+            return Err(format!(
+                "{name} under callgrind did not open {ports:?} in 120 s:\n{}",
+                proc::tail(&log_path, 15)
+            ));
+        }
+        Ok(counted)
     }
 
     /// Instructions since the last dump: dumps the counters and reads the new file's summary.
     fn dump(&self) -> xtask::Result<u64> {
         let before = self.dumps();
-        run_capture(
+        let mut control = if self.as_postgres {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--", "callgrind_control"]);
+            c
+        } else {
             Command::new("callgrind_control")
+        };
+        run_capture(
+            control
                 .arg("-d")
-                .arg(self.child.id().to_string())
+                .arg(self.pid.to_string())
                 .stdin(Stdio::null()),
         )?;
         let mut newest = None;
@@ -104,72 +211,275 @@ impl Counted {
     }
 
     fn stop(mut self) {
-        proc::signal(self.child.id(), "TERM");
+        proc::signal(self.pid, "TERM");
         let _ = self.child.wait();
     }
 }
 
-/// Instructions per statement of every workload, through `bin` running `config`.
+/// The client of one statement kind, its connections open and warmed up.
+struct Client {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Client {
+    fn start(script: &Path, workload: &str, port: u16) -> xtask::Result<Client> {
+        let mut child = Command::new("python3")
+            .arg(script)
+            .arg(workload)
+            .arg(port.to_string())
+            .arg(CLIENTS.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot start python3: {e}"))?;
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            return Err("python3 has no pipes".into());
+        };
+        let mut client = Client {
+            child,
+            stdin,
+            stdout: BufReader::new(stdout),
+        };
+        client.expect("ready")?;
+        Ok(client)
+    }
+
+    fn expect(&mut self, what: &str) -> xtask::Result<()> {
+        let mut line = String::new();
+        self.stdout
+            .read_line(&mut line)
+            .map_err(|e| e.to_string())?;
+        if line.trim() == what {
+            return Ok(());
+        }
+        let _ = self.child.kill();
+        Err(format!(
+            "the bench instructions client said {line:?}, not {what:?} (its error is above)"
+        ))
+    }
+
+    /// Runs `n` statements and waits for them.
+    fn run(&mut self, n: u64) -> xtask::Result<()> {
+        writeln!(self.stdin, "{n}").map_err(|e| e.to_string())?;
+        self.expect(&format!("done {n}"))
+    }
+
+    fn quit(mut self) {
+        let _ = writeln!(self.stdin, "quit");
+        let _ = self.child.wait();
+    }
+}
+
+/// Counts each of `statements` through `counted`, whose ports are `mysql` and `pgsql`.
+fn count(
+    counted: &Counted,
+    script: &Path,
+    statements: &[&Statement],
+    ports: (u16, u16),
+    (small, large): (u64, u64),
+) -> xtask::Result<Vec<Runs>> {
+    let mut out = Vec::new();
+    for s in statements {
+        step(&format!(
+            "{}: {small} then {large} statements under callgrind",
+            s.name
+        ));
+        let port = if s.wire == Wire::Mysql {
+            ports.0
+        } else {
+            ports.1
+        };
+        let mut client = Client::start(script, s.workload, port)?;
+        let result: xtask::Result<Runs> = (|| {
+            // One uncounted run first: what the target does once after its first statements
+            // (PostgreSQL server connections Sluice opens as the sessions spread over its
+            // threads) stays out of the counted runs.
+            client.run(small)?;
+            counted.dump()?;
+            client.run(small)?;
+            let a = counted.dump()?;
+            client.run(large)?;
+            let b = counted.dump()?;
+            Ok(Runs {
+                small: a as f64 / small as f64,
+                large: b as f64 / large as f64,
+            })
+        })();
+        client.quit();
+        out.push(result?);
+    }
+    Ok(out)
+}
+
+/// The client script, written where the bench keeps its state.
+fn client_script(state: &Path) -> xtask::Result<PathBuf> {
+    xtask::packages::ensure_python_module("mysql.connector", "mysql-connector-python")?;
+    let script = state.join("bench_instructions.py");
+    std::fs::write(&script, include_str!("bench_instructions.py")).map_err(|e| e.to_string())?;
+    Ok(script)
+}
+
+/// Instructions per statement of every [`STATEMENTS`] kind, through `bin` running `config` (the
+/// bench alloc config's ports), run under callgrind in `dir`.
 pub(crate) fn measure(
     bin: &Path,
     dir: &Path,
-    (small, large): (u64, u64),
+    events: (u64, u64),
     config: &str,
-) -> xtask::Result<Vec<f64>> {
-    let counted = Counted::start(bin, dir, config)?;
-    let mut per = Vec::new();
-    let result = (|| {
-        for w in &WORKLOADS {
-            step(&format!(
-                "{}: {small} then {large} statements under callgrind",
-                w.name
-            ));
-            counted.dump()?;
-            run_capture(&mut (w.run)(small))?;
-            let a = counted.dump()?;
-            run_capture(&mut (w.run)(large))?;
-            let b = counted.dump()?;
-            per.push((b as f64 - a as f64) / (large - small) as f64);
-        }
-        Ok(())
-    })();
+) -> xtask::Result<Vec<Runs>> {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    let script = client_script(dir)?;
+    let cfg = dir.join("sluice.toml");
+    std::fs::write(&cfg, config).map_err(|e| e.to_string())?;
+    let mut cmd = callgrind(dir, false);
+    cmd.arg(bin)
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--initial")
+        .arg("--datadir")
+        .arg(dir.join("data"));
+    let counted = Counted::start(cmd, dir, "sluice", &[MYSQL_PORT, PGSQL_PORT], None)?;
+    let all: Vec<&Statement> = STATEMENTS.iter().collect();
+    let result = count(&counted, &script, &all, (MYSQL_PORT, PGSQL_PORT), events);
     counted.stop();
-    result.map(|()| per)
+    result
+}
+
+/// The peers' counts: HAProxy for the MySQL statements, PgBouncer for the PostgreSQL ones.
+fn measure_peers(state: &Path, events: (u64, u64)) -> xtask::Result<Vec<Option<Runs>>> {
+    let dir = state.join("bench-instructions").join("haproxy");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let script = client_script(&dir)?;
+    let cfg = dir.join("haproxy.cfg");
+    std::fs::write(&cfg, crate::bench::haproxy_config(HAPROXY_PORT, 1))
+        .map_err(|e| e.to_string())?;
+    // One thread: under valgrind, whose threads take turns, HAProxy's two stall each other.
+    let mut cmd = callgrind(&dir, false);
+    cmd.arg("haproxy").arg("-db").arg("-f").arg(&cfg);
+    let haproxy = Counted::start(cmd, &dir, "haproxy", &[HAPROXY_PORT], None)?;
+    let mysql: Vec<&Statement> = STATEMENTS
+        .iter()
+        .filter(|s| s.wire == Wire::Mysql)
+        .collect();
+    let mysql_runs = count(&haproxy, &script, &mysql, (HAPROXY_PORT, 0), events);
+    haproxy.stop();
+    let mysql_runs = mysql_runs?;
+
+    let dir = state.join("bench-instructions").join("pgbouncer");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let script = client_script(&dir)?;
+    let ini = crate::bench_pgsql::pgbouncer_ini(&dir, PGBOUNCER_PORT)?;
+    let pidfile = dir.join("pgbouncer.pid");
+    let mut cmd = callgrind(&dir, true);
+    cmd.arg("pgbouncer").arg(&ini);
+    // Not pgbouncer.log: PgBouncer (as postgres) writes its own log there.
+    let bouncer = Counted::start(cmd, &dir, "valgrind", &[PGBOUNCER_PORT], Some(&pidfile))?;
+    // PgBouncer before 1.21 has no protocol-level prepared statements in transaction pooling
+    // (Debian 12 ships 1.18): a named statement reaches another server connection.
+    let pgsql: Vec<&Statement> = STATEMENTS
+        .iter()
+        .filter(|s| s.wire == Wire::Pgsql && s.workload != "pgsql-prepared")
+        .collect();
+    let pgsql_runs = count(&bouncer, &script, &pgsql, (0, PGBOUNCER_PORT), events);
+    bouncer.stop();
+    let mut measured = mysql
+        .iter()
+        .zip(mysql_runs)
+        .chain(pgsql.iter().zip(pgsql_runs?));
+    Ok(STATEMENTS
+        .iter()
+        .map(|s| {
+            measured
+                .by_ref()
+                .find(|(m, _)| m.workload == s.workload)
+                .map(|(_, r)| r)
+        })
+        .collect())
 }
 
 /// Runs the instruction benchmark and prints the table (also written to
 /// target/bench-instructions.md).
 pub fn instructions() -> xtask::Result<()> {
     xtask::packages::ensure_valgrind()?;
+    xtask::packages::ensure_bench_tools()?;
+    xtask::packages::ensure_pgbouncer()?;
     let state = crate::bench_alloc::prepare_workloads()?;
     crate::bench::build_release()?;
     let root = xtask::workspace_root();
     let large = env_num("BENCH_INSTR_EVENTS", 5_000);
-    let small = (large / 5).max(4);
+    let small = (large / 5).max(u64::from(CLIENTS));
     let mut targets = vec![("sluice".to_string(), root.join("target/release/sluice"))];
     if let Some(b) = std::env::var_os("BENCH_BASELINE_BIN") {
         targets.push(("sluice-baseline".to_string(), PathBuf::from(b)));
     }
+    let peers = measure_peers(&state, (small, large))?;
     let mut columns = Vec::new();
     for (name, bin) in &targets {
         let dir = state.join("bench-instructions").join(name);
         columns.push(measure(bin, &dir, (small, large), &config())?);
     }
-    let names: Vec<&str> = targets.iter().map(|(n, _)| n.as_str()).collect();
-    let mut t = format!(
-        "Sluice's user-space instructions per statement (callgrind; 4 clients; runs of {small} and \
-         {large} statements, the difference divided by {}; monitors off)\n\n| workload | {} |\n|---|{}\n",
-        large - small,
-        names.join(" | "),
-        "---|".repeat(names.len()),
-    );
-    for (i, w) in WORKLOADS.iter().enumerate() {
-        let cells: Vec<String> = columns.iter().map(|c| format!("{:.0}", c[i])).collect();
-        t.push_str(&format!("| {} | {} |\n", w.name, cells.join(" | ")));
-    }
+    let t = render(&targets, &peers, &columns, (small, large));
     println!("\n{t}");
     let out = root.join("target/bench-instructions.md");
     std::fs::write(&out, &t).map_err(|e| e.to_string())?;
     step(&format!("table written to {}", out.display()));
     Ok(())
+}
+
+fn render(
+    targets: &[(String, PathBuf)],
+    peers: &[Option<Runs>],
+    columns: &[Vec<Runs>],
+    (small, large): (u64, u64),
+) -> String {
+    let names: Vec<&str> = targets.iter().map(|(n, _)| n.as_str()).collect();
+    let worst = peers
+        .iter()
+        .flatten()
+        .chain(columns.iter().flatten())
+        .map(|r| r.disagreement())
+        .fold(0.0, f64::max);
+    let mut t = format!(
+        "User-space instructions per statement (callgrind; {CLIENTS} connections opened and warmed \
+         up before counting; runs of {small} and {large} statements counted apart, each cell the \
+         two runs' mean, the two runs within {:.2} % of each other everywhere; Sluice's monitors \
+         off; peer: HAProxy (TCP) for MySQL, PgBouncer (transaction pooling) for PostgreSQL)\n\n\
+         | statement | peer | {} | {} ÷ peer | runs ({small} / {large}) |\n|---|---|{}---|---|\n",
+        worst * 100.0,
+        names.join(" | "),
+        names[0],
+        "---|".repeat(names.len()),
+    );
+    for (i, s) in STATEMENTS.iter().enumerate() {
+        let cells: Vec<String> = columns
+            .iter()
+            .map(|c| format!("{:.0}", c[i].per_statement()))
+            .collect();
+        let runs: Vec<String> = std::iter::once(peers[i].as_ref())
+            .chain(columns.iter().map(|c| Some(&c[i])))
+            .map(|r| r.map_or("—".into(), |r| format!("{:.0} / {:.0}", r.small, r.large)))
+            .collect();
+        let (peer, ratio) = match peers[i] {
+            Some(p) => (
+                format!("{:.0}", p.per_statement()),
+                format!("{:.2}", columns[0][i].per_statement() / p.per_statement()),
+            ),
+            None => (
+                "— (not run: no prepared statements in its transaction pooling)".into(),
+                "—".into(),
+            ),
+        };
+        t.push_str(&format!(
+            "| {} | {peer} | {} | {ratio} | {} |\n",
+            s.name,
+            cells.join(" | "),
+            runs.join("; "),
+        ));
+    }
+    t
 }

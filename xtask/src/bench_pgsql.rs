@@ -1,6 +1,7 @@
 //! `cargo xtask bench pgsql`: `pgbench -S` (scale 10) in simple and extended mode, direct to
 //! PostgreSQL, through PgBouncer (transaction pooling) and through Sluice, back to back in one go,
-//! printed as a table with TPS, average latency and the ratio to direct.
+//! printed as a table with TPS, average latency, the ratios to direct and to PgBouncer, and the
+//! proxy's CPU per transaction. Each round runs the targets in a random order (printed).
 //!
 //! `BENCH_TIME` (seconds per run, default 20), `BENCH_ROUNDS` (default 1), `BENCH_CLIENTS`
 //! (default 16) and `BENCH_POOL` (server connections for PgBouncer and Sluice, default 32) tune
@@ -103,8 +104,10 @@ pub(crate) fn run_one(
     })
 }
 
-/// PgBouncer refuses to run as root: its files go in a folder the postgres user owns.
-fn start_pgbouncer(dir: &Path) -> xtask::Result<u32> {
+/// Writes PgBouncer's config (listening on `port`, transaction pooling, `BENCH_POOL` server
+/// connections, pid file `dir/pgbouncer.pid`) into `dir` and returns its path. PgBouncer refuses
+/// to run as root: as root, `dir` is handed to the postgres user.
+pub(crate) fn pgbouncer_ini(dir: &Path, port: u16) -> xtask::Result<PathBuf> {
     proc::make_traversable(dir)?;
     let ini = dir.join("pgbouncer.ini");
     let pidfile = dir.join("pgbouncer.pid");
@@ -113,7 +116,7 @@ fn start_pgbouncer(dir: &Path) -> xtask::Result<u32> {
         &ini,
         format!(
             "[databases]\napp = host=127.0.0.1 port={pg}\n\n[pgbouncer]\nlisten_addr = 127.0.0.1\n\
-             listen_port = {PGBOUNCER_PORT}\nauth_type = scram-sha-256\nauth_file = {users}\n\
+             listen_port = {port}\nauth_type = scram-sha-256\nauth_file = {users}\n\
              pool_mode = transaction\nmax_client_conn = 1000\ndefault_pool_size = {pool}\n\
              logfile = {log}\npidfile = {pid}\nunix_socket_dir =\n",
             pg = xtask::ports::PG_PRIMARY,
@@ -125,8 +128,16 @@ fn start_pgbouncer(dir: &Path) -> xtask::Result<u32> {
     )
     .map_err(|e| e.to_string())?;
     let _ = std::fs::remove_file(&pidfile);
-    let mut cmd = if is_root() {
+    if is_root() {
         run_capture(Command::new("chown").arg("-R").arg("postgres").arg(dir))?;
+    }
+    Ok(ini)
+}
+
+fn start_pgbouncer(dir: &Path) -> xtask::Result<u32> {
+    let ini = pgbouncer_ini(dir, PGBOUNCER_PORT)?;
+    let pidfile = dir.join("pgbouncer.pid");
+    let mut cmd = if is_root() {
         let mut c = Command::new("runuser");
         c.args(["-u", "postgres", "--", "pgbouncer"]);
         c
@@ -210,7 +221,7 @@ pub fn pgsql() -> xtask::Result<()> {
     let clients = env_num("BENCH_CLIENTS", 16);
     let mut samples = Vec::new();
     let mut result = Ok(());
-    'outer: for _ in 0..rounds {
+    'outer: for round in 0..rounds {
         for mode in MODES {
             let mut targets = vec![
                 ("direct", xtask::ports::PG_PRIMARY, None),
@@ -220,6 +231,7 @@ pub fn pgsql() -> xtask::Result<()> {
             if let Some(b) = &baseline {
                 targets.push(("sluice-baseline", BASELINE_PORT, Some(b.id())));
             }
+            crate::bench::shuffle_round(&mut targets, |t| t.0, round, mode);
             for (target, port, pid) in targets {
                 match run_one(mode, target, port, pid, secs, clients) {
                     Ok(s) => samples.push(s),
@@ -251,7 +263,7 @@ fn render(samples: &[Sample], secs: u64, rounds: u64, clients: u64) -> String {
     let pool = env_num("BENCH_POOL", 32);
     let mut t = format!(
         "pgbench -S, scale 10, {clients} clients, 2 threads, {pool} server connections, {secs}s per run, {rounds} round(s); means over rounds\n\n\
-         | mode | target | TPS | avg latency ms | ratio to direct | proxy CPU (% of a core) |\n|---|---|---|---|---|---|\n"
+         | mode | target | TPS | avg latency ms | ratio to direct | ratio to PgBouncer | proxy CPU (% of a core) | proxy CPU µs per transaction |\n|---|---|---|---|---|---|---|---|\n"
     );
     for mode in MODES {
         let mean = |target: &str| -> Option<(f64, f64, Option<f64>)> {
@@ -271,14 +283,17 @@ fn render(samples: &[Sample], secs: u64, rounds: u64, clients: u64) -> String {
             ))
         };
         let direct = mean("direct").map(|m| m.0);
+        let peer = mean("pgbouncer").map(|m| m.0);
         for target in TARGETS {
             let Some((tps, lat, cpu)) = mean(target) else {
                 continue;
             };
             let ratio = direct.map_or("-".to_string(), |d| format!("{:.2}", tps / d));
+            let to_peer = peer.map_or("-".to_string(), |p| format!("{:.2}", tps / p));
+            let per_op = cpu.map_or("-".to_string(), |c| format!("{:.1}", c / 100.0 * 1e6 / tps));
             let cpu = cpu.map_or("-".to_string(), |c| format!("{c:.0}"));
             t.push_str(&format!(
-                "| {mode} | {target} | {tps:.0} | {lat:.3} | {ratio} | {cpu} |\n"
+                "| {mode} | {target} | {tps:.0} | {lat:.3} | {ratio} | {to_peer} | {cpu} | {per_op} |\n"
             ));
         }
     }
