@@ -101,6 +101,29 @@ pub async fn memory_to_config(
             toml::Value::String(url.clone())
         );
     }
+    append_variables(store, base, replace, &mut text, &mut lines).await?;
+    let memory_rows = memory_tables(store, replace).await?;
+    for t in RUNTIME_TABLES {
+        match memory_rows.get(t) {
+            Some(rows) => append_rows(&mut text, &mut lines, t, rows),
+            None => {
+                let base_rows = config_rows(base, t);
+                append_rows(&mut text, &mut lines, t, &base_rows);
+            }
+        }
+    }
+    Config::parse(&text).map_err(|e| config_error(&e.to_string(), &lines))
+}
+
+/// The four variable sections, each from `global_variables` when its module is in `replace`,
+/// else from `base`; every line noted with the variable it came from.
+async fn append_variables(
+    store: &Store,
+    base: &Config,
+    replace: &[Module],
+    text: &mut String,
+    lines: &mut RowLines,
+) -> Result<(), AdminError> {
     for (section, prefix, module, current) in [
         (
             "admin_variables",
@@ -159,25 +182,36 @@ pub async fn memory_to_config(
             );
         }
     }
-    let from_memory = |m: Module| replace.contains(&m);
-    let mut memory_rows: HashMap<&str, AdminRows> = HashMap::new();
+    Ok(())
+}
+
+/// The module a runtime table belongs to.
+fn module_of_table(t: &str) -> Module {
+    match t {
+        "mysql_users" => Module::MysqlUsers,
+        "pgsql_users" => Module::PgsqlUsers,
+        "pgsql_servers" | "pgsql_replication_hostgroups" | "pgsql_servers_ssl_params" => {
+            Module::PgsqlServers
+        }
+        "mysql_query_rules" | "mysql_query_rules_fast_routing" => Module::MysqlQueryRules,
+        "proxysql_servers" => Module::ProxysqlServers,
+        "pgsql_query_rules" | "pgsql_query_rules_fast_routing" => Module::PgsqlQueryRules,
+        "mcp_users" | "mcp_targets" => Module::McpProfiles,
+        "mcp_query_rules" => Module::McpQueryRules,
+        "rag_sources" => Module::RagSources,
+        "workload_classes" | "workload_guards" => Module::WorkloadClasses,
+        _ => Module::MysqlServers,
+    }
+}
+
+/// The memory rows of every runtime table whose module is in `replace`.
+async fn memory_tables(
+    store: &Store,
+    replace: &[Module],
+) -> Result<HashMap<&'static str, AdminRows>, AdminError> {
+    let mut memory_rows = HashMap::new();
     for t in RUNTIME_TABLES {
-        let m = match t {
-            "mysql_users" => Module::MysqlUsers,
-            "pgsql_users" => Module::PgsqlUsers,
-            "pgsql_servers" | "pgsql_replication_hostgroups" | "pgsql_servers_ssl_params" => {
-                Module::PgsqlServers
-            }
-            "mysql_query_rules" | "mysql_query_rules_fast_routing" => Module::MysqlQueryRules,
-            "proxysql_servers" => Module::ProxysqlServers,
-            "pgsql_query_rules" | "pgsql_query_rules_fast_routing" => Module::PgsqlQueryRules,
-            "mcp_users" | "mcp_targets" => Module::McpProfiles,
-            "mcp_query_rules" => Module::McpQueryRules,
-            "rag_sources" => Module::RagSources,
-            "workload_classes" | "workload_guards" => Module::WorkloadClasses,
-            _ => Module::MysqlServers,
-        };
-        if from_memory(m) {
+        if replace.contains(&module_of_table(t)) {
             let cols = table_columns(t).join(", ");
             memory_rows.insert(
                 t,
@@ -185,29 +219,22 @@ pub async fn memory_to_config(
             );
         }
     }
-    for t in RUNTIME_TABLES {
-        match memory_rows.get(t) {
-            Some(rows) => append_rows(&mut text, &mut lines, t, rows),
-            None => {
-                let base_rows = config_rows(base, t);
-                append_rows(&mut text, &mut lines, t, &base_rows);
-            }
-        }
-    }
-    Config::parse(&text).map_err(|e| {
-        let msg = e.to_string();
-        let row = line_in(&msg)
-            .and_then(|l| lines.describe(l))
-            .unwrap_or("configuration");
-        let detail = msg
-            .lines()
-            .rfind(|l| !l.trim_start().starts_with('|') && !l.trim().is_empty())
-            .unwrap_or(&msg);
-        AdminError::new(format!(
-            "{row}: {}",
-            detail.trim().trim_start_matches("invalid config: ")
-        ))
-    })
+    Ok(memory_rows)
+}
+
+/// A config that does not validate, said of the row (or variable) its error's line came from.
+fn config_error(msg: &str, lines: &RowLines) -> AdminError {
+    let row = line_in(msg)
+        .and_then(|l| lines.describe(l))
+        .unwrap_or("configuration");
+    let detail = msg
+        .lines()
+        .rfind(|l| !l.trim_start().starts_with('|') && !l.trim().is_empty())
+        .unwrap_or(msg);
+    AdminError::new(format!(
+        "{row}: {}",
+        detail.trim().trim_start_matches("invalid config: ")
+    ))
 }
 
 /// The tables the runtime is built from.

@@ -233,29 +233,7 @@ impl RuntimeConfig {
                 backend_users.insert(u.username.clone(), u);
             }
         }
-        let mut pg_hostgroups: BTreeMap<u32, Vec<HostgroupServer>> = BTreeMap::new();
-        for s in &cfg.pgsql_servers {
-            pg_hostgroups
-                .entry(s.hostgroup_id.0)
-                .or_default()
-                .push(HostgroupServer {
-                    key: ServerKey {
-                        hostname: s.hostname.clone(),
-                        port: s.port.0,
-                    },
-                    hostgroup: s.hostgroup_id.0,
-                    status: s.status,
-                    weight: s.weight.0,
-                    max_connections: s.max_connections.0,
-                    use_ssl: s.use_ssl.0,
-                    compression: false,
-                    max_replication_lag: s.max_replication_lag.0,
-                    max_latency_ms: s.max_latency_ms.0,
-                    too_slow: false,
-                    shunned_since: None,
-                    ssl_params: Vec::new(),
-                });
-        }
+        let mut pg_hostgroups = pgsql_hostgroups(&cfg.pgsql_servers);
         attach_ssl_params(&mut hostgroups, &cfg.mysql_servers_ssl_params);
         attach_ssl_params(&mut pg_hostgroups, &cfg.pgsql_servers_ssl_params);
         let pgsql = PgsqlRuntime {
@@ -319,6 +297,34 @@ impl RuntimeConfig {
             },
         }
     }
+}
+
+/// The `pgsql_servers` rows by hostgroup (no compression on PostgreSQL).
+fn pgsql_hostgroups(rows: &[crate::config::PgsqlServer]) -> BTreeMap<u32, Vec<HostgroupServer>> {
+    let mut hostgroups: BTreeMap<u32, Vec<HostgroupServer>> = BTreeMap::new();
+    for s in rows {
+        hostgroups
+            .entry(s.hostgroup_id.0)
+            .or_default()
+            .push(HostgroupServer {
+                key: ServerKey {
+                    hostname: s.hostname.clone(),
+                    port: s.port.0,
+                },
+                hostgroup: s.hostgroup_id.0,
+                status: s.status,
+                weight: s.weight.0,
+                max_connections: s.max_connections.0,
+                use_ssl: s.use_ssl.0,
+                compression: false,
+                max_replication_lag: s.max_replication_lag.0,
+                max_latency_ms: s.max_latency_ms.0,
+                too_slow: false,
+                shunned_since: None,
+                ssl_params: Vec::new(),
+            });
+    }
+    hostgroups
 }
 
 /// Compiles validated rules; `Config::parse` already rejected any that do not compile.

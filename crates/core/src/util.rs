@@ -4,6 +4,16 @@
 use std::sync::{Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+/// `bytes` as text: borrowed when they are UTF-8 (statement texts are: the servers check), else
+/// with U+FFFD for the invalid parts. `str::from_utf8` checks ASCII a word at a time, where
+/// `String::from_utf8_lossy` walks byte by byte; this runs on every statement.
+pub fn text(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
+    match std::str::from_utf8(bytes) {
+        Ok(t) => std::borrow::Cow::Borrowed(t),
+        Err(_) => String::from_utf8_lossy(bytes),
+    }
+}
+
 /// Locks `m`, going on with the data when another thread panicked while holding it: the
 /// counters and maps Sluice guards stay usable, and one panic never takes every session down.
 pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -45,5 +55,14 @@ mod tests {
         assert!(m.is_poisoned());
         assert_eq!(*lock(&m), 5);
         assert!(unix_now() > 1_700_000_000);
+    }
+
+    #[test]
+    fn text_borrows_utf8_and_replaces_what_is_not() {
+        assert!(matches!(
+            text(b"SELECT 'h\xc3\xa9'"),
+            std::borrow::Cow::Borrowed("SELECT 'h\u{e9}'")
+        ));
+        assert_eq!(text(b"SELECT '\xff'"), "SELECT '\u{fffd}'");
     }
 }

@@ -203,40 +203,7 @@ impl BackendConn {
             });
         }
         let greeting = Greeting::decode(&first.payload).map_err(proto)?;
-        let shaping = p.client_caps & REPLY_SHAPING_CAPS;
-        let mut caps = base_caps() | shaping as u32;
-        let extended = (shaping >> 32) as u32;
-        if !p.multi_statements {
-            caps &= !cap::MULTI_STATEMENTS;
-        }
-        if p.schema.is_some() {
-            caps |= cap::CONNECT_WITH_DB;
-        }
-        if p.tls.is_some() {
-            caps |= cap::SSL;
-        }
-        if p.compress {
-            caps |= cap::COMPRESS;
-        }
-        if p.track_gtid && greeting.server_version.contains("MariaDB") {
-            caps |= cap::SESSION_TRACK;
-        }
-        let missing =
-            caps & !greeting.capabilities & (cap::SSL | cap::DEPRECATE_EOF | cap::PROTOCOL_41);
-        if missing & cap::SSL != 0 {
-            return Err(Error::Tls {
-                server,
-                why: "server does not offer TLS but use_ssl=1".into(),
-            });
-        }
-        if missing != 0 {
-            return Err(Error::AuthUnsupported {
-                server,
-                why: format!("server lacks required capabilities {missing:#x}"),
-            });
-        }
-        caps &= greeting.capabilities;
-        let caps = with_extended(caps, extended, &greeting, &server)?;
+        let (caps, extended) = negotiate_capabilities(p, &greeting, &server)?;
         let mut seq = first.seq.wrapping_add(1);
         let mut resp = HandshakeResponse {
             capabilities: caps,
@@ -254,26 +221,7 @@ impl BackendConn {
                 .await
                 .map_err(|e| proto(e.into()))?;
             seq = seq.wrapping_add(1);
-            let BackendSocket::Plain(tcp) = stream else {
-                return Err(Error::Tls {
-                    server,
-                    why: "already TLS".into(),
-                });
-            };
-            let name = rustls::pki_types::ServerName::try_from(p.host.clone()).map_err(|e| {
-                Error::Tls {
-                    server: server.clone(),
-                    why: e.to_string(),
-                }
-            })?;
-            let tls_stream = tokio_rustls::TlsConnector::from(tls.clone())
-                .connect(name, tcp)
-                .await
-                .map_err(|e| Error::Tls {
-                    server: server.clone(),
-                    why: e.to_string(),
-                })?;
-            stream = BackendSocket::Tls(Box::new(tls_stream));
+            stream = upgrade_to_tls(stream, tls, &p.host, &server).await?;
         }
         let plugin = greeting.auth_plugin.clone();
         resp.auth_response = auth_data(&plugin, &greeting.nonce, &p.secret, &server)?;
@@ -529,4 +477,72 @@ fn clear_password(secret: &BackendSecret, server: &str) -> Result<Vec<u8>, Error
             why: "the server wants the cleartext password but mysql_users holds only a hash".into(),
         }),
     }
+}
+
+/// The capabilities Sluice asks for on a new server connection, against what the server's
+/// greeting offers: the client's reply-shaping ones, the connection's options, and MariaDB's
+/// extended capabilities; TLS, 4.1 protocol and DEPRECATE_EOF the server must offer.
+fn negotiate_capabilities(
+    p: &ConnectParams,
+    greeting: &Greeting,
+    server: &str,
+) -> Result<(u32, u32), Error> {
+    let shaping = p.client_caps & REPLY_SHAPING_CAPS;
+    let mut caps = base_caps() | shaping as u32;
+    let extended = (shaping >> 32) as u32;
+    if !p.multi_statements {
+        caps &= !cap::MULTI_STATEMENTS;
+    }
+    if p.schema.is_some() {
+        caps |= cap::CONNECT_WITH_DB;
+    }
+    if p.tls.is_some() {
+        caps |= cap::SSL;
+    }
+    if p.compress {
+        caps |= cap::COMPRESS;
+    }
+    if p.track_gtid && greeting.server_version.contains("MariaDB") {
+        caps |= cap::SESSION_TRACK;
+    }
+    let missing =
+        caps & !greeting.capabilities & (cap::SSL | cap::DEPRECATE_EOF | cap::PROTOCOL_41);
+    if missing & cap::SSL != 0 {
+        return Err(Error::Tls {
+            server: server.to_string(),
+            why: "server does not offer TLS but use_ssl=1".into(),
+        });
+    }
+    if missing != 0 {
+        return Err(Error::AuthUnsupported {
+            server: server.to_string(),
+            why: format!("server lacks required capabilities {missing:#x}"),
+        });
+    }
+    caps &= greeting.capabilities;
+    let caps = with_extended(caps, extended, greeting, server)?;
+    Ok((caps, extended))
+}
+
+/// The TLS handshake on a plain socket, after the SSL request was sent.
+async fn upgrade_to_tls(
+    stream: BackendSocket,
+    tls: &Arc<rustls::ClientConfig>,
+    host: &str,
+    server: &str,
+) -> Result<BackendSocket, Error> {
+    let tls_error = |why: String| Error::Tls {
+        server: server.to_string(),
+        why,
+    };
+    let BackendSocket::Plain(tcp) = stream else {
+        return Err(tls_error("already TLS".into()));
+    };
+    let name = rustls::pki_types::ServerName::try_from(host.to_string())
+        .map_err(|e| tls_error(e.to_string()))?;
+    let tls_stream = tokio_rustls::TlsConnector::from(tls.clone())
+        .connect(name, tcp)
+        .await
+        .map_err(|e| tls_error(e.to_string()))?;
+    Ok(BackendSocket::Tls(Box::new(tls_stream)))
 }

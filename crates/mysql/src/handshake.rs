@@ -324,32 +324,10 @@ pub async fn connection_phase(
         Err(e @ Error::AccessDenied { .. }) => return fail(&mut io, seq, e).await,
         Err(e) => return Err(e),
     };
-    let Some(user) = user else {
-        return fail(
-            &mut io,
-            seq,
-            denied(&resp.username, &peer, &resp.auth_response, ""),
-        )
-        .await;
+    let user = match admissible(user, &resp, &peer, io.stream.get_ref().is_tls()) {
+        Ok(user) => user,
+        Err(e) => return fail(&mut io, seq, e).await,
     };
-    if !user.active.0 {
-        let e = denied(
-            &resp.username,
-            &peer,
-            &resp.auth_response,
-            ". The user is not active",
-        );
-        return fail(&mut io, seq, e).await;
-    }
-    if user.use_ssl.0 && !io.stream.get_ref().is_tls() {
-        let e = denied(
-            &resp.username,
-            &peer,
-            &resp.auth_response,
-            ". SSL is required",
-        );
-        return fail(&mut io, seq, e).await;
-    }
     if !slot.assign_user(&user.username, user.max_connections.0) {
         return fail(&mut io, seq, Error::TooManyConnections).await;
     }
@@ -382,6 +360,27 @@ pub async fn connection_phase(
             worker: None,
         },
     ))
+}
+
+/// The user a client proved it is, if it may log in: known, active, and over TLS when its row
+/// says `use_ssl=1`; else the access-denied error MySQL gives.
+fn admissible(
+    user: Option<Arc<MysqlUser>>,
+    resp: &HandshakeResponse,
+    peer: &SocketAddr,
+    over_tls: bool,
+) -> Result<Arc<MysqlUser>, Error> {
+    let refuse = |why: &str| denied(&resp.username, peer, &resp.auth_response, why);
+    let Some(user) = user else {
+        return Err(refuse(""));
+    };
+    if !user.active.0 {
+        return Err(refuse(". The user is not active"));
+    }
+    if user.use_ssl.0 && !over_tls {
+        return Err(refuse(". SSL is required"));
+    }
+    Ok(user)
 }
 
 /// Sends `e` to the client as an ERR packet (best effort) and returns it.

@@ -137,57 +137,7 @@ impl PgConn {
             let m = reader.message(&mut stream).await?;
             let body = &m[5..];
             match m[0] {
-                b'R' => {
-                    let code = body
-                        .get(..4)
-                        .map_or(u32::MAX, |c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]));
-                    let data = &body[4.min(body.len())..];
-                    match code {
-                        0 => {}
-                        3 => {
-                            let mut pw = cleartext(&p.secret, "password")?.as_bytes().to_vec();
-                            pw.push(0);
-                            stream.write_all(&message(b'p', &pw)).await?;
-                        }
-                        5 => {
-                            let salt = data.get(..4).ok_or(Error::malformed("MD5 salt"))?;
-                            let clear = cleartext(&p.secret, "md5")?;
-                            let mut pw =
-                                crate::md5auth::response(&p.user, clear, salt).into_bytes();
-                            pw.push(0);
-                            stream.write_all(&message(b'p', &pw)).await?;
-                        }
-                        10 => {
-                            if !data.windows(13).any(|w| w == b"SCRAM-SHA-256") {
-                                return Err(Error::Auth("server offers no SCRAM-SHA-256".into()));
-                            }
-                            let (c, first) = scram::Client::with_secret(p.secret.clone());
-                            scram = Some(c);
-                            stream.write_all(&sasl_initial(&first)).await?;
-                        }
-                        11 => {
-                            let c = scram
-                                .as_mut()
-                                .ok_or(Error::malformed("SASL continue without start"))?;
-                            let fin = c
-                                .finish(&String::from_utf8_lossy(data))
-                                .map_err(|e| Error::Auth(e.to_string()))?;
-                            stream.write_all(&message(b'p', fin.as_bytes())).await?;
-                        }
-                        12 => {
-                            let c = scram
-                                .as_ref()
-                                .ok_or(Error::malformed("SASL final without start"))?;
-                            c.verify(&String::from_utf8_lossy(data))
-                                .map_err(|e| Error::Auth(e.to_string()))?;
-                        }
-                        other => {
-                            return Err(Error::Auth(format!(
-                                "authentication method {other} is not supported towards servers"
-                            )));
-                        }
-                    }
-                }
+                b'R' => answer_authentication(&mut stream, p, &mut scram, body).await?,
                 b'S' => {
                     let parts: Vec<&[u8]> = body.split(|b| *b == 0).collect();
                     if parts.len() >= 2 {
@@ -364,4 +314,63 @@ fn first_column(body: &[u8]) -> Option<String> {
     let len = usize::try_from(len).ok()?;
     let v = body.get(6..6 + len)?;
     Some(String::from_utf8_lossy(v).into_owned())
+}
+
+/// Answers one Authentication request of the server's login: cleartext, MD5 or SCRAM-SHA-256
+/// (the exchange's state kept in `exchange`); 0 (`AuthenticationOk`) needs no answer.
+async fn answer_authentication(
+    stream: &mut crate::stream::PgStream,
+    p: &ConnectParams,
+    exchange: &mut Option<scram::Client>,
+    body: &[u8],
+) -> Result<(), Error> {
+    let code = body
+        .get(..4)
+        .map_or(u32::MAX, |c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]));
+    let data = &body[4.min(body.len())..];
+    match code {
+        0 => {}
+        3 => {
+            let mut pw = cleartext(&p.secret, "password")?.as_bytes().to_vec();
+            pw.push(0);
+            stream.write_all(&message(b'p', &pw)).await?;
+        }
+        5 => {
+            let salt = data.get(..4).ok_or(Error::malformed("MD5 salt"))?;
+            let clear = cleartext(&p.secret, "md5")?;
+            let mut pw = crate::md5auth::response(&p.user, clear, salt).into_bytes();
+            pw.push(0);
+            stream.write_all(&message(b'p', &pw)).await?;
+        }
+        10 => {
+            if !data.windows(13).any(|w| w == b"SCRAM-SHA-256") {
+                return Err(Error::Auth("server offers no SCRAM-SHA-256".into()));
+            }
+            let (c, first) = scram::Client::with_secret(p.secret.clone());
+            *exchange = Some(c);
+            stream.write_all(&sasl_initial(&first)).await?;
+        }
+        11 => {
+            let c = exchange
+                .as_mut()
+                .ok_or(Error::malformed("SASL continue without start"))?;
+            let fin = c
+                .finish(&String::from_utf8_lossy(data))
+                .map_err(|e| Error::Auth(e.to_string()))?;
+            stream.write_all(&message(b'p', fin.as_bytes())).await?;
+        }
+        12 => {
+            let c = exchange
+                .as_ref()
+                .ok_or(Error::malformed("SASL final without start"))?;
+            c.verify(&String::from_utf8_lossy(data))
+                .map_err(|e| Error::Auth(e.to_string()))?;
+        }
+        other => {
+            return Err(Error::Auth(format!(
+                "authentication method {other} is not supported towards servers"
+            )));
+        }
+    }
+    Ok(())
 }

@@ -459,55 +459,10 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin + Send>(
     let (pid, secret, handle) = fe.cancels.register(&l.user.username);
     let key = (u64::from(pid) << 32) | u64::from(secret);
     let vars = SessionVars::new(&l.settings);
-    // ParameterStatus values come from a real server connection with the session's startup
-    // settings applied, so clients see what a direct connection would show.
-    let rt = fe.config.load();
-    let mut first = match Box::pin(checkout(
-        &fe,
-        &rt,
-        &l,
-        l.user.default_hostgroup.0,
-        key,
-        Priority::Regular,
-    ))
-    .await
-    {
-        Ok(c) => c,
-        Err(e) => {
-            warn!(client = %peer, user = %l.user.username, "no PostgreSQL backend for the login: {e}");
-            let _ = io.write_all(&error_for(&e)).await;
-            return;
-        }
+    let Some(hello) = Box::pin(server_hello(&fe, &l, key, &vars, peer, &mut io)).await else {
+        fe.cancels.remove(pid);
+        return;
     };
-    let reported = match Box::pin(crate::handoff::at_login(
-        first.conn(),
-        key,
-        vars.want(),
-        &fe.cancels,
-    ))
-    .await
-    {
-        Ok(r) => r,
-        Err(e) => {
-            // The server refused a startup parameter: the client gets the server's error at
-            // login, as from a direct connection. The connection is closed (state unknown).
-            info!(client = %peer, user = %l.user.username, "pgsql login refused: a startup parameter failed on the server: {e}");
-            let out = match &e {
-                PgError::Server { code, message } => error_response("FATAL", code, message),
-                other => error_for(other),
-            };
-            let _ = io.write_all(&out).await;
-            fe.cancels.remove(pid);
-            return;
-        }
-    };
-    let mut hello = Vec::new();
-    for (k, v) in crate::handoff::login_parameters(&first.conn().params, reported) {
-        hello.extend(parameter_status(&k, &v));
-    }
-    hello.extend(message(b'K', &key.to_be_bytes()));
-    hello.extend(ready(b'I'));
-    first.release_clean();
     if io.write_all(&hello).await.is_ok() {
         info!(client = %peer, user = %l.user.username, database = %l.database, tls, "pgsql client logged in");
         let mut stmts = SessionStatements::new(key);
@@ -552,6 +507,67 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin + Send>(
         }
     }
     fe.cancels.remove(pid);
+}
+
+/// Checks out a server connection with the login's startup settings applied and returns the
+/// client's greeting: the server's ParameterStatus values (so clients see what a direct
+/// connection shows), BackendKeyData and ReadyForQuery. `None` when the client has been told why
+/// not (no server, or the server refused a startup parameter).
+async fn server_hello<S: AsyncWrite + Unpin>(
+    fe: &PgFrontend,
+    l: &Login,
+    key: u64,
+    vars: &SessionVars,
+    peer: SocketAddr,
+    io: &mut S,
+) -> Option<Vec<u8>> {
+    let rt = fe.config.load();
+    let mut first = match Box::pin(checkout(
+        fe,
+        &rt,
+        l,
+        l.user.default_hostgroup.0,
+        key,
+        Priority::Regular,
+    ))
+    .await
+    {
+        Ok(c) => c,
+        Err(e) => {
+            warn!(client = %peer, user = %l.user.username, "no PostgreSQL backend for the login: {e}");
+            let _ = io.write_all(&error_for(&e)).await;
+            return None;
+        }
+    };
+    let reported = match Box::pin(crate::handoff::at_login(
+        first.conn(),
+        key,
+        vars.want(),
+        &fe.cancels,
+    ))
+    .await
+    {
+        Ok(r) => r,
+        Err(e) => {
+            // The server refused a startup parameter: the client gets the server's error at
+            // login, as from a direct connection. The connection is closed (state unknown).
+            info!(client = %peer, user = %l.user.username, "pgsql login refused: a startup parameter failed on the server: {e}");
+            let out = match &e {
+                PgError::Server { code, message } => error_response("FATAL", code, message),
+                other => error_for(other),
+            };
+            let _ = io.write_all(&out).await;
+            return None;
+        }
+    };
+    let mut hello = Vec::new();
+    for (k, v) in crate::handoff::login_parameters(&first.conn().params, reported) {
+        hello.extend(parameter_status(&k, &v));
+    }
+    hello.extend(message(b'K', &key.to_be_bytes()));
+    hello.extend(ready(b'I'));
+    first.release_clean();
+    Some(hello)
 }
 
 #[cfg(test)]

@@ -32,7 +32,7 @@ pub(crate) fn route(
     let (Some(sql), true) = (sql, fe.hook.is_some()) else {
         return Ok(None);
     };
-    let sql = String::from_utf8_lossy(sql);
+    let sql = sluice_core::util::text(sql);
     let stmt = HookStatement {
         session: u64::from(session),
         user,

@@ -4,7 +4,7 @@
 
 use crate::forward::SessionIo;
 use crate::frontend::PgFrontend;
-use crate::processor::{query_text, with_query};
+use crate::processor::{SessionProcessor, query_text, with_query};
 use bytes::Bytes;
 use sluice_core::config::PgsqlUser;
 use sluice_core::query::{CacheKey, Decision, QueryCache, StatementKind, digest::fnv1a};
@@ -157,7 +157,7 @@ pub(crate) async fn start(
     let started = Instant::now();
     let qvars = &rt.pgsql.variables.query;
     // Borrowed when it is UTF-8, as statement texts are (the server checks).
-    let sql = String::from_utf8_lossy(sql);
+    let sql = sluice_core::util::text(sql);
     let mut d = s.qp.decide(rt, &fe.query, &sql);
     fe.stats.processor_time(started);
     let simple = f.message[0] == b'Q';
@@ -165,62 +165,19 @@ pub(crate) async fn start(
         info!(target: "sluice::query_log", user = %user.username, database, digest = %d.digest.hex(),
             rules = ?d.action.matched, "query: {}", d.text(&sql));
     }
-    if let Some(msg) = &d.action.error_msg {
-        fe.query.blocked.fetch_add(1, Ordering::Relaxed);
-        s.qp.record_local(rt, &fe.query, &d, started);
-        let mut reply = error_response("ERROR", BLOCKED_SQLSTATE, msg);
-        if simple {
-            reply.extend(ready(b'I'));
-        }
-        return Start::Answered {
-            reply,
-            skip_until_sync: !simple,
-        };
+    if let Some(answered) = answer_by_rule(fe, rt, s.qp, &d, started, simple) {
+        return answered;
     }
-    if let (Some(msg), true) = (&d.action.ok_msg, simple) {
-        fe.query.ok_answered.fetch_add(1, Ordering::Relaxed);
-        s.qp.record_local(rt, &fe.query, &d, started);
-        let mut tag = msg.as_bytes().to_vec();
-        tag.push(0);
-        let mut reply = message(b'C', &tag);
-        reply.extend(ready(b'I'));
-        return Start::Answered {
-            reply,
-            skip_until_sync: false,
-        };
-    }
-    let cacheable = simple
-        && d.digest.kind == StatementKind::Select
-        && !d.digest.locking_read
-        && d.action.cache_ttl_ms.is_some();
-    if let (true, Some(ttl)) = (cacheable, d.action.cache_ttl_ms) {
-        let key = CacheKey {
-            user: &user.username,
-            schema: database,
-            query: &sql,
-            variant: variant(vars),
-        };
-        if let Some(bytes) = fe.cache.get(&key, Instant::now()) {
-            s.qp.record_local(rt, &fe.query, &d, started);
-            let mut reply = bytes.to_vec();
-            reply.extend(ready(b'I'));
-            return Start::Answered {
-                reply,
-                skip_until_sync: false,
-            };
+    if simple {
+        match from_cache(fe, rt, s.qp, (user, database, vars), &d, &sql, started) {
+            Ok(fill) => f.fill = fill,
+            Err(reply) => {
+                return Start::Answered {
+                    reply,
+                    skip_until_sync: false,
+                };
+            }
         }
-        f.fill = Some(CacheFill {
-            variant: variant(vars),
-            tables: d.digest.tables.clone(),
-            ttl: Duration::from_millis(ttl),
-            empty_ok: d
-                .action
-                .cache_empty_result
-                .unwrap_or(qvars.query_cache_stores_empty_result),
-            bytes: Some(Vec::new()),
-            error: false,
-            sql: sql.clone().into_owned(),
-        });
     }
     let delay = d.delay_ms(qvars);
     if delay > 0 {
@@ -255,6 +212,83 @@ pub(crate) async fn start(
     s.qp.recycle_tables(std::mem::take(&mut d.digest.tables));
     f.digest = Some((d.digest.hash, d.digest.text));
     Start::Forward(f)
+}
+
+/// A rule's `error_msg` (any message) or `OK_msg` (a simple Query) answered by Sluice.
+fn answer_by_rule(
+    fe: &PgFrontend,
+    rt: &sluice_core::runtime::RuntimeConfig,
+    qp: &mut SessionProcessor,
+    d: &Decision,
+    started: Instant,
+    simple: bool,
+) -> Option<Start> {
+    if let Some(msg) = &d.action.error_msg {
+        fe.query.blocked.fetch_add(1, Ordering::Relaxed);
+        qp.record_local(rt, &fe.query, d, started);
+        let mut reply = error_response("ERROR", BLOCKED_SQLSTATE, msg);
+        if simple {
+            reply.extend(ready(b'I'));
+        }
+        return Some(Start::Answered {
+            reply,
+            skip_until_sync: !simple,
+        });
+    }
+    if let (Some(msg), true) = (&d.action.ok_msg, simple) {
+        fe.query.ok_answered.fetch_add(1, Ordering::Relaxed);
+        qp.record_local(rt, &fe.query, d, started);
+        let mut tag = msg.as_bytes().to_vec();
+        tag.push(0);
+        let mut reply = message(b'C', &tag);
+        reply.extend(ready(b'I'));
+        return Some(Start::Answered {
+            reply,
+            skip_until_sync: false,
+        });
+    }
+    None
+}
+
+/// A simple Query's cached reply (`Err`, ReadyForQuery included), or what to fill the cache
+/// with from the server's reply when a rule caches this read (`Ok(None)`: nothing to cache).
+fn from_cache(
+    fe: &PgFrontend,
+    rt: &sluice_core::runtime::RuntimeConfig,
+    qp: &mut SessionProcessor,
+    (user, database, vars): (&PgsqlUser, &str, &BTreeMap<String, String>),
+    d: &Decision,
+    sql: &str,
+    started: Instant,
+) -> Result<Option<CacheFill>, Vec<u8>> {
+    let cacheable = d.digest.kind == StatementKind::Select && !d.digest.locking_read;
+    let Some(ttl) = d.action.cache_ttl_ms.filter(|_| cacheable) else {
+        return Ok(None);
+    };
+    let key = CacheKey {
+        user: &user.username,
+        schema: database,
+        query: sql,
+        variant: variant(vars),
+    };
+    if let Some(bytes) = fe.cache.get(&key, Instant::now()) {
+        qp.record_local(rt, &fe.query, d, started);
+        let mut reply = bytes.to_vec();
+        reply.extend(ready(b'I'));
+        return Err(reply);
+    }
+    Ok(Some(CacheFill {
+        variant: variant(vars),
+        tables: d.digest.tables.clone(),
+        ttl: Duration::from_millis(ttl),
+        empty_ok: d
+            .action
+            .cache_empty_result
+            .unwrap_or(rt.pgsql.variables.query.query_cache_stores_empty_result),
+        bytes: Some(Vec::new()),
+        error: false,
+        sql: sql.to_string(),
+    }))
 }
 
 /// Applies the parts of a decision every forwarded statement shares (the digest is moved into

@@ -308,6 +308,28 @@ impl RagSource {
         if self.batch_size == 0 || self.batch_size > 100_000 {
             return Err(RowError::new("batch_size", "must be between 1 and 100000"));
         }
+        self.check_embedding_provider()?;
+        if self.embedding_dimension == 0 || self.embedding_dimension > 8192 {
+            return Err(RowError::new(
+                "embedding_dimension",
+                "must be between 1 and 8192",
+            ));
+        }
+        if self.embedding_batch_size == 0 {
+            return Err(RowError::new("embedding_batch_size", "must be at least 1"));
+        }
+        if self.sync_interval_ms != 0 && self.sync_interval_ms < 1000 {
+            return Err(RowError::new(
+                "sync_interval_ms",
+                "0 (manual) or at least 1000",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The embedding provider's own columns: an http(s) URL for `openai`, the model's files
+    /// for `builtin`.
+    fn check_embedding_provider(&self) -> Result<(), RowError> {
         match self.embedding_provider.as_str() {
             "openai" => {
                 if !(self.embedding_base_url.starts_with("http://")
@@ -342,21 +364,6 @@ impl RagSource {
                     format!("{other:?} is not openai or builtin"),
                 ));
             }
-        }
-        if self.embedding_dimension == 0 || self.embedding_dimension > 8192 {
-            return Err(RowError::new(
-                "embedding_dimension",
-                "must be between 1 and 8192",
-            ));
-        }
-        if self.embedding_batch_size == 0 {
-            return Err(RowError::new("embedding_batch_size", "must be at least 1"));
-        }
-        if self.sync_interval_ms != 0 && self.sync_interval_ms < 1000 {
-            return Err(RowError::new(
-                "sync_interval_ms",
-                "0 (manual) or at least 1000",
-            ));
         }
         Ok(())
     }

@@ -44,7 +44,7 @@ impl Session {
     pub(super) async fn query(&mut self, pk: &Packet) -> Next {
         let started = std::time::Instant::now();
         let reply_seq = pk.seq.wrapping_add(1);
-        let original = String::from_utf8_lossy(&pk.payload[1..]);
+        let original = sluice_core::util::text(&pk.payload[1..]);
         let routed = match self.consult_hook(&original, reply_seq).await {
             Hooked::Answered(next) => return next,
             Hooked::Route(hostgroup) => Some(hostgroup),
@@ -78,7 +78,7 @@ impl Session {
             None => &pk.payload[1..],
         };
         let effects: Vec<Effects> = if INTERESTING.occurs_in(sql_bytes) {
-            let text = String::from_utf8_lossy(sql_bytes);
+            let text = sluice_core::util::text(sql_bytes);
             match crate::sql::compound::compound(&text) {
                 // A stored body: its statements do not run now.
                 Some(Compound::Definition) => Vec::new(),

@@ -583,7 +583,7 @@ pub(crate) fn note(msg: &[u8], pins: &mut PinSet, pending: &mut Vec<Change>) {
         },
         _ => return,
     };
-    let text = String::from_utf8_lossy(sql.strip_suffix(&[0]).unwrap_or(sql));
+    let text = sluice_core::util::text(sql.strip_suffix(&[0]).unwrap_or(sql));
     pins.apply(&text);
     match classify(sql, trackable) {
         Effect::None => {}
