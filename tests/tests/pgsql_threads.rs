@@ -1,8 +1,8 @@
 //! PostgreSQL sessions run on `pgsql-threads` event-loop threads (ProxySQL's worker model): the
-//! threads exist under their names (one per CPU by default: tests/mysql_threads.rs checks both
-//! protocols' defaults), and one server connection serves
-//! sessions on different threads in turn (its socket moves to the thread of the session using
-//! it).
+//! threads exist under their names (one per CPU but one by default: tests/mysql_threads.rs checks
+//! both protocols' defaults), one server connection serves sessions on different threads in turn
+//! when the budget allows no more (its socket moves to the thread of the session using it), and
+//! with room each thread keeps a connection of its own.
 
 use sluice_tests::*;
 use tokio_postgres::{Client, NoTls};
@@ -88,6 +88,34 @@ async fn sessions_on_two_threads_share_one_server_connection() {
         .expect("pid")
         .get(0);
     assert!(pids.contains(&pid), "still the same server connection");
+}
+
+/// With room under `max_connections`, a session thread opens a server connection of its own
+/// rather than take one from the other thread at every transaction: two clients on two threads
+/// taking turns keep one connection each (before, the one connection moved threads — two
+/// `epoll_ctl` calls and a new registration — for every statement).
+#[tokio::test]
+async fn with_room_each_session_thread_keeps_a_server_connection_of_its_own() {
+    if !backends_ready(Servers::Postgres) {
+        return;
+    }
+    let s = Sluice::start(&two_threads_config(4));
+    session_threads(&s, 2);
+    let clients = [client(s.pg_port).await, client(s.pg_port).await];
+    let mut pids = [
+        std::collections::BTreeSet::new(),
+        std::collections::BTreeSet::new(),
+    ];
+    for i in 0..20usize {
+        let row = clients[i % 2]
+            .query_one("SELECT pg_backend_pid()", &[])
+            .await
+            .expect("query");
+        pids[i % 2].insert(row.get::<_, i32>(0));
+    }
+    assert_eq!(pids[0].len(), 1, "client a kept one connection: {pids:?}");
+    assert_eq!(pids[1].len(), 1, "client b kept one connection: {pids:?}");
+    assert_ne!(pids[0], pids[1], "one connection per thread: {pids:?}");
 }
 
 #[tokio::test]

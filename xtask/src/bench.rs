@@ -8,7 +8,9 @@
 //! (e.g. built from the commit before a change), interleaved with the others, and to the
 //! 256-client multiplexing table. The
 //! `sluice+scrape` target is the same Sluice with `/metrics` fetched every second during its
-//! runs: the metrics endpoint's cost, side by side with plain `sluice`.
+//! runs: the metrics endpoint's cost, side by side with plain `sluice`. `sluice` runs the default
+//! `mysql-threads`; `sluice-per-cpu` the same build with one session thread per CPU, the rule the
+//! default had before 2026-12-05 and what a host dedicating its cores to Sluice would set.
 
 use std::path::Path;
 use std::process::Command;
@@ -23,6 +25,7 @@ const SLUICE_BASELINE_PORT: u16 = 16037;
 const SLUICE_SCRAPE_PORT: u16 = 16038;
 const SLUICE_BASELINE_MUX_PORT: u16 = 16039;
 const SLUICE_SCRAPE_HTTP_PORT: u16 = 16070;
+const SLUICE_PER_CPU_PORT: u16 = 16040;
 
 /// The classic read/write split, with hostgroup 1 on the same primary: the run measures what
 /// digesting and evaluating the rules costs, not a different server.
@@ -274,10 +277,15 @@ pub(crate) fn spawn_sluice_bin(
     Ok(child)
 }
 
+/// One session thread per CPU (what `*-threads` defaulted to before 2026-12-05).
+pub(crate) fn per_cpu_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
+}
+
 /// The bench's Sluice config: MySQL on `port`, hostgroups 0 and 1 on the primary.
 fn sluice_config(port: u16, max_connections: u32, rules: &str) -> String {
     format!(
-        "[admin_variables]\nmysql_ifaces = \"127.0.0.1:0\"\npgsql_ifaces = \"127.0.0.1:0\"\n[pgsql_variables]\ninterfaces = \"127.0.0.1:0\"\n[mysql_variables]\ninterfaces = \"127.0.0.1:{port}\"\nthreads = 2\n\
+        "[admin_variables]\nmysql_ifaces = \"127.0.0.1:0\"\npgsql_ifaces = \"127.0.0.1:0\"\n[pgsql_variables]\ninterfaces = \"127.0.0.1:0\"\n[mysql_variables]\ninterfaces = \"127.0.0.1:{port}\"\n\
          [[mysql_servers]]\nhostname = \"127.0.0.1\"\nport = {primary}\nmax_connections = {max_connections}\n\
          [[mysql_servers]]\nhostgroup_id = 1\nhostname = \"127.0.0.1\"\nport = {primary}\nmax_connections = {max_connections}\n\
          [[mysql_users]]\nusername = \"app\"\npassword = \"app\"\n{rules}",
@@ -390,6 +398,19 @@ pub fn mysql() -> xtask::Result<()> {
     let sluice = start_sluice(&state, SLUICE_PORT, 1000, "")?;
     let sluice_pid = sluice.id();
     started.children.push(sluice);
+    let per_cpu_config = sluice_config(SLUICE_PER_CPU_PORT, 1000, "").replacen(
+        "[mysql_variables]\n",
+        &format!("[mysql_variables]\nthreads = {}\n", per_cpu_threads()),
+        1,
+    );
+    let per_cpu = spawn_sluice(
+        &state.join("bench"),
+        "sluice-per-cpu",
+        &per_cpu_config,
+        SLUICE_PER_CPU_PORT,
+    )?;
+    let per_cpu_pid = per_cpu.id();
+    started.children.push(per_cpu);
     let rules = start_sluice(&state, SLUICE_RULES_PORT, 1000, SPLIT_RULES)?;
     let rules_pid = rules.id();
     started.children.push(rules);
@@ -436,6 +457,7 @@ pub fn mysql() -> xtask::Result<()> {
                 ("direct", xtask::ports::MY_PRIMARY, None),
                 ("haproxy", HAPROXY_PORT, Some(haproxy)),
                 ("sluice", SLUICE_PORT, Some(sluice_pid)),
+                ("sluice-per-cpu", SLUICE_PER_CPU_PORT, Some(per_cpu_pid)),
                 ("sluice+rules", SLUICE_RULES_PORT, Some(rules_pid)),
                 ("sluice+scrape", SLUICE_SCRAPE_PORT, Some(scraped_pid)),
             ];
@@ -493,6 +515,7 @@ fn render(samples: &[Sample], secs: u64, rounds: u64) -> String {
             "direct",
             "haproxy",
             "sluice",
+            "sluice-per-cpu",
             "sluice+rules",
             "sluice+scrape",
             "sluice-baseline",

@@ -3,7 +3,8 @@
     bench_instructions.py WORKLOAD PORT CLIENTS
 
 Opens CLIENTS connections to PORT (user app, database sbbench for MySQL, app for PostgreSQL),
-runs a warm-up of 20 statements on each (so server connections exist, statements are prepared
+runs a warm-up of 20 statements on each (so server connections exist — for PostgreSQL one per
+client, opened by a transaction held on every connection at once —, statements are prepared
 and psycopg has passed its prepare threshold), prints `ready`, then reads lines from stdin: a
 number N runs N statements round-robin over the connections and prints `done N`; `quit` (or end
 of input) closes the connections. Logins therefore never fall inside a counted window.
@@ -93,6 +94,16 @@ def pgsql(mode):
     dsn = f"host=127.0.0.1 port={port} user=app password=app dbname=app sslmode=disable"
     conns = [psycopg.connect(dsn, autocommit=True, prepare_threshold=0) for _ in range(clients)]
     CONNECTIONS.extend(conns)
+    # A transaction open on every connection at once: the pooler opens one server connection per
+    # client, as a pool with room for its clients does under load. Run one after the other, the
+    # statements would share one server connection, and each would first move it to its own
+    # session (PgBouncer passes it on as it is; Sluice resets the other session's settings and
+    # applies this one's, an extra Query with its reply).
+    for c in conns:
+        c.execute("BEGIN", prepare=False)
+        c.execute("SELECT 1", prepare=False)
+    for c in conns:
+        c.execute("COMMIT", prepare=False)
     sql = "SELECT abalance FROM pgbench_accounts WHERE aid = %s"
     if mode == "simple":
         cursors = [psycopg.ClientCursor(c) for c in conns]

@@ -9,7 +9,9 @@
 //! binary (e.g. built from the commit before a change), interleaved with the others so the two
 //! are compared under the same machine load. `BENCH_PGSQL_VARS` adds lines to the
 //! `[pgsql_variables]` of the `sluice` target (e.g. `handoff_reset_all = false`; the baseline
-//! binary may not know a new variable, so it runs with its defaults).
+//! binary may not know a new variable, so it runs with its defaults). `sluice` runs the default
+//! `pgsql-threads`; `sluice-per-cpu` the same build with one session thread per CPU, the rule the
+//! default had before 2026-12-05 and what a host dedicating its cores to Sluice would set.
 
 use crate::bench::{build_release, cpu_ticks, env_num, spawn_sluice, spawn_sluice_bin};
 use std::path::{Path, PathBuf};
@@ -20,7 +22,14 @@ use xtask::proc::{self, is_root, run_capture, step};
 const PGBOUNCER_PORT: u16 = 16433;
 const SLUICE_PORT: u16 = 16434;
 const BASELINE_PORT: u16 = 16435;
-const TARGETS: [&str; 4] = ["direct", "pgbouncer", "sluice", "sluice-baseline"];
+const PER_CPU_PORT: u16 = 16436;
+const TARGETS: [&str; 5] = [
+    "direct",
+    "pgbouncer",
+    "sluice",
+    "sluice-per-cpu",
+    "sluice-baseline",
+];
 const MODES: [&str; 2] = ["simple", "extended"];
 
 pub(crate) struct Sample {
@@ -157,13 +166,23 @@ fn start_pgbouncer(dir: &Path) -> xtask::Result<u32> {
     })
 }
 
-/// Sluice (the release build, or `baseline` on its own port) with `BENCH_POOL` server
-/// connections.
-fn start_sluice(dir: &Path, baseline: Option<&Path>) -> xtask::Result<std::process::Child> {
-    let port = if baseline.is_some() {
-        BASELINE_PORT
-    } else {
-        SLUICE_PORT
+/// Which Sluice a target runs.
+#[derive(Clone, Copy)]
+enum Build<'a> {
+    /// The release build, default `pgsql-threads`, plus `BENCH_PGSQL_VARS`.
+    Release,
+    /// The release build with one session thread per CPU.
+    PerCpu,
+    /// An older binary, with its defaults.
+    Baseline(&'a Path),
+}
+
+/// Sluice (`build`, each on its own port) with `BENCH_POOL` server connections.
+fn start_sluice(dir: &Path, build: Build<'_>) -> xtask::Result<std::process::Child> {
+    let port = match build {
+        Build::Release => SLUICE_PORT,
+        Build::PerCpu => PER_CPU_PORT,
+        Build::Baseline(_) => BASELINE_PORT,
     };
     let config = format!(
         "[admin_variables]\nmysql_ifaces = \"127.0.0.1:0\"\npgsql_ifaces = \"127.0.0.1:0\"\n\
@@ -173,15 +192,16 @@ fn start_sluice(dir: &Path, baseline: Option<&Path>) -> xtask::Result<std::proce
          [[pgsql_users]]\nusername = \"app\"\npassword = \"app\"\n",
         xtask::ports::PG_PRIMARY,
         env_num("BENCH_POOL", 32),
-        vars = if baseline.is_none() {
-            std::env::var("BENCH_PGSQL_VARS").unwrap_or_default()
-        } else {
-            String::new()
+        vars = match build {
+            Build::Release => std::env::var("BENCH_PGSQL_VARS").unwrap_or_default(),
+            Build::PerCpu => format!("threads = {}", crate::bench::per_cpu_threads()),
+            Build::Baseline(_) => String::new(),
         },
     );
-    match baseline {
-        Some(bin) => spawn_sluice_bin(bin, dir, "sluice-baseline", &config, port),
-        None => spawn_sluice(dir, "sluice", &config, port),
+    match build {
+        Build::Baseline(bin) => spawn_sluice_bin(bin, dir, "sluice-baseline", &config, port),
+        Build::PerCpu => spawn_sluice(dir, "sluice-per-cpu", &config, port),
+        Build::Release => spawn_sluice(dir, "sluice", &config, port),
     }
 }
 
@@ -199,23 +219,19 @@ pub fn pgsql() -> xtask::Result<()> {
     let dir: PathBuf = xtask::state_dir().join("bench-pgsql");
     let bouncer = start_pgbouncer(&dir)?;
     let baseline_bin = std::env::var_os("BENCH_BASELINE_BIN").map(PathBuf::from);
-    let mut sluice = match start_sluice(&dir, None) {
-        Ok(c) => c,
-        Err(e) => {
-            proc::stop_pid(bouncer, Duration::from_secs(5));
-            return Err(e);
+    let mut builds = vec![Build::Release, Build::PerCpu];
+    builds.extend(baseline_bin.as_deref().map(Build::Baseline));
+    let mut sluices = Vec::new();
+    for build in builds {
+        match start_sluice(&dir, build) {
+            Ok(c) => sluices.push(c),
+            Err(e) => {
+                proc::stop_pid(bouncer, Duration::from_secs(5));
+                stop_all(&mut sluices);
+                return Err(e);
+            }
         }
-    };
-    let mut baseline = match baseline_bin.as_deref().map(|b| start_sluice(&dir, Some(b))) {
-        None => None,
-        Some(Ok(c)) => Some(c),
-        Some(Err(e)) => {
-            proc::stop_pid(bouncer, Duration::from_secs(5));
-            proc::signal(sluice.id(), "TERM");
-            let _ = sluice.wait();
-            return Err(e);
-        }
-    };
+    }
     let secs = env_num("BENCH_TIME", 20);
     let rounds = env_num("BENCH_ROUNDS", 1);
     let clients = env_num("BENCH_CLIENTS", 16);
@@ -226,9 +242,10 @@ pub fn pgsql() -> xtask::Result<()> {
             let mut targets = vec![
                 ("direct", xtask::ports::PG_PRIMARY, None),
                 ("pgbouncer", PGBOUNCER_PORT, Some(bouncer)),
-                ("sluice", SLUICE_PORT, Some(sluice.id())),
+                ("sluice", SLUICE_PORT, Some(sluices[0].id())),
+                ("sluice-per-cpu", PER_CPU_PORT, Some(sluices[1].id())),
             ];
-            if let Some(b) = &baseline {
+            if let Some(b) = sluices.get(2) {
                 targets.push(("sluice-baseline", BASELINE_PORT, Some(b.id())));
             }
             crate::bench::shuffle_round(&mut targets, |t| t.0, round, mode);
@@ -244,12 +261,7 @@ pub fn pgsql() -> xtask::Result<()> {
         }
     }
     proc::stop_pid(bouncer, Duration::from_secs(5));
-    proc::signal(sluice.id(), "TERM");
-    let _ = sluice.wait();
-    if let Some(b) = baseline.as_mut() {
-        proc::signal(b.id(), "TERM");
-        let _ = b.wait();
-    }
+    stop_all(&mut sluices);
     result?;
     let table = render(&samples, secs, rounds, clients);
     println!("\n{table}");
@@ -257,6 +269,14 @@ pub fn pgsql() -> xtask::Result<()> {
     std::fs::write(&out, &table).map_err(|e| e.to_string())?;
     step(&format!("table written to {}", out.display()));
     Ok(())
+}
+
+/// Stops the Sluice processes this bench started.
+fn stop_all(sluices: &mut [std::process::Child]) {
+    for c in sluices {
+        proc::signal(c.id(), "TERM");
+        let _ = c.wait();
+    }
 }
 
 fn render(samples: &[Sample], secs: u64, rounds: u64, clients: u64) -> String {

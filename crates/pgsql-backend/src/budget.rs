@@ -13,6 +13,7 @@
 //! A share's waiting sessions are served by their statement's workload-class priority, then
 //! arrival, each overtaken a bounded number of times (`sluice_core::admission::by_priority`).
 
+use crate::idle::Headroom;
 use sluice_core::admission::by_priority::{self, PriorityWaiter};
 use sluice_core::config::Priority;
 use sluice_core::util::lock;
@@ -164,6 +165,14 @@ impl Budget {
     pub(crate) fn in_use(&self) -> u32 {
         let free: u32 = self.shares.iter().map(|s| s.free.load(Acquire)).sum();
         self.max.saturating_sub(free)
+    }
+
+    /// In use and the maximum, for the idle connections' choice (see [`Headroom`]).
+    pub(crate) fn headroom(&self) -> Headroom {
+        Headroom {
+            in_use: self.in_use(),
+            max: self.max,
+        }
     }
 
     fn share_of(&self, thread: Option<usize>) -> usize {

@@ -182,7 +182,7 @@ impl PgConn {
     /// caller, session thread `home`: served by the thread that uses it, its replies wake no
     /// other thread. A TLS connection stays where it was opened (correct, one wake-up dearer).
     /// An error leaves a socket that cannot be used: the caller drops the connection.
-    pub fn rehomed(mut self, home: usize) -> std::io::Result<PgConn> {
+    pub fn rehomed(mut self: Box<Self>, home: usize) -> std::io::Result<Box<PgConn>> {
         if !self.stream.is_tls() {
             self.stream = self.stream.reregistered()?;
             self.home = Some(home);

@@ -6,7 +6,7 @@
 use crate::Error;
 use crate::budget::{Budget, Slot};
 use crate::conn::{ConnectParams, PgConn};
-use crate::idle::{IdleConns, KeyRef};
+use crate::idle::{Headroom, IdleConns, KeyRef};
 use sluice_core::admin::Protocol;
 use sluice_core::checkout::{Attempt, CheckoutBudget};
 use sluice_core::hostgroup::{pick, random_u64};
@@ -106,7 +106,7 @@ impl PgCheckout<'_> {
 /// A checked-out connection; dropping it closes the connection.
 #[derive(Debug)]
 pub struct PgPooled {
-    conn: Option<PgConn>,
+    conn: Option<Box<PgConn>>,
     permit: Option<Slot>,
     key: Arc<PgKey>,
     pool: Arc<PgPool>,
@@ -235,9 +235,11 @@ impl PgPool {
     pub fn try_checkout_idle(self: &Arc<Self>, req: &PgCheckout<'_>) -> Option<PgPooled> {
         let in_use = |s: &HostgroupServer| self.budget(req.hostgroup, s).in_use();
         let server = pick(req.servers, in_use, |_| false, random_u64(), Instant::now()).ok()?;
-        let permit = self.budget(req.hostgroup, server).try_take(req.worker)?;
+        let budget = self.budget(req.hostgroup, server);
+        let permit = budget.try_take(req.worker)?;
         let wanted = req.key_ref(server);
-        let (key, idle) = self.take_idle(wanted, req.worker, req.session);
+        let room = budget.headroom();
+        let (key, idle) = self.take_idle(wanted, req.worker, req.session, room);
         // No idle connection: the slot goes back (to a waiting session first) and the full
         // checkout opens one.
         let conn = idle?;
@@ -260,7 +262,8 @@ impl PgPool {
         deadline: Instant,
     ) -> Attempt<PgPooled, Error> {
         let wanted = req.key_ref(server);
-        let (key, idle) = self.take_idle(wanted, req.worker, req.session);
+        let room = self.budget(req.hostgroup, server).headroom();
+        let (key, idle) = self.take_idle(wanted, req.worker, req.session, room);
         let pooled = |conn| PgPooled {
             conn: Some(conn),
             permit: Some(permit),
@@ -310,7 +313,7 @@ impl PgPool {
                 debug!(server = %server.key, hostgroup = req.hostgroup, "opened PostgreSQL backend connection");
                 self.sockets.register(&server.key, &conn.kill_handle);
                 self.connect_outcome(&server.key, true);
-                Attempt::Ready(pooled(conn))
+                Attempt::Ready(pooled(Box::new(conn)))
             }
             Err(e) => {
                 let server_name = server.key.to_string();
@@ -339,10 +342,11 @@ impl PgPool {
         wanted: KeyRef<'_>,
         worker: Option<usize>,
         session: Option<u64>,
-    ) -> (Arc<PgKey>, Option<PgConn>) {
+        room: Headroom,
+    ) -> (Arc<PgKey>, Option<Box<PgConn>>) {
         let now = Instant::now();
         loop {
-            let (key, c) = lock(&self.idle).take(wanted, worker, session);
+            let (key, c) = lock(&self.idle).take(wanted, worker, session, room);
             let Some(mut c) = c else { return (key, None) };
             // Like PgBouncer's server_check_delay: a connection used moments ago is trusted
             // without the extra syscall; one idle longer is checked for a server-side close.
@@ -449,7 +453,7 @@ impl PgPooled {
     pub fn conn(&mut self) -> &mut PgConn {
         // Invariant: only the release methods take it, and they consume self.
         self.conn
-            .as_mut()
+            .as_deref_mut()
             .unwrap_or_else(|| unreachable!("PgPooled used after release"))
     }
 

@@ -1,12 +1,14 @@
 //! Forwarding client messages to the server connection in use: everything already buffered
 //! goes in one write, prepared statement names are mapped, and each Query/Parse/Bind passes
-//! through the query processor (rewrite, stats) on its way.
+//! through the query processor (rewrite, stats) on its way, with what it does to the session's
+//! state noted (pins, `SET`s to confirm when its transaction ends).
 
 use crate::Error;
 use crate::frontend::PgFrontend;
+use crate::pins::PinSet;
 use crate::processor::{SessionProcessor, query_text, with_query};
-use crate::session::{RULE_PIN, note};
-use crate::session_sets::Change;
+use crate::session::RULE_PIN;
+use crate::session_sets::{Change, Effect, classify};
 use crate::statements::SessionStatements;
 use sluice_pgsql_backend::conn::PgConn;
 use sluice_pgsql_proto::frame::{Reader, complete_len};
@@ -166,4 +168,61 @@ fn stage(
         _ => {}
     }
     out.extend_from_slice(m);
+}
+
+/// Notes what a client message does to session state: a pin (the reason kept for admins) or a
+/// `SET`/`RESET` to confirm at the end of its transaction.
+fn note(msg: &[u8], pins: &mut PinSet, pending: &mut Vec<Change>) {
+    // A Query runs once; so does, in practice, an unnamed Parse (drivers such as pgjdbc send
+    // `SET application_name` that way and execute it in the same batch). A named statement may
+    // run any number of times later, so its SETs pin instead.
+    let (sql, trackable) = match msg[0] {
+        b'Q' => (&msg[5..], true),
+        // Parse: the statement name, then the query.
+        b'P' => match msg[5..].iter().position(|b| *b == 0) {
+            Some(end) => {
+                // The query ends at its NUL; parameter types follow.
+                let rest = &msg[5 + end + 1..];
+                let len = rest.iter().position(|b| *b == 0).unwrap_or(rest.len());
+                (&rest[..len], end == 0)
+            }
+            None => return,
+        },
+        _ => return,
+    };
+    let text = sluice_core::util::text(sql.strip_suffix(&[0]).unwrap_or(sql));
+    pins.apply(&text);
+    match classify(sql, trackable) {
+        Effect::None => {}
+        Effect::Pin(why) => pins.sticky = Some(why),
+        Effect::Track(change) => pending.push(change),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sets_in_queries_and_unnamed_parses_are_tracked_named_parses_pin() {
+        let mut pins = PinSet::default();
+        let mut pending = Vec::new();
+        note(
+            b"Q\0\0\0\x19SET work_mem = '8MB'\0",
+            &mut pins,
+            &mut pending,
+        );
+        let mut unnamed = b"P\0\0\0\0\0SET application_name = 'x'\0\0\0".to_vec();
+        let len = (unnamed.len() - 1) as u32;
+        unnamed[1..5].copy_from_slice(&len.to_be_bytes());
+        note(&unnamed, &mut pins, &mut pending);
+        assert_eq!(pending.len(), 2);
+        assert_eq!(pins.reason(), None);
+        note(
+            b"P\0\0\0\0s1\0SET work_mem = 1\0\0\0",
+            &mut pins,
+            &mut pending,
+        );
+        assert_eq!(pins.reason(), Some("session state"));
+    }
 }

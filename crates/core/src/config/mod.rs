@@ -139,11 +139,15 @@ pub fn is_native_hash(s: &str) -> bool {
     s.len() == 41 && s.starts_with('*') && s[1..].bytes().all(|b| b.is_ascii_hexdigit())
 }
 
-/// How many session threads a `*-threads` setting asks for: the setting, or one per CPU when it
-/// is 0 (`cpus`, at most 255).
+/// How many session threads a `*-threads` setting asks for: the setting, or when it is 0 one per
+/// CPU but one (`cpus - 1`, at least 1, at most 255). The core left over serves the kernel's
+/// network work (about half of a proxy's CPU is in `sendto`/`recvfrom` and the wake-ups), the
+/// other protocol's loops and the box's other processes: on two cores one loop per protocol beat
+/// two in every throughput run (docs/benchmarks.md, "Session threads by default"). A host that
+/// gives the proxy all its cores sets the number.
 fn session_threads(setting: u32, cpus: usize) -> usize {
     match setting {
-        0 => cpus.clamp(1, 255),
+        0 => cpus.saturating_sub(1).clamp(1, 255),
         n => n as usize,
     }
 }

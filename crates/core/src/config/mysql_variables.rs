@@ -43,7 +43,7 @@ pub struct MysqlVariables {
     /// Backend TLS: CA bundle/folder, client certificate, verification (`ssl_p2s_*`).
     pub backend_tls: super::BackendTls,
     /// Event-loop threads serving MySQL sessions (ProxySQL's worker threads), each with its own
-    /// poll; 0 = one per CPU (restart required).
+    /// poll; 0 = one per CPU but one, at least 1 (restart required).
     pub threads: u32,
     /// Return backend connections to the pool between statements when nothing pins them.
     pub multiplexing: bool,
@@ -131,8 +131,8 @@ fn boolean(name: &str, v: &str) -> Result<bool, VariableError> {
 }
 
 impl MysqlVariables {
-    /// How many session threads to run: `threads`, or one per CPU when it is 0 (`cpus`, at
-    /// most 255).
+    /// How many session threads to run: `threads`, or when it is 0 one per CPU but one (at
+    /// least 1, at most 255).
     pub fn session_threads(&self, cpus: usize) -> usize {
         super::session_threads(self.threads, cpus)
     }
@@ -325,12 +325,12 @@ impl MysqlVariables {
 mod tests {
     use super::*;
 
-    /// The rule itself (0 = one per CPU, at least one, at most 255) is tested once, with
-    /// `pgsql-threads`; here the MySQL default and range.
+    /// The rule itself (0 = one per CPU but one, at least one, at most 255) is tested once,
+    /// with `pgsql-threads`; here the MySQL default and range.
     #[test]
-    fn threads_default_to_one_per_cpu_unless_set() {
+    fn threads_default_to_one_per_cpu_but_one_unless_set() {
         let mut v = MysqlVariables::default();
-        assert_eq!((v.threads, v.session_threads(3)), (0, 3));
+        assert_eq!((v.threads, v.session_threads(3)), (0, 2));
         assert_eq!(v.set("threads", "4"), Ok(SetOutcome::Applied));
         assert_eq!(v.session_threads(3), 4);
         assert!(v.set("threads", "256").is_err());

@@ -122,8 +122,8 @@ pub struct PgsqlVariables {
     /// Cipher suites offered to clients (`:`-separated; empty = all), as PostgreSQL's
     /// `ssl_ciphers` (explicit suite names only, not OpenSSL's group words).
     pub ssl_ciphers: String,
-    /// Event-loop threads serving PostgreSQL sessions, each with its own poll; 0 = one per CPU
-    /// (restart required).
+    /// Event-loop threads serving PostgreSQL sessions, each with its own poll; 0 = one per CPU but
+    /// one, at least 1 (restart required).
     pub threads: u32,
     /// Startup parameters dropped at login (comma-separated names, case-insensitive), like
     /// PgBouncer's `ignore_startup_parameters`: every other parameter is applied to the
@@ -298,8 +298,8 @@ impl PgsqlVariables {
         }
     }
 
-    /// How many session threads to run: `threads`, or one per CPU when it is 0 (`cpus`, at
-    /// most 255).
+    /// How many session threads to run: `threads`, or when it is 0 one per CPU but one (at
+    /// least 1, at most 255).
     pub fn session_threads(&self, cpus: usize) -> usize {
         super::session_threads(self.threads, cpus)
     }
@@ -320,10 +320,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn threads_default_to_one_per_cpu_unless_set() {
+    fn threads_default_to_one_per_cpu_but_one_unless_set() {
         let mut v = PgsqlVariables::default();
         assert_eq!(v.threads, 0);
-        assert_eq!(v.session_threads(2), 2);
+        assert_eq!(v.session_threads(2), 1);
+        assert_eq!(v.session_threads(8), 7);
+        assert_eq!(v.session_threads(1), 1);
         assert_eq!(v.session_threads(0), 1);
         assert_eq!(v.session_threads(1024), 255);
         assert_eq!(v.set("threads", "4"), Ok(SetOutcome::Applied));

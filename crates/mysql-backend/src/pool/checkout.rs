@@ -146,7 +146,7 @@ impl MysqlPool {
                 self.connect_outcome(&server.key, true);
                 self.sockets.register(&server.key, &conn.kill_handle);
                 Ok(PooledConn::new(
-                    conn,
+                    Box::new(conn),
                     req.key_for(server),
                     self.clone(),
                     false,
@@ -244,7 +244,7 @@ impl MysqlPool {
         drop(waiting);
         match handed {
             Some(Handoff::Conn(key, conn)) => {
-                Attempt::Ready(PooledConn::new(*conn, key, self.clone(), false))
+                Attempt::Ready(PooledConn::new(conn, key, self.clone(), false))
             }
             Some(Handoff::Slot(sk)) => match req.servers.iter().find(|s| s.key == sk) {
                 Some(s) => self.connect_attempt(req, s, deadline).await,

@@ -105,15 +105,15 @@ impl Waiter {
 pub(super) fn give_conn(
     g: &mut Inner,
     key: PoolKey,
-    conn: BackendConn,
-) -> Option<(PoolKey, BackendConn)> {
+    conn: Box<BackendConn>,
+) -> Option<(PoolKey, Box<BackendConn>)> {
     g.waiters.retain(|w| !w.tx.is_closed());
     if g.waiters.is_empty() {
         // The usual case, and no allocation for it.
         return Some((key, conn));
     }
     let own_thread = own_thread_waiter(g, &key, conn.home);
-    let mut item = Handoff::Conn(key, Box::new(conn));
+    let mut item = Handoff::Conn(key, conn);
     if let Some((first, own)) = own_thread
         && let Some(w) = g.waiters.remove(own)
     {
@@ -155,7 +155,7 @@ pub(super) fn give_conn(
         }
     }
     match item {
-        Handoff::Conn(k, c) => Some((k, *c)),
+        Handoff::Conn(k, c) => Some((k, c)),
         Handoff::Slot(_) => None,
     }
 }

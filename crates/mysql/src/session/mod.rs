@@ -198,10 +198,16 @@ impl Session {
 
     /// Runs commands until the client quits, the connection breaks, it idles past wait_timeout
     /// or Sluice shuts down.
-    pub async fn run(mut self) {
+    pub async fn run(self) {
+        // On the heap, so that handing it to a command's step and back moves a pointer, not the
+        // session (a copy of its every byte twice per command).
+        Box::new(self).serve().await
+    }
+
+    async fn serve(mut self: Box<Self>) {
         let killed = self.slot.killed();
         let mut waiting_since = Instant::now();
-        let mut steps: sluice_net::StepBlock<'static, (Session, Next)> = Default::default();
+        let mut steps: sluice_net::StepBlock<'static, (Box<Session>, Next)> = Default::default();
         // One timer for the session's life, moved at every wait: tokio moves a pending timer
         // later with a compare-and-swap, where a new timer per wait locks the timer wheel to
         // insert it and again to remove it.
@@ -370,7 +376,10 @@ impl Session {
     /// an `async fn`: the latter keeps the session twice in its future (the argument and the
     /// binding it is moved to), and the future is copied into the block at every statement.
     #[allow(clippy::manual_async_fn)] // the point: see above (1,488 bytes less to copy)
-    fn step(mut self, pk: Packet) -> impl Future<Output = (Session, Next)> + Send + 'static {
+    fn step(
+        mut self: Box<Self>,
+        pk: Packet,
+    ) -> impl Future<Output = (Box<Session>, Next)> + Send + 'static {
         async move {
             let next = self.dispatch(pk).await;
             (self, next)
