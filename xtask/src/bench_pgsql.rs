@@ -12,6 +12,9 @@
 //! binary may not know a new variable, so it runs with its defaults). `sluice` runs the default
 //! `pgsql-threads`; `sluice-per-cpu` the same build with one session thread per CPU, the rule the
 //! default had before 2026-12-05 and what a host dedicating its cores to Sluice would set.
+//! `pgbouncer+tls` and `sluice+tls` are the same PgBouncer (its client TLS on, test-CA
+//! certificate) and the same `sluice` (`pgsql-have_ssl`, its own certificate) with pgbench
+//! connecting over TLS (`sslmode=require`); their ratio column is to `pgbouncer+tls`.
 
 use crate::bench::{build_release, cpu_ticks, env_num, spawn_sluice, spawn_sluice_bin};
 use std::path::{Path, PathBuf};
@@ -23,12 +26,14 @@ const PGBOUNCER_PORT: u16 = 16433;
 const SLUICE_PORT: u16 = 16434;
 const BASELINE_PORT: u16 = 16435;
 const PER_CPU_PORT: u16 = 16436;
-const TARGETS: [&str; 5] = [
+const TARGETS: [&str; 7] = [
     "direct",
     "pgbouncer",
     "sluice",
     "sluice-per-cpu",
     "sluice-baseline",
+    "pgbouncer+tls",
+    "sluice+tls",
 ];
 const MODES: [&str; 2] = ["simple", "extended"];
 
@@ -41,12 +46,16 @@ pub(crate) struct Sample {
 }
 
 pub(crate) fn pgbench(port: u16, args: &[String]) -> Command {
+    // Plaintext unless a target asks for TLS: libpq's default (`prefer`) would negotiate TLS
+    // wherever it is offered, which measures encryption instead of pooling.
+    pgbench_over(port, args, false)
+}
+
+/// `pgbench` against `port`, over TLS (`sslmode=require`) when `tls`.
+fn pgbench_over(port: u16, args: &[String], tls: bool) -> Command {
     let mut c = Command::new("pgbench");
-    // Plaintext for every target: libpq's default (`prefer`) would negotiate TLS with
-    // PostgreSQL and Sluice but not with PgBouncer (no client TLS configured), which measures
-    // encryption instead of pooling.
     c.env("PGPASSWORD", "app")
-        .env("PGSSLMODE", "disable")
+        .env("PGSSLMODE", if tls { "require" } else { "disable" })
         .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-U", "app"])
         .args(args)
         .arg("app");
@@ -73,6 +82,7 @@ pub(crate) fn run_one(
     step(&format!(
         "pgbench -S -M {mode} via {target} ({secs}s, {clients} clients)"
     ));
+    let tls = target.ends_with("+tls");
     let before = pid.and_then(cpu_ticks);
     let args: Vec<String> = [
         "-n",
@@ -89,7 +99,7 @@ pub(crate) fn run_one(
     .iter()
     .map(|s| s.to_string())
     .collect();
-    let out = run_capture(&mut pgbench(port, &args))?;
+    let out = run_capture(&mut pgbench_over(port, &args, tls))?;
     let after = pid.and_then(cpu_ticks);
     let failed = out
         .lines()
@@ -121,18 +131,26 @@ pub(crate) fn pgbouncer_ini(dir: &Path, port: u16) -> xtask::Result<PathBuf> {
     let ini = dir.join("pgbouncer.ini");
     let pidfile = dir.join("pgbouncer.pid");
     std::fs::write(dir.join("userlist.txt"), "\"app\" \"app\"\n").map_err(|e| e.to_string())?;
+    // Client TLS for the `+tls` targets (plain clients are served as before).
+    let (key, cert) = (dir.join("bouncer.key"), dir.join("bouncer.pem"));
+    if !cert.exists() {
+        xtask::tls::server_cert(&xtask::state_dir(), &key, &cert, "localhost")?;
+    }
     std::fs::write(
         &ini,
         format!(
             "[databases]\napp = host=127.0.0.1 port={pg}\n\n[pgbouncer]\nlisten_addr = 127.0.0.1\n\
              listen_port = {port}\nauth_type = scram-sha-256\nauth_file = {users}\n\
              pool_mode = transaction\nmax_client_conn = 1000\ndefault_pool_size = {pool}\n\
-             logfile = {log}\npidfile = {pid}\nunix_socket_dir =\n",
+             logfile = {log}\npidfile = {pid}\nunix_socket_dir =\n\
+             client_tls_sslmode = allow\nclient_tls_key_file = {key}\nclient_tls_cert_file = {cert}\n",
             pg = xtask::ports::PG_PRIMARY,
             users = dir.join("userlist.txt").display(),
             log = dir.join("pgbouncer.log").display(),
             pid = pidfile.display(),
             pool = env_num("BENCH_POOL", 32),
+            key = key.display(),
+            cert = cert.display(),
         ),
     )
     .map_err(|e| e.to_string())?;
@@ -244,6 +262,8 @@ pub fn pgsql() -> xtask::Result<()> {
                 ("pgbouncer", PGBOUNCER_PORT, Some(bouncer)),
                 ("sluice", SLUICE_PORT, Some(sluices[0].id())),
                 ("sluice-per-cpu", PER_CPU_PORT, Some(sluices[1].id())),
+                ("pgbouncer+tls", PGBOUNCER_PORT, Some(bouncer)),
+                ("sluice+tls", SLUICE_PORT, Some(sluices[0].id())),
             ];
             if let Some(b) = sluices.get(2) {
                 targets.push(("sluice-baseline", BASELINE_PORT, Some(b.id())));
@@ -303,8 +323,11 @@ fn render(samples: &[Sample], secs: u64, rounds: u64, clients: u64) -> String {
             ))
         };
         let direct = mean("direct").map(|m| m.0);
-        let peer = mean("pgbouncer").map(|m| m.0);
         for target in TARGETS {
+            let peer = match target.ends_with("+tls") {
+                true => mean("pgbouncer+tls").map(|m| m.0),
+                false => mean("pgbouncer").map(|m| m.0),
+            };
             let Some((tps, lat, cpu)) = mean(target) else {
                 continue;
             };

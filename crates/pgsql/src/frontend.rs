@@ -358,7 +358,10 @@ async fn session(fe: Arc<PgFrontend>, tcp: TcpStream, peer: SocketAddr, worker: 
             run(fe, tcp, reader, &startup, false, ends, worker).await
         }
         Opening::Tls(mut tls) => {
-            let mut reader = Reader::default();
+            // A fresh reader for what comes over TLS, in place of the one that read the
+            // SSLRequest: a second reader here would keep that one's 16 KiB buffer for the
+            // whole session (dhat: the largest live allocation of an idle TLS client).
+            reader = Reader::default();
             match reader.startup(&mut tls).await {
                 Ok(slice) if slice.len() >= 8 && slice[4..8] == 196_608u32.to_be_bytes() => {
                     let p = bytes::Bytes::copy_from_slice(&slice);
