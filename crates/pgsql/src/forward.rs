@@ -190,8 +190,10 @@ fn note(msg: &[u8], pins: &mut PinSet, pending: &mut Vec<Change>) {
         },
         _ => return,
     };
-    let text = sluice_core::util::text(sql.strip_suffix(&[0]).unwrap_or(sql));
-    pins.apply(&text);
+    let sql_text = sql.strip_suffix(&[0]).unwrap_or(sql);
+    if PinSet::may_concern(sql_text) {
+        pins.apply(&sluice_core::util::text(sql_text));
+    }
     match classify(sql, trackable) {
         Effect::None => {}
         Effect::Pin(why) => pins.sticky = Some(why),

@@ -87,6 +87,30 @@ impl PinSet {
         }
     }
 
+    /// Whether SQL text `sql` could start or end a pin, decided on its bytes: most statements
+    /// cannot, and the caller then needs no text made of them for [`PinSet::apply`] (UTF-8
+    /// checked once more). A list of statements always could. PostgreSQL's whitespace is
+    /// ASCII, so a statement this passes over is one the server refuses anyway.
+    pub fn may_concern(sql: &[u8]) -> bool {
+        let mut one = sql.trim_ascii_end();
+        while let Some(rest) = one.strip_suffix(b";") {
+            one = rest;
+        }
+        if memchr::memchr(b';', one).is_some() {
+            return true;
+        }
+        let one = one.trim_ascii_start();
+        let head_len = one
+            .iter()
+            .position(|b| b.is_ascii_whitespace() || matches!(b, b'\x0b' | b'(' | b';'))
+            .unwrap_or(one.len());
+        let head = &one[..head_len];
+        PIN_VERBS
+            .iter()
+            .any(|v| head.eq_ignore_ascii_case(v.as_bytes()))
+            || PIN_FUNCTIONS.occurs_in(one)
+    }
+
     /// Notes what one SQL text (possibly several statements) does to the pins.
     pub fn apply(&mut self, sql: &str) {
         let one = sql.trim_end().trim_end_matches(';');
@@ -421,6 +445,40 @@ mod tests {
             after(&["SELECT set_config('a.b', 'x', false)", "DISCARD ALL"]),
             None
         );
+    }
+
+    #[test]
+    fn the_byte_test_passes_every_statement_that_pins_or_unpins() {
+        for sql in [
+            "LISTEN ch",
+            "  unlisten *;",
+            "Create Temp Table t (a int)",
+            "declare c cursor with hold for select 1",
+            "close c",
+            "PREPARE p AS SELECT 1",
+            "deallocate p",
+            "DISCARD ALL",
+            "load 'auto_explain'",
+            "SELECT pg_advisory_lock(1)",
+            "select SET_CONFIG('a.b', 'c', false)",
+            "drop(table)",
+            "SELECT 1; LISTEN ch",
+            "\tLISTEN\x0bch",
+        ] {
+            assert!(PinSet::may_concern(sql.as_bytes()), "{sql}");
+        }
+        for sql in [
+            "SELECT abalance FROM pgbench_accounts WHERE aid = 5",
+            "INSERT INTO t VALUES (1);",
+            "update t set a = 1",
+            "listener",
+            "",
+        ] {
+            assert!(!PinSet::may_concern(sql.as_bytes()), "{sql}");
+            let mut p = PinSet::default();
+            p.apply(sql);
+            assert_eq!(p.reason(), None, "{sql}");
+        }
     }
 
     #[test]

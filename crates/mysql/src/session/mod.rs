@@ -287,8 +287,8 @@ impl Session {
             let started = Instant::now();
             let command = match pk.payload.first() {
                 Some(&com::QUERY) => Some(crate::counters::query_command(&pk.payload[1..])),
-                Some(&com::STMT_EXECUTE) => Some(crate::counters::named("EXECUTE")),
-                Some(&com::STMT_PREPARE) => Some(crate::counters::named("PREPARE")),
+                Some(&com::STMT_EXECUTE) => Some(const { crate::counters::named("EXECUTE") }),
+                Some(&com::STMT_PREPARE) => Some(const { crate::counters::named("PREPARE") }),
                 _ => None,
             };
             // The command's state lives in the session's step block, not in its task (memory
