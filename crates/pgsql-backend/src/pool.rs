@@ -6,7 +6,7 @@
 use crate::Error;
 use crate::budget::{Budget, Slot};
 use crate::conn::{ConnectParams, PgConn};
-use crate::idle::{Headroom, IdleConns, KeyRef};
+use crate::idle::{Headroom, IdleConns, KeyRef, PassThrough};
 use sluice_core::admin::Protocol;
 use sluice_core::checkout::{Attempt, CheckoutBudget};
 use sluice_core::hostgroup::{pick, random_u64};
@@ -35,7 +35,7 @@ pub struct PgKey {
 
 /// Per hostgroup, each server's connection budget (its `max_connections` split between the
 /// session threads). A hostgroup has few servers; a scan finds one without building a key.
-type Slots = HashMap<u32, Vec<(ServerKey, Arc<Budget>)>>;
+type Slots = HashMap<u32, Vec<(ServerKey, Arc<Budget>)>, PassThrough>;
 
 /// All PostgreSQL pools.
 #[derive(Debug, Default)]
