@@ -90,19 +90,23 @@ impl PinSet {
     /// Whether SQL text `sql` could start or end a pin, decided on its bytes: most statements
     /// cannot, and the caller then needs no text made of them for [`PinSet::apply`] (UTF-8
     /// checked once more). A list of statements always could. PostgreSQL's whitespace is
-    /// ASCII, so a statement this passes over is one the server refuses anyway.
+    /// ASCII (space, `\t`, `\n`, `\r`, `\f`, and `\v` since 16), so a statement this passes
+    /// over is one the server refuses anyway.
     pub fn may_concern(sql: &[u8]) -> bool {
-        let mut one = sql.trim_ascii_end();
+        let space = |b: &u8| b.is_ascii_whitespace() || *b == b'\x0b';
+        let end = sql.iter().rposition(|b| !space(b)).map_or(0, |i| i + 1);
+        let mut one = &sql[..end];
         while let Some(rest) = one.strip_suffix(b";") {
             one = rest;
         }
         if memchr::memchr(b';', one).is_some() {
             return true;
         }
-        let one = one.trim_ascii_start();
+        let start = one.iter().position(|b| !space(b)).unwrap_or(one.len());
+        let one = &one[start..];
         let head_len = one
             .iter()
-            .position(|b| b.is_ascii_whitespace() || matches!(b, b'\x0b' | b'(' | b';'))
+            .position(|b| space(b) || matches!(b, b'(' | b';'))
             .unwrap_or(one.len());
         let head = &one[..head_len];
         PIN_VERBS
@@ -464,6 +468,7 @@ mod tests {
             "drop(table)",
             "SELECT 1; LISTEN ch",
             "\tLISTEN\x0bch",
+            "\x0b\x0cLISTEN ch\x0b",
         ] {
             assert!(PinSet::may_concern(sql.as_bytes()), "{sql}");
         }
