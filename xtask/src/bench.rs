@@ -12,6 +12,7 @@
 //! `mysql-threads`; `sluice-per-cpu` the same build with one session thread per CPU, the rule the
 //! default had before 2026-12-05 and what a host dedicating its cores to Sluice would set.
 
+use crate::bench_scrape::Scraper;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -346,41 +347,20 @@ impl Drop for Started {
     }
 }
 
-/// Fetches `/metrics` from `port` every second until dropped, as Prometheus would.
-struct Scraper {
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    thread: Option<std::thread::JoinHandle<u64>>,
-}
-
-impl Scraper {
-    fn start(port: u16) -> Scraper {
-        use std::io::{Read, Write};
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let flag = stop.clone();
-        let thread = std::thread::spawn(move || {
-            let mut scrapes = 0u64;
-            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
-                if let Ok(mut tcp) = std::net::TcpStream::connect(("127.0.0.1", port)) {
-                    let _ = tcp.write_all(b"GET /metrics HTTP/1.1\r\nHost: bench\r\n\r\n");
-                    let mut body = Vec::new();
-                    if tcp.read_to_end(&mut body).is_ok() && body.starts_with(b"HTTP/1.1 200") {
-                        scrapes += 1;
-                    }
-                }
-                std::thread::sleep(Duration::from_secs(1));
-            }
-            scrapes
-        });
-        Scraper {
-            stop,
-            thread: Some(thread),
-        }
-    }
-
-    /// Stops scraping; how many scrapes succeeded.
-    fn finish(mut self) -> u64 {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        self.thread.take().map_or(0, |t| t.join().unwrap_or(0))
+impl Started {
+    /// Starts the bench's plain Sluice config on `port` with `find` replaced by `with` (its
+    /// log and state under `name`), keeps it to stop at the end and returns its pid.
+    fn variant(
+        &mut self,
+        state: &Path,
+        (name, port): (&str, u16),
+        (find, with): (&str, &str),
+    ) -> xtask::Result<u32> {
+        let config = sluice_config(port, 1000, "").replacen(find, with, 1);
+        let child = spawn_sluice(&state.join("bench"), name, &config, port)?;
+        let pid = child.id();
+        self.children.push(child);
+        Ok(pid)
     }
 }
 
@@ -398,19 +378,12 @@ pub fn mysql() -> xtask::Result<()> {
     let sluice = start_sluice(&state, SLUICE_PORT, 1000, "")?;
     let sluice_pid = sluice.id();
     started.children.push(sluice);
-    let per_cpu_config = sluice_config(SLUICE_PER_CPU_PORT, 1000, "").replacen(
-        "[mysql_variables]\n",
-        &format!("[mysql_variables]\nthreads = {}\n", per_cpu_threads()),
-        1,
-    );
-    let per_cpu = spawn_sluice(
-        &state.join("bench"),
-        "sluice-per-cpu",
-        &per_cpu_config,
-        SLUICE_PER_CPU_PORT,
+    let threads = format!("[mysql_variables]\nthreads = {}\n", per_cpu_threads());
+    let per_cpu_pid = started.variant(
+        &state,
+        ("sluice-per-cpu", SLUICE_PER_CPU_PORT),
+        ("[mysql_variables]\n", &threads),
     )?;
-    let per_cpu_pid = per_cpu.id();
-    started.children.push(per_cpu);
     let rules = start_sluice(&state, SLUICE_RULES_PORT, 1000, SPLIT_RULES)?;
     let rules_pid = rules.id();
     started.children.push(rules);
@@ -418,19 +391,14 @@ pub fn mysql() -> xtask::Result<()> {
     let http = format!(
         "[admin_variables]\nmysql_ifaces = \"127.0.0.1:0\"\npgsql_ifaces = \"127.0.0.1:0\"\nrestapi_enabled = true\nrestapi_port = {SLUICE_SCRAPE_HTTP_PORT}\n"
     );
-    let scraped_config = sluice_config(SLUICE_SCRAPE_PORT, 1000, "").replacen(
-        "[admin_variables]\nmysql_ifaces = \"127.0.0.1:0\"\npgsql_ifaces = \"127.0.0.1:0\"\n",
-        &http,
-        1,
-    );
-    let scraped = spawn_sluice(
-        &state.join("bench"),
-        "sluice-scraped",
-        &scraped_config,
-        SLUICE_SCRAPE_PORT,
+    let scraped_pid = started.variant(
+        &state,
+        ("sluice-scraped", SLUICE_SCRAPE_PORT),
+        (
+            "[admin_variables]\nmysql_ifaces = \"127.0.0.1:0\"\npgsql_ifaces = \"127.0.0.1:0\"\n",
+            &http,
+        ),
     )?;
-    let scraped_pid = scraped.id();
-    started.children.push(scraped);
     let baseline = match std::env::var_os("BENCH_BASELINE_BIN") {
         None => None,
         Some(bin) => {

@@ -12,6 +12,7 @@ mod bench_pgsql;
 mod bench_rag;
 mod bench_rag_load;
 mod bench_scale;
+mod bench_scrape;
 mod demo;
 mod fuzz;
 mod fuzz_cut;

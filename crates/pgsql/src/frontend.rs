@@ -358,9 +358,8 @@ async fn session(fe: Arc<PgFrontend>, tcp: TcpStream, peer: SocketAddr, worker: 
             run(fe, tcp, reader, &startup, false, ends, worker).await
         }
         Opening::Tls(mut tls) => {
-            // A fresh reader for what comes over TLS, in place of the one that read the
-            // SSLRequest: a second reader here would keep that one's 16 KiB buffer for the
-            // whole session (dhat: the largest live allocation of an idle TLS client).
+            // The SSLRequest's reader emptied, not a second one beside it: that kept its
+            // 16 KiB buffer for the whole session (dhat: an idle TLS client's largest).
             reader = Reader::default();
             match reader.startup(&mut tls).await {
                 Ok(slice) if slice.len() >= 8 && slice[4..8] == 196_608u32.to_be_bytes() => {
