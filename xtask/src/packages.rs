@@ -79,6 +79,12 @@ pub const PGJDBC_JAR: &str = "/usr/share/java/postgresql.jar";
 /// MariaDB Connector/J from Debian's `libmariadb-java`.
 pub const MARIADB_JDBC_JAR: &str = "/usr/share/java/mariadb-java-client.jar";
 
+/// What building Sluice needs beyond Rust: `protoc`, for etcd's gRPC API (the `etcd-client`
+/// crate generates its types from etcd's .proto files when it is built).
+pub fn ensure_build_tools() -> Result<()> {
+    apt_install("build tools", &["protoc"], &["protobuf-compiler"])
+}
+
 /// sysbench (used by tests and benchmarks), a JDK with the PostgreSQL and MariaDB JDBC drivers, the
 /// Python drivers the tests run (PyMySQL, psycopg, asyncpg and the MCP SDK), and the monitoring tools the
 /// observability tests run: Prometheus with promtool, and prometheus-pgbouncer-exporter; the

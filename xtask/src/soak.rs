@@ -274,6 +274,7 @@ impl Soak {
         std::fs::write(&script, include_str!("soak_clients.py")).map_err(|e| e.to_string())?;
         let bin = xtask::workspace_root().join("target/debug/sluice");
         if !bin.exists() {
+            xtask::packages::ensure_build_tools()?;
             xtask::proc::run_visible(
                 Command::new("cargo")
                     .current_dir(xtask::workspace_root())

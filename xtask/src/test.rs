@@ -108,6 +108,10 @@ pub fn run(args: &[&str]) -> xtask::Result<()> {
 
 fn run_phases(options: &Options, phases: &mut Phases) -> xtask::Result<()> {
     let root = xtask::workspace_root();
+    phases.run(
+        "installing the build tools",
+        xtask::packages::ensure_build_tools,
+    )?;
     phases.run("cargo fmt --check", || {
         run_visible(
             Command::new("cargo")

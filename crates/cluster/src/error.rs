@@ -14,23 +14,14 @@ pub enum Error {
     /// No member of the store answered.
     #[error("no etcd member answered ({0})")]
     Unreachable(String),
-    /// A member answered with an HTTP error.
-    #[error("etcd {endpoint} answered HTTP {status}: {body}")]
-    Http {
-        /// The member.
-        endpoint: String,
-        /// The HTTP status.
-        status: u16,
-        /// The start of its answer.
-        body: String,
-    },
-    /// A member's answer could not be read (not HTTP, not JSON, over the size bound).
-    #[error("etcd {endpoint}: unreadable answer: {why}")]
-    Malformed {
-        /// The member.
-        endpoint: String,
-        /// What was wrong.
-        why: String,
+    /// A member refused a request, or its answer could not be used.
+    #[error("etcd, {doing}: {source}")]
+    Etcd {
+        /// What Sluice was doing.
+        doing: &'static str,
+        /// What etcd's client said.
+        #[source]
+        source: etcd_client::Error,
     },
     /// A stored module is not what Sluice writes.
     #[error("stored module {key}: {why}")]

@@ -1,15 +1,19 @@
-//! An etcd v3 client over the JSON gateway every etcd 3.4+ member serves on its client port
-//! (`/v3/kv/range`, `/v3/kv/txn`, `/v3/watch`, `/v3/lease/*`). Keys and values travel
-//! base64-encoded, 64-bit numbers as strings. A request goes to the member that answered last
-//! and moves on to the next member when that one does not answer.
+//! The etcd v3 calls the store and the sync make, over etcd's native gRPC API through the
+//! maintained `etcd-client` crate (tonic): a watch stream, lease keep-alives, transactions.
+//! One channel per member; a request goes to the member that answered last and moves on to the
+//! next when that one cannot be reached or has no leader (`require_leader`: a partitioned
+//! member refuses at once instead of holding a watch that never fires). Every call is bounded
+//! in time here.
 
-use super::http::{Answer, post};
 use crate::Error;
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD as B64;
-use serde_json::{Value, json};
+use etcd_client::{
+    Client, ConnectOptions, EventType, GetOptions, KeyValue, PutOptions, ResponseHeader, Txn,
+    TxnOp, WatchOptions, WatchStream,
+};
+use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
+use tokio::sync::OnceCell;
 
 /// One key's value and the revision that wrote it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,146 +43,193 @@ pub(crate) struct WatchMessage {
     pub canceled: bool,
 }
 
-/// The members of one etcd cluster.
-#[derive(Debug)]
+/// The members of one etcd cluster, and a channel to each (opened on first use).
 pub(crate) struct EtcdClient {
-    endpoints: Vec<String>,
+    members: Vec<Member>,
+    /// The member that answered last.
     current: AtomicUsize,
     timeout: Duration,
 }
 
-fn num(v: &Value) -> u64 {
-    match v {
-        Value::String(s) => s.parse().unwrap_or(0),
-        Value::Number(n) => n.as_u64().unwrap_or(0),
-        _ => 0,
+/// One member and its channel.
+struct Member {
+    endpoint: String,
+    client: OnceCell<Client>,
+}
+
+impl std::fmt::Debug for EtcdClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let endpoints: Vec<&str> = self.members.iter().map(|m| m.endpoint.as_str()).collect();
+        f.debug_struct("EtcdClient")
+            .field("endpoints", &endpoints)
+            .field("current", &self.current)
+            .field("timeout", &self.timeout)
+            .finish()
     }
 }
 
-fn b64(s: &str) -> String {
-    B64.encode(s.as_bytes())
+/// The store revision a response was read at (etcd's revisions start at 1; 0 if absent).
+fn revision_of(header: Option<&ResponseHeader>) -> u64 {
+    header.map_or(0, |h| u64::try_from(h.revision()).unwrap_or(0))
 }
 
-/// The end of the key range that holds every key starting with `prefix`.
-fn prefix_end(prefix: &str) -> Vec<u8> {
-    let mut end = prefix.as_bytes().to_vec();
-    while let Some(last) = end.pop() {
-        if last < 0xff {
-            end.push(last + 1);
-            return end;
-        }
-    }
-    vec![0]
-}
-
-fn parse_kv(v: &Value, endpoint: &str) -> Result<Kv, Error> {
-    let bad = |why: &str| Error::Malformed {
-        endpoint: endpoint.to_string(),
-        why: why.to_string(),
-    };
-    let decode = |field: &str| -> Result<Vec<u8>, Error> {
-        match v.get(field).and_then(Value::as_str) {
-            Some(s) => B64
-                .decode(s)
-                .map_err(|_| bad("a key or value is not base64")),
-            None => Ok(Vec::new()),
-        }
-    };
+fn kv_of(kv: &KeyValue) -> Result<Kv, Error> {
+    let key = kv.key_str().map_err(|e| Error::Etcd {
+        doing: "reading a key",
+        source: e,
+    })?;
     Ok(Kv {
-        key: String::from_utf8(decode("key")?).map_err(|_| bad("a key is not UTF-8"))?,
-        value: decode("value")?,
-        mod_revision: num(v.get("mod_revision").unwrap_or(&Value::Null)),
+        key: key.to_string(),
+        value: kv.value().to_vec(),
+        mod_revision: u64::try_from(kv.mod_revision()).unwrap_or(0),
     })
 }
 
-fn revision_of(v: &Value) -> u64 {
-    num(v.pointer("/header/revision").unwrap_or(&Value::Null))
+/// An etcd error, sorted: a member that could not be reached or has no leader (another try
+/// may do) apart from one that refused the request.
+fn sorted(doing: &'static str, e: etcd_client::Error) -> Error {
+    use etcd_client::Error as E;
+    let unreachable = match &e {
+        E::TransportError(_) | E::IoError(_) => true,
+        E::GRpcStatus(s) => matches!(
+            s.code(),
+            tonic::Code::Unavailable | tonic::Code::DeadlineExceeded | tonic::Code::Unknown
+        ),
+        _ => false,
+    };
+    if unreachable {
+        Error::Unreachable(format!("{doing}: {}", reason(&e)))
+    } else {
+        Error::Etcd { doing, source: e }
+    }
+}
+
+/// Why a request found no member, in a line: the status's message and the innermost cause
+/// ("tcp connect error: Connection refused (os error 111)"), not the nested debug form.
+fn reason(e: &etcd_client::Error) -> String {
+    let etcd_client::Error::GRpcStatus(status) = e else {
+        return e.to_string();
+    };
+    let mut why = if status.message().is_empty() {
+        status.code().description().to_string()
+    } else {
+        status.message().to_string()
+    };
+    let mut innermost = None;
+    let mut cause = std::error::Error::source(status);
+    while let Some(c) = cause {
+        innermost = Some(c);
+        cause = c.source();
+    }
+    if let Some(c) = innermost {
+        why = format!("{why}: {c}");
+    }
+    why
 }
 
 impl EtcdClient {
     /// A client for `endpoints` (`host:port` each), `timeout` per request.
     pub(crate) fn new(endpoints: Vec<String>, timeout: Duration) -> EtcdClient {
+        let members = endpoints
+            .into_iter()
+            .map(|endpoint| Member {
+                endpoint,
+                client: OnceCell::new(),
+            })
+            .collect();
         EtcdClient {
-            endpoints,
+            members,
             current: AtomicUsize::new(0),
             timeout,
         }
     }
 
-    /// Sends one request, trying each member in turn from the last one that answered.
-    async fn open(&self, path: &str, body: &Value) -> Result<(String, Answer), Error> {
-        let body = body.to_string();
+    /// Member `at`'s channel, made the first time (it connects when a request needs it, and
+    /// again after the member comes back).
+    async fn member(&self, at: usize) -> Result<Client, Error> {
+        let member = &self.members[at];
+        let client = member
+            .client
+            .get_or_try_init(|| async {
+                // No HTTP/2 pings: the sync's lease renewal every 1.5 s already finds a
+                // member that stopped answering, on the channel its watch uses.
+                let options = ConnectOptions::new()
+                    .with_connect_timeout(self.timeout)
+                    .with_require_leader(true);
+                Client::connect([member.endpoint.as_str()], Some(options))
+                    .await
+                    .map_err(|e| sorted("connecting", e))
+            })
+            .await?;
+        Ok(client.clone())
+    }
+
+    /// Runs `call` on the member that answered last, then on each other member in turn while
+    /// they cannot be reached; each try bounded by the timeout.
+    async fn call<T, F, Fut>(&self, doing: &'static str, mut call: F) -> Result<T, Error>
+    where
+        F: FnMut(Client) -> Fut,
+        Fut: Future<Output = Result<T, etcd_client::Error>>,
+    {
         let start = self.current.load(Ordering::Relaxed);
         let mut failures = Vec::new();
-        for i in 0..self.endpoints.len() {
-            let at = (start + i) % self.endpoints.len();
-            let endpoint = &self.endpoints[at];
-            match post(endpoint, path, body.as_bytes(), self.timeout).await {
+        for i in 0..self.members.len() {
+            let at = (start + i) % self.members.len();
+            let endpoint = &self.members[at].endpoint;
+            let tried = match self.member(at).await {
+                Ok(client) => match tokio::time::timeout(self.timeout, call(client)).await {
+                    Ok(answer) => answer.map_err(|e| sorted(doing, e)),
+                    Err(_) => Err(Error::Unreachable(format!(
+                        "{doing}: no answer within {} ms",
+                        self.timeout.as_millis()
+                    ))),
+                },
+                Err(e) => Err(e),
+            };
+            match tried {
                 Ok(answer) => {
                     self.current.store(at, Ordering::Relaxed);
-                    return Ok((endpoint.clone(), answer));
+                    return Ok(answer);
                 }
-                Err(Error::Unreachable(why)) => failures.push(why),
-                // A member without quorum answers 503; another may have it.
-                Err(e @ Error::Http { status: 500.., .. }) => failures.push(e.to_string()),
+                Err(Error::Unreachable(why)) => failures.push(format!("{endpoint}: {why}")),
                 Err(e) => return Err(e),
             }
         }
         Err(Error::Unreachable(failures.join("; ")))
     }
 
-    async fn call(&self, path: &str, body: Value) -> Result<Value, Error> {
-        let (endpoint, mut answer) = self.open(path, &body).await?;
-        let bytes = tokio::time::timeout(self.timeout, answer.whole())
-            .await
-            .map_err(|_| {
-                Error::Unreachable(format!("{endpoint}: answer not complete in time"))
-            })??;
-        serde_json::from_slice(&bytes).map_err(|e| Error::Malformed {
-            endpoint,
-            why: e.to_string(),
-        })
-    }
-
     /// Every key under `prefix` and the store's revision.
     pub(crate) async fn range_prefix(&self, prefix: &str) -> Result<(u64, Vec<Kv>), Error> {
-        let v = self
-            .call(
-                "/v3/kv/range",
-                json!({"key": b64(prefix), "range_end": B64.encode(prefix_end(prefix))}),
-            )
+        let answer = self
+            .call("reading a prefix", |mut client| async move {
+                let options = GetOptions::new().with_prefix();
+                client.get(prefix, Some(options)).await
+            })
             .await?;
-        let mut kvs = Vec::new();
-        for kv in v.get("kvs").and_then(Value::as_array).into_iter().flatten() {
-            kvs.push(parse_kv(kv, "range")?);
-        }
-        Ok((revision_of(&v), kvs))
+        let kvs = answer.kvs().iter().map(kv_of).collect::<Result<_, _>>()?;
+        Ok((revision_of(answer.header()), kvs))
     }
 
     /// One key, and the store's revision.
     pub(crate) async fn get(&self, key: &str) -> Result<(u64, Option<Kv>), Error> {
-        let v = self.call("/v3/kv/range", json!({"key": b64(key)})).await?;
-        let kv = match v
-            .get("kvs")
-            .and_then(Value::as_array)
-            .and_then(|a| a.first())
-        {
-            Some(kv) => Some(parse_kv(kv, "range")?),
-            None => None,
-        };
-        Ok((revision_of(&v), kv))
+        let answer = self
+            .call("reading a key", |mut client| async move {
+                client.get(key, None).await
+            })
+            .await?;
+        let kv = answer.kvs().first().map(kv_of).transpose()?;
+        Ok((revision_of(answer.header()), kv))
     }
 
     /// Writes `puts` (key, value) in one transaction; returns the revision it created.
     pub(crate) async fn txn_put(&self, puts: &[(&str, &[u8])]) -> Result<u64, Error> {
-        let success: Vec<Value> = puts
-            .iter()
-            .map(|(k, v)| json!({"request_put": {"key": b64(k), "value": B64.encode(v)}}))
-            .collect();
-        let v = self
-            .call("/v3/kv/txn", json!({"compare": [], "success": success}))
+        let answer = self
+            .call("writing a transaction", |mut client| async move {
+                let ops: Vec<TxnOp> = puts.iter().map(|(k, v)| TxnOp::put(*k, *v, None)).collect();
+                client.txn(Txn::new().and_then(ops)).await
+            })
             .await?;
-        Ok(revision_of(&v))
+        Ok(revision_of(answer.header()))
     }
 
     /// Writes `key` attached to lease `lease` (it disappears when the lease expires).
@@ -188,134 +239,89 @@ impl EtcdClient {
         value: &[u8],
         lease: i64,
     ) -> Result<u64, Error> {
-        let v = self
-            .call(
-                "/v3/kv/put",
-                json!({"key": b64(key), "value": B64.encode(value), "lease": lease.to_string()}),
-            )
+        let answer = self
+            .call("writing a leased key", |mut client| async move {
+                let options = PutOptions::new().with_lease(lease);
+                client.put(key, value, Some(options)).await
+            })
             .await?;
-        Ok(revision_of(&v))
+        Ok(revision_of(answer.header()))
     }
 
     /// A new lease of `ttl` seconds.
     pub(crate) async fn grant(&self, ttl: u64) -> Result<i64, Error> {
-        let v = self
-            .call("/v3/lease/grant", json!({"TTL": ttl.to_string()}))
-            .await?;
-        let id = num(v.get("ID").unwrap_or(&Value::Null));
-        i64::try_from(id)
-            .ok()
-            .filter(|id| *id != 0)
-            .ok_or_else(|| Error::Malformed {
-                endpoint: "lease grant".into(),
-                why: format!("no lease id in {v}"),
+        let ttl = i64::try_from(ttl).unwrap_or(i64::MAX);
+        let answer = self
+            .call("granting a lease", |mut client| async move {
+                client.lease_grant(ttl, None).await
             })
+            .await?;
+        Ok(answer.id())
     }
 
     /// Renews lease `id`; returns its remaining TTL (0: it had expired).
     pub(crate) async fn keepalive(&self, id: i64) -> Result<u64, Error> {
-        let v = self
-            .call("/v3/lease/keepalive", json!({"ID": id.to_string()}))
+        let answer = self
+            .call("renewing the lease", |mut client| async move {
+                let (mut keeper, mut answers) = client.lease_keep_alive(id).await?;
+                keeper.keep_alive().await?;
+                answers.message().await
+            })
             .await?;
-        Ok(num(v.pointer("/result/TTL").unwrap_or(&Value::Null)))
+        Ok(answer.map_or(0, |a| u64::try_from(a.ttl()).unwrap_or(0)))
     }
 
     /// Ends lease `id` now (its keys disappear at once).
     pub(crate) async fn revoke(&self, id: i64) -> Result<(), Error> {
-        self.call("/v3/lease/revoke", json!({"ID": id.to_string()}))
-            .await
-            .map(|_| ())
+        self.call("revoking the lease", |mut client| async move {
+            client.lease_revoke(id).await
+        })
+        .await
+        .map(|_| ())
     }
 
     /// Watches every key under `prefix` from revision `from`.
     pub(crate) async fn watch(&self, prefix: &str, from: u64) -> Result<Watch, Error> {
-        let body = json!({"create_request": {
-            "key": b64(prefix),
-            "range_end": B64.encode(prefix_end(prefix)),
-            "start_revision": from.to_string(),
-        }});
-        let (endpoint, answer) = self.open("/v3/watch", &body).await?;
-        Ok(Watch { endpoint, answer })
+        let from = i64::try_from(from).unwrap_or(i64::MAX);
+        let stream = self
+            .call("opening a watch", |mut client| async move {
+                let options = WatchOptions::new().with_prefix().with_start_revision(from);
+                client.watch(prefix, Some(options)).await
+            })
+            .await?;
+        Ok(Watch { stream })
     }
 }
 
 /// An open watch.
 pub(crate) struct Watch {
-    pub endpoint: String,
-    answer: Answer,
+    stream: WatchStream,
 }
 
 impl Watch {
     /// The next message; `None` when the member closed the stream.
     pub(crate) async fn next(&mut self) -> Result<Option<WatchMessage>, Error> {
-        let Some(bytes) = self.answer.next_message().await? else {
+        let Some(answer) = self
+            .stream
+            .message()
+            .await
+            .map_err(|e| sorted("watching", e))?
+        else {
             return Ok(None);
         };
-        let v: Value = serde_json::from_slice(&bytes).map_err(|e| Error::Malformed {
-            endpoint: self.endpoint.clone(),
-            why: e.to_string(),
-        })?;
-        if let Some(err) = v.get("error") {
-            let why = err
-                .get("message")
-                .and_then(Value::as_str)
-                .unwrap_or("an error");
-            return Err(Error::Unreachable(format!(
-                "{}: the watch ended: {why}",
-                self.endpoint
-            )));
-        }
-        let r = v.get("result").unwrap_or(&Value::Null);
-        let mut msg = WatchMessage {
-            revision: revision_of(r),
-            canceled: r.get("canceled").and_then(Value::as_bool).unwrap_or(false),
-            events: Vec::new(),
+        let mut message = WatchMessage {
+            revision: revision_of(answer.header()),
+            canceled: answer.canceled(),
+            events: Vec::with_capacity(answer.events().len()),
         };
-        for e in r
-            .get("events")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let kv = parse_kv(e.get("kv").unwrap_or(&Value::Null), &self.endpoint)?;
-            if e.get("type").and_then(Value::as_str) == Some("DELETE") {
-                msg.events.push(Event::Delete(kv.key));
-            } else {
-                msg.events.push(Event::Put(kv));
-            }
+        for event in answer.events() {
+            let Some(kv) = event.kv() else { continue };
+            let kv = kv_of(kv)?;
+            message.events.push(match event.event_type() {
+                EventType::Put => Event::Put(kv),
+                EventType::Delete => Event::Delete(kv.key),
+            });
         }
-        Ok(Some(msg))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_prefix_range_ends_after_its_last_key() {
-        assert_eq!(prefix_end("/sluice/"), b"/sluice0".to_vec());
-        assert_eq!(prefix_end("a\u{7f}"), b"a\x80".to_vec());
-    }
-
-    #[test]
-    fn gateway_numbers_come_as_strings_or_numbers() {
-        assert_eq!(num(&json!("42")), 42);
-        assert_eq!(num(&json!(7)), 7);
-        assert_eq!(num(&json!(null)), 0);
-        let kv = parse_kv(
-            &json!({"key": b64("/a"), "value": b64("v"), "mod_revision": "9"}),
-            "test",
-        )
-        .expect("kv");
-        assert_eq!(
-            kv,
-            Kv {
-                key: "/a".into(),
-                value: b"v".to_vec(),
-                mod_revision: 9
-            }
-        );
-        assert!(parse_kv(&json!({"key": "%%%"}), "test").is_err());
+        Ok(Some(message))
     }
 }

@@ -1,7 +1,6 @@
-//! etcd as the fleet's configuration store (etcd 3.4+, through its JSON gateway).
+//! etcd as the fleet's configuration store (etcd 3.4+, over its gRPC API).
 
 mod client;
-mod http;
 mod store;
 mod sync;
 
