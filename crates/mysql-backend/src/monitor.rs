@@ -5,7 +5,10 @@
 use crate::conn::{BackendConn, BackendSecret, ConnectParams};
 use sluice_core::monitor::cluster::{GaleraStatus, MemberState};
 use sluice_core::monitor::load::gtid_backlog;
-use sluice_core::monitor::{CheckError, CheckFuture, CheckTarget, Checker, ConnCache, ServerLoad};
+use sluice_core::monitor::{
+    CheckError, CheckFuture, CheckTarget, Checker, KeptConnections, MonitorConnector, ServerLoad,
+    parse_number,
+};
 use sluice_core::runtime::ServerKey;
 use sluice_mysql_proto::consts::com;
 use sluice_mysql_proto::reply::ReplyKind;
@@ -17,36 +20,52 @@ use std::time::Instant;
 const MONITOR_COLLATION: u8 = 45;
 
 /// Monitor connections, one per server, reused between checks.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Clone)]
 pub struct MysqlChecker {
-    conns: ConnCache<BackendConn>,
+    kept: KeptConnections<MysqlConnector>,
+}
+
+/// Opens MySQL monitor connections.
+#[derive(Debug, Default)]
+struct MysqlConnector {
     /// TLS towards servers with `use_ssl=1`, as the data path's connections use it.
     tls: Option<Arc<TlsSource>>,
 }
 
-fn params(t: &CheckTarget, tls: &Option<Arc<TlsSource>>) -> Result<ConnectParams, CheckError> {
-    let tls = match (t.use_ssl, tls) {
-        (true, Some(src)) => Some(
-            src.config_for(&t.ssl_params, &t.username)
-                .map_err(|e| CheckError::Tls(Box::new(e)))?,
-        ),
-        _ => None,
-    };
-    Ok(ConnectParams {
-        host: t.server.hostname.clone(),
-        port: t.server.port,
-        user: t.username.clone(),
-        secret: BackendSecret::Clear(t.password.clone()),
-        schema: None,
-        charset: MONITOR_COLLATION,
-        client_caps: 0,
-        tls,
-        compress: false,
-        timeout: t.timeout,
-        max_packet: 1 << 20,
-        multi_statements: true,
-        track_gtid: false,
-    })
+impl MonitorConnector for MysqlConnector {
+    type Conn = BackendConn;
+    type Params = ConnectParams;
+
+    fn params(&self, t: &CheckTarget) -> Result<ConnectParams, CheckError> {
+        let tls = match (t.use_ssl, &self.tls) {
+            (true, Some(src)) => Some(
+                src.config_for(&t.ssl_params, &t.username)
+                    .map_err(|e| CheckError::Tls(Box::new(e)))?,
+            ),
+            _ => None,
+        };
+        Ok(ConnectParams {
+            host: t.server.hostname.clone(),
+            port: t.server.port,
+            user: t.username.clone(),
+            secret: BackendSecret::Clear(t.password.clone()),
+            schema: None,
+            charset: MONITOR_COLLATION,
+            client_caps: 0,
+            tls,
+            compress: false,
+            timeout: t.timeout,
+            max_packet: 1 << 20,
+            multi_statements: true,
+            track_gtid: false,
+        })
+    }
+
+    async fn open(p: &ConnectParams) -> Result<BackendConn, CheckError> {
+        BackendConn::connect(p)
+            .await
+            .map_err(CheckError::connection)
+    }
 }
 
 /// The SQL that answers "is it read-only?" for a `check_type`.
@@ -92,15 +111,18 @@ pub(crate) fn worst_lag(
         match r.get(col).cloned().flatten() {
             None => return Ok(None),
             Some(v) => {
-                let n: u64 = v
-                    .trim()
-                    .parse()
-                    .map_err(|_| CheckError::Unreadable(format!("lag {v:?} is not a number")))?;
+                let n: u64 = parse_number("lag", &v)?;
                 worst = worst.map(|w| w.max(n));
             }
         }
     }
     Ok(worst)
+}
+
+impl Default for MysqlChecker {
+    fn default() -> Self {
+        MysqlChecker::with_tls(None)
+    }
 }
 
 impl MysqlChecker {
@@ -113,9 +135,19 @@ impl MysqlChecker {
     /// so checks verify certificates as the data path does).
     pub fn with_tls(tls: Option<Arc<TlsSource>>) -> Self {
         MysqlChecker {
-            tls,
-            ..MysqlChecker::default()
+            kept: KeptConnections::new(MysqlConnector { tls }),
         }
+    }
+
+    /// The first row of `sql` on the server's kept connection (kept when the statement worked).
+    fn first_row(&self, t: &CheckTarget, sql: &'static str) -> CheckFuture<Vec<Option<String>>> {
+        let checkout = self.kept.checkout(t);
+        Box::pin(async move {
+            let mut c = checkout.open().await?;
+            let row = first_row(&mut c, sql).await?;
+            c.keep();
+            Ok(row)
+        })
     }
 }
 
@@ -160,39 +192,15 @@ async fn run(c: &mut BackendConn, sql: &str) -> Result<(), CheckError> {
         .map_err(|err| refused(&err))
 }
 
-/// The server's kept monitor connection, or a new one.
-async fn connection(
-    held: Option<BackendConn>,
-    p: &ConnectParams,
-) -> Result<BackendConn, CheckError> {
-    match held {
-        Some(c) => Ok(c),
-        None => BackendConn::connect(p)
-            .await
-            .map_err(CheckError::connection),
-    }
-}
-
 impl Checker for MysqlChecker {
     fn connect(&self, t: CheckTarget) -> CheckFuture<u64> {
-        let p = params(&t, &self.tls);
-        Box::pin(async move {
-            let p = p?;
-            let t0 = Instant::now();
-            BackendConn::connect(&p)
-                .await
-                .map_err(CheckError::connection)?;
-            Ok(t0.elapsed().as_micros() as u64)
-        })
+        self.kept.connect_time(&t)
     }
 
     fn ping(&self, t: CheckTarget) -> CheckFuture<u64> {
-        let p = params(&t, &self.tls);
-        let held = self.conns.take(&t.server);
-        let conns = self.conns.clone();
+        let checkout = self.kept.checkout(&t);
         Box::pin(async move {
-            let p = p?;
-            let mut c = connection(held, &p).await?;
+            let mut c = checkout.open().await?;
             let t0 = Instant::now();
             let (tracker, _) = c
                 .command_collect(&[com::PING], ReplyKind::Single)
@@ -206,20 +214,15 @@ impl Checker for MysqlChecker {
                 ));
             }
             let us = t0.elapsed().as_micros() as u64;
-            conns.put(t.server, c);
+            c.keep();
             Ok(us.max(1))
         })
     }
 
     fn read_only(&self, t: CheckTarget) -> CheckFuture<bool> {
-        let p = params(&t, &self.tls);
-        let held = self.conns.take(&t.server);
-        let conns = self.conns.clone();
+        let row = self.first_row(&t, read_only_sql(&t.check_type));
         Box::pin(async move {
-            let p = p?;
-            let mut c = connection(held, &p).await?;
-            let row = first_row(&mut c, read_only_sql(&t.check_type)).await?;
-            conns.put(t.server, c);
+            let row = row.await?;
             match row.first().cloned().flatten().as_deref() {
                 Some("1") => Ok(true),
                 Some("0") => Ok(false),
@@ -231,12 +234,9 @@ impl Checker for MysqlChecker {
     }
 
     fn replication_lag(&self, t: CheckTarget) -> CheckFuture<Option<u64>> {
-        let p = params(&t, &self.tls);
-        let held = self.conns.take(&t.server);
-        let conns = self.conns.clone();
+        let checkout = self.kept.checkout(&t);
         Box::pin(async move {
-            let p = p?;
-            let mut c = connection(held, &p).await?;
+            let mut c = checkout.open().await?;
             if !t.heartbeat_table.is_empty() {
                 // pt-heartbeat: the age of the newest heartbeat row that reached this server.
                 let sql = format!(
@@ -244,17 +244,12 @@ impl Checker for MysqlChecker {
                     t.heartbeat_table
                 );
                 let row = first_row(&mut c, &sql).await?;
-                conns.put(t.server, c);
-                return match row.first().cloned().flatten() {
-                    None => Ok(None),
-                    Some(v) => v
-                        .trim()
-                        .parse::<f64>()
-                        .map(|n| Some(n.max(0.0).round() as u64))
-                        .map_err(|_| {
-                            CheckError::Unreadable(format!("heartbeat lag {v:?} is not a number"))
-                        }),
-                };
+                c.keep();
+                let lag = row.first().cloned().flatten();
+                let lag = lag
+                    .map(|v| parse_number::<f64>("heartbeat lag", &v))
+                    .transpose()?;
+                return Ok(lag.map(|n| n.max(0.0).round() as u64));
             }
             // MariaDB lists every replication channel with SHOW ALL SLAVES STATUS; MySQL has
             // SHOW REPLICA STATUS (one row per channel).
@@ -265,7 +260,7 @@ impl Checker for MysqlChecker {
                     break;
                 }
             }
-            conns.put(t.server, c);
+            c.keep();
             let (names, rows) = table.ok_or(CheckError::refused(
                 "the server refused SHOW ALL SLAVES STATUS and SHOW REPLICA STATUS",
             ))?;
@@ -274,14 +269,9 @@ impl Checker for MysqlChecker {
     }
 
     fn group_replication(&self, t: CheckTarget) -> CheckFuture<MemberState> {
-        let p = params(&t, &self.tls);
-        let held = self.conns.take(&t.server);
-        let conns = self.conns.clone();
+        let row = self.first_row(&t, GROUP_REPLICATION_SQL);
         Box::pin(async move {
-            let p = p?;
-            let mut c = connection(held, &p).await?;
-            let row = first_row(&mut c, GROUP_REPLICATION_SQL).await?;
-            conns.put(t.server, c);
+            let row = row.await?;
             let cell = |i: usize| row.get(i).cloned().flatten().unwrap_or_default();
             Ok(MemberState {
                 state: cell(0),
@@ -292,14 +282,9 @@ impl Checker for MysqlChecker {
     }
 
     fn galera(&self, t: CheckTarget) -> CheckFuture<GaleraStatus> {
-        let p = params(&t, &self.tls);
-        let held = self.conns.take(&t.server);
-        let conns = self.conns.clone();
+        let row = self.first_row(&t, GALERA_SQL);
         Box::pin(async move {
-            let p = p?;
-            let mut c = connection(held, &p).await?;
-            let row = first_row(&mut c, GALERA_SQL).await?;
-            conns.put(t.server, c);
+            let row = row.await?;
             let cell = |i: usize| row.get(i).cloned().flatten().unwrap_or_default();
             let on = |i: usize| matches!(cell(i).to_ascii_uppercase().as_str(), "1" | "ON" | "YES");
             Ok(GaleraStatus {
@@ -315,12 +300,9 @@ impl Checker for MysqlChecker {
     }
 
     fn server_load(&self, t: CheckTarget) -> CheckFuture<ServerLoad> {
-        let p = params(&t, &self.tls);
-        let held = self.conns.take(&t.server);
-        let conns = self.conns.clone();
+        let checkout = self.kept.checkout(&t);
         Box::pin(async move {
-            let p = p?;
-            let mut c = connection(held, &p).await?;
+            let mut c = checkout.open().await?;
             let row = first_row(&mut c, "SHOW GLOBAL STATUS LIKE 'Threads_running'").await?;
             let threads_running = row
                 .get(1)
@@ -336,7 +318,7 @@ impl Checker for MysqlChecker {
                 .query_table("SHOW ALL SLAVES STATUS")
                 .await
                 .map_err(CheckError::connection)?;
-            conns.put(t.server, c);
+            c.keep();
             let replica_backlog = match channels {
                 Ok((names, rows)) => Some(channels_backlog(&names, &rows)?),
                 Err(_) => None,
@@ -350,12 +332,9 @@ impl Checker for MysqlChecker {
     }
 
     fn write_heartbeat(&self, t: CheckTarget) -> CheckFuture<()> {
-        let p = params(&t, &self.tls);
-        let held = self.conns.take(&t.server);
-        let conns = self.conns.clone();
+        let checkout = self.kept.checkout(&t);
         Box::pin(async move {
-            let p = p?;
-            let mut c = connection(held, &p).await?;
+            let mut c = checkout.open().await?;
             if run(&mut c, HEARTBEAT_WRITE).await.is_err() {
                 // The first write on a server: its schema and table may not exist yet.
                 for sql in HEARTBEAT_SETUP {
@@ -363,18 +342,15 @@ impl Checker for MysqlChecker {
                 }
                 run(&mut c, HEARTBEAT_WRITE).await?;
             }
-            conns.put(t.server, c);
+            c.keep();
             Ok(())
         })
     }
 
     fn heartbeat_age_ms(&self, t: CheckTarget) -> CheckFuture<Option<u64>> {
-        let p = params(&t, &self.tls);
-        let held = self.conns.take(&t.server);
-        let conns = self.conns.clone();
+        let checkout = self.kept.checkout(&t);
         Box::pin(async move {
-            let p = p?;
-            let mut c = connection(held, &p).await?;
+            let mut c = checkout.open().await?;
             let rows = match c
                 .query_table(HEARTBEAT_AGE)
                 .await
@@ -386,22 +362,17 @@ impl Checker for MysqlChecker {
                 Err(err) if matches!(errno(&err), Some(1049 | 1146)) => Vec::new(),
                 Err(err) => return Err(refused(&err)),
             };
-            conns.put(t.server, c);
-            match rows.first().and_then(|r| r.first()).cloned().flatten() {
-                None => Ok(None),
-                Some(v) => v
-                    .trim()
-                    .parse::<i64>()
-                    .map(|us| Some((us.max(0) / 1000) as u64))
-                    .map_err(|_| {
-                        CheckError::Unreadable(format!("heartbeat age {v:?} is not a number"))
-                    }),
-            }
+            c.keep();
+            let age = rows.first().and_then(|r| r.first()).cloned().flatten();
+            let age = age
+                .map(|v| parse_number::<i64>("heartbeat age", &v))
+                .transpose()?;
+            Ok(age.map(|us| (us.max(0) / 1000) as u64))
         })
     }
 
     fn drop_connection(&self, server: &ServerKey) {
-        self.conns.take(server);
+        self.kept.forget(server);
     }
 }
 

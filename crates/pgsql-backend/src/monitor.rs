@@ -4,38 +4,55 @@
 
 use crate::Error;
 use crate::conn::{ConnectParams, PgConn};
-use sluice_core::monitor::{CheckError, CheckFuture, CheckTarget, Checker, ConnCache, ServerLoad};
+use sluice_core::monitor::{
+    CheckError, CheckFuture, CheckTarget, Checker, KeptConnections, MonitorConnector, ServerLoad,
+    parse_number,
+};
 use sluice_core::runtime::ServerKey;
 use sluice_net::client_tls::TlsSource;
 use std::sync::Arc;
 use std::time::Instant;
 
 /// Monitor connections, one per server, reused between checks.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Clone)]
 pub struct PgChecker {
-    conns: ConnCache<PgConn>,
+    kept: KeptConnections<PgConnector>,
+}
+
+/// Opens PostgreSQL monitor connections.
+#[derive(Debug, Default)]
+struct PgConnector {
     /// TLS towards servers with `use_ssl=1`, as the data path's connections use it.
     tls: Option<Arc<TlsSource>>,
 }
 
-fn params(t: &CheckTarget, tls: &Option<Arc<TlsSource>>) -> Result<ConnectParams, CheckError> {
-    let tls = match (t.use_ssl, tls) {
-        (true, Some(src)) => Some(
-            src.config_for(&t.ssl_params, &t.username)
-                .map_err(|e| CheckError::Tls(Box::new(e)))?,
-        ),
-        _ => None,
-    };
-    Ok(ConnectParams {
-        host: t.server.hostname.clone(),
-        port: t.server.port,
-        user: t.username.clone(),
-        secret: sluice_pgsql_proto::scram::ClientSecret::Password(t.password.clone()),
-        database: t.dbname.clone(),
-        options: vec![("application_name".into(), "sluice-monitor".into())],
-        timeout: t.timeout,
-        tls,
-    })
+impl MonitorConnector for PgConnector {
+    type Conn = PgConn;
+    type Params = ConnectParams;
+
+    fn params(&self, t: &CheckTarget) -> Result<ConnectParams, CheckError> {
+        let tls = match (t.use_ssl, &self.tls) {
+            (true, Some(src)) => Some(
+                src.config_for(&t.ssl_params, &t.username)
+                    .map_err(|e| CheckError::Tls(Box::new(e)))?,
+            ),
+            _ => None,
+        };
+        Ok(ConnectParams {
+            host: t.server.hostname.clone(),
+            port: t.server.port,
+            user: t.username.clone(),
+            secret: sluice_pgsql_proto::scram::ClientSecret::Password(t.password.clone()),
+            database: t.dbname.clone(),
+            options: vec![("application_name".into(), "sluice-monitor".into())],
+            timeout: t.timeout,
+            tls,
+        })
+    }
+
+    async fn open(p: &ConnectParams) -> Result<PgConn, CheckError> {
+        PgConn::connect(p).await.map_err(text)
+    }
 }
 
 /// The backend's error as the check's: a server's refusal with its SQLSTATE in the message.
@@ -45,6 +62,12 @@ fn text(e: Error) -> CheckError {
             CheckError::refused(format!("FATAL: {message} (SQLSTATE {code})"))
         }
         other => CheckError::connection(other),
+    }
+}
+
+impl Default for PgChecker {
+    fn default() -> Self {
+        PgChecker::with_tls(None)
     }
 }
 
@@ -58,18 +81,24 @@ impl PgChecker {
     /// so checks verify certificates as the data path does).
     pub fn with_tls(tls: Option<Arc<TlsSource>>) -> Self {
         PgChecker {
-            tls,
-            ..PgChecker::default()
+            kept: KeptConnections::new(PgConnector { tls }),
         }
     }
 }
 
-/// The server's kept monitor connection, or a new one.
-async fn connection(held: Option<PgConn>, p: &ConnectParams) -> Result<PgConn, CheckError> {
-    match held {
-        Some(c) => Ok(c),
-        None => PgConn::connect(p).await.map_err(text),
-    }
+/// One value a check reads on the server's kept connection (kept when the statement worked).
+fn read_value(
+    kept: &KeptConnections<PgConnector>,
+    t: &CheckTarget,
+    sql: &'static str,
+) -> CheckFuture<Option<String>> {
+    let checkout = kept.checkout(t);
+    Box::pin(async move {
+        let mut c = checkout.open().await?;
+        let v = c.query_value(sql).await.map_err(text)?;
+        c.keep();
+        Ok(v)
+    })
 }
 
 /// The heartbeat's table, in the monitor's database (`monitor_dbname`), created on a writer
@@ -85,43 +114,25 @@ const HEARTBEAT_AGE: &str = "SELECT (EXTRACT(EPOCH FROM clock_timestamp() - ts) 
 
 impl Checker for PgChecker {
     fn connect(&self, t: CheckTarget) -> CheckFuture<u64> {
-        let p = params(&t, &self.tls);
-        Box::pin(async move {
-            let p = p?;
-            let t0 = Instant::now();
-            PgConn::connect(&p).await.map_err(text)?;
-            Ok(t0.elapsed().as_micros() as u64)
-        })
+        self.kept.connect_time(&t)
     }
 
     fn ping(&self, t: CheckTarget) -> CheckFuture<u64> {
-        let p = params(&t, &self.tls);
-        let held = self.conns.take(&t.server);
-        let conns = self.conns.clone();
+        let checkout = self.kept.checkout(&t);
         Box::pin(async move {
-            let p = p?;
-            let mut c = connection(held, &p).await?;
+            let mut c = checkout.open().await?;
             let t0 = Instant::now();
             c.run_quietly("SELECT 1").await.map_err(text)?;
             let us = t0.elapsed().as_micros() as u64;
-            conns.put(t.server, c);
+            c.keep();
             Ok(us.max(1))
         })
     }
 
     fn read_only(&self, t: CheckTarget) -> CheckFuture<bool> {
-        let p = params(&t, &self.tls);
-        let held = self.conns.take(&t.server);
-        let conns = self.conns.clone();
+        let value = read_value(&self.kept, &t, "SELECT pg_is_in_recovery()");
         Box::pin(async move {
-            let p = p?;
-            let mut c = connection(held, &p).await?;
-            let v = c
-                .query_value("SELECT pg_is_in_recovery()")
-                .await
-                .map_err(text)?;
-            conns.put(t.server, c);
-            match v.as_deref() {
+            match value.await?.as_deref() {
                 Some("t") => Ok(true),
                 Some("f") => Ok(false),
                 other => Err(CheckError::Unreadable(format!(
@@ -132,43 +143,28 @@ impl Checker for PgChecker {
     }
 
     fn replication_lag(&self, t: CheckTarget) -> CheckFuture<Option<u64>> {
-        let p = params(&t, &self.tls);
-        let held = self.conns.take(&t.server);
-        let conns = self.conns.clone();
+        // A replica that has replayed everything it received is not behind, however old its
+        // last replayed transaction is (an idle primary writes nothing).
+        let value = read_value(
+            &self.kept,
+            &t,
+            "SELECT CASE WHEN NOT pg_is_in_recovery() THEN 0 \
+             WHEN pg_last_wal_receive_lsn() IS NOT NULL AND pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN 0 \
+             ELSE EXTRACT(EPOCH FROM now() - pg_last_xact_replay_timestamp())::bigint END",
+        );
         Box::pin(async move {
-            let p = p?;
-            let mut c = connection(held, &p).await?;
-            // A replica that has replayed everything it received is not behind, however old
-            // its last replayed transaction is (an idle primary writes nothing).
-            let v = c
-                .query_value(
-                    "SELECT CASE WHEN NOT pg_is_in_recovery() THEN 0 \
-                     WHEN pg_last_wal_receive_lsn() IS NOT NULL AND pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN 0 \
-                     ELSE EXTRACT(EPOCH FROM now() - pg_last_xact_replay_timestamp())::bigint END",
-                )
-                .await
-                .map_err(text)?;
-            conns.put(t.server, c);
-            match v {
-                None => Ok(None),
-                Some(s) => s
-                    .trim()
-                    .parse::<i64>()
-                    .map(|n| Some(n.max(0) as u64))
-                    .map_err(|_| {
-                        CheckError::Unreadable(format!("replication lag {s:?} is not a number"))
-                    }),
-            }
+            let lag = value.await?;
+            let lag = lag
+                .map(|s| parse_number::<i64>("replication lag", &s))
+                .transpose()?;
+            Ok(lag.map(|n| n.max(0) as u64))
         })
     }
 
     fn server_load(&self, t: CheckTarget) -> CheckFuture<ServerLoad> {
-        let p = params(&t, &self.tls);
-        let held = self.conns.take(&t.server);
-        let conns = self.conns.clone();
+        let checkout = self.kept.checkout(&t);
         Box::pin(async move {
-            let p = p?;
-            let mut c = connection(held, &p).await?;
+            let mut c = checkout.open().await?;
             let running = c
                 .query_value(
                     "SELECT count(*) FROM pg_stat_activity \
@@ -184,17 +180,10 @@ impl Checker for PgChecker {
                 )
                 .await
                 .map_err(text)?;
-            conns.put(t.server, c);
+            c.keep();
             let number = |what: &str, v: Option<String>| -> Result<Option<u64>, CheckError> {
-                v.map(|s| {
-                    s.trim()
-                        .parse::<i64>()
-                        .map(|n| n.max(0) as u64)
-                        .map_err(|_| {
-                            CheckError::Unreadable(format!("{what} {s:?} is not a number"))
-                        })
-                })
-                .transpose()
+                v.map(|s| parse_number::<i64>(what, &s).map(|n| n.max(0) as u64))
+                    .transpose()
             };
             Ok(ServerLoad {
                 threads_running: number("active statements", running)?.unwrap_or(0),
@@ -205,49 +194,37 @@ impl Checker for PgChecker {
     }
 
     fn write_heartbeat(&self, t: CheckTarget) -> CheckFuture<()> {
-        let p = params(&t, &self.tls);
-        let held = self.conns.take(&t.server);
-        let conns = self.conns.clone();
+        let checkout = self.kept.checkout(&t);
         Box::pin(async move {
-            let p = p?;
-            let mut c = connection(held, &p).await?;
+            let mut c = checkout.open().await?;
             if c.query_value(HEARTBEAT_WRITE).await.is_err() {
                 // The first write on a server: the table may not exist yet.
                 c.query_value(HEARTBEAT_SETUP).await.map_err(text)?;
                 c.query_value(HEARTBEAT_WRITE).await.map_err(text)?;
             }
-            conns.put(t.server, c);
+            c.keep();
             Ok(())
         })
     }
 
     fn heartbeat_age_ms(&self, t: CheckTarget) -> CheckFuture<Option<u64>> {
-        let p = params(&t, &self.tls);
-        let held = self.conns.take(&t.server);
-        let conns = self.conns.clone();
+        let checkout = self.kept.checkout(&t);
         Box::pin(async move {
-            let p = p?;
-            let mut c = connection(held, &p).await?;
+            let mut c = checkout.open().await?;
             let v = match c.query_value(HEARTBEAT_AGE).await {
                 // No heartbeat has reached this server yet (its table is made by the first).
                 Err(Error::Server { code, .. }) if code == "42P01" => None,
                 other => other.map_err(text)?,
             };
-            conns.put(t.server, c);
-            match v {
-                None => Ok(None),
-                Some(v) => v
-                    .trim()
-                    .parse::<i64>()
-                    .map(|ms| Some(ms.max(0) as u64))
-                    .map_err(|_| {
-                        CheckError::Unreadable(format!("heartbeat age {v:?} is not a number"))
-                    }),
-            }
+            c.keep();
+            let age = v
+                .map(|v| parse_number::<i64>("heartbeat age", &v))
+                .transpose()?;
+            Ok(age.map(|ms| ms.max(0) as u64))
         })
     }
 
     fn drop_connection(&self, server: &ServerKey) {
-        self.conns.take(server);
+        self.kept.forget(server);
     }
 }

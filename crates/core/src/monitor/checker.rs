@@ -1,14 +1,12 @@
 //! The seam the backend crates implement: the checks ([`Checker`]), where and as whom they
-//! run ([`CheckTarget`]), the monitor connections they keep ([`ConnCache`]) and the hooks the
-//! pools call.
+//! run ([`CheckTarget`]) and the hooks the pools call. The monitor connections they keep are
+//! [`super::KeptConnections`].
 
 use super::CheckError;
 use crate::runtime::ServerKey;
-use crate::util::lock;
-use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A check's result: `Ok` with its value, or why it failed.
@@ -77,40 +75,6 @@ pub trait Checker: Send + Sync + 'static {
     }
     /// Forgets the monitor connection to `server` (after a failure or a shun).
     fn drop_connection(&self, server: &ServerKey);
-}
-
-/// Monitor connections kept per server between checks, shared by a checker's futures.
-#[derive(Debug)]
-pub struct ConnCache<C> {
-    inner: Arc<Mutex<HashMap<ServerKey, C>>>,
-}
-
-impl<C> Clone for ConnCache<C> {
-    fn clone(&self) -> Self {
-        ConnCache {
-            inner: self.inner.clone(),
-        }
-    }
-}
-
-impl<C> Default for ConnCache<C> {
-    fn default() -> Self {
-        ConnCache {
-            inner: Arc::default(),
-        }
-    }
-}
-
-impl<C> ConnCache<C> {
-    /// Takes the server's connection out (a failed check then simply does not put it back).
-    pub fn take(&self, server: &ServerKey) -> Option<C> {
-        lock(&self.inner).remove(server)
-    }
-
-    /// Keeps a connection that just worked.
-    pub fn put(&self, server: ServerKey, conn: C) {
-        lock(&self.inner).insert(server, conn);
-    }
 }
 
 /// Called by the pools after each connect attempt: the server and whether it worked (error

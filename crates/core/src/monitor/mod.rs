@@ -7,16 +7,16 @@ mod checker;
 pub mod cluster;
 mod error;
 pub mod health;
+mod kept;
 pub mod load;
 pub mod log;
 mod members;
 pub mod scheduler;
 pub mod topology;
 
-pub use checker::{
-    CheckFuture, CheckTarget, Checker, ConnCache, ConnectErrorHook, ConnectOutcomeFn, OnShun,
-};
+pub use checker::{CheckFuture, CheckTarget, Checker, ConnectErrorHook, ConnectOutcomeFn, OnShun};
 pub use error::{BackendError, CheckError};
+pub use kept::{Checkout, Kept, KeptConnections, MonitorConnector, parse_number};
 pub use load::{LoadSignal, ServerLoad};
 pub use log::{CheckKind, CheckRow};
 pub use scheduler::Monitor;
