@@ -213,6 +213,21 @@ impl TlsSource {
         &self.default
     }
 
+    /// The TLS a monitor check of `target` connects with: none unless its server has
+    /// `use_ssl=1` and TLS is configured, else [`TlsSource::config_for`] the monitor user.
+    pub fn for_check(
+        source: Option<&TlsSource>,
+        target: &sluice_core::monitor::CheckTarget,
+    ) -> Result<Option<Arc<rustls::ClientConfig>>, sluice_core::monitor::CheckError> {
+        match source {
+            Some(src) if target.use_ssl => src
+                .config_for(&target.ssl_params, &target.username)
+                .map(Some)
+                .map_err(|e| sluice_core::monitor::CheckError::Tls(Box::new(e))),
+            _ => Ok(None),
+        }
+    }
+
     /// The configuration for a connection as `user` to a server with `rows` (its
     /// `*_servers_ssl_params`): the user's row, else the row for every user, else the variables'.
     pub fn config_for(

@@ -31,13 +31,7 @@ impl MonitorConnector for PgConnector {
     type Params = ConnectParams;
 
     fn params(&self, t: &CheckTarget) -> Result<ConnectParams, CheckError> {
-        let tls = match (t.use_ssl, &self.tls) {
-            (true, Some(src)) => Some(
-                src.config_for(&t.ssl_params, &t.username)
-                    .map_err(|e| CheckError::Tls(Box::new(e)))?,
-            ),
-            _ => None,
-        };
+        let tls = TlsSource::for_check(self.tls.as_deref(), t)?;
         Ok(ConnectParams {
             host: t.server.hostname.clone(),
             port: t.server.port,
