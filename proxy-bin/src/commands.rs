@@ -1,7 +1,7 @@
 //! The subcommands that do not run the proxy: `sluice import` and `sluice check-config`, and
 //! reading a config file that may be another proxy's.
 
-use crate::error::AppError;
+use crate::error::ConfigFileError;
 use sluice_core::config::Config;
 use sluice_import::{Format, Translation};
 use std::path::Path;
@@ -12,13 +12,13 @@ pub const EXIT_CONFIG: u8 = 64;
 
 /// Reads `path`: Sluice's TOML, or a `proxysql.cnf` / `pgbouncer.ini` translated on the way
 /// (logged, with each setting that did not carry over).
-pub fn load_config(path: &Path) -> Result<Config, AppError> {
+pub fn load_config(path: &Path) -> Result<Config, ConfigFileError> {
     let shown = || path.display().to_string();
     let translated = sluice_import::translate_file(path, None).map_err(|e| match e {
         sluice_import::ImportError::Read { path, source } => {
-            AppError::Config(sluice_core::Error::ConfigRead { path, source })
+            ConfigFileError::Config(sluice_core::Error::ConfigRead { path, source })
         }
-        source => AppError::Import {
+        source => ConfigFileError::Import {
             path: shown(),
             source,
         },
@@ -40,12 +40,12 @@ pub fn load_config(path: &Path) -> Result<Config, AppError> {
     // `sluice import` may leave the users out (the operator adds --auth-file); a proxy started
     // that way would refuse every client.
     if let Some(n) = t.notes.iter().find(|n| n.setting == "auth_file") {
-        return Err(AppError::UsersMissing {
+        return Err(ConfigFileError::UsersMissing {
             path: shown(),
             note: n.clone(),
         });
     }
-    Config::parse(&t.toml).map_err(|source| AppError::TranslatedConfig {
+    Config::parse(&t.toml).map_err(|source| ConfigFileError::TranslatedConfig {
         path: shown(),
         source,
     })

@@ -1,18 +1,11 @@
-//! `sluice`: a SQL-aware proxy for MySQL/MariaDB and PostgreSQL. This file is wiring only:
-//! parse the CLI, load the config, build the runtime, run until a signal.
+//! `sluice`: a SQL-aware proxy for MySQL/MariaDB and PostgreSQL. The proxy is `sluice-app`;
+//! this is its command line: parse it, load the config, build the runtime, serve until a
+//! signal.
 
 #[cfg(feature = "count-allocations")]
 mod alloc_count;
-mod app;
 mod commands;
 mod error;
-mod guards;
-mod live;
-mod notify;
-mod ports;
-mod signals;
-mod stop;
-mod takeover;
 
 use clap::Parser;
 use std::path::PathBuf;
@@ -133,7 +126,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let opts = app::Options {
+    let options = sluice_app::Options {
         datadir: cli
             .datadir
             .or_else(|| cfg.datadir.as_ref().map(PathBuf::from)),
@@ -141,12 +134,26 @@ fn main() -> ExitCode {
         shutdown_timeout: std::time::Duration::from_secs(cli.shutdown_timeout),
         takeover: cli.takeover,
         takeover_socket: cli.takeover_socket,
+        upgrade_on_sigusr2: true,
+        memory_rows: memory_rows(),
     };
-    match runtime.block_on(app::run(cfg, opts)) {
+    let served = runtime.block_on(async {
+        let app = sluice_app::App::build(cfg, options).await?;
+        app.serve(sluice_app::stop_requested()).await
+    });
+    match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// The counting allocator's rows in `stats_memory_metrics` (`--features count-allocations`).
+fn memory_rows() -> Option<sluice_app::MemoryRows> {
+    #[cfg(feature = "count-allocations")]
+    return Some(|| alloc_count::rows().to_vec());
+    #[cfg(not(feature = "count-allocations"))]
+    None
 }

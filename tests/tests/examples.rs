@@ -251,3 +251,51 @@ fn import_translates_a_pgbouncer_ini_into_sluice_toml() {
         "{toml}"
     );
 }
+
+#[test]
+fn app_embedded_serves_both_protocols_and_stops_on_proxysql_shutdown() {
+    if !backends_ready(Servers::Both) {
+        return;
+    }
+    let (my, pg, admin) = (free_port(), free_port(), free_port());
+    let bin = xtask::workspace_root().join("target/debug/examples/embedded");
+    let mut child = Command::new(&bin)
+        .args([
+            my.to_string(),
+            pg.to_string(),
+            admin.to_string(),
+            format!("127.0.0.1:{}", ports::MY_PRIMARY),
+            format!("127.0.0.1:{}", ports::PG_PRIMARY),
+            "app".into(),
+            "app".into(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{} does not start: {e}", bin.display()));
+    let listening = xtask::proc::wait_until(std::time::Duration::from_secs(20), || {
+        [my, pg, admin].into_iter().all(xtask::proc::port_open)
+    });
+    if !listening {
+        let _ = child.kill();
+        panic!("the embedded Sluice does not listen on {my}, {pg} and {admin}");
+    }
+    let mysql = ok_stdout(&mariadb(my, "app", "app", &[], "SELECT @@port"));
+    assert_eq!(mysql.trim(), ports::MY_PRIMARY.to_string());
+    let pgsql = ok_stdout(&psql_app(pg, "SHOW port"));
+    assert_eq!(pgsql.trim(), ports::PG_PRIMARY.to_string());
+    ok_stdout(&mariadb(admin, "admin", "admin", &[], "PROXYSQL SHUTDOWN"));
+    let stopped = xtask::proc::wait_until(std::time::Duration::from_secs(20), || {
+        matches!(child.try_wait(), Ok(Some(_)))
+    });
+    if !stopped {
+        let _ = child.kill();
+        panic!("PROXYSQL SHUTDOWN did not stop the embedded Sluice");
+    }
+    let out = child.wait_with_output().expect("its output");
+    assert!(out.status.success(), "{:?}", out.status);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).ends_with("stopped\n"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}

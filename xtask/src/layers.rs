@@ -24,6 +24,7 @@ pub const FLOORS: &[&[&str]] = &[
         "sluice-mcp",
         "sluice-cluster",
     ],
+    &["sluice-app"],
     &["sluice-bin"],
 ];
 

@@ -1,7 +1,7 @@
 //! The listening ports: bound (or taken over from the running process) before anything serves,
 //! so a taken port fails the start; started with their accept loops; and lent to a successor.
 
-use crate::error::AppError;
+use crate::Error;
 use crate::takeover::Inherited;
 use sluice_admin::Admin;
 use sluice_core::config::Config;
@@ -35,7 +35,7 @@ impl Listeners {
     pub async fn bind(
         cfg: &Config,
         mut inherited: Option<&mut Inherited>,
-    ) -> Result<Listeners, AppError> {
+    ) -> Result<Listeners, Error> {
         let v = &cfg.admin_variables;
         let on_interface = |port: u16| {
             if v.restapi_interface.contains(':') && !v.restapi_interface.starts_with('[') {
@@ -90,7 +90,7 @@ impl Listeners {
     }
 
     /// Duplicates of every listening socket with its name, for a successor's takeover.
-    pub fn lend(&self) -> Result<Vec<(String, OwnedFd)>, AppError> {
+    pub fn lend(&self) -> Result<Vec<(String, OwnedFd)>, Error> {
         [
             &self.mysql,
             &self.mysql_admin,
@@ -104,7 +104,7 @@ impl Listeners {
             let fd = l
                 .as_fd()
                 .try_clone_to_owned()
-                .map_err(|source| AppError::Lend {
+                .map_err(|source| Error::Lend {
                     name: name.clone(),
                     source,
                 })?;
@@ -164,7 +164,7 @@ async fn bind_role(
     list: &str,
     what: &str,
     mut inherited: Option<&mut Inherited>,
-) -> Result<Named, AppError> {
+) -> Result<Named, Error> {
     let mut out = Vec::new();
     for addr in list.split(';').map(str::trim).filter(|s| !s.is_empty()) {
         let name = format!("{role} {addr}");
@@ -174,7 +174,7 @@ async fn bind_role(
                 let l = std
                     .set_nonblocking(true)
                     .and_then(|()| TcpListener::from_std(std))
-                    .map_err(|source| AppError::Inherited {
+                    .map_err(|source| Error::Inherited {
                         what: what.to_string(),
                         addr: addr.to_string(),
                         source,

@@ -4,7 +4,7 @@
 //! stops accepting and drains (see `app.rs`). SIGUSR2 (`systemctl reload sluice`) makes the
 //! running process start its own successor, the way nginx upgrades its binary.
 
-use crate::error::AppError;
+use crate::Error;
 use sluice_net::handover::{self, Handed, HandoverError};
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
@@ -25,8 +25,8 @@ pub struct Inherited {
 
 impl Inherited {
     /// Connects to the running process at `path` and receives its listeners.
-    pub fn receive(path: &Path) -> Result<Inherited, AppError> {
-        let mut stream = UnixStream::connect(path).map_err(|source| AppError::NoPredecessor {
+    pub fn receive(path: &Path) -> Result<Inherited, Error> {
+        let mut stream = UnixStream::connect(path).map_err(|source| Error::NoPredecessor {
             path: path.display().to_string(),
             source,
         })?;
@@ -55,7 +55,7 @@ impl Inherited {
 
     /// Tells the running process this one accepts on the listeners, so it stops; listeners
     /// this configuration no longer has are closed (logged).
-    pub fn ready(self) -> Result<(), AppError> {
+    pub fn ready(self) -> Result<(), Error> {
         for h in &self.listeners {
             info!(
                 "--takeover: {} is not in this configuration: closed",
@@ -70,7 +70,7 @@ impl Inherited {
         .map_err(HandoverError::from)?;
         match handover::read_line(&stream)? {
             Some(l) if l == "BYE" => Ok(()),
-            other => Err(AppError::NotConfirmed(format!("{other:?}"))),
+            other => Err(Error::NotConfirmed(format!("{other:?}"))),
         }
     }
 }
@@ -85,7 +85,7 @@ pub struct Prepared {
 
 impl Prepared {
     /// Binds the socket beside `path`.
-    pub fn bind(path: &Path) -> Result<Prepared, AppError> {
+    pub fn bind(path: &Path) -> Result<Prepared, Error> {
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -93,7 +93,7 @@ impl Prepared {
         let bound = path.with_file_name(format!("{name}.{}", std::process::id()));
         let _ = std::fs::remove_file(&bound);
         let socket =
-            tokio::net::UnixListener::bind(&bound).map_err(|source| AppError::TakeoverSocket {
+            tokio::net::UnixListener::bind(&bound).map_err(|source| Error::TakeoverSocket {
                 path: bound.display().to_string(),
                 source,
             })?;
@@ -165,7 +165,7 @@ pub fn begin(
     successor: bool,
     predecessor: Option<Inherited>,
     lent: Vec<(String, OwnedFd)>,
-) -> Result<Option<oneshot::Receiver<u32>>, AppError> {
+) -> Result<Option<oneshot::Receiver<u32>>, Error> {
     let prepared = match (socket, successor) {
         (Some(path), true) => Some(Prepared::bind(path)?),
         (Some(path), false) => Prepared::bind(path)
@@ -184,10 +184,10 @@ pub fn begin(
 }
 
 /// Owner-only: the socket gives away every port.
-fn restrict(path: &Path) -> Result<(), AppError> {
+fn restrict(path: &Path) -> Result<(), Error> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(|source| {
-        AppError::TakeoverSocket {
+        Error::TakeoverSocket {
             path: path.display().to_string(),
             source,
         }
@@ -219,7 +219,7 @@ fn hand_over(
 /// SIGUSR2: starts this binary again (the file the process was started from, so an upgraded
 /// package's new binary) with the same arguments (but `--initial`) and `--takeover`. Returns its pid; a thread
 /// reaps it if it exits while this process still runs.
-pub fn start_successor() -> Result<u32, AppError> {
+pub fn start_successor() -> Result<u32, Error> {
     let mut args = std::env::args_os();
     // argv[0] as given: a path names the (possibly upgraded) file, a bare name is looked up in
     // PATH again. /proc/self/exe would name the old, replaced binary.
@@ -236,7 +236,7 @@ pub fn start_successor() -> Result<u32, AppError> {
         .arg("--takeover")
         .stdin(std::process::Stdio::null())
         .spawn()
-        .map_err(|source| AppError::Successor {
+        .map_err(|source| Error::Successor {
             program: program.display().to_string(),
             source,
         })?;

@@ -1,6 +1,6 @@
-//! Builds the admin store, the frontends and pools, and runs them until a stop signal.
+//! [`App`]: builds the admin store, the frontends and pools, and serves them until a stop.
 
-use crate::error::AppError;
+use crate::Error;
 use crate::live::Live;
 use crate::ports::Listeners;
 use crate::{stop, takeover};
@@ -14,6 +14,7 @@ use sluice_mysql::MysqlFrontend;
 use sluice_mysql_backend::MysqlPool;
 use sluice_pgsql::frontend::PgFrontend;
 use sluice_pgsql_backend::pool::PgPool;
+use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,103 +23,194 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
-/// Process options from the command line.
+/// How to run: where state lives, how long a stop waits, takeovers.
+#[derive(Debug, Default)]
 pub struct Options {
+    /// The data folder (admin database, generated TLS certificate, takeover socket).
     pub datadir: Option<PathBuf>,
+    /// Start from the given configuration even when the datadir holds a saved one.
     pub initial: bool,
+    /// How long sessions get to finish on a stop (`--shutdown-timeout`).
     pub shutdown_timeout: Duration,
     /// `--takeover`: take the listeners of the process running on the takeover socket.
     pub takeover: bool,
     /// `--takeover-socket` (default `<datadir>/takeover.sock`).
     pub takeover_socket: Option<PathBuf>,
+    /// Start a successor (`<this program> --takeover`, same arguments) on SIGUSR2, as the
+    /// `sluice` binary does for `systemctl reload`. Off for embedders: installing a signal
+    /// handler is the host program's choice.
+    pub upgrade_on_sigusr2: bool,
+    /// More `stats_memory_metrics` rows (the binary's allocation counters).
+    pub memory_rows: Option<MemoryRows>,
 }
 
-/// Runs Sluice until SIGTERM/SIGINT (or PROXYSQL SHUTDOWN); returns after a graceful stop.
-pub async fn run(file: Config, opts: Options) -> Result<(), AppError> {
-    // From here on SIGUSR2 starts a successor (its default action would end the process).
-    let upgrade = crate::signals::upgrade_requested();
-    let socket = takeover::socket_path(opts.takeover_socket.clone(), opts.datadir.as_deref());
-    let mut inherited = match (&socket, opts.takeover) {
-        (Some(path), true) => Some(takeover::Inherited::receive(path)?),
-        (None, true) => return Err(AppError::TakeoverWithoutSocket),
-        (_, false) => None,
-    };
-    let (admin, cfg) = open_admin(file, &opts).await?;
-    let config = ConfigHandle::new(RuntimeConfig::build(&cfg));
-    let listeners = Listeners::bind(&cfg, inherited.as_mut()).await?;
-    let lent = listeners.lend()?;
-    let shutdown = CancellationToken::new();
-    // Admin, HTTP and MCP ports stop accepting with it; the data ports with their frontends.
-    let accepting = shutdown.child_token();
-    let tasks = TaskTracker::new();
-    let mcp_stats = Arc::new(sluice_mcp::McpStats::default());
-    let mcp = sluice_mcp::McpServer::new(sluice_mcp::McpService::new(
-        config.clone(),
-        mcp_stats.clone(),
-        admin.clone(),
-        opts.datadir.clone(),
-    ));
-    let (fe, pg_fe, pg_threads) = frontends(
-        &cfg,
-        &config,
-        &opts,
-        (&shutdown, &tasks),
-        mcp.ddl_watchers(),
-    )?;
-    mcp.service()
-        .set_backend_tls(fe.pool().tls().cloned(), pg_fe.pool().tls().cloned());
-    let monitors = start_monitors(&config, fe.pool(), pg_fe.pool());
-    let stop_requested = CancellationToken::new();
-    admin.attach(
-        config.clone(),
-        Arc::new(Live {
-            mysql: fe.clone(),
-            pgsql: pg_fe.clone(),
-            monitors: [monitors.mysql.clone(), monitors.pgsql.clone()],
-            config: config.clone(),
-            stop: stop_requested.clone(),
-            started: std::time::Instant::now(),
-            mcp: mcp.clone(),
-            mcp_stats,
-        }),
-    );
-    servers_mcp(&mcp, &accepting, &shutdown, &tasks);
-    // RAG syncs read under their workload class, with the data path's gates.
-    mcp.service().set_admission(fe.admission().clone());
-    tokio::spawn(crate::guards::run(
-        fe.admission().clone(),
-        config.clone(),
-        [monitors.mysql.clone(), monitors.pgsql.clone()],
-        shutdown.clone(),
-    ));
-    let mut servers = listeners.serve(&fe, &pg_fe, &admin, (&accepting, &tasks));
-    servers.push(fleet_sync(&admin, &cfg, &shutdown)?);
-    // Both protocols' sessions count when Sluice stops.
-    let (my_sessions, pg_sessions) = (fe.registry().clone(), pg_fe.sessions().clone());
-    let sessions = move || my_sessions.total() as usize + pg_sessions.len();
-    info!(
-        servers = cfg.mysql_servers.len(),
-        users = cfg.mysql_users.len(),
-        pgsql_threads = pg_threads,
-        version = env!("CARGO_PKG_VERSION"),
-        "sluice started"
-    );
-    let handed_over = takeover::begin(socket.as_deref(), opts.takeover, inherited, lent)?;
-    let stop = stop::wait(&stop_requested, handed_over, upgrade).await;
-    let stopping = stop::Stopping {
-        data_ports: [fe.stop_accepting_token(), pg_fe.stop_accepting_token()],
-        accepting,
-        shutdown,
-        tasks,
-        limit: opts.shutdown_timeout,
-        takeover_socket: socket,
-    };
-    stopping
-        .run(stop, &sessions, servers, || monitors.stop())
-        .await;
-    fe.pool().close_idle().await;
-    info!("sluice stopped");
-    Ok(())
+/// A source of extra `stats_memory_metrics` rows: (variable name, value).
+pub type MemoryRows = fn() -> Vec<(&'static str, u64)>;
+
+/// Sluice, built and listening: both data ports, the admin ports, the monitors, the MCP port,
+/// the fleet sync. [`App::serve`] runs it until a stop and drains it.
+pub struct App {
+    admin: Arc<Admin>,
+    mysql: Arc<MysqlFrontend>,
+    pgsql: Arc<PgFrontend>,
+    monitors: Monitors,
+    servers: Vec<JoinHandle<()>>,
+    /// Cancelled by `PROXYSQL SHUTDOWN`.
+    stop_requested: CancellationToken,
+    /// The admin, HTTP and MCP ports' accept loops.
+    accepting: CancellationToken,
+    /// Sessions close at their next boundary once it is cancelled.
+    shutdown: CancellationToken,
+    tasks: TaskTracker,
+    takeover: Takeover,
+    options: Options,
+}
+
+/// What the takeover needs once serving starts: this process's socket, the listeners received
+/// from a predecessor (to confirm), and copies of ours to lend a successor.
+struct Takeover {
+    socket: Option<PathBuf>,
+    inherited: Option<takeover::Inherited>,
+    lent: Vec<(String, std::os::fd::OwnedFd)>,
+}
+
+impl App {
+    /// Opens the admin store (the saved configuration, or `file` on a first start or with
+    /// [`Options::initial`]), binds every port (or takes them from a predecessor with
+    /// [`Options::takeover`]) and starts the frontends, monitors, MCP and fleet sync.
+    /// Must run inside a multi-threaded tokio runtime.
+    pub async fn build(file: Config, options: Options) -> Result<App, Error> {
+        let socket =
+            takeover::socket_path(options.takeover_socket.clone(), options.datadir.as_deref());
+        let mut inherited = match (&socket, options.takeover) {
+            (Some(path), true) => Some(takeover::Inherited::receive(path)?),
+            (None, true) => return Err(Error::TakeoverWithoutSocket),
+            (_, false) => None,
+        };
+        let (admin, cfg) = open_admin(file, &options).await?;
+        let config = ConfigHandle::new(RuntimeConfig::build(&cfg));
+        let listeners = Listeners::bind(&cfg, inherited.as_mut()).await?;
+        let lent = listeners.lend()?;
+        let shutdown = CancellationToken::new();
+        // Admin, HTTP and MCP ports stop accepting with it; the data ports with their frontends.
+        let accepting = shutdown.child_token();
+        let tasks = TaskTracker::new();
+        let mcp_stats = Arc::new(sluice_mcp::McpStats::default());
+        let mcp = sluice_mcp::McpServer::new(sluice_mcp::McpService::new(
+            config.clone(),
+            mcp_stats.clone(),
+            admin.clone(),
+            options.datadir.clone(),
+        ));
+        let (fe, pg_fe, pg_threads) = frontends(
+            &cfg,
+            &config,
+            &options,
+            (&shutdown, &tasks),
+            mcp.ddl_watchers(),
+        )?;
+        mcp.service()
+            .set_backend_tls(fe.pool().tls().cloned(), pg_fe.pool().tls().cloned());
+        let monitors = start_monitors(&config, fe.pool(), pg_fe.pool());
+        let stop_requested = CancellationToken::new();
+        admin.attach(
+            config.clone(),
+            Arc::new(Live {
+                mysql: fe.clone(),
+                pgsql: pg_fe.clone(),
+                monitors: [monitors.mysql.clone(), monitors.pgsql.clone()],
+                config: config.clone(),
+                stop: stop_requested.clone(),
+                started: std::time::Instant::now(),
+                mcp: mcp.clone(),
+                mcp_stats,
+                memory_rows: options.memory_rows,
+            }),
+        );
+        servers_mcp(&mcp, &accepting, &shutdown, &tasks);
+        // RAG syncs read under their workload class, with the data path's gates.
+        mcp.service().set_admission(fe.admission().clone());
+        tokio::spawn(crate::guards::run(
+            fe.admission().clone(),
+            config.clone(),
+            [monitors.mysql.clone(), monitors.pgsql.clone()],
+            shutdown.clone(),
+        ));
+        let mut servers = listeners.serve(&fe, &pg_fe, &admin, (&accepting, &tasks));
+        servers.push(fleet_sync(&admin, &cfg, &shutdown)?);
+        info!(
+            servers = cfg.mysql_servers.len(),
+            users = cfg.mysql_users.len(),
+            pgsql_threads = pg_threads,
+            version = env!("CARGO_PKG_VERSION"),
+            "sluice started"
+        );
+        Ok(App {
+            admin,
+            mysql: fe,
+            pgsql: pg_fe,
+            monitors,
+            servers,
+            stop_requested,
+            accepting,
+            shutdown,
+            tasks,
+            takeover: Takeover {
+                socket,
+                inherited,
+                lent,
+            },
+            options,
+        })
+    }
+
+    /// The admin store: the configuration tables and `LOAD … TO RUNTIME`, as the admin ports
+    /// see them.
+    pub fn admin(&self) -> &Arc<Admin> {
+        &self.admin
+    }
+
+    /// Serves until `stop` resolves (its value names the reason in the log, e.g. `"SIGTERM"`),
+    /// `PROXYSQL SHUTDOWN`, or a successor takes the listeners; then stops accepting, gives
+    /// sessions [`Options::shutdown_timeout`] to finish their statement (or, after a takeover,
+    /// to leave), and returns.
+    pub async fn serve(self, stop: impl Future<Output = &'static str>) -> Result<(), Error> {
+        // From here on SIGUSR2 starts a successor (its default action would end the process).
+        let upgrade = match self.options.upgrade_on_sigusr2 {
+            true => crate::signals::upgrade_requested(),
+            false => crate::signals::UpgradeSignal::none(),
+        };
+        let Takeover {
+            socket,
+            inherited,
+            lent,
+        } = self.takeover;
+        let handed_over =
+            takeover::begin(socket.as_deref(), self.options.takeover, inherited, lent)?;
+        let why = stop::wait(stop, &self.stop_requested, handed_over, upgrade).await;
+        // Both protocols' sessions count when Sluice stops.
+        let (my_sessions, pg_sessions) =
+            (self.mysql.registry().clone(), self.pgsql.sessions().clone());
+        let sessions = move || my_sessions.total() as usize + pg_sessions.len();
+        let stopping = stop::Stopping {
+            data_ports: [
+                self.mysql.stop_accepting_token(),
+                self.pgsql.stop_accepting_token(),
+            ],
+            accepting: self.accepting,
+            shutdown: self.shutdown,
+            tasks: self.tasks,
+            limit: self.options.shutdown_timeout,
+            takeover_socket: socket,
+        };
+        let monitors = self.monitors;
+        stopping
+            .run(why, &sessions, self.servers, || monitors.stop())
+            .await;
+        self.mysql.pool().close_idle().await;
+        info!("sluice stopped");
+        Ok(())
+    }
 }
 
 /// Runs the MCP port's supervisor: it listens while `mcp-enabled` is on (until `accepting` is
@@ -141,7 +233,7 @@ fn fleet_sync(
     admin: &Arc<Admin>,
     cfg: &Config,
     shutdown: &CancellationToken,
-) -> Result<tokio::task::JoinHandle<()>, AppError> {
+) -> Result<tokio::task::JoinHandle<()>, Error> {
     let Some(url) = &cfg.config_store else {
         return Ok(tokio::spawn(sluice_cluster::run_peer_sync(
             admin.clone(),
@@ -169,12 +261,12 @@ fn fleet_sync(
 
 /// Opens the admin store (from disk, or from the config file with `--initial` or a new datadir)
 /// and returns it with the configuration to start with.
-async fn open_admin(file: Config, opts: &Options) -> Result<(Arc<Admin>, Config), AppError> {
+async fn open_admin(file: Config, opts: &Options) -> Result<(Arc<Admin>, Config), Error> {
     for w in &file.warnings {
         warn!("config: {w}");
     }
     if let Some(dir) = &opts.datadir {
-        std::fs::create_dir_all(dir).map_err(|source| AppError::Datadir {
+        std::fs::create_dir_all(dir).map_err(|source| Error::Datadir {
             path: dir.display().to_string(),
             source,
         })?;
@@ -208,7 +300,7 @@ fn frontends(
     opts: &Options,
     (shutdown, tasks): (&CancellationToken, &TaskTracker),
     [my_ddl, pg_ddl]: [Arc<sluice_mcp::DdlWatcher>; 2],
-) -> Result<(Arc<MysqlFrontend>, Arc<PgFrontend>, usize), AppError> {
+) -> Result<(Arc<MysqlFrontend>, Arc<PgFrontend>, usize), Error> {
     let vars = &cfg.mysql_variables;
     let datadir = opts.datadir.as_deref();
     // One key log for every TLS session, both legs, both protocols (admin-ssl_keylog_file).
@@ -237,13 +329,12 @@ fn frontends(
     )?);
     let cpus = std::thread::available_parallelism().map_or(1, usize::from);
     let my_threads = vars.session_threads(cpus);
-    let my_workers = sluice_net::Workers::start(my_threads, "sluice-my").map_err(|source| {
-        AppError::Threads {
+    let my_workers =
+        sluice_net::Workers::start(my_threads, "sluice-my").map_err(|source| Error::Threads {
             count: my_threads,
             protocol: "MySQL",
             source,
-        }
-    })?;
+        })?;
     let mut fe = MysqlFrontend::new(config.clone(), MysqlPool::new(Some(backend_tls.clone())))
         .with_shutdown(shutdown.clone(), tasks.clone())
         .with_workers(Arc::new(my_workers))
@@ -261,13 +352,12 @@ fn frontends(
     }
     let pg_vars = &cfg.pgsql_variables;
     let pg_threads = pg_vars.session_threads(cpus);
-    let pg_workers = sluice_net::Workers::start(pg_threads, "sluice-pg").map_err(|source| {
-        AppError::Threads {
+    let pg_workers =
+        sluice_net::Workers::start(pg_threads, "sluice-pg").map_err(|source| Error::Threads {
             count: pg_threads,
             protocol: "PostgreSQL",
             source,
-        }
-    })?;
+        })?;
     let mut pg_fe = PgFrontend::new(config.clone(), PgPool::new(Some(pg_backend_tls)))
         .with_shutdown(shutdown.clone(), tasks.clone())
         .with_workers(Arc::new(pg_workers))

@@ -2,7 +2,8 @@
 
 use tokio::signal::unix::{SignalKind, signal};
 
-/// Resolves with the name of the first SIGTERM or SIGINT received.
+/// Resolves with the name of the first SIGTERM or SIGINT received: the stop future the `sluice`
+/// binary passes to [`crate::App::serve`].
 pub async fn stop_requested() -> &'static str {
     let (Ok(mut term), Ok(mut int)) = (
         signal(SignalKind::terminate()),
@@ -34,6 +35,11 @@ pub fn upgrade_requested() -> UpgradeSignal {
 pub struct UpgradeSignal(Option<tokio::signal::unix::Signal>);
 
 impl UpgradeSignal {
+    /// No SIGUSR2 handler: upgrades only by starting `sluice --takeover` by hand.
+    pub fn none() -> Self {
+        UpgradeSignal(None)
+    }
+
     /// The next SIGUSR2 (never, without a handler).
     pub async fn recv(&mut self) {
         match &mut self.0 {

@@ -29,7 +29,11 @@ pub struct Live {
     pub mcp: Arc<sluice_mcp::McpServer>,
     /// The MCP endpoint's counters.
     pub mcp_stats: Arc<sluice_mcp::McpStats>,
+    /// More `stats_memory_metrics` rows from the embedder ([`crate::Options::memory_rows`]).
+    pub memory_rows: Option<crate::MemoryRows>,
 }
+
+mod pgsql;
 
 impl Live {
     /// The failed-login table of one protocol's ports.
@@ -282,68 +286,15 @@ impl LiveStats for Live {
     }
 
     fn pgsql_processlist(&self) -> Vec<ProcessRow> {
-        self.pgsql
-            .sessions()
-            .list()
-            .into_iter()
-            .map(|p| ProcessRow {
-                session_id: p.id,
-                user: p.user,
-                db: p.database,
-                client: p.client,
-                hostgroup: p.hostgroup,
-                pin_reason: p.pin_reason.map(str::to_string),
-                pinned_seconds: p.pinned_since.map(|t| t.elapsed().as_secs()),
-                queued: p
-                    .waiting
-                    .map(|(class, since)| (class, since.elapsed().as_millis() as u64)),
-                thread: p.thread,
-                listening: p.listening,
-            })
-            .collect()
+        self.pgsql_processlist_rows()
     }
 
     fn pgsql_listen_channels(&self) -> Vec<Vec<Option<String>>> {
-        self.pgsql
-            .listen_channels()
-            .into_iter()
-            .map(|c| {
-                vec![
-                    Some(c.database),
-                    Some(c.channel),
-                    Some(c.listeners.to_string()),
-                    Some(c.received.to_string()),
-                    Some(c.delivered.to_string()),
-                    Some(c.dropped.to_string()),
-                ]
-            })
-            .collect()
+        self.pgsql_listen_channels_rows()
     }
 
     fn pgsql_listeners(&self) -> Vec<Vec<Option<String>>> {
-        self.pgsql
-            .listeners()
-            .into_iter()
-            .map(|l| {
-                let (host, port) = match &l.server {
-                    Some(s) => s
-                        .rsplit_once(':')
-                        .map(|(h, p)| (Some(h.to_string()), Some(p.to_string())))
-                        .unwrap_or((Some(s.clone()), None)),
-                    None => (None, None),
-                };
-                vec![
-                    Some(l.hostgroup.to_string()),
-                    host,
-                    port,
-                    Some(l.database),
-                    l.backend_pid.map(|p| p.to_string()),
-                    Some(l.channels.to_string()),
-                    Some(l.reconnects.to_string()),
-                    l.last_error,
-                ]
-            })
-            .collect()
+        self.pgsql_listeners_rows()
     }
 
     fn pgsql_errors(&self) -> Vec<Vec<Option<String>>> {
@@ -351,60 +302,11 @@ impl LiveStats for Live {
     }
 
     fn pgsql_free_connections(&self) -> Vec<Vec<Option<String>>> {
-        self.pgsql
-            .pool()
-            .free_connections()
-            .into_iter()
-            .map(|(k, pid, idle_ms)| {
-                vec![
-                    Some(pid.to_string()),
-                    Some(k.hostgroup.to_string()),
-                    Some(k.server.hostname.clone()),
-                    Some(k.server.port.to_string()),
-                    Some(k.user),
-                    Some(k.database),
-                    None,
-                    None,
-                    None,
-                    None,
-                    Some(idle_ms.to_string()),
-                    None,
-                    None,
-                ]
-            })
-            .collect()
+        self.pgsql_free_connections_rows()
     }
 
     fn pgsql_connection_pool(&self) -> Vec<PoolRow> {
-        let rt = self.config.load();
-        let stats = self.pgsql.pool().stats();
-        rt.pgsql
-            .hostgroups
-            .iter()
-            .flat_map(|(hg, servers)| servers.iter().map(move |s| (*hg, s)))
-            .map(|(hg, s)| {
-                let (used, free) = stats
-                    .iter()
-                    .find(|x| x.0 == hg && x.1 == s.key)
-                    .map_or((0, 0), |x| (x.2, x.3));
-                let t = self.pgsql.pool().traffic().of(hg, &s.key.to_string());
-                PoolRow {
-                    hostgroup: hg,
-                    srv_host: s.key.hostname.clone(),
-                    srv_port: s.key.port,
-                    status: s.status.as_str().to_string(),
-                    conn_used: used,
-                    conn_free: free,
-                    queries: t.queries.get(),
-                    connects_ok: t.connects_ok.load(Ordering::Relaxed),
-                    connects_err: t.connects_err.load(Ordering::Relaxed),
-                    bytes_sent: t.bytes_sent.get(),
-                    bytes_recv: t.bytes_recv.get(),
-                    latency_us: self.monitors[1].latency_us(&s.key),
-                    replication_lag_s: self.monitors[1].replication_lag(&s.key),
-                }
-            })
-            .collect()
+        self.pgsql_connection_pool_rows()
     }
 
     fn write_metrics(&self, out: &mut Exposition) {
@@ -472,8 +374,9 @@ impl LiveStats for Live {
             ("mysql_sessions", u64::from(self.mysql.registry().total())),
             ("pgsql_sessions", self.pgsql.sessions().len() as u64),
         ]);
-        #[cfg(feature = "count-allocations")]
-        rows.extend(crate::alloc_count::rows());
+        if let Some(more) = self.memory_rows {
+            rows.extend(more());
+        }
         rows.into_iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
@@ -492,32 +395,7 @@ impl LiveStats for Live {
     }
 
     fn pgsql_hostgroup_traffic(&self) -> Vec<HostgroupTraffic> {
-        let rt = self.config.load();
-        let stats = self.pgsql.stats();
-        let latency: BTreeMap<i64, _> = stats.latency.snapshot().into_iter().collect();
-        rt.pgsql
-            .hostgroups
-            .iter()
-            .map(|(hg, servers)| {
-                let h = i64::from(*hg);
-                let (mut sent, mut recv) = (0, 0);
-                for s in servers {
-                    let t = self.pgsql.pool().traffic().of(*hg, &s.key.to_string());
-                    sent += t.bytes_sent.get();
-                    recv += t.bytes_recv.get();
-                }
-                let lat = latency.get(&h);
-                HostgroupTraffic {
-                    hostgroup: *hg,
-                    transactions: stats.transactions.get(h),
-                    queries: lat.map_or(0, |l| l.count),
-                    bytes_to_servers: sent,
-                    bytes_from_servers: recv,
-                    query_time_us: lat.map_or(0, |l| (l.sum_seconds * 1e6) as u64),
-                    wait_us: stats.wait_us.get(h),
-                }
-            })
-            .collect()
+        self.pgsql_hostgroup_traffic_rows()
     }
 
     fn reload_tls(&self) -> Result<(), ControlError> {

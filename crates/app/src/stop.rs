@@ -11,7 +11,7 @@ use tracing::{info, warn};
 
 /// Why Sluice stops.
 pub enum Stop {
-    /// SIGTERM / SIGINT.
+    /// The host's stop future resolved (the binary's: SIGTERM / SIGINT), with its reason.
     Signal(&'static str),
     /// `PROXYSQL SHUTDOWN`.
     Admin,
@@ -29,8 +29,10 @@ impl Stop {
     }
 }
 
-/// Waits for a reason to stop; SIGUSR2 on the way starts a successor (`--takeover`).
+/// Waits for a reason to stop: `stop`, `PROXYSQL SHUTDOWN` (`admin`) or a successor; SIGUSR2
+/// on the way starts a successor (`--takeover`).
 pub async fn wait(
+    stop: impl std::future::Future<Output = &'static str>,
     admin: &CancellationToken,
     handed_over: Option<tokio::sync::oneshot::Receiver<u32>>,
     mut upgrade: crate::signals::UpgradeSignal,
@@ -45,12 +47,11 @@ pub async fn wait(
         }
     };
     tokio::pin!(successor);
-    // One signal stream for the whole wait: a new one per turn could miss a SIGTERM.
-    let signal = crate::signals::stop_requested();
-    tokio::pin!(signal);
+    // One stop future for the whole wait: a new one per turn could miss a SIGTERM.
+    tokio::pin!(stop);
     loop {
         tokio::select! {
-            sig = &mut signal => return Stop::Signal(sig),
+            why = &mut stop => return Stop::Signal(why),
             _ = admin.cancelled() => return Stop::Admin,
             pid = &mut successor => return Stop::HandedOver(pid),
             _ = upgrade.recv() => match crate::takeover::start_successor() {
