@@ -63,6 +63,9 @@ pub struct App {
     shutdown: CancellationToken,
     tasks: TaskTracker,
     takeover: Takeover,
+    /// SIGUSR2, installed at the start of [`App::build`] (its default action would end the
+    /// process) when [`Options::upgrade_on_sigusr2`].
+    upgrade: crate::signals::UpgradeSignal,
     options: Options,
 }
 
@@ -80,6 +83,10 @@ impl App {
     /// [`Options::takeover`]) and starts the frontends, monitors, MCP and fleet sync.
     /// Must run inside a multi-threaded tokio runtime.
     pub async fn build(file: Config, options: Options) -> Result<App, Error> {
+        let upgrade = match options.upgrade_on_sigusr2 {
+            true => crate::signals::upgrade_requested(),
+            false => crate::signals::UpgradeSignal::none(),
+        };
         let socket =
             takeover::socket_path(options.takeover_socket.clone(), options.datadir.as_deref());
         let mut inherited = match (&socket, options.takeover) {
@@ -160,6 +167,7 @@ impl App {
                 inherited,
                 lent,
             },
+            upgrade,
             options,
         })
     }
@@ -175,11 +183,6 @@ impl App {
     /// sessions [`Options::shutdown_timeout`] to finish their statement (or, after a takeover,
     /// to leave), and returns.
     pub async fn serve(self, stop: impl Future<Output = &'static str>) -> Result<(), Error> {
-        // From here on SIGUSR2 starts a successor (its default action would end the process).
-        let upgrade = match self.options.upgrade_on_sigusr2 {
-            true => crate::signals::upgrade_requested(),
-            false => crate::signals::UpgradeSignal::none(),
-        };
         let Takeover {
             socket,
             inherited,
@@ -187,7 +190,7 @@ impl App {
         } = self.takeover;
         let handed_over =
             takeover::begin(socket.as_deref(), self.options.takeover, inherited, lent)?;
-        let why = stop::wait(stop, &self.stop_requested, handed_over, upgrade).await;
+        let why = stop::wait(stop, &self.stop_requested, handed_over, self.upgrade).await;
         // Both protocols' sessions count when Sluice stops.
         let (my_sessions, pg_sessions) =
             (self.mysql.registry().clone(), self.pgsql.sessions().clone());
