@@ -98,53 +98,11 @@ impl BackendConn {
         let mut skip = 0usize; // body bytes of a large packet still to pass through unseen
         let mut buf = self.reader.take_buffered();
         loop {
-            let mut pos = 0usize;
-            let mut failure: Option<&'static str> = None;
-            // An OK packet (at `pos`) whose session-state items the client must not see.
-            let mut rewrite: Option<OkWithState> = None;
-            loop {
-                if skip > 0 {
-                    let n = skip.min(buf.len() - pos);
-                    pos += n;
-                    skip -= n;
-                    if skip > 0 {
-                        break;
-                    }
-                    continue;
-                }
-                if tracker.done() || tracker.wants_local_file() || buf.len() - pos < 4 {
-                    break;
-                }
-                let len = header_len(&buf[pos..]);
-                let seq = buf[pos + 3];
-                let avail = buf.len() - pos - 4;
-                let fed = if len <= SMALL {
-                    if avail < len {
-                        break;
-                    }
-                    tracker.feed(&buf[pos + 4..pos + 4 + len], len)
-                } else {
-                    if avail < PEEK {
-                        break;
-                    }
-                    tracker.feed(&buf[pos + 4..pos + 4 + PEEK], len)
-                };
-                if let Err(ReplyError::Unexpected(why)) = fed {
-                    failure = Some(why);
-                    break;
-                }
-                next_seq = seq.wrapping_add(1);
-                if let Some(state_at) = tracker.take_state_offset() {
-                    rewrite = Some(OkWithState { len, state_at });
-                    break;
-                }
-                if len <= SMALL {
-                    pos += 4 + len;
-                } else {
-                    pos += 4 + PEEK;
-                    skip = len - PEEK;
-                }
-            }
+            let Scanned {
+                pos,
+                failure,
+                rewrite,
+            } = scan(&mut tracker, &buf, &mut skip, &mut next_seq);
             if pos > 0 {
                 if let Err(e) = client.write_all(&buf[..pos]).await {
                     return RelayOutcome::ClientGone(e);
@@ -216,5 +174,78 @@ impl BackendConn {
                 }
             }
         }
+    }
+}
+
+/// How much of the buffered bytes [`scan`] found forwardable, and why it stopped there.
+struct Scanned {
+    /// Bytes at the start of the buffer that belong to the reply: they go to the client as
+    /// they are.
+    pos: usize,
+    /// The server sent what does not fit the reply.
+    failure: Option<&'static str>,
+    /// An OK packet (at `pos`) whose session-state items the client must not see.
+    rewrite: Option<OkWithState>,
+}
+
+/// Feeds `tracker` the packets in `buf`: a small one whole, a large one by its first
+/// [`PEEK`] bytes (the rest of its body is counted in `skip`, to pass through unseen). Stops
+/// at the end of the reply, at a packet not wholly read yet, at what does not fit the reply,
+/// or at an OK carrying session state.
+fn scan(tracker: &mut ReplyTracker, buf: &[u8], skip: &mut usize, next_seq: &mut u8) -> Scanned {
+    let mut pos = 0usize;
+    loop {
+        if *skip > 0 {
+            let n = (*skip).min(buf.len() - pos);
+            pos += n;
+            *skip -= n;
+            if *skip > 0 {
+                break;
+            }
+            continue;
+        }
+        if tracker.done() || tracker.wants_local_file() || buf.len() - pos < 4 {
+            break;
+        }
+        let len = header_len(&buf[pos..]);
+        let seq = buf[pos + 3];
+        let avail = buf.len() - pos - 4;
+        let fed = if len <= SMALL {
+            if avail < len {
+                break;
+            }
+            tracker.feed(&buf[pos + 4..pos + 4 + len], len)
+        } else {
+            if avail < PEEK {
+                break;
+            }
+            tracker.feed(&buf[pos + 4..pos + 4 + PEEK], len)
+        };
+        if let Err(ReplyError::Unexpected(why)) = fed {
+            return Scanned {
+                pos,
+                failure: Some(why),
+                rewrite: None,
+            };
+        }
+        *next_seq = seq.wrapping_add(1);
+        if let Some(state_at) = tracker.take_state_offset() {
+            return Scanned {
+                pos,
+                failure: None,
+                rewrite: Some(OkWithState { len, state_at }),
+            };
+        }
+        if len <= SMALL {
+            pos += 4 + len;
+        } else {
+            pos += 4 + PEEK;
+            *skip = len - PEEK;
+        }
+    }
+    Scanned {
+        pos,
+        failure: None,
+        rewrite: None,
     }
 }

@@ -258,6 +258,54 @@ async fn upgrade_to_tls(mut io: ClientIo, tls: Option<&TlsAcceptor>) -> Result<C
     Ok(io)
 }
 
+/// The server's greeting: its version, capabilities (MariaDB's extended ones when it speaks as
+/// MariaDB) and the scramble.
+fn greeting(
+    vars: &sluice_core::config::MysqlVariables,
+    tls: bool,
+    connection_id: u32,
+    nonce: &[u8],
+) -> Greeting {
+    let ours = server_capabilities(tls, vars.enable_load_data_local_infile);
+    let (ours, ours_mariadb) = match vars.server_version.contains("MariaDB") {
+        // Spoken as MariaDB: "not MySQL", so clients send their extended capabilities.
+        true => (ours & !cap::LONG_PASSWORD, MARIADB_CAPABILITIES),
+        false => (ours, 0),
+    };
+    Greeting {
+        server_version: vars.server_version.clone(),
+        connection_id,
+        nonce: nonce.to_vec(),
+        capabilities: ours,
+        mariadb_capabilities: ours_mariadb,
+        charset: GREETING_COLLATION,
+        status: status::AUTOCOMMIT,
+        auth_plugin: vars.default_authentication_plugin.clone(),
+    }
+}
+
+/// The login's final OK; compression from there on when negotiated, and the session's packet
+/// limit in place of the handshake's.
+async fn logged_in_ok(
+    io: &mut ClientIo,
+    seq: u8,
+    capabilities: u32,
+    max_allowed_packet: u32,
+) -> Result<(), Error> {
+    io.write(seq, &ok_payload(0, 0, status::AUTOCOMMIT, 0))
+        .await?;
+    if capabilities & cap::COMPRESS != 0 {
+        // Everything after the handshake's last OK is compressed, both ways.
+        io.stream
+            .flush()
+            .await
+            .map_err(|e| Error::Protocol(e.into()))?;
+        io.stream.start_compression();
+    }
+    io.reader.set_limit(max_allowed_packet as usize);
+    Ok(())
+}
+
 /// Runs the whole connection phase on a fresh socket. On failure the client has been sent the
 /// error packet (when the socket still works) and the error is returned for logging.
 pub async fn connection_phase(
@@ -270,22 +318,8 @@ pub async fn connection_phase(
 ) -> Result<(ClientIo, LoggedIn), Error> {
     let vars = &rt.mysql.variables;
     let nonce = auth::nonce();
-    let ours = server_capabilities(tls.is_some(), vars.enable_load_data_local_infile);
-    let (ours, ours_mariadb) = match vars.server_version.contains("MariaDB") {
-        // Spoken as MariaDB: "not MySQL", so clients send their extended capabilities.
-        true => (ours & !cap::LONG_PASSWORD, MARIADB_CAPABILITIES),
-        false => (ours, 0),
-    };
-    let greeting = Greeting {
-        server_version: vars.server_version.clone(),
-        connection_id,
-        nonce: nonce.clone(),
-        capabilities: ours,
-        mariadb_capabilities: ours_mariadb,
-        charset: GREETING_COLLATION,
-        status: status::AUTOCOMMIT,
-        auth_plugin: vars.default_authentication_plugin.clone(),
-    };
+    let greeting = greeting(vars, tls.is_some(), connection_id, &nonce);
+    let (ours, ours_mariadb) = (greeting.capabilities, greeting.mariadb_capabilities);
     let local = tcp.local_addr().unwrap_or(peer);
     let mut io = ClientIo {
         stream: ClientStream::new(ClientSocket::Plain(tcp)),
@@ -336,17 +370,7 @@ pub async fn connection_phase(
         .clone()
         .or_else(|| user.default_schema.clone().filter(|s| !s.is_empty()))
         .unwrap_or_else(|| vars.default_schema.clone());
-    io.write(seq, &ok_payload(0, 0, status::AUTOCOMMIT, 0))
-        .await?;
-    if capabilities & cap::COMPRESS != 0 {
-        // Everything after the handshake's last OK is compressed, both ways.
-        io.stream
-            .flush()
-            .await
-            .map_err(|e| Error::Protocol(e.into()))?;
-        io.stream.start_compression();
-    }
-    io.reader.set_limit(vars.max_allowed_packet as usize);
+    logged_in_ok(&mut io, seq, capabilities, vars.max_allowed_packet).await?;
     Ok((
         io,
         LoggedIn {

@@ -154,6 +154,59 @@ impl PinSet {
         }
     }
 
+    /// `DROP TABLE|VIEW|SEQUENCE [IF EXISTS] a, b … [CASCADE|RESTRICT]`: temporary ones forgotten.
+    fn dropped(&mut self, w: &[String]) {
+        let kind = w.get(1).map(String::as_str);
+        for name in w.iter().skip(2) {
+            if matches!(name.as_str(), "if" | "exists" | "cascade" | "restrict") {
+                continue;
+            }
+            match kind {
+                Some("table") => {
+                    self.temp_tables.remove(&unqualified(name));
+                }
+                Some(k @ ("view" | "sequence")) => {
+                    self.temp_objects
+                        .remove(&format!("{k} {}", unqualified(name)));
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// `DEALLOCATE [PREPARE] name|ALL`.
+    fn deallocated(&mut self, w: &[String]) {
+        let name = match w.get(1).map(String::as_str) {
+            Some("prepare") => w.get(2),
+            _ => w.get(1),
+        };
+        match name.map(String::as_str) {
+            Some("all") => self.prepared.clear(),
+            Some(n) => {
+                self.prepared.remove(n);
+            }
+            None => {}
+        }
+    }
+
+    /// `DISCARD ALL` (everything but what never leaves, `LOAD`) or `DISCARD TEMP`.
+    fn discarded(&mut self, w: &[String]) {
+        match w.get(1).map(String::as_str) {
+            Some("all") => {
+                let sticky = self.sticky;
+                *self = PinSet {
+                    sticky,
+                    ..PinSet::default()
+                };
+            }
+            Some("temp" | "temporary") => {
+                self.temp_tables.clear();
+                self.temp_objects.clear();
+            }
+            _ => {}
+        }
+    }
+
     fn statement(&mut self, stmt: &str) {
         // Most statements touch nothing here: decide that without allocating (this runs for
         // every statement on the hot path).
@@ -183,24 +236,7 @@ impl PinSet {
                 }
             },
             "create" => self.created(&w, &lower),
-            "drop" => {
-                let kind = w.get(1).map(String::as_str);
-                for name in w.iter().skip(2) {
-                    if matches!(name.as_str(), "if" | "exists" | "cascade" | "restrict") {
-                        continue;
-                    }
-                    match kind {
-                        Some("table") => {
-                            self.temp_tables.remove(&unqualified(name));
-                        }
-                        Some(k @ ("view" | "sequence")) => {
-                            self.temp_objects
-                                .remove(&format!("{k} {}", unqualified(name)));
-                        }
-                        _ => {}
-                    }
-                }
-            }
+            "drop" => self.dropped(&w),
             "declare" if lower.contains("with hold") => {
                 if let Some(c) = w.get(1) {
                     self.hold_cursors.insert(c.clone());
@@ -218,38 +254,13 @@ impl PinSet {
                     self.prepared.insert(n.clone());
                 }
             }
-            "deallocate" => {
-                let name = match w.get(1).map(String::as_str) {
-                    Some("prepare") => w.get(2),
-                    _ => w.get(1),
-                };
-                match name.map(String::as_str) {
-                    Some("all") => self.prepared.clear(),
-                    Some(n) => {
-                        self.prepared.remove(n);
-                    }
-                    None => {}
-                }
-            }
+            "deallocate" => self.deallocated(&w),
             // A shared library loaded into the server process stays there: the session keeps
             // the connection to its end.
             "load" => {
                 self.sticky.get_or_insert("LOAD");
             }
-            "discard" => match w.get(1).map(String::as_str) {
-                Some("all") => {
-                    let sticky = self.sticky;
-                    *self = PinSet {
-                        sticky,
-                        ..PinSet::default()
-                    };
-                }
-                Some("temp" | "temporary") => {
-                    self.temp_tables.clear();
-                    self.temp_objects.clear();
-                }
-                _ => {}
-            },
+            "discard" => self.discarded(&w),
             _ => {}
         }
         if lower.contains("advisory_") {

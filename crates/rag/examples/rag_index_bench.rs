@@ -41,6 +41,30 @@ fn percentile(samples: &mut [Duration], p: f64) -> f64 {
     samples[i].as_secs_f64() * 1000.0
 }
 
+/// Document `i`: 60 words drawn from `words`, one chunk with a random unit vector.
+fn random_doc(i: usize, words: &[String], rng: &mut Rng) -> DocRow {
+    let body: Vec<&str> = (0..60)
+        .map(|_| words[rng.next() as usize % words.len()].as_str())
+        .collect();
+    let body = body.join(" ");
+    DocRow {
+        doc_id: format!("1:{i}"),
+        pk_json: i.to_string(),
+        title: String::new(),
+        body: body.clone(),
+        metadata_json: "{}".into(),
+        content_hash: i.to_string(),
+        change_value: None,
+        chunks: vec![ChunkRow {
+            chunk_id: format!("1:{i}#0"),
+            index: 0,
+            content_hash: i.to_string(),
+            body,
+            vector: Some(rng.unit()),
+        }],
+    }
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
@@ -64,28 +88,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let started = Instant::now();
     for page in 0..n.div_ceil(PAGE) {
         let docs: Vec<DocRow> = (page * PAGE..((page + 1) * PAGE).min(n))
-            .map(|i| {
-                let body: Vec<&str> = (0..60)
-                    .map(|_| words[rng.next() as usize % words.len()].as_str())
-                    .collect();
-                let body = body.join(" ");
-                DocRow {
-                    doc_id: format!("1:{i}"),
-                    pk_json: i.to_string(),
-                    title: String::new(),
-                    body: body.clone(),
-                    metadata_json: "{}".into(),
-                    content_hash: i.to_string(),
-                    change_value: None,
-                    chunks: vec![ChunkRow {
-                        chunk_id: format!("1:{i}#0"),
-                        index: 0,
-                        content_hash: i.to_string(),
-                        body,
-                        vector: Some(rng.unit()),
-                    }],
-                }
-            })
+            .map(|i| random_doc(i, &words, &mut rng))
             .collect();
         index.apply_batch(1, &docs, None).await?;
     }

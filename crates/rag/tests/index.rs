@@ -88,7 +88,13 @@ async fn writes_then_searches_by_text_and_vector_with_filters() {
         .expect("knn fr");
     assert_eq!(hits[0].chunk_id, "1:3#0");
 
-    // A changed chunk text replaces its FTS row and vector; a dropped chunk goes.
+    a_changed_chunk_replaces_its_rows(&index, &all).await;
+    a_sweep_removes_the_documents_it_did_not_see(&index, &all).await;
+    a_new_model_empties_the_source(&index, &all).await;
+}
+
+/// A changed chunk text replaces its FTS row and vector; a dropped chunk goes.
+async fn a_changed_chunk_replaces_its_rows(index: &Index, all: &SearchFilter) {
     let mut changed = doc(2, "Indexes", "GiST indexes for geometry", "en", 3);
     changed.chunks[0].content_hash = "h2b".into();
     index
@@ -97,18 +103,20 @@ async fn writes_then_searches_by_text_and_vector_with_filters() {
         .expect("update");
     assert!(
         index
-            .search_fts("tree", &all, 10)
+            .search_fts("tree", all, 10)
             .await
             .expect("fts")
             .is_empty()
     );
     let hits = index
-        .search_vector(1, &unit(3, 4), &all, 1, 10)
+        .search_vector(1, &unit(3, 4), all, 1, 10)
         .await
         .expect("knn");
     assert_eq!(hits[0].chunk_id, "1:2#0");
+}
 
-    // A sweep that saw docs 1 and 3 removes doc 2 with its chunk and vector.
+/// A sweep that saw docs 1 and 3 removes doc 2 with its chunk and vector.
+async fn a_sweep_removes_the_documents_it_did_not_see(index: &Index, all: &SearchFilter) {
     let g = index.sweep_begin(1).await.expect("sweep");
     index
         .sweep_mark(g, &["1:1".into(), "1:3".into()])
@@ -117,17 +125,19 @@ async fn writes_then_searches_by_text_and_vector_with_filters() {
     assert_eq!(index.sweep_finish(1, g).await.expect("finish"), 1);
     assert_eq!(index.counts(1).await.expect("counts"), (2, 2));
     let hits = index
-        .search_vector(1, &unit(3, 4), &all, 3, 10)
+        .search_vector(1, &unit(3, 4), all, 3, 10)
         .await
         .expect("knn");
     assert!(hits.iter().all(|h| h.chunk_id != "1:2#0"));
+}
 
-    // A new model empties the source.
+/// A new model empties the source.
+async fn a_new_model_empties_the_source(index: &Index, all: &SearchFilter) {
     assert!(index.prepare_source(1, 8, "other").await.expect("rebuild"));
     assert_eq!(index.counts(1).await.expect("counts"), (0, 0));
     assert!(
         index
-            .search_fts("vacuum", &all, 10)
+            .search_fts("vacuum", all, 10)
             .await
             .expect("fts")
             .is_empty()

@@ -184,103 +184,99 @@ impl MonitorVariables {
 
     /// Every variable as (name, value).
     pub fn pairs(&self, prefix: &str) -> Vec<(String, String)> {
-        let mut v = vec![
-            ("monitor_enabled".to_string(), self.enabled.to_string()),
-            ("monitor_username".into(), self.username.clone()),
-            ("monitor_password".into(), self.password.clone()),
-            ("monitor_history".into(), self.history.to_string()),
+        let named = [
+            ("monitor_enabled", self.enabled.to_string()),
+            ("monitor_username", self.username.clone()),
+            ("monitor_password", self.password.clone()),
+            ("monitor_history", self.history.to_string()),
             (
-                "monitor_connect_interval".into(),
+                "monitor_connect_interval",
                 self.connect_interval.to_string(),
             ),
+            ("monitor_connect_timeout", self.connect_timeout.to_string()),
+            ("monitor_ping_interval", self.ping_interval.to_string()),
+            ("monitor_ping_timeout", self.ping_timeout.to_string()),
             (
-                "monitor_connect_timeout".into(),
-                self.connect_timeout.to_string(),
-            ),
-            (
-                "monitor_ping_interval".into(),
-                self.ping_interval.to_string(),
-            ),
-            ("monitor_ping_timeout".into(), self.ping_timeout.to_string()),
-            (
-                "monitor_ping_max_failures".into(),
+                "monitor_ping_max_failures",
                 self.ping_max_failures.to_string(),
             ),
             (
-                "monitor_read_only_interval".into(),
+                "monitor_read_only_interval",
                 self.read_only_interval.to_string(),
             ),
             (
-                "monitor_read_only_timeout".into(),
+                "monitor_read_only_timeout",
                 self.read_only_timeout.to_string(),
             ),
             (
-                "monitor_read_only_max_timeout_count".into(),
+                "monitor_read_only_max_timeout_count",
                 self.read_only_max_timeout_count.to_string(),
             ),
             (
-                "monitor_writer_is_also_reader".into(),
+                "monitor_writer_is_also_reader",
                 self.writer_is_also_reader.to_string(),
             ),
             (
-                "monitor_replication_lag_interval".into(),
+                "monitor_replication_lag_interval",
                 self.replication_lag_interval.to_string(),
             ),
             (
-                "monitor_replication_lag_timeout".into(),
+                "monitor_replication_lag_timeout",
                 self.replication_lag_timeout.to_string(),
             ),
             (
-                "monitor_replication_lag_count".into(),
+                "monitor_replication_lag_count",
                 self.replication_lag_count.to_string(),
             ),
             (
-                "monitor_replication_lag_group_by_host".into(),
+                "monitor_replication_lag_group_by_host",
                 self.replication_lag_group_by_host.to_string(),
             ),
             (
-                "monitor_replication_lag_use_percona_heartbeat".into(),
+                "monitor_replication_lag_use_percona_heartbeat",
                 self.replication_lag_use_percona_heartbeat.clone(),
             ),
             (
-                "monitor_slave_lag_when_null".into(),
+                "monitor_slave_lag_when_null",
                 self.slave_lag_when_null.to_string(),
             ),
-            ("shun_on_failures".into(), self.shun_on_failures.to_string()),
+            ("shun_on_failures", self.shun_on_failures.to_string()),
             (
-                "default_max_latency_ms".into(),
+                "default_max_latency_ms",
                 self.default_max_latency_ms.to_string(),
             ),
             (
-                "monitor_groupreplication_healthcheck_interval".into(),
+                "monitor_groupreplication_healthcheck_interval",
                 self.groupreplication_healthcheck_interval.to_string(),
             ),
             (
-                "monitor_groupreplication_healthcheck_timeout".into(),
+                "monitor_groupreplication_healthcheck_timeout",
                 self.groupreplication_healthcheck_timeout.to_string(),
             ),
             (
-                "monitor_groupreplication_healthcheck_max_timeout_count".into(),
+                "monitor_groupreplication_healthcheck_max_timeout_count",
                 self.groupreplication_healthcheck_max_timeout_count
                     .to_string(),
             ),
             (
-                "monitor_galera_healthcheck_interval".into(),
+                "monitor_galera_healthcheck_interval",
                 self.galera_healthcheck_interval.to_string(),
             ),
             (
-                "monitor_galera_healthcheck_timeout".into(),
+                "monitor_galera_healthcheck_timeout",
                 self.galera_healthcheck_timeout.to_string(),
             ),
             (
-                "monitor_galera_healthcheck_max_timeout_count".into(),
+                "monitor_galera_healthcheck_max_timeout_count",
                 self.galera_healthcheck_max_timeout_count.to_string(),
             ),
             (
-                "shun_recovery_time_sec".into(),
+                "shun_recovery_time_sec",
                 self.shun_recovery_time_sec.to_string(),
             ),
         ];
+        let mut v: Vec<(String, String)> =
+            named.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
         if prefix == "pgsql" {
             v.push(("monitor_dbname".into(), self.dbname.clone()));
         }

@@ -199,47 +199,7 @@ impl Store {
             }
         }
         for o in objects {
-            sqlx::query(
-                "INSERT INTO objects (target_id, schema_name, object_name, object_type, run_id, definition, harvested_at) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            )
-            .bind(target)
-            .bind(&o.schema)
-            .bind(&o.name)
-            .bind(&o.kind)
-            .bind(run_id)
-            .bind(o.definition.to_string())
-            .bind(now())
-            .execute(&mut *tx)
-            .await
-            .map_err(err)?;
-            sqlx::query("INSERT INTO fts_objects (target_id, object_key, name, comment, columns) VALUES (?1, ?2, ?3, ?4, ?5)")
-                .bind(target)
-                .bind(format!("{}.{}", o.schema, o.name))
-                .bind(o.name.replace('_', " ") + " " + &o.name)
-                .bind(&o.comment)
-                .bind(o.columns.iter().map(|c| c.replace('_', " ") + " " + c).collect::<Vec<_>>().join(" "))
-                .execute(&mut *tx)
-                .await
-                .map_err(err)?;
-            for r in &o.relationships {
-                sqlx::query(
-                    "INSERT INTO relationships (target_id, schema_name, object_name, name, columns, ref_table, ref_columns, kind, confidence) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                )
-                .bind(target)
-                .bind(&o.schema)
-                .bind(&o.name)
-                .bind(&r.name)
-                .bind(r.columns.join(","))
-                .bind(&r.references_table)
-                .bind(r.references_columns.join(","))
-                .bind(&r.kind)
-                .bind(r.confidence)
-                .execute(&mut *tx)
-                .await
-                .map_err(err)?;
-            }
+            insert_object(&mut tx, target, run_id, o).await?;
         }
         sqlx::query(
             "UPDATE runs SET finished_at = ?2, schemas = ?3, objects = ?4 WHERE run_id = ?1",
@@ -477,6 +437,57 @@ impl Store {
             })
             .collect())
     }
+}
+
+/// One harvested object into the catalog: its row, its search entry, its relationships.
+async fn insert_object(
+    tx: &mut sqlx::SqliteConnection,
+    target: &str,
+    run_id: i64,
+    o: &Harvested,
+) -> Result<(), Error> {
+    sqlx::query(
+        "INSERT INTO objects (target_id, schema_name, object_name, object_type, run_id, definition, harvested_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )
+    .bind(target)
+    .bind(&o.schema)
+    .bind(&o.name)
+    .bind(&o.kind)
+    .bind(run_id)
+    .bind(o.definition.to_string())
+    .bind(now())
+    .execute(&mut *tx)
+    .await
+    .map_err(err)?;
+    sqlx::query("INSERT INTO fts_objects (target_id, object_key, name, comment, columns) VALUES (?1, ?2, ?3, ?4, ?5)")
+        .bind(target)
+        .bind(format!("{}.{}", o.schema, o.name))
+        .bind(o.name.replace('_', " ") + " " + &o.name)
+        .bind(&o.comment)
+        .bind(o.columns.iter().map(|c| c.replace('_', " ") + " " + c).collect::<Vec<_>>().join(" "))
+        .execute(&mut *tx)
+        .await
+        .map_err(err)?;
+    for r in &o.relationships {
+        sqlx::query(
+            "INSERT INTO relationships (target_id, schema_name, object_name, name, columns, ref_table, ref_columns, kind, confidence) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        )
+        .bind(target)
+        .bind(&o.schema)
+        .bind(&o.name)
+        .bind(&r.name)
+        .bind(r.columns.join(","))
+        .bind(&r.references_table)
+        .bind(r.references_columns.join(","))
+        .bind(&r.kind)
+        .bind(r.confidence)
+        .execute(&mut *tx)
+        .await
+        .map_err(err)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -94,23 +94,12 @@ pub(crate) fn tokenize(sql: &str, dialect: Dialect) -> Result<Vec<Token>, LexErr
                 i = end;
             }
             b'@' if mysql => {
-                i += 1;
-                while i < b.len() && (b[i] == b'@' || is_word_byte(b[i])) {
-                    i += 1;
-                }
-                // @`quoted` / @'quoted' names.
-                if let Some(&q) = b.get(i)
-                    && matches!(q, b'`' | b'\'' | b'"')
-                {
-                    i = quoted(b, i, q, q != b'`')?.0;
-                }
+                i = variable_end(b, i)?;
                 out.push(Token::Variable);
             }
             b'0'..=b'9' => {
                 let start = i;
-                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'.') {
-                    i += 1;
-                }
+                i = scan_while(b, i, |c| c.is_ascii_alphanumeric() || c == b'.');
                 out.push(Token::Literal(sql[start..i].to_string()));
             }
             b'?' => {
@@ -131,25 +120,37 @@ pub(crate) fn tokenize(sql: &str, dialect: Dialect) -> Result<Vec<Token>, LexErr
             }
             _ if is_word_byte(c) => {
                 let start = i;
-                while i < b.len() && (is_word_byte(b[i]) || b[i] == b'$') {
-                    i += 1;
-                }
+                i = scan_while(b, i, |c| is_word_byte(c) || c == b'$');
                 out.push(Token::Word(sql[start..i].to_ascii_uppercase()));
             }
             _ => {
-                let p = PUNCT.iter().find(|p| p.as_bytes()[0] == c);
-                match p {
-                    Some(p) => out.push(Token::Punct(p)),
-                    None => {
-                        let ch = sql[i..].chars().next().unwrap_or('?');
-                        return Err(LexError::Unexpected(ch));
-                    }
-                }
+                let Some(p) = PUNCT.iter().find(|p| p.as_bytes()[0] == c) else {
+                    let ch = sql[i..].chars().next().unwrap_or('?');
+                    return Err(LexError::Unexpected(ch));
+                };
+                out.push(Token::Punct(p));
                 i += 1;
             }
         }
     }
     Ok(out)
+}
+
+/// The end of the run of bytes from `i` that `keep` accepts.
+fn scan_while(b: &[u8], mut i: usize, keep: impl Fn(u8) -> bool) -> usize {
+    while i < b.len() && keep(b[i]) {
+        i += 1;
+    }
+    i
+}
+
+/// The end of a MySQL variable at `i` (`@name`, `@@global.name`, `@'quoted'`, `` @`quoted` ``).
+fn variable_end(b: &[u8], i: usize) -> Result<usize, LexError> {
+    let i = scan_while(b, i + 1, |c| c == b'@' || is_word_byte(c));
+    match b.get(i) {
+        Some(&q) if matches!(q, b'`' | b'\'' | b'"') => Ok(quoted(b, i, q, q != b'`')?.0),
+        _ => Ok(i),
+    }
 }
 
 const PUNCT: &[&str] = &[

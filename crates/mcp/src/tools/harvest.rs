@@ -115,6 +115,12 @@ pub(crate) async fn read_tables(
         }
         sets.push(rs.rows);
     }
+    Ok(describe(t, schema, &sets))
+}
+
+/// The tables' descriptions from the four row sets `harvest_sql` asks for (tables, columns,
+/// indexes, foreign keys).
+fn describe(t: &Target, schema: &str, sets: &[Vec<Vec<Value>>]) -> Vec<TableDescription> {
     let mut out: Vec<TableDescription> = sets[0]
         .iter()
         .map(|r| TableDescription {
@@ -130,12 +136,8 @@ pub(crate) async fn read_tables(
             foreign_keys: Vec::new(),
         })
         .collect();
-    let find = |out: &mut Vec<TableDescription>, r: &[Value]| {
-        let name = text(r.first()).unwrap_or_default();
-        out.iter().position(|t| t.table == name)
-    };
     for r in &sets[1] {
-        let Some(i) = find(&mut out, r) else { continue };
+        let Some(i) = find(&out, r) else { continue };
         out[i].columns.push(ColumnInfo {
             name: text(r.get(1)).unwrap_or_default(),
             type_name: text(r.get(2)).unwrap_or_default(),
@@ -144,8 +146,29 @@ pub(crate) async fn read_tables(
             comment: text(r.get(5)).filter(|c| !c.is_empty()),
         });
     }
-    for r in &sets[2] {
-        let Some(i) = find(&mut out, r) else { continue };
+    add_indexes(&mut out, &sets[2]);
+    add_foreign_keys(&mut out, &sets[3]);
+    for t in &mut out {
+        t.primary_key = t
+            .indexes
+            .iter()
+            .find(|i| i.primary)
+            .map(|i| i.columns.clone())
+            .unwrap_or_default();
+    }
+    out
+}
+
+/// Where `name` (a row's first cell) is among the tables read.
+fn find(out: &[TableDescription], r: &[Value]) -> Option<usize> {
+    let name = text(r.first()).unwrap_or_default();
+    out.iter().position(|t| t.table == name)
+}
+
+/// The index rows (table, index, unique, primary, column), one per indexed column.
+fn add_indexes(out: &mut [TableDescription], rows: &[Vec<Value>]) {
+    for r in rows {
+        let Some(i) = find(out, r) else { continue };
         let name = text(r.get(1)).unwrap_or_default();
         let column = text(r.get(4)).unwrap_or_default();
         let indexes = &mut out[i].indexes;
@@ -159,8 +182,12 @@ pub(crate) async fn read_tables(
             }),
         }
     }
-    for r in &sets[3] {
-        let Some(i) = find(&mut out, r) else { continue };
+}
+
+/// The foreign-key rows (table, key, column, target schema, target table, target column).
+fn add_foreign_keys(out: &mut [TableDescription], rows: &[Vec<Value>]) {
+    for r in rows {
+        let Some(i) = find(out, r) else { continue };
         let name = text(r.get(1)).unwrap_or_default();
         let (column, target_column) = (
             text(r.get(2)).unwrap_or_default(),
@@ -184,13 +211,4 @@ pub(crate) async fn read_tables(
             }),
         }
     }
-    for t in &mut out {
-        t.primary_key = t
-            .indexes
-            .iter()
-            .find(|i| i.primary)
-            .map(|i| i.columns.clone())
-            .unwrap_or_default();
-    }
-    Ok(out)
 }

@@ -289,36 +289,7 @@ impl Session {
 
     async fn handle_outcome(&mut self, outcome: RelayOutcome, retryable: bool) -> Outcome {
         match outcome {
-            RelayOutcome::Complete(t) => {
-                self.backend_fresh = false;
-                if let Some(t) = self.backend.as_ref().and_then(|b| b.traffic()) {
-                    t.queries.add(1);
-                }
-                if let (Some(code), Some(b)) = (t.error_code, self.backend.as_ref()) {
-                    let k = b.key();
-                    let key = (
-                        k.hostgroup,
-                        k.server.hostname.clone(),
-                        k.server.port,
-                        k.user.clone(),
-                        self.io.peer.ip().to_string(),
-                        self.state.schema.clone().unwrap_or_default(),
-                    );
-                    self.fe.counters.commands.record_error(
-                        key,
-                        &code.to_string(),
-                        t.error_message.as_deref().unwrap_or(""),
-                    );
-                }
-                if t.status_seen {
-                    self.pins.observe_status(t.status);
-                }
-                if t.error_code.is_some_and(connection_ending_error) {
-                    // The server closes the connection after these errors.
-                    self.backend = None;
-                }
-                Outcome::Done(Some(t))
-            }
+            RelayOutcome::Complete(t) => self.completed(t),
             RelayOutcome::LocalInfile(_) => {
                 // `forward_bytes` relays the file before it gets here; a request left over means
                 // the connection is mid-statement: it cannot be reused.
@@ -341,59 +312,104 @@ impl Session {
                 forwarded,
                 next_seq,
             } => {
-                let server = self
-                    .backend
-                    .as_ref()
-                    .map(|b| b.key().server.to_string())
-                    .unwrap_or_default();
-                self.backend = None;
-                if retryable && forwarded == 0 {
-                    warn!(session = self.id, server = %server,
-                        "pooled backend connection was dead ({error}); retrying on a new connection");
-                    return Outcome::Retry;
-                }
-                if self.slot.killed().is_cancelled() {
-                    // KILL CONNECTION of this session: its backend connection was killed with
-                    // it; the client sees its connection close, as a directly killed one does.
-                    info!(session = self.id, server = %server, "session killed during a statement; closing it");
-                    self.client_gone = true;
-                    return Outcome::Done(None);
-                }
-                // A transaction, or state Sluice cannot replay, went with the connection (the
-                // server ended it: idle_transaction_timeout, a KILL, a crash). Going on elsewhere
-                // would run the client's next statements outside the transaction it believes
-                // open: the session ends after the error, as a direct connection would.
-                let in_trans = self.pins.in_transaction();
-                let lost_state = if in_trans {
-                    Some("transaction")
-                } else if self.pins.dirty() {
-                    self.pins.reason()
-                } else {
-                    None
-                };
-                let msg = match lost_state {
-                    Some(what) => {
-                        warn!(session = self.id, user = %self.login.user.username, server = %server,
-                            "backend connection lost during a command: {error}; its {what} is gone with it: the client gets error 1927 and the session ends");
-                        self.client_gone = true;
-                        format!(
-                            "Lost connection to backend server {server} during query: {error}; the {what} it held is gone, so this session ends"
-                        )
-                    }
-                    None => {
-                        warn!(session = self.id, user = %self.login.user.username, server = %server,
-                            "backend connection lost during a command: {error}; the client gets error 1927 and the session continues on a new connection");
-                        format!("Lost connection to backend server {server} during query: {error}")
-                    }
-                };
-                // Whatever the lost connection held for this client is gone with it.
-                self.pins.clear();
-                self.refresh_multiplexing_setting();
-                self.send_err(next_seq, &err_payload(LOST_BACKEND.0, LOST_BACKEND.1, &msg))
-                    .await;
-                Outcome::Done(None)
+                self.backend_failed(error, retryable && forwarded == 0, next_seq)
+                    .await
             }
         }
+    }
+
+    /// A reply relayed whole: the server's error counted, the status flags followed.
+    fn completed(&mut self, t: ReplyTracker) -> Outcome {
+        self.backend_fresh = false;
+        if let Some(t) = self.backend.as_ref().and_then(|b| b.traffic()) {
+            t.queries.add(1);
+        }
+        if let (Some(code), Some(b)) = (t.error_code, self.backend.as_ref()) {
+            let k = b.key();
+            let key = (
+                k.hostgroup,
+                k.server.hostname.clone(),
+                k.server.port,
+                k.user.clone(),
+                self.io.peer.ip().to_string(),
+                self.state.schema.clone().unwrap_or_default(),
+            );
+            self.fe.counters.commands.record_error(
+                key,
+                &code.to_string(),
+                t.error_message.as_deref().unwrap_or(""),
+            );
+        }
+        if t.status_seen {
+            self.pins.observe_status(t.status);
+        }
+        if t.error_code.is_some_and(connection_ending_error) {
+            // The server closes the connection after these errors.
+            self.backend = None;
+        }
+        Outcome::Done(Some(t))
+    }
+
+    /// The backend connection broke during a command: retried on a new one when nothing went
+    /// to the client yet (`retry`), else the client gets error 1927 and — when the connection
+    /// held a transaction or state Sluice cannot replay — the session ends.
+    async fn backend_failed(
+        &mut self,
+        error: sluice_mysql_backend::Error,
+        retry: bool,
+        next_seq: u8,
+    ) -> Outcome {
+        let server = self
+            .backend
+            .as_ref()
+            .map(|b| b.key().server.to_string())
+            .unwrap_or_default();
+        self.backend = None;
+        if retry {
+            warn!(session = self.id, server = %server,
+                "pooled backend connection was dead ({error}); retrying on a new connection");
+            return Outcome::Retry;
+        }
+        if self.slot.killed().is_cancelled() {
+            // KILL CONNECTION of this session: its backend connection was killed with
+            // it; the client sees its connection close, as a directly killed one does.
+            info!(session = self.id, server = %server, "session killed during a statement; closing it");
+            self.client_gone = true;
+            return Outcome::Done(None);
+        }
+        // A transaction, or state Sluice cannot replay, went with the connection (the
+        // server ended it: idle_transaction_timeout, a KILL, a crash). Going on elsewhere
+        // would run the client's next statements outside the transaction it believes
+        // open: the session ends after the error, as a direct connection would.
+        let in_trans = self.pins.in_transaction();
+        let lost_state = if in_trans {
+            Some("transaction")
+        } else if self.pins.dirty() {
+            self.pins.reason()
+        } else {
+            None
+        };
+        let msg = match lost_state {
+            Some(what) => {
+                warn!(session = self.id, user = %self.login.user.username, server = %server,
+                    "backend connection lost during a command: {error}; its {what} is gone with it: the client gets error 1927 and the session ends");
+                self.client_gone = true;
+                format!(
+                    "Lost connection to backend server {server} during query: {error}; the {what} it held is gone, so this session ends"
+                )
+            }
+            None => {
+                warn!(session = self.id, user = %self.login.user.username, server = %server,
+                    "backend connection lost during a command: {error}; the client gets error 1927 and the session continues on a new connection");
+                format!("Lost connection to backend server {server} during query: {error}")
+            }
+        };
+        // Whatever the lost connection held for this client is gone with it.
+        self.pins.clear();
+        self.refresh_multiplexing_setting();
+        self.send_err(next_seq, &err_payload(LOST_BACKEND.0, LOST_BACKEND.1, &msg))
+            .await;
+        Outcome::Done(None)
     }
 
     pub(super) async fn send_err(&mut self, seq: u8, payload: &[u8]) {

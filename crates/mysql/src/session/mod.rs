@@ -247,11 +247,7 @@ impl Session {
             let Some(read) = read else {
                 let now = Instant::now();
                 if now >= idle_deadline {
-                    info!(session = self.id, user = %self.login.user.username, client = %self.io.peer,
-                        "closing client session idle for {}s (wait_timeout)", idle.as_secs());
-                    let msg = "The client was disconnected by the server because of inactivity. \
-                               See wait_timeout and interactive_timeout for configuring this behavior.";
-                    let _ = self.io.write(0, &err_payload(4031, "HY000", msg)).await;
+                    self.close_idle(idle).await;
                     break;
                 }
                 if release_at.is_some_and(|r| now >= r) {
@@ -261,12 +257,7 @@ impl Session {
                     self.execute_buf = Vec::new();
                     steps.release();
                 }
-                if self.pins.hold_deadline().is_some_and(|h| now >= h) {
-                    // A time-bounded hold ran out while the client was quiet: let the
-                    // connection go back to the pool now rather than at the next command.
-                    self.pins.expire_holds(now);
-                    self.after_idle_change();
-                }
+                self.expire_holds(now);
                 continue;
             };
             let pk = match read {
@@ -296,12 +287,7 @@ impl Session {
             let next;
             (self, next) = steps.run(self.step(pk)).await;
             if let Some(c) = command {
-                let took = started.elapsed();
-                self.fe.counters.commands.record(c, took);
-                let slow_us = self.fe.config.load().mysql.variables.query.long_query_time * 1000;
-                let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
-                let hostgroup = i64::from(self.route_hostgroup);
-                self.fe.counters.stats.statement(hostgroup, us, slow_us);
+                self.count_command(c, started);
             }
             self.after_command();
             if matches!(next, Next::Close) || self.client_gone {
@@ -310,6 +296,34 @@ impl Session {
             waiting_since = Instant::now();
         }
         self.finish();
+    }
+
+    /// The client said nothing for `wait_timeout`: it gets error 4031, as from MySQL 8.
+    async fn close_idle(&mut self, idle: Duration) {
+        info!(session = self.id, user = %self.login.user.username, client = %self.io.peer,
+            "closing client session idle for {}s (wait_timeout)", idle.as_secs());
+        let msg = "The client was disconnected by the server because of inactivity. \
+                   See wait_timeout and interactive_timeout for configuring this behavior.";
+        let _ = self.io.write(0, &err_payload(4031, "HY000", msg)).await;
+    }
+
+    /// A time-bounded hold ran out while the client was quiet: the connection goes back to the
+    /// pool now rather than at the next command.
+    fn expire_holds(&mut self, now: Instant) {
+        if self.pins.hold_deadline().is_some_and(|h| now >= h) {
+            self.pins.expire_holds(now);
+            self.after_idle_change();
+        }
+    }
+
+    /// A command's time in `stats_mysql_commands_counters` and the statement statistics.
+    fn count_command(&self, command: usize, started: Instant) {
+        let took = started.elapsed();
+        self.fe.counters.commands.record(command, took);
+        let slow_us = self.fe.config.load().mysql.variables.query.long_query_time * 1000;
+        let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        let hostgroup = i64::from(self.route_hostgroup);
+        self.fe.counters.stats.statement(hostgroup, us, slow_us);
     }
 
     fn finish(mut self) {

@@ -36,6 +36,33 @@ const INTERESTING: WordSet = WordSet::new(&[
     b"local",
 ]);
 
+/// A COM_QUERY packet carrying `sql`.
+fn query_packet(seq: u8, sql: &str) -> Vec<u8> {
+    let mut p = Vec::with_capacity(sql.len() + 1);
+    p.push(sluice_mysql_proto::consts::com::QUERY);
+    p.extend_from_slice(sql.as_bytes());
+    sluice_mysql_proto::framing::packet(seq, &p)
+}
+
+/// What the statements of a query do to the session; none for a query with no word that could
+/// change it (the common case, decided by one byte search).
+fn statement_effects(sql: &[u8]) -> Vec<Effects> {
+    if !INTERESTING.occurs_in(sql) {
+        return Vec::new();
+    }
+    let text = sluice_core::util::text(sql);
+    match crate::sql::compound::compound(&text) {
+        // A stored body: its statements do not run now.
+        Some(Compound::Definition) => Vec::new(),
+        // A block runs now, and what it does to the session cannot be followed.
+        Some(Compound::Block) => vec![Effects {
+            untrackable: Some("compound statement"),
+            ..Effects::default()
+        }],
+        None => split_statements(&text).into_iter().map(classify).collect(),
+    }
+}
+
 fn quote_literal(v: &str) -> String {
     format!("'{}'", v.replace('\\', "\\\\").replace('\'', "''"))
 }
@@ -67,31 +94,12 @@ impl Session {
         let rewritten: Option<Vec<u8>> = plan
             .as_ref()
             .and_then(|d| d.action.rewritten.as_deref())
-            .map(|t| {
-                let mut p = Vec::with_capacity(t.len() + 1);
-                p.push(sluice_mysql_proto::consts::com::QUERY);
-                p.extend_from_slice(t.as_bytes());
-                sluice_mysql_proto::framing::packet(pk.seq, &p)
-            });
+            .map(|t| query_packet(pk.seq, t));
         let sql_bytes: &[u8] = match plan.as_ref().and_then(|d| d.action.rewritten.as_deref()) {
             Some(t) => t.as_bytes(),
             None => &pk.payload[1..],
         };
-        let effects: Vec<Effects> = if INTERESTING.occurs_in(sql_bytes) {
-            let text = sluice_core::util::text(sql_bytes);
-            match crate::sql::compound::compound(&text) {
-                // A stored body: its statements do not run now.
-                Some(Compound::Definition) => Vec::new(),
-                // A block runs now, and what it does to the session cannot be followed.
-                Some(Compound::Block) => vec![Effects {
-                    untrackable: Some("compound statement"),
-                    ..Effects::default()
-                }],
-                None => split_statements(&text).into_iter().map(classify).collect(),
-            }
-        } else {
-            Vec::new()
-        };
+        let effects = statement_effects(sql_bytes);
         if let Some(next) = self.answer_locally(&effects, reply_seq).await {
             return next;
         }

@@ -221,6 +221,63 @@ fn show_processlist(sql: &str, t: &[Tok<'_>]) -> Option<ProxyAnswer> {
     }
 }
 
+/// The tables of `DROP [TEMPORARY] TABLE [IF EXISTS] a, b …`, the first name at `i`.
+fn dropped_tables(toks: &[Tok<'_>], mut i: usize) -> Vec<String> {
+    let kw = |i: usize, k: &str| toks.get(i).is_some_and(|t| t.is_kw(k));
+    if kw(i, "IF") && kw(i + 1, "EXISTS") {
+        i += 2;
+    }
+    let mut dropped = Vec::new();
+    loop {
+        let (n, next) = last_name(toks, i);
+        match n {
+            Some(n) => dropped.push(n),
+            None => break,
+        }
+        if toks.get(next).is_some_and(|t| t.is_punct(",")) {
+            i = next + 1;
+        } else {
+            break;
+        }
+    }
+    dropped
+}
+
+/// What a statement's function calls and user variables do, wherever they stand: user locks,
+/// `FOUND_ROWS()`, `SQL_CALC_FOUND_ROWS`, an assignment to a `@variable`.
+fn calls_and_variables(sql: &str, toks: &[Tok<'_>], e: &mut Effects) {
+    let Some(first) = toks.first() else { return };
+    for (i, t) in toks.iter().enumerate() {
+        let call = toks.get(i + 1).is_some_and(|n| n.is_punct("("));
+        match t {
+            Tok::Word(w)
+                if call
+                    && e.user_locks.is_empty()
+                    && (w.eq_ignore_ascii_case("GET_LOCK")
+                        || w.eq_ignore_ascii_case("RELEASE_LOCK")
+                        || w.eq_ignore_ascii_case("RELEASE_ALL_LOCKS")) =>
+            {
+                e.user_locks = user_lock_calls(sql);
+            }
+            Tok::Word(w) if call && w.eq_ignore_ascii_case("FOUND_ROWS") => e.found_rows = true,
+            Tok::Word(w) if w.eq_ignore_ascii_case("SQL_CALC_FOUND_ROWS") => {
+                e.calc_found_rows = true
+            }
+            Tok::UserVar(_) => {
+                let assigned = toks.get(i + 1).is_some_and(|n| n.is_punct(":="))
+                    || (i > 0
+                        && (toks[i - 1].is_kw("INTO")
+                            || toks[i - 1].is_punct(",") && e.assigns_user_var))
+                    || (first.is_kw("SET") && toks.get(i + 1).is_some_and(|n| n.is_punct("=")));
+                if assigned {
+                    e.assigns_user_var = true;
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 /// Classifies one statement (no `;`-separated lists: see [`super::lexer::split_statements`]).
 pub fn classify(sql: &str) -> Effects {
     let toks: Vec<Tok<'_>> = Lexer::new(sql).collect();
@@ -240,22 +297,7 @@ pub fn classify(sql: &str) -> Effects {
             e.temp_created.push(n);
         }
     } else if first.is_kw("DROP") && (kw(1, "TABLE") || (kw(1, "TEMPORARY") && kw(2, "TABLE"))) {
-        let mut i = if kw(1, "TABLE") { 2 } else { 3 };
-        if kw(i, "IF") && kw(i + 1, "EXISTS") {
-            i += 2;
-        }
-        loop {
-            let (n, next) = last_name(&toks, i);
-            match n {
-                Some(n) => e.dropped.push(n),
-                None => break,
-            }
-            if toks.get(next).is_some_and(|t| t.is_punct(",")) {
-                i = next + 1;
-            } else {
-                break;
-            }
-        }
+        e.dropped = dropped_tables(&toks, if kw(1, "TABLE") { 2 } else { 3 });
     } else if first.is_kw("LOCK") && (kw(1, "TABLES") || kw(1, "TABLE")) {
         e.lock_tables = true;
     } else if first.is_kw("LOCK") {
@@ -292,35 +334,7 @@ pub fn classify(sql: &str) -> Effects {
         };
         e.load_local = kw(at, "LOCAL");
     }
-    for (i, t) in toks.iter().enumerate() {
-        let call = toks.get(i + 1).is_some_and(|n| n.is_punct("("));
-        match t {
-            Tok::Word(w)
-                if call
-                    && e.user_locks.is_empty()
-                    && (w.eq_ignore_ascii_case("GET_LOCK")
-                        || w.eq_ignore_ascii_case("RELEASE_LOCK")
-                        || w.eq_ignore_ascii_case("RELEASE_ALL_LOCKS")) =>
-            {
-                e.user_locks = user_lock_calls(sql);
-            }
-            Tok::Word(w) if call && w.eq_ignore_ascii_case("FOUND_ROWS") => e.found_rows = true,
-            Tok::Word(w) if w.eq_ignore_ascii_case("SQL_CALC_FOUND_ROWS") => {
-                e.calc_found_rows = true
-            }
-            Tok::UserVar(_) => {
-                let assigned = toks.get(i + 1).is_some_and(|n| n.is_punct(":="))
-                    || (i > 0
-                        && (toks[i - 1].is_kw("INTO")
-                            || toks[i - 1].is_punct(",") && e.assigns_user_var))
-                    || (first.is_kw("SET") && toks.get(i + 1).is_some_and(|n| n.is_punct("=")));
-                if assigned {
-                    e.assigns_user_var = true;
-                }
-            }
-            _ => {}
-        }
-    }
+    calls_and_variables(sql, &toks, &mut e);
     e
 }
 

@@ -360,23 +360,7 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
                 return Ok(());
             }
         };
-        let timeout = match (timeout, permit.as_ref().and_then(|p| p.max_execution())) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        // An open `reroute` guard sends the transaction to its fallback hostgroup.
-        let hostgroup = permit
-            .as_ref()
-            .and_then(|p| p.reroute())
-            .unwrap_or(hostgroup);
-        self.admission = permit.map(|p| (p, Instant::now()));
-        self.fill = fill;
-        match pin {
-            Some(true) => self.pinned.sticky = Some(RULE_PIN),
-            Some(false) if self.pinned.sticky == Some(RULE_PIN) => self.pinned.sticky = None,
-            _ => {}
-        }
-        self.io.qp.hostgroup = i64::from(hostgroup);
+        let (timeout, hostgroup) = self.admitted(permit, (timeout, hostgroup), fill, pin);
         let waiting = Instant::now();
         // Waiting for a server connection, the class's priority orders the queue.
         let priority = self
@@ -432,6 +416,36 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
         forward(fe, rt, conn, &mut self.io, self.reader, &m, decided, flow).await?;
         self.backend = Some(c);
         Ok(())
+    }
+
+    /// The transaction was admitted (with `permit` when its class has a gate): the permit's
+    /// limits applied — the shorter of the two timeouts, a `reroute` guard's hostgroup — the
+    /// cache fill and the rule's pin kept. Returns the timeout and hostgroup it runs with.
+    fn admitted(
+        &mut self,
+        permit: Option<sluice_core::admission::Permit>,
+        (timeout, hostgroup): (Option<std::time::Duration>, u32),
+        fill: Option<CacheFill>,
+        pin: Option<bool>,
+    ) -> (Option<std::time::Duration>, u32) {
+        let timeout = match (timeout, permit.as_ref().and_then(|p| p.max_execution())) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        // An open `reroute` guard sends the transaction to its fallback hostgroup.
+        let hostgroup = permit
+            .as_ref()
+            .and_then(|p| p.reroute())
+            .unwrap_or(hostgroup);
+        self.admission = permit.map(|p| (p, Instant::now()));
+        self.fill = fill;
+        match pin {
+            Some(true) => self.pinned.sticky = Some(RULE_PIN),
+            Some(false) if self.pinned.sticky == Some(RULE_PIN) => self.pinned.sticky = None,
+            _ => {}
+        }
+        self.io.qp.hostgroup = i64::from(hostgroup);
+        (timeout, hostgroup)
     }
 
     /// No server connection for the transaction: the client gets the error and the class's
