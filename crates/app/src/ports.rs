@@ -7,7 +7,7 @@ use sluice_admin::Admin;
 use sluice_core::config::Config;
 use sluice_mysql::MysqlFrontend;
 use sluice_mysql::admin::{MysqlAdmin, serve_admin};
-use sluice_pgsql::frontend::PgFrontend;
+use sluice_pgsql::PgFrontend;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 use tokio::net::TcpListener;
@@ -139,10 +139,7 @@ impl Listeners {
         let mut servers = vec![
             tokio::spawn(sluice_mysql::serve(fe.clone(), plain(self.mysql))),
             tokio::spawn(serve_admin(my_admin, plain(self.mysql_admin))),
-            tokio::spawn(sluice_pgsql::frontend::serve(
-                pg_fe.clone(),
-                plain(self.pgsql),
-            )),
+            tokio::spawn(sluice_pgsql::serve(pg_fe.clone(), plain(self.pgsql))),
             tokio::spawn(sluice_pgsql::serve_admin(pg_admin, plain(self.pgsql_admin))),
         ];
         if !self.http.is_empty() {

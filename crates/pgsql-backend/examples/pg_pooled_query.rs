@@ -9,7 +9,7 @@
 
 use sluice_core::config::Priority;
 use sluice_core::runtime::HostgroupServer;
-use sluice_pgsql_backend::pool::{PgCheckout, PgPool};
+use sluice_pgsql_backend::{PgCheckout, PgPool};
 use sluice_pgsql_proto::scram::ClientSecret;
 use std::time::Duration;
 

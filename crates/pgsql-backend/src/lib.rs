@@ -1,11 +1,11 @@
-//! sluice-pgsql-backend: connections to PostgreSQL servers and their pools ([`conn`],
-//! [`pool`]), and the monitor's checks. The wire pieces (framing, SCRAM, MD5) live in
+//! sluice-pgsql-backend: connections to PostgreSQL servers ([`PgConn`]) and their pool
+//! ([`PgPool`]), and the monitor's checks. The wire pieces (framing, SCRAM, MD5) live in
 //! `sluice-pgsql-proto`.
 //!
 //! ```no_run
 //! use sluice_core::config::Priority;
 //! use sluice_core::runtime::HostgroupServer;
-//! use sluice_pgsql_backend::pool::{PgCheckout, PgPool};
+//! use sluice_pgsql_backend::{PgCheckout, PgPool};
 //! use sluice_pgsql_proto::scram::ClientSecret;
 //! use std::time::Duration;
 //!
@@ -34,13 +34,15 @@
 //! `examples/pg_pooled_query.rs` runs the same against a real server.
 
 mod budget;
-pub mod conn;
+mod conn;
 mod idle;
 pub mod monitor;
-pub mod pool;
+mod pool;
 pub mod prepared;
 mod stream;
 
+pub use conn::{ConnectParams, PgConn, query_message, send_cancel};
+pub use pool::{PgCheckout, PgKey, PgPool, PgPooled};
 pub(crate) use sluice_pgsql_proto::{frame, md5auth, scram};
 
 /// Errors talking to a PostgreSQL server or client.

@@ -12,8 +12,8 @@
 use sluice_core::config::Config;
 use sluice_core::query::{HookDecision, HookStatement};
 use sluice_core::{ConfigHandle, RuntimeConfig};
-use sluice_pgsql::frontend::PgFrontend;
-use sluice_pgsql_backend::pool::PgPool;
+use sluice_pgsql::PgFrontend;
+use sluice_pgsql_backend::PgPool;
 use std::sync::Arc;
 
 /// Hostgroup 0 holds the primary (the user's default), 1 the replica.
@@ -49,7 +49,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("listening on {listen}");
     let frontend = Arc::new(frontend);
     tokio::select! {
-        _ = sluice_pgsql::frontend::serve(frontend.clone(), listeners) => {}
+        _ = sluice_pgsql::serve(frontend.clone(), listeners) => {}
         _ = tokio::signal::ctrl_c() => frontend.shutdown().cancel(),
     }
     Ok(())

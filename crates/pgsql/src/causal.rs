@@ -11,7 +11,7 @@ use crate::frontend::PgFrontend;
 use sluice_core::RuntimeConfig;
 use sluice_core::causal::{CausalOutcome, Lsn, Position, TokenQuery};
 use sluice_core::config::{CausalFallback, CausalMode};
-use sluice_pgsql_backend::conn::PgConn;
+use sluice_pgsql_backend::PgConn;
 use std::time::{Duration, Instant};
 use tracing::warn;
 

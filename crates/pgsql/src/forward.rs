@@ -10,7 +10,7 @@ use crate::processor::{SessionProcessor, query_text, with_query};
 use crate::session::RULE_PIN;
 use crate::session_sets::{Change, Effect, classify};
 use crate::statements::SessionStatements;
-use sluice_pgsql_backend::conn::PgConn;
+use sluice_pgsql_backend::PgConn;
 use sluice_pgsql_proto::frame::{Reader, complete_len};
 use tokio::io::AsyncWriteExt;
 

@@ -17,7 +17,7 @@ use sluice_core::login_throttle::{Admission, LoginGate, LoginThrottle};
 use sluice_core::query::StatementHook;
 use sluice_core::util::lock;
 use sluice_pgsql_backend::Error as PgError;
-use sluice_pgsql_backend::pool::{PgCheckout, PgPool, PgPooled};
+use sluice_pgsql_backend::{PgCheckout, PgPool, PgPooled};
 use sluice_pgsql_proto::frame::{Reader, error_response, message, parameter_status, ready};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -35,8 +35,8 @@ use tracing::{debug, info, warn};
 /// ```no_run
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// use sluice_core::{ConfigHandle, RuntimeConfig, config::Config};
-/// use sluice_pgsql::frontend::PgFrontend;
-/// use sluice_pgsql_backend::pool::PgPool;
+/// use sluice_pgsql::PgFrontend;
+/// use sluice_pgsql_backend::PgPool;
 /// use std::sync::Arc;
 ///
 /// let config = Config::parse(r#"
@@ -51,7 +51,7 @@ use tracing::{debug, info, warn};
 /// let handle = ConfigHandle::new(RuntimeConfig::build(&config));
 /// let frontend = Arc::new(PgFrontend::new(handle, PgPool::new(None)));
 /// let listeners = sluice_net::bind_all("127.0.0.1:6133", "PostgreSQL clients").await?;
-/// sluice_pgsql::frontend::serve(frontend, listeners).await;
+/// sluice_pgsql::serve(frontend, listeners).await;
 /// # Ok(()) }
 /// ```
 pub struct PgFrontend {
@@ -271,7 +271,7 @@ pub(crate) async fn cancel(fe: &PgFrontend, pid: u32, secret: u32) {
     let Some((server, bpid, bsecret)) = fe.cancels.cancel_target(pid, secret) else {
         return;
     };
-    if sluice_pgsql_backend::conn::send_cancel(&server, bpid, bsecret).await {
+    if sluice_pgsql_backend::send_cancel(&server, bpid, bsecret).await {
         info!(server = %server, "forwarded a client's cancel request");
     }
 }
@@ -586,7 +586,7 @@ mod task_size {
         let cfg = Config::parse("").expect("an empty config is valid");
         let fe = Arc::new(PgFrontend::new(
             ConfigHandle::new(RuntimeConfig::build(&cfg)),
-            sluice_pgsql_backend::pool::PgPool::new(None),
+            sluice_pgsql_backend::PgPool::new(None),
         ));
         let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = l.local_addr().expect("addr");

@@ -13,7 +13,7 @@ use crate::session_sets::replay_sql;
 use crate::signals::SessionSignals;
 use crate::sql_prepare::SqlPrepared;
 use sluice_pgsql_backend::Error as PgError;
-use sluice_pgsql_backend::conn::{PgConn, query_message};
+use sluice_pgsql_backend::{PgConn, query_message};
 use std::collections::BTreeMap;
 use tracing::warn;
 

@@ -6,7 +6,7 @@ mod admit;
 mod causal;
 mod error;
 mod forward;
-pub mod frontend;
+mod frontend;
 #[cfg(fuzzing)]
 pub mod fuzzing;
 mod handoff;
@@ -27,6 +27,7 @@ mod startup;
 mod statements;
 
 pub use error::Error;
+pub use frontend::{PgFrontend, serve};
 
 use async_trait::async_trait;
 use futures::stream;

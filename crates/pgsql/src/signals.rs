@@ -400,7 +400,7 @@ pub(crate) async fn carry_out(
     }
     let running = lock(&handle.target).clone();
     if let Some((server, spid, secret)) = running {
-        sluice_pgsql_backend::conn::send_cancel(&server, spid, secret).await;
+        sluice_pgsql_backend::send_cancel(&server, spid, secret).await;
     }
     if signal == Signal::Terminate {
         handle.terminate.cancel();

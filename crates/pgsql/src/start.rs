@@ -8,7 +8,7 @@ use crate::processor::{SessionProcessor, query_text, with_query};
 use bytes::Bytes;
 use sluice_core::config::PgsqlUser;
 use sluice_core::query::{CacheKey, Decision, QueryCache, StatementKind, digest::fnv1a};
-use sluice_pgsql_backend::conn::send_cancel;
+use sluice_pgsql_backend::send_cancel;
 use sluice_pgsql_proto::frame::{complete_len, error_response, message, ready};
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;

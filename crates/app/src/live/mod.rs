@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 /// Reads counters and sessions of the running frontends.
 pub struct Live {
     pub mysql: Arc<MysqlFrontend>,
-    pub pgsql: Arc<sluice_pgsql::frontend::PgFrontend>,
+    pub pgsql: Arc<sluice_pgsql::PgFrontend>,
     /// The MySQL and PostgreSQL monitors.
     pub monitors: [Arc<Monitor>; 2],
     pub config: ConfigHandle,

@@ -4,7 +4,7 @@
 
 use crate::stats::McpStats;
 use sluice_mysql_backend::BackendConn;
-use sluice_pgsql_backend::conn::PgConn;
+use sluice_pgsql_backend::PgConn;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};

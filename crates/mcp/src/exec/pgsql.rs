@@ -7,7 +7,7 @@ use super::conns::ConnKey;
 use super::{Clean, Column, Conns, Limits, Origin, Place, ResultSet, integer, number};
 use crate::error::Error;
 use serde_json::Value;
-use sluice_pgsql_backend::conn::{ConnectParams, PgConn, query_message, send_cancel};
+use sluice_pgsql_backend::{ConnectParams, PgConn, query_message, send_cancel};
 use sluice_pgsql_proto::frame::parse_error;
 use sluice_pgsql_proto::scram::ClientSecret;
 use tokio::io::AsyncWriteExt;

@@ -8,7 +8,7 @@ use crate::frontend::checkout;
 use sluice_core::RuntimeConfig;
 use sluice_core::causal::CausalOutcome;
 use sluice_core::config::{CausalFallback, Priority};
-use sluice_pgsql_backend::pool::PgPooled;
+use sluice_pgsql_backend::PgPooled;
 use sluice_pgsql_proto::frame::{error_response, ready};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tracing::{debug, info};

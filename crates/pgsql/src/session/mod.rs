@@ -19,7 +19,7 @@ use crate::start::{CacheFill, Forward, Start};
 use bytes::Bytes;
 use sluice_core::RuntimeConfig;
 use sluice_core::config::Priority;
-use sluice_pgsql_backend::pool::PgPooled;
+use sluice_pgsql_backend::PgPooled;
 use sluice_pgsql_proto::frame::{Reader, error_response, message, ready};
 use sluice_pgsql_proto::reply::ReplyTracker;
 use std::time::Instant;
