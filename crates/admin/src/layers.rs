@@ -321,18 +321,18 @@ pub fn config_rows(cfg: &Config, table: &str) -> AdminRows {
 /// hostgroup and with the status the monitor gave it.
 pub fn live_server_rows(
     cfg: &Config,
-    p: sluice_core::admin::Protocol,
+    p: sluice_core::Protocol,
     hostgroups: &std::collections::BTreeMap<u32, Vec<sluice_core::runtime::HostgroupServer>>,
 ) -> AdminRows {
     let mut view = cfg.clone();
     match p {
-        sluice_core::admin::Protocol::Mysql => {
+        sluice_core::Protocol::Mysql => {
             view.mysql_servers = placed(&cfg.mysql_servers, hostgroups, |r| {
                 (&mut r.hostgroup_id.0, &r.hostname, r.port.0, &mut r.status)
             });
             config_rows(&view, "mysql_servers")
         }
-        sluice_core::admin::Protocol::Pgsql => {
+        sluice_core::Protocol::Pgsql => {
             view.pgsql_servers = placed(&cfg.pgsql_servers, hostgroups, |r| {
                 (&mut r.hostgroup_id.0, &r.hostname, r.port.0, &mut r.status)
             });

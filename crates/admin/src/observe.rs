@@ -25,7 +25,7 @@ impl Admin {
     /// Every statement's latency on protocol `p` so far (empty while starting).
     pub fn statement_latency(
         &self,
-        p: sluice_core::admin::Protocol,
+        p: sluice_core::Protocol,
     ) -> sluice_core::metrics::HistogramSnapshot {
         self.live()
             .map(|live| live.statement_latency(p))

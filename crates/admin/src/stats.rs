@@ -2,7 +2,8 @@
 
 use crate::layers::replace_rows_sql;
 use crate::store::Store;
-use sluice_core::admin::{AdminError, AdminRows, LiveStats, Protocol};
+use sluice_core::Protocol;
+use sluice_core::admin::{AdminError, AdminRows, LiveStats};
 use sluice_core::config::Config;
 use sluice_core::query::DigestRow;
 use std::collections::HashMap;

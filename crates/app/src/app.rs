@@ -5,11 +5,11 @@ use crate::live::Live;
 use crate::ports::Listeners;
 use crate::{stop, takeover};
 use sluice_admin::{Admin, AdminOptions, StartupSource};
-use sluice_core::admin::Protocol;
 use sluice_core::config::Config;
 use sluice_core::monitor::{ConnectErrorHook, Monitor};
 use sluice_core::runtime::ServerKey;
 use sluice_core::{ConfigHandle, RuntimeConfig};
+use sluice_core::{PerProtocol, Protocol};
 use sluice_mysql::MysqlFrontend;
 use sluice_mysql_backend::MysqlPool;
 use sluice_pgsql::PgFrontend;
@@ -125,7 +125,7 @@ impl App {
             Arc::new(Live {
                 mysql: fe.clone(),
                 pgsql: pg_fe.clone(),
-                monitors: [monitors.mysql.clone(), monitors.pgsql.clone()],
+                monitors: monitors.both.clone(),
                 config: config.clone(),
                 stop: stop_requested.clone(),
                 started: std::time::Instant::now(),
@@ -140,7 +140,7 @@ impl App {
         tokio::spawn(crate::guards::run(
             fe.admission().clone(),
             config.clone(),
-            [monitors.mysql.clone(), monitors.pgsql.clone()],
+            monitors.both.clone(),
             shutdown.clone(),
         ));
         let mut servers = listeners.serve(&fe, &pg_fe, &admin, (&accepting, &tasks));
@@ -196,10 +196,10 @@ impl App {
             (self.mysql.registry().clone(), self.pgsql.sessions().clone());
         let sessions = move || my_sessions.total() as usize + pg_sessions.len();
         let stopping = stop::Stopping {
-            data_ports: [
+            data_ports: PerProtocol::new(
                 self.mysql.stop_accepting_token(),
                 self.pgsql.stop_accepting_token(),
-            ],
+            ),
             accepting: self.accepting,
             shutdown: self.shutdown,
             tasks: self.tasks,
@@ -302,7 +302,7 @@ fn frontends(
     config: &ConfigHandle,
     opts: &Options,
     (shutdown, tasks): (&CancellationToken, &TaskTracker),
-    [my_ddl, pg_ddl]: [Arc<sluice_mcp::DdlWatcher>; 2],
+    ddl: PerProtocol<Arc<sluice_mcp::DdlWatcher>>,
 ) -> Result<(Arc<MysqlFrontend>, Arc<PgFrontend>, usize), Error> {
     let vars = &cfg.mysql_variables;
     let datadir = opts.datadir.as_deref();
@@ -341,7 +341,7 @@ fn frontends(
     let mut fe = MysqlFrontend::new(config.clone(), MysqlPool::new(Some(backend_tls.clone())))
         .with_shutdown(shutdown.clone(), tasks.clone())
         .with_workers(Arc::new(my_workers))
-        .with_hook(my_ddl);
+        .with_hook(ddl.mysql);
     // One set of workload-class gates for both data ports.
     let admission = fe.admission().clone();
     if vars.have_ssl {
@@ -367,7 +367,7 @@ fn frontends(
         // One PROXYSQL PAUSE for both data ports.
         .with_pause(fe.paused().clone())
         .with_admission(admission)
-        .with_hook(pg_ddl);
+        .with_hook(ddl.pgsql);
     if pg_vars.have_ssl {
         let tls = sluice_net::tls::ReloadableAcceptor::new(
             "pgsql",
@@ -382,14 +382,13 @@ fn frontends(
 
 /// The health monitors of both protocols and their tasks.
 struct Monitors {
-    mysql: Arc<Monitor>,
-    pgsql: Arc<Monitor>,
-    tasks: [JoinHandle<()>; 2],
+    both: PerProtocol<Arc<Monitor>>,
+    tasks: PerProtocol<JoinHandle<()>>,
 }
 
 impl Monitors {
     fn stop(&self) {
-        for t in &self.tasks {
+        for (_, t) in self.tasks.iter() {
             t.abort();
         }
     }
@@ -426,9 +425,8 @@ fn start_monitors(config: &ConfigHandle, pool: &Arc<MysqlPool>, pg_pool: &Arc<Pg
         }),
     ));
     Monitors {
-        mysql: my_monitor,
-        pgsql: pg_monitor,
-        tasks: [my_task, pg_task],
+        both: PerProtocol::new(my_monitor, pg_monitor),
+        tasks: PerProtocol::new(my_task, pg_task),
     }
 }
 

@@ -2,9 +2,9 @@
 //! replication lag and load probes, a class's p99) and admission control applies what follows.
 
 use sluice_core::ConfigHandle;
-use sluice_core::admin::Protocol;
 use sluice_core::admission::{Admission, GuardSignals};
 use sluice_core::monitor::{LoadSignal, Monitor};
+use sluice_core::{PerProtocol, Protocol};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -16,17 +16,14 @@ const TICK: Duration = Duration::from_millis(100);
 struct MonitorSignals {
     config: ConfigHandle,
     /// MySQL, PostgreSQL.
-    monitors: [Arc<Monitor>; 2],
+    monitors: PerProtocol<Arc<Monitor>>,
 }
 
 impl GuardSignals for MonitorSignals {
     fn replica_lag_s(&self, protocol: Protocol, hostgroup: u32) -> Option<f64> {
-        let rt = self.config.load();
-        let (servers, monitor) = match protocol {
-            Protocol::Mysql => (rt.mysql.hostgroups.get(&hostgroup), &self.monitors[0]),
-            Protocol::Pgsql => (rt.pgsql.hostgroups.get(&hostgroup), &self.monitors[1]),
-        };
-        servers?
+        let monitor = &self.monitors[protocol];
+        self.config
+            .hostgroup_servers(protocol, hostgroup)
             .iter()
             .filter_map(|s| monitor.replication_lag(&s.key))
             .max()
@@ -34,12 +31,12 @@ impl GuardSignals for MonitorSignals {
     }
 
     fn server_load(&self, protocol: Protocol, hostgroup: u32, signal: LoadSignal) -> Option<f64> {
-        let rt = self.config.load();
-        let (servers, monitor) = match protocol {
-            Protocol::Mysql => (rt.mysql.hostgroups.get(&hostgroup), &self.monitors[0]),
-            Protocol::Pgsql => (rt.pgsql.hostgroups.get(&hostgroup), &self.monitors[1]),
-        };
-        let keys: Vec<_> = servers?.iter().map(|s| s.key.clone()).collect();
+        let monitor = &self.monitors[protocol];
+        let servers = self.config.hostgroup_servers(protocol, hostgroup);
+        if servers.is_empty() {
+            return None;
+        }
+        let keys: Vec<_> = servers.iter().map(|s| s.key.clone()).collect();
         monitor
             .load_signal(&keys, signal, std::time::Instant::now())
             .map(|v| v as f64)
@@ -52,7 +49,7 @@ impl GuardSignals for MonitorSignals {
 pub async fn run(
     admission: Arc<Admission>,
     config: ConfigHandle,
-    monitors: [Arc<Monitor>; 2],
+    monitors: PerProtocol<Arc<Monitor>>,
     shutdown: CancellationToken,
 ) {
     let signals = MonitorSignals {

@@ -99,7 +99,7 @@ impl<F: Fn() -> usize> Draining<'_, F> {
 /// What a stop winds down.
 pub struct Stopping {
     /// The two data ports' accept loops.
-    pub data_ports: [CancellationToken; 2],
+    pub data_ports: sluice_core::PerProtocol<CancellationToken>,
     /// The admin, HTTP and MCP ports' accept loops.
     pub accepting: CancellationToken,
     /// Sessions close at their next boundary once it is cancelled.
@@ -126,7 +126,10 @@ impl Stopping {
             // The successor is the service's main process now; never STOPPING=1 (systemd would
             // stop the unit, successor included).
             crate::notify::notify(&format!("MAINPID={pid}\nSTATUS=draining after a takeover"));
-            let [my, pg] = self.data_ports;
+            let sluice_core::PerProtocol {
+                mysql: my,
+                pgsql: pg,
+            } = self.data_ports;
             let draining = Draining {
                 accepting: [my, pg, self.accepting.clone()],
                 sessions,

@@ -3,6 +3,7 @@
 //! The SQLite-backed implementation lives in `sluice-admin`; the MySQL and PostgreSQL frontends
 //! serve it on their admin ports.
 
+use crate::Protocol;
 use std::future::Future;
 use std::pin::Pin;
 
@@ -127,15 +128,6 @@ pub struct PoolRow {
     pub replication_lag_s: Option<u64>,
     /// The monitor's last ping time (µs); 0 before the first answer.
     pub latency_us: u64,
-}
-
-/// Which side of Sluice a stats view is about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Protocol {
-    /// The MySQL frontend.
-    Mysql,
-    /// The PostgreSQL frontend.
-    Pgsql,
 }
 
 /// One row of `stats_*_processlist`.

@@ -8,6 +8,7 @@
 //! - [`monitor`]: health checks' scheduling, logs and decisions (shunning, read_only placement).
 //! - [`query`]: the query processor: digests, rules, hints, the query cache and its stats.
 //! - [`advisory`]: a session's advisory locks per key (what pins a connection until released).
+//! - [`Protocol`] and [`PerProtocol`]: the two sides, and one value kept for each.
 
 pub mod admin;
 pub mod admission;
@@ -21,10 +22,12 @@ pub mod kill_registry;
 pub mod login_throttle;
 pub mod metrics;
 pub mod monitor;
+mod protocol;
 pub mod query;
 pub mod readiness;
 pub mod runtime;
 pub mod util;
 
 pub use error::Error;
+pub use protocol::{PerProtocol, Protocol};
 pub use runtime::{ConfigHandle, RuntimeConfig};

@@ -173,7 +173,7 @@ impl LoginThrottle {
 pub struct LoginGate {
     throttle: std::sync::Arc<LoginThrottle>,
     config: crate::ConfigHandle,
-    protocol: crate::admin::Protocol,
+    protocol: crate::Protocol,
 }
 
 impl LoginGate {
@@ -181,7 +181,7 @@ impl LoginGate {
     pub fn new(
         throttle: std::sync::Arc<LoginThrottle>,
         config: crate::ConfigHandle,
-        protocol: crate::admin::Protocol,
+        protocol: crate::Protocol,
     ) -> LoginGate {
         LoginGate {
             throttle,
@@ -198,16 +198,13 @@ impl LoginGate {
     fn vars(&self) -> ClientHostVariables {
         let rt = self.config.load();
         match self.protocol {
-            crate::admin::Protocol::Mysql => rt.mysql.variables.client_hosts.clone(),
-            crate::admin::Protocol::Pgsql => rt.pgsql.variables.client_hosts.clone(),
+            crate::Protocol::Mysql => rt.mysql.variables.client_hosts.clone(),
+            crate::Protocol::Pgsql => rt.pgsql.variables.client_hosts.clone(),
         }
     }
 
     fn prefix(&self) -> &'static str {
-        match self.protocol {
-            crate::admin::Protocol::Mysql => "mysql",
-            crate::admin::Protocol::Pgsql => "pgsql",
-        }
+        self.protocol.prefix()
     }
 
     /// Whether a connection from `ip` may log in now, after a wait, or not at all.

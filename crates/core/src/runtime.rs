@@ -1,8 +1,8 @@
 //! The runtime snapshot the data path reads, and the handle that publishes a new one atomically.
 
-use crate::admin::Protocol;
 use crate::config::{Config, MysqlServer, MysqlUser, MysqlVariables, ServerStatus};
 use crate::monitor::topology::{Clusters, Topology, apply};
+use crate::{PerProtocol, Protocol};
 use arc_swap::ArcSwap;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -350,7 +350,7 @@ fn compile_rules(
 pub struct ConfigHandle {
     current: Arc<ArcSwap<RuntimeConfig>>,
     base: Arc<ArcSwap<RuntimeConfig>>,
-    topology: Arc<std::sync::Mutex<(Topology, Topology)>>,
+    topology: Arc<std::sync::Mutex<PerProtocol<Topology>>>,
     /// Told of every [`store`](Self::store), for tasks that sleep until the configuration
     /// gives them something to do.
     stored: Arc<tokio::sync::watch::Sender<()>>,
@@ -406,14 +406,11 @@ impl ConfigHandle {
     /// Replaces the monitor's verdicts for one protocol and publishes the result.
     pub fn set_topology(&self, p: Protocol, topology: Topology) {
         let mut t = crate::util::lock(&self.topology);
-        match p {
-            Protocol::Mysql => t.0 = topology,
-            Protocol::Pgsql => t.1 = topology,
-        }
+        t[p] = topology;
         self.publish(&t);
     }
 
-    fn publish(&self, (my, pg): &(Topology, Topology)) {
+    fn publish(&self, topology: &PerProtocol<Topology>) {
         let base = self.base.load_full();
         let mut rt = (*base).clone();
         rt.mysql.hostgroups = apply(
@@ -425,7 +422,7 @@ impl ConfigHandle {
                 galera: &base.mysql.galera,
                 default_max_latency_ms: base.mysql.variables.monitor.default_max_latency_ms,
             },
-            my,
+            &topology.mysql,
         );
         rt.pgsql.hostgroups = apply(
             &base.pgsql.hostgroups,
@@ -436,7 +433,7 @@ impl ConfigHandle {
                 galera: &[],
                 default_max_latency_ms: base.pgsql.variables.monitor.default_max_latency_ms,
             },
-            pg,
+            &topology.pgsql,
         );
         self.current.store(Arc::new(rt));
     }

@@ -88,7 +88,7 @@ pub struct McpServer {
     svc: Arc<McpService>,
     changed: Notify,
     logins: LoginGate,
-    watchers: [Arc<DdlWatcher>; 2],
+    watchers: sluice_core::PerProtocol<Arc<DdlWatcher>>,
     ddl: std::sync::Mutex<Option<tokio::sync::mpsc::Receiver<crate::catalog::DdlEvent>>>,
 }
 
@@ -98,21 +98,21 @@ impl McpServer {
         let logins = LoginGate::new(
             Arc::new(LoginThrottle::new()),
             svc.config.clone(),
-            sluice_core::admin::Protocol::Mysql,
+            sluice_core::Protocol::Mysql,
         );
         let (mysql, pgsql, ddl) = DdlWatcher::pair();
         Arc::new(McpServer {
             svc,
             changed: Notify::new(),
             logins,
-            watchers: [mysql, pgsql],
+            watchers: sluice_core::PerProtocol::new(mysql, pgsql),
             ddl: std::sync::Mutex::new(Some(ddl)),
         })
     }
 
     /// The statement hooks of the MySQL and PostgreSQL frontends that keep the discovery
     /// catalog fresh (see [`DdlWatcher`]); they never change what a statement does.
-    pub fn ddl_watchers(&self) -> [Arc<DdlWatcher>; 2] {
+    pub fn ddl_watchers(&self) -> sluice_core::PerProtocol<Arc<DdlWatcher>> {
         self.watchers.clone()
     }
 

@@ -3,8 +3,8 @@
 //! run as the first active login whose `default_hostgroup` is that reader or its writer. A
 //! writer hostgroup is a target only with `allow_writer = 1`.
 
+use sluice_core::Protocol;
 use sluice_core::RuntimeConfig;
-use sluice_core::admin::Protocol;
 use sluice_core::config::{McpTarget, is_native_hash};
 use std::collections::BTreeSet;
 
@@ -53,10 +53,7 @@ pub(crate) struct Target {
 
 /// The protocol name of a target (`mysql` / `pgsql`).
 pub(crate) fn protocol_name(p: Protocol) -> &'static str {
-    match p {
-        Protocol::Mysql => "mysql",
-        Protocol::Pgsql => "pgsql",
-    }
+    p.prefix()
 }
 
 fn role(rt: &RuntimeConfig, p: Protocol, hg: u32) -> Role {

@@ -85,7 +85,7 @@ impl MysqlFrontend {
         let login = sluice_core::login_throttle::LoginGate::new(
             Default::default(),
             config.clone(),
-            sluice_core::admin::Protocol::Mysql,
+            sluice_core::Protocol::Mysql,
         );
         let shutdown = CancellationToken::new();
         MysqlFrontend {
@@ -147,7 +147,7 @@ impl MysqlFrontend {
         self.login = sluice_core::login_throttle::LoginGate::new(
             throttle,
             self.config.clone(),
-            sluice_core::admin::Protocol::Mysql,
+            sluice_core::Protocol::Mysql,
         );
         self
     }

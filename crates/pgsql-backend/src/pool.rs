@@ -7,7 +7,7 @@ use crate::Error;
 use crate::budget::{Budget, Slot};
 use crate::conn::{ConnectParams, PgConn};
 use crate::idle::{Headroom, IdleConns, KeyRef, PassThrough};
-use sluice_core::admin::Protocol;
+use sluice_core::Protocol;
 use sluice_core::checkout::{Attempt, CheckoutBudget};
 use sluice_core::hostgroup::{pick, random_u64};
 use sluice_core::metrics::{PoolStats, TrafficRegistry};

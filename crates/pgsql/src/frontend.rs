@@ -11,7 +11,7 @@ use crate::session_sets::SessionVars;
 use crate::signals::CancelTarget;
 use crate::statements::SessionStatements;
 use sluice_core::ConfigHandle;
-use sluice_core::admin::Protocol;
+use sluice_core::Protocol;
 use sluice_core::config::Priority;
 use sluice_core::login_throttle::{Admission, LoginGate, LoginThrottle};
 use sluice_core::query::StatementHook;

@@ -28,7 +28,7 @@ impl Admin {
                 info!("PROXYSQL RELOAD TLS: new handshakes use the certificates read now");
             }
             "FLUSH QUERY CACHE" | "FLUSH MYSQL QUERY CACHE" => {
-                let n = live.flush_query_cache(sluice_core::admin::Protocol::Mysql);
+                let n = live.flush_query_cache(sluice_core::Protocol::Mysql);
                 return Ok(AdminReply::Done {
                     affected: n as u64,
                     message: None,
@@ -36,9 +36,9 @@ impl Admin {
             }
             "FLUSH MYSQL CLIENT HOSTS" | "FLUSH PGSQL CLIENT HOSTS" => {
                 let p = if what.contains("PGSQL") {
-                    sluice_core::admin::Protocol::Pgsql
+                    sluice_core::Protocol::Pgsql
                 } else {
-                    sluice_core::admin::Protocol::Mysql
+                    sluice_core::Protocol::Mysql
                 };
                 let n = live.flush_client_hosts(p);
                 info!(
@@ -50,7 +50,7 @@ impl Admin {
                 });
             }
             "FLUSH PGSQL QUERY CACHE" => {
-                let n = live.flush_query_cache(sluice_core::admin::Protocol::Pgsql);
+                let n = live.flush_query_cache(sluice_core::Protocol::Pgsql);
                 return Ok(AdminReply::Done {
                     affected: n as u64,
                     message: None,

@@ -4,7 +4,8 @@
 use super::{rows, s};
 use crate::layers::replace_rows_sql;
 use crate::store::Store;
-use sluice_core::admin::{AdminError, AdminRows, LiveStats, Protocol};
+use sluice_core::Protocol;
+use sluice_core::admin::{AdminError, AdminRows, LiveStats};
 use sluice_core::config::Config;
 
 /// Refreshes the monitor's log tables and the live view of `runtime_*_servers` when a statement

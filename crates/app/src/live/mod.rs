@@ -1,13 +1,12 @@
 //! The data path's live state as the admin tables show it.
 
 use sluice_core::ConfigHandle;
-use sluice_core::admin::{
-    ControlError, HostgroupTraffic, LiveStats, PoolRow, ProcessRow, Protocol,
-};
+use sluice_core::admin::{ControlError, HostgroupTraffic, LiveStats, PoolRow, ProcessRow};
 use sluice_core::metrics::{Exposition, ProtocolMetrics, global_rows, write_protocol};
 use sluice_core::monitor::{CheckKind, CheckRow, Monitor};
 use sluice_core::query::{DigestRow, QueryProcessorStats};
 use sluice_core::runtime::HostgroupServer;
+use sluice_core::{PerProtocol, Protocol};
 use sluice_mysql::MysqlFrontend;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -19,7 +18,7 @@ pub struct Live {
     pub mysql: Arc<MysqlFrontend>,
     pub pgsql: Arc<sluice_pgsql::PgFrontend>,
     /// The MySQL and PostgreSQL monitors.
-    pub monitors: [Arc<Monitor>; 2],
+    pub monitors: PerProtocol<Arc<Monitor>>,
     pub config: ConfigHandle,
     /// Cancelled by `PROXYSQL SHUTDOWN`.
     pub stop: CancellationToken,
@@ -62,7 +61,7 @@ impl Live {
                 query: &self.mysql.counters().query,
                 cache: &self.mysql.counters().cache,
                 errors: &self.mysql.counters().commands,
-                monitor_checks: self.monitors[0].log.check_counts(),
+                monitor_checks: self.monitors.mysql.log.check_counts(),
             },
             Protocol::Pgsql => ProtocolMetrics {
                 protocol: "pgsql",
@@ -73,16 +72,13 @@ impl Live {
                 query: self.pgsql.query_stats(),
                 cache: self.pgsql.cache(),
                 errors: &self.pgsql.server_stats().errors,
-                monitor_checks: self.monitors[1].log.check_counts(),
+                monitor_checks: self.monitors.pgsql.log.check_counts(),
             },
         }
     }
 
     fn monitor(&self, p: Protocol) -> &Monitor {
-        match p {
-            Protocol::Mysql => &self.monitors[0],
-            Protocol::Pgsql => &self.monitors[1],
-        }
+        &self.monitors[p]
     }
 
     fn query_stats(&self, p: Protocol) -> &QueryProcessorStats {
@@ -109,8 +105,8 @@ impl LiveStats for Live {
             let (used, free) = counts(hg, key);
             let t = self.mysql.pool().traffic().of(hg, &key.to_string());
             PoolRow {
-                latency_us: self.monitors[0].latency_us(key),
-                replication_lag_s: self.monitors[0].replication_lag(key),
+                latency_us: self.monitors.mysql.latency_us(key),
+                replication_lag_s: self.monitors.mysql.replication_lag(key),
                 queries: t.queries.get(),
                 connects_ok: t.connects_ok.load(Ordering::Relaxed),
                 connects_err: t.connects_err.load(Ordering::Relaxed),

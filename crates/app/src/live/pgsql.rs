@@ -121,8 +121,8 @@ impl Live {
                     connects_err: t.connects_err.load(Ordering::Relaxed),
                     bytes_sent: t.bytes_sent.get(),
                     bytes_recv: t.bytes_recv.get(),
-                    latency_us: self.monitors[1].latency_us(&s.key),
-                    replication_lag_s: self.monitors[1].replication_lag(&s.key),
+                    latency_us: self.monitors.pgsql.latency_us(&s.key),
+                    replication_lag_s: self.monitors.pgsql.replication_lag(&s.key),
                 }
             })
             .collect()

@@ -4,7 +4,8 @@
 
 use super::Admission;
 use super::guard::{Effect, GuardLive, GuardSignals, GuardState, operator_hand};
-use crate::admin::{AdminRows, Protocol};
+use crate::Protocol;
+use crate::admin::AdminRows;
 use crate::config::{WorkloadClass, WorkloadGuard};
 use crate::metrics::Exposition;
 use crate::monitor::LoadSignal;

@@ -7,7 +7,7 @@
 //! `min_open_ms`. An unknown signal counts as bad once it has been unknown `unknown_grace_ms`.
 //! Guards act only where admission does: at a transaction's first statement.
 
-use crate::admin::Protocol;
+use crate::Protocol;
 use crate::config::WorkloadGuard;
 use crate::monitor::LoadSignal;
 use std::fmt;

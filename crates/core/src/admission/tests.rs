@@ -126,12 +126,12 @@ fn guard_row(toml_text: &str) -> WorkloadGuard {
 struct Lagging;
 
 impl GuardSignals for Lagging {
-    fn replica_lag_s(&self, _: crate::admin::Protocol, _: u32) -> Option<f64> {
+    fn replica_lag_s(&self, _: crate::Protocol, _: u32) -> Option<f64> {
         Some(10.0)
     }
     fn server_load(
         &self,
-        _: crate::admin::Protocol,
+        _: crate::Protocol,
         _: u32,
         _: crate::monitor::LoadSignal,
     ) -> Option<f64> {

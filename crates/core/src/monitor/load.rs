@@ -10,7 +10,7 @@
 use super::CheckError;
 use super::checker::{CheckTarget, Checker};
 use super::scheduler::Monitor;
-use crate::admin::Protocol;
+use crate::Protocol;
 use crate::config::WorkloadGuard;
 use crate::runtime::{RuntimeConfig, ServerKey};
 use crate::util::lock;

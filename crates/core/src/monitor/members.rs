@@ -1,7 +1,7 @@
 //! Which servers the monitor checks, and how: every configured server, lag thresholds,
 //! cluster and replication-pair membership.
 
-use crate::admin::Protocol;
+use crate::Protocol;
 use crate::config::ReplicationHostgroup;
 use crate::runtime::{HostgroupServer, RuntimeConfig, ServerKey};
 use std::collections::{BTreeMap, HashMap, HashSet};

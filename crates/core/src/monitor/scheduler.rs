@@ -9,7 +9,7 @@ use super::health::{LagPolicy, ServerHealth, Verdict};
 use super::log::{CheckKind, CheckRow, MonitorLog};
 use super::members::{galera, group_members, groups, lag_thresholds, pair_members, servers};
 use super::topology::{Topology, differences};
-use crate::admin::Protocol;
+use crate::Protocol;
 use crate::config::{MonitorVariables, ReplicationHostgroup};
 use crate::runtime::{ConfigHandle, HostgroupServer, RuntimeConfig, ServerKey};
 use crate::util::lock;

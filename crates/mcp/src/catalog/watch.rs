@@ -8,7 +8,7 @@ use crate::auth::{Caller, Endpoint};
 use crate::readonly::lexer::{Token, tokenize};
 use crate::service::{CallTrace, McpService};
 use crate::targets::protocol_name;
-use sluice_core::admin::Protocol;
+use sluice_core::Protocol;
 use sluice_core::query::{Dialect, HookDecision, HookStatement, StatementHook};
 use std::sync::Arc;
 use std::time::Duration;

@@ -7,7 +7,7 @@ use crate::readonly;
 use crate::service::McpService;
 use crate::targets::{Role, Target};
 use serde_json::Value;
-use sluice_core::admin::Protocol;
+use sluice_core::Protocol;
 use sluice_core::config::RagSource;
 use sluice_core::query::Dialect;
 use sluice_rag::sync::{Page, ReadError, SourceReader};

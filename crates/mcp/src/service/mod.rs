@@ -41,7 +41,7 @@ pub struct McpService {
 }
 
 /// Both protocols' backend TLS sources.
-type BackendTls = [Option<Arc<sluice_net::client_tls::TlsSource>>; 2];
+type BackendTls = sluice_core::PerProtocol<Option<Arc<sluice_net::client_tls::TlsSource>>>;
 
 /// Callers whose calls-per-minute windows are remembered.
 const MAX_RATE_ENTRIES: usize = 10_000;
@@ -174,27 +174,25 @@ impl McpService {
         mysql: Option<Arc<sluice_net::client_tls::TlsSource>>,
         pgsql: Option<Arc<sluice_net::client_tls::TlsSource>>,
     ) {
-        let _ = self.backend_tls.set([mysql, pgsql]);
+        let _ = self
+            .backend_tls
+            .set(sluice_core::PerProtocol::new(mysql, pgsql));
     }
 
     /// The TLS configuration for a connection as `login` to `server`, if its row asks for TLS.
     pub(crate) fn tls_for(
         &self,
-        protocol: sluice_core::admin::Protocol,
+        protocol: sluice_core::Protocol,
         server: &sluice_core::runtime::HostgroupServer,
         login: &str,
     ) -> Result<Option<Arc<rustls::ClientConfig>>, Error> {
         if !server.use_ssl {
             return Ok(None);
         }
-        let i = match protocol {
-            sluice_core::admin::Protocol::Mysql => 0,
-            sluice_core::admin::Protocol::Pgsql => 1,
-        };
         let source = self
             .backend_tls
             .get()
-            .and_then(|t| t[i].clone())
+            .and_then(|t| t[protocol].clone())
             .ok_or_else(|| {
                 Error::Backend(format!(
                     "{}: use_ssl=1 and no TLS client configuration",

@@ -151,10 +151,10 @@ stats_*_connection_pool, stats_*_processlist, stats_*_query_digest, stats_worklo
 the page loaded; reload for new rows.</p>\n\
 <script>{SCRIPT}</script>\n</body></html>\n",
         uptime = t.uptime_s,
-        myc = t.clients[0],
-        pgc = t.clients[1],
-        myq = t.questions[0],
-        pgq = t.questions[1],
+        myc = t.clients.mysql,
+        pgc = t.clients.pgsql,
+        myq = t.questions.mysql,
+        pgq = t.questions.pgsql,
     )
 }
 

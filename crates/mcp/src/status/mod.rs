@@ -14,7 +14,8 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use sluice_admin::Admin;
-use sluice_core::admin::{AdminExecutor, Protocol};
+use sluice_core::Protocol;
+use sluice_core::admin::AdminExecutor;
 use std::sync::Arc;
 
 /// `GET /status`: the page.
@@ -53,8 +54,8 @@ pub(crate) async fn json(State(admin): State<Arc<Admin>>, req: Request) -> Respo
     };
     let body = serde_json::json!({
         "uptime_s": uptime_s,
-        "mysql": proto(Protocol::Mysql, questions[0]),
-        "pgsql": proto(Protocol::Pgsql, questions[1]),
+        "mysql": proto(Protocol::Mysql, questions.mysql),
+        "pgsql": proto(Protocol::Pgsql, questions.pgsql),
     });
     (
         StatusCode::OK,

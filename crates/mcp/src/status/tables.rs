@@ -2,6 +2,7 @@
 //! sees with SQL), each a fixed SELECT of Sluice's.
 
 use sluice_admin::Admin;
+use sluice_core::PerProtocol;
 use sluice_core::admin::{AdminExecutor, AdminReply, AdminRole, AdminRows};
 
 /// One titled table of the page.
@@ -13,10 +14,10 @@ pub(crate) struct Section {
 /// Everything the page renders.
 pub(crate) struct Tables {
     pub(crate) uptime_s: u64,
-    /// Questions so far, MySQL then PostgreSQL.
-    pub(crate) questions: [u64; 2],
-    /// Clients connected now, MySQL then PostgreSQL.
-    pub(crate) clients: [u64; 2],
+    /// Questions so far.
+    pub(crate) questions: PerProtocol<u64>,
+    /// Clients connected now.
+    pub(crate) clients: PerProtocol<u64>,
     pub(crate) sections: Vec<Section>,
 }
 
@@ -97,10 +98,10 @@ pub(crate) async fn gather(admin: &Admin) -> Tables {
     Tables {
         uptime_s,
         questions,
-        clients: [
+        clients: PerProtocol::new(
             number(admin, &global("mysql", "Client_Connections_connected")).await,
             number(admin, &global("pgsql", "Client_Connections_connected")).await,
-        ],
+        ),
         sections,
     }
 }
@@ -110,12 +111,12 @@ fn global(p: &str, v: &str) -> String {
 }
 
 /// What the charts poll: the uptime and the questions of MySQL and PostgreSQL so far.
-pub(crate) async fn counters(admin: &Admin) -> (u64, [u64; 2]) {
+pub(crate) async fn counters(admin: &Admin) -> (u64, PerProtocol<u64>) {
     (
         number(admin, &global("mysql", "ProxySQL_Uptime")).await,
-        [
+        PerProtocol::new(
             number(admin, &global("mysql", "Questions")).await,
             number(admin, &global("pgsql", "Questions")).await,
-        ],
+        ),
     )
 }

@@ -17,7 +17,7 @@ use crate::service::{CallTrace, McpService};
 use crate::targets::Target;
 use serde::Serialize;
 use serde_json::Value;
-use sluice_core::admin::Protocol;
+use sluice_core::Protocol;
 use sluice_core::query::Dialect;
 use tokio_util::sync::CancellationToken;
 

@@ -9,7 +9,7 @@ use crate::error::Error;
 use crate::service::CallTrace;
 use crate::targets::Target;
 use serde_json::Value;
-use sluice_core::admin::Protocol;
+use sluice_core::Protocol;
 use sluice_core::query::Dialect;
 
 /// Rows a harvest statement may return (a schema larger than this is refused, not cut).

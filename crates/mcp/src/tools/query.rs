@@ -11,7 +11,7 @@ use crate::exec::ResultSet;
 use crate::service::{CallOutcome, CallTrace, McpService, SqlAnswer, SqlCall};
 use crate::targets::{self, Target};
 use serde_json::Value;
-use sluice_core::admin::Protocol;
+use sluice_core::Protocol;
 use sluice_core::query::Dialect;
 use std::time::Instant;
 use tokio_util::sync::CancellationToken;

@@ -5,7 +5,7 @@ use super::handoff::{self, Handoff, Waiter};
 use super::{CheckoutRequest, MysqlPool, PooledConn, lock};
 use crate::conn::{BackendConn, ConnectParams, REPLY_SHAPING_CAPS};
 use crate::error::Error;
-use sluice_core::admin::Protocol;
+use sluice_core::Protocol;
 use sluice_core::checkout::{Attempt, CheckoutBudget, Connector};
 use sluice_core::hostgroup::{NoServer, pick, random_u64};
 use sluice_core::runtime::{HostgroupServer, ServerKey};
