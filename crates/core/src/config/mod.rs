@@ -38,7 +38,7 @@ pub use mysql_tables::{MysqlHostgroupAttributes, MysqlServer, MysqlUser};
 pub use mysql_variables::{MysqlVariables, SetOutcome};
 pub use pgsql::{PgsqlServer, PgsqlUser, PgsqlVariables};
 pub use proxysql_names::PROXYSQL_MYSQL_VARIABLES;
-pub use query_rules::{FastRoute, QueryRule};
+pub use query_rules::{FastRoute, QueryRule, RuleParts};
 pub use query_variables::QueryVariables;
 pub use rag::{RagSource, TemplateError, TemplatePart, is_identifier, parse_template};
 pub use row_error::RowError;

@@ -2,6 +2,9 @@
 //! column names. NULL columns are `None` (the rule does not look at / does not set them).
 
 use super::values::Flag;
+use super::CausalMode;
+use crate::error::RuleError;
+use regex::{Regex, RegexBuilder};
 use serde::{Deserialize, Serialize};
 
 /// One query rule. `schemaname` is `database` in `pgsql_query_rules`.
@@ -262,4 +265,101 @@ pub struct FastRoute {
     /// The operator's note; Sluice ignores it.
     #[serde(default)]
     pub comment: String,
+}
+
+/// What a rule's text columns compile to; a column that does not is the rule's error.
+#[derive(Debug, Clone)]
+pub struct RuleParts {
+    /// `digest`, parsed from its hex form.
+    pub digest: Option<u64>,
+    /// `match_digest`, compiled with the rule's `re_modifiers`.
+    pub match_digest: Option<Regex>,
+    /// `match_pattern`, compiled with the rule's `re_modifiers`.
+    pub match_pattern: Option<Regex>,
+    /// `re_modifiers` has `GLOBAL`: `replace_pattern` replaces every match.
+    pub global: bool,
+    /// `causal_reads`, or `local` when only `gtid_from_hostgroup` is set.
+    pub causal_reads: Option<CausalMode>,
+}
+
+impl QueryRule {
+    /// Compiles the rule's patterns and parses its other text columns: what the query
+    /// processor runs, and what a config load checks (inactive rules too).
+    pub fn compile_parts(&self) -> Result<RuleParts, RuleError> {
+        let mods = self.re_modifiers.as_deref().unwrap_or("").to_ascii_uppercase();
+        let caseless = mods.contains("CASELESS");
+        let build = |column: &'static str, p: &Option<String>| {
+            p.as_deref()
+                .map(|p| compile_pattern(self.rule_id, column, p, caseless))
+                .transpose()
+        };
+        let digest = match &self.digest {
+            Some(d) => Some(parse_digest(d).ok_or_else(|| RuleError::InvalidDigest {
+                rule_id: self.rule_id,
+                digest: d.clone(),
+            })?),
+            None => None,
+        };
+        if self.replace_pattern.is_some() && self.match_pattern.is_none() {
+            return Err(RuleError::ReplaceWithoutMatch {
+                rule_id: self.rule_id,
+            });
+        }
+        let causal_reads = match self.causal_reads.as_deref() {
+            Some(v) => Some(CausalMode::parse(v).ok_or_else(|| {
+                RuleError::InvalidCausalReads {
+                    rule_id: self.rule_id,
+                    value: v.to_string(),
+                }
+            })?),
+            None => self.gtid_from_hostgroup.map(|_| CausalMode::Local),
+        };
+        Ok(RuleParts {
+            digest,
+            match_digest: build("match_digest", &self.match_digest)?,
+            match_pattern: build("match_pattern", &self.match_pattern)?,
+            global: mods.contains("GLOBAL"),
+            causal_reads,
+        })
+    }
+}
+
+/// A rule's pattern as a regex (bounded in size), or the error naming its rule and column.
+fn compile_pattern(
+    rule_id: u32,
+    column: &'static str,
+    pattern: &str,
+    caseless: bool,
+) -> Result<Regex, RuleError> {
+    RegexBuilder::new(pattern)
+        .case_insensitive(caseless)
+        .size_limit(1 << 20)
+        .build()
+        .map_err(|e| {
+            // The regex error spans lines (a caret diagram); one line reads better in an admin
+            // error and a log.
+            let text = e.to_string();
+            let why = text
+                .lines()
+                .rfind(|l| !l.trim().is_empty())
+                .unwrap_or(&text)
+                .trim()
+                .trim_start_matches("error: ");
+            RuleError::InvalidRegex {
+                rule_id,
+                column,
+                pattern: pattern.to_string(),
+                why: why.to_string(),
+            }
+        })
+}
+
+/// A digest as ProxySQL shows it (`0x1A2B…`, or bare hex).
+fn parse_digest(s: &str) -> Option<u64> {
+    let t = s.trim();
+    let hex = t
+        .strip_prefix("0x")
+        .or_else(|| t.strip_prefix("0X"))
+        .unwrap_or(t);
+    u64::from_str_radix(hex, 16).ok()
 }

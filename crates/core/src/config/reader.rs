@@ -416,11 +416,7 @@ impl Reader<'_> {
                 );
             }
             // Inactive rules are validated too: activating one later must not fail a LOAD.
-            let probe = QueryRule {
-                active: Flag(true),
-                ..r.clone()
-            };
-            if let Err(e) = crate::query::RuleSet::compile(&[probe], &[]) {
+            if let Err(e) = r.compile_parts() {
                 return Err(self.invalid(offset, format!("{table} {e}")));
             }
             if let Some(class) =

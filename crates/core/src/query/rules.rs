@@ -7,7 +7,7 @@
 use super::digest::Digest;
 use crate::config::{CausalMode, FastRoute, QueryRule};
 use crate::error::RuleError;
-use regex::{Regex, RegexBuilder};
+use regex::Regex;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -130,15 +130,6 @@ fn replacement_syntax(p: &str) -> String {
     out
 }
 
-fn parse_digest(s: &str) -> Option<u64> {
-    let t = s.trim();
-    let hex = t
-        .strip_prefix("0x")
-        .or_else(|| t.strip_prefix("0X"))
-        .unwrap_or(t);
-    u64::from_str_radix(hex, 16).ok()
-}
-
 impl RuleSet {
     /// Compiles `rows` (any order; inactive rows are dropped). Errors name the rule and column.
     pub fn compile(rows: &[QueryRule], fast: &[FastRoute]) -> Result<RuleSet, RuleError> {
@@ -146,70 +137,19 @@ impl RuleSet {
         let mut sorted: Vec<&QueryRule> = rows.iter().filter(|r| r.active.0).collect();
         sorted.sort_by_key(|r| r.rule_id);
         for r in sorted {
-            let mods = r.re_modifiers.as_deref().unwrap_or("").to_ascii_uppercase();
-            let caseless = mods.contains("CASELESS");
-            let global = mods.contains("GLOBAL");
-            let build =
-                |col: &'static str, p: &Option<String>| -> Result<Option<Regex>, RuleError> {
-                    p.as_deref()
-                        .map(|p| {
-                            RegexBuilder::new(p)
-                                .case_insensitive(caseless)
-                                .size_limit(1 << 20)
-                                .build()
-                                .map_err(|e| {
-                                    // The regex error spans lines (a caret diagram); one line reads
-                                    // better in an admin error and a log.
-                                    let text = e.to_string();
-                                    let why = text
-                                        .lines()
-                                        .rfind(|l| !l.trim().is_empty())
-                                        .unwrap_or(&text)
-                                        .trim()
-                                        .trim_start_matches("error: ");
-                                    RuleError::InvalidRegex {
-                                        rule_id: r.rule_id,
-                                        column: col,
-                                        pattern: p.to_string(),
-                                        why: why.to_string(),
-                                    }
-                                })
-                        })
-                        .transpose()
-                };
-            let digest = match &r.digest {
-                Some(d) => Some(parse_digest(d).ok_or_else(|| RuleError::InvalidDigest {
-                    rule_id: r.rule_id,
-                    digest: d.clone(),
-                })?),
-                None => None,
-            };
-            if r.replace_pattern.is_some() && r.match_pattern.is_none() {
-                return Err(RuleError::ReplaceWithoutMatch { rule_id: r.rule_id });
-            }
-            let causal_reads = match r.causal_reads.as_deref() {
-                Some(v) => {
-                    Some(
-                        CausalMode::parse(v).ok_or_else(|| RuleError::InvalidCausalReads {
-                            rule_id: r.rule_id,
-                            value: v.to_string(),
-                        })?,
-                    )
-                }
-                None => r.gtid_from_hostgroup.map(|_| CausalMode::Local),
-            };
+            let parts = r.compile_parts()?;
             rules.push(CompiledRule {
-                digest,
-                match_digest: build("match_digest", &r.match_digest)?,
-                match_pattern: build("match_pattern", &r.match_pattern)?,
+                digest: parts.digest,
+                match_digest: parts.match_digest,
+                match_pattern: parts.match_pattern,
                 replacement: r.replace_pattern.as_deref().map(replacement_syntax),
-                global,
+                global: parts.global,
                 workload_class: crate::config::rule_class(
                     r.workload_class.as_deref(),
                     &r.attributes,
                 )
                 .map(Arc::from),
-                causal_reads,
+                causal_reads: parts.causal_reads,
                 row: r.clone(),
             });
         }
