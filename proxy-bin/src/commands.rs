@@ -8,11 +8,11 @@ use std::path::Path;
 use std::process::ExitCode;
 
 /// Exit code for a configuration that cannot be read or is invalid (BSD's EX_USAGE, as before).
-pub const EXIT_CONFIG: u8 = 64;
+pub(crate) const EXIT_CONFIG: u8 = 64;
 
 /// Reads `path`: Sluice's TOML, or a `proxysql.cnf` / `pgbouncer.ini` translated on the way
 /// (logged, with each setting that did not carry over).
-pub fn load_config(path: &Path) -> Result<Config, ConfigFileError> {
+pub(crate) fn load_config(path: &Path) -> Result<Config, ConfigFileError> {
     let shown = || path.display().to_string();
     let translated = sluice_import::translate_file(path, None).map_err(|e| match e {
         sluice_import::ImportError::Read { path, source } => {
@@ -60,7 +60,7 @@ fn format_name(f: Format) -> &'static str {
 }
 
 /// `sluice import FILE [--auth-file F]`: the translation on stdout, notes on stderr.
-pub fn import(file: &Path, auth_file: Option<&Path>) -> ExitCode {
+pub(crate) fn import(file: &Path, auth_file: Option<&Path>) -> ExitCode {
     let result = match sluice_import::translate_file(file, auth_file) {
         Ok(Some((_, t))) => Ok(t),
         Ok(None) => {
@@ -93,7 +93,7 @@ pub fn import(file: &Path, auth_file: Option<&Path>) -> ExitCode {
 
 /// `sluice check-config FILE`: validates without starting. Exit 0 when Sluice would start with
 /// it (warnings on stderr), 64 when it would not.
-pub fn check_config(file: &Path) -> ExitCode {
+pub(crate) fn check_config(file: &Path) -> ExitCode {
     match load_config(file) {
         Ok(cfg) => {
             for w in &cfg.warnings {

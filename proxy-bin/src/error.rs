@@ -3,7 +3,7 @@
 
 /// Why the config file given on the command line cannot be used.
 #[derive(Debug, thiserror::Error)]
-pub enum ConfigFileError {
+pub(crate) enum ConfigFileError {
     /// The file is unreadable or invalid (the error names the file).
     #[error(transparent)]
     Config(#[from] sluice_core::Error),

@@ -312,7 +312,7 @@ fn start_sluice(
 
 /// `sluice-core`'s criterion benchmarks: the query processor (digest, rules) and the
 /// per-statement statistics under two threads at once.
-pub fn core() -> xtask::Result<()> {
+pub(crate) fn core() -> xtask::Result<()> {
     step("criterion: digest and rule evaluation (crates/core/benches/query_processor.rs)");
     run_visible(
         Command::new("cargo")
@@ -366,7 +366,7 @@ impl Started {
 }
 
 /// Runs the MySQL benchmark and prints the table (also written to target/bench-mysql.md).
-pub fn mysql() -> xtask::Result<()> {
+pub(crate) fn mysql() -> xtask::Result<()> {
     let root = xtask::workspace_root();
     xtask::packages::ensure_bench_tools()?;
     xtask::backends_up()?;

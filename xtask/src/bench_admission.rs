@@ -208,7 +208,7 @@ fn plain_path(state: &std::path::Path) -> xtask::Result<Vec<(String, Vec<Runs>)>
 }
 
 /// Runs both parts and prints the tables (also written to target/bench-admission.md).
-pub fn admission() -> xtask::Result<()> {
+pub(crate) fn admission() -> xtask::Result<()> {
     let state = prepare_workloads()?;
     build_release()?;
     let runs = under_burst(&state)?;

@@ -186,7 +186,7 @@ pub(crate) fn prepare_workloads() -> xtask::Result<PathBuf> {
 }
 
 /// Runs the allocation benchmark and prints the table (also written to target/bench-alloc.md).
-pub fn alloc() -> xtask::Result<()> {
+pub(crate) fn alloc() -> xtask::Result<()> {
     let state = prepare_workloads()?;
     let bin = build_counting()?;
     let dir = state.join("bench-alloc");

@@ -69,7 +69,7 @@ fn admin(sql: &str) -> xtask::Result<()> {
 }
 
 /// Runs the rounds and prints the table (also written to target/bench-causal.md).
-pub fn causal() -> xtask::Result<()> {
+pub(crate) fn causal() -> xtask::Result<()> {
     xtask::packages::ensure_test_tools()?;
     xtask::backends_up()?;
     build_release()?;

@@ -133,7 +133,7 @@ fn table(groups: &[Group]) -> String {
 }
 
 /// Runs the rounds and prints the table (also written to target/bench-etcd.md).
-pub fn etcd() -> xtask::Result<()> {
+pub(crate) fn etcd() -> xtask::Result<()> {
     xtask::packages::ensure_test_tools()?;
     xtask::backends_up()?;
     build_release()?;

@@ -404,7 +404,7 @@ fn measure_peers(state: &Path, events: (u64, u64)) -> xtask::Result<Vec<Option<R
 
 /// Runs the instruction benchmark and prints the table (also written to
 /// target/bench-instructions.md).
-pub fn instructions() -> xtask::Result<()> {
+pub(crate) fn instructions() -> xtask::Result<()> {
     xtask::packages::ensure_valgrind()?;
     xtask::packages::ensure_bench_tools()?;
     xtask::packages::ensure_pgbouncer()?;

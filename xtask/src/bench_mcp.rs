@@ -34,7 +34,7 @@ fn config(port: u16, mcp: bool) -> String {
 }
 
 /// Runs the benchmark and prints (and writes to `target/bench-mcp.md`) its table.
-pub fn mcp() -> xtask::Result<()> {
+pub(crate) fn mcp() -> xtask::Result<()> {
     xtask::packages::ensure_bench_tools()?;
     xtask::packages::ensure_test_tools()?;
     xtask::backends_up()?;

@@ -52,7 +52,7 @@ for c in conns:
 "#;
 
 /// Runs the memory benchmark and prints the table (also written to target/bench-memory.md).
-pub fn memory() -> xtask::Result<()> {
+pub(crate) fn memory() -> xtask::Result<()> {
     let root = xtask::workspace_root();
     xtask::packages::ensure_test_tools()?;
     xtask::backends_up()?;

@@ -56,7 +56,7 @@ fn load(script: &std::path::Path, name: &str, port: u16, listeners: u32) -> xtas
 }
 
 /// Runs the rounds and prints the table (also written to target/bench-notify.md).
-pub fn notify() -> xtask::Result<()> {
+pub(crate) fn notify() -> xtask::Result<()> {
     xtask::packages::ensure_test_tools()?;
     xtask::backends_up()?;
     build_release()?;

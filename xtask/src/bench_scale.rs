@@ -299,7 +299,7 @@ fn render(title: &str, unit: &str, rows: &[Row]) -> String {
 }
 
 /// Runs the scale benchmark and prints the tables (also written to target/bench-scale.md).
-pub fn scale() -> xtask::Result<()> {
+pub(crate) fn scale() -> xtask::Result<()> {
     let root = xtask::workspace_root();
     xtask::packages::ensure_bench_tools()?;
     xtask::backends_up()?;

@@ -5,7 +5,7 @@ use std::sync::mpsc;
 use xtask::proc::{run_visible, step};
 
 /// Runs the demo until Ctrl-C, then stops sluice and the backends.
-pub fn run() -> xtask::Result<()> {
+pub(crate) fn run() -> xtask::Result<()> {
     let root = xtask::workspace_root();
     let (tx, rx) = mpsc::channel();
     ctrlc::set_handler(move || {

@@ -9,7 +9,7 @@ use std::process::Command;
 use xtask::proc::{run_visible, step};
 
 /// Every target in `fuzz/Cargo.toml`, in the order they run.
-pub const TARGETS: &[&str] = &[
+pub(crate) const TARGETS: &[&str] = &[
     "mysql_packets",
     "mysql_handshake",
     "mysql_reply",
@@ -54,7 +54,7 @@ struct RunStats {
 }
 
 /// Entry point: `args` are what follows `fuzz` on the command line.
-pub fn run(args: &[&str]) -> xtask::Result<()> {
+pub(crate) fn run(args: &[&str]) -> xtask::Result<()> {
     if args.first() == Some(&"seed") {
         return crate::fuzz_seed::run();
     }

@@ -131,7 +131,7 @@ fn fnv(bytes: &[u8]) -> u64 {
 }
 
 /// Entry point: records, then cuts the recordings into seeds.
-pub fn run() -> xtask::Result<()> {
+pub(crate) fn run() -> xtask::Result<()> {
     xtask::backends_up()?;
     let root = xtask::workspace_root().join("fuzz").join("seeds");
     let mut seeds = Seeds {

@@ -118,7 +118,7 @@ max_connections = 5000
 }
 
 /// Entry point: `args` follow `soak` on the command line.
-pub fn run(args: &[&str]) -> xtask::Result<()> {
+pub(crate) fn run(args: &[&str]) -> xtask::Result<()> {
     let minutes: f64 = match args {
         [] => 30.0,
         ["--minutes", n] => n.parse().map_err(|_| "--minutes needs a number")?,

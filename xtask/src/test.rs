@@ -98,7 +98,7 @@ fn minutes(d: Duration) -> String {
 }
 
 /// Runs the suite; see the module doc for the arguments.
-pub fn run(args: &[&str]) -> xtask::Result<()> {
+pub(crate) fn run(args: &[&str]) -> xtask::Result<()> {
     let options = Options::parse(args)?;
     let mut phases = Phases::new();
     let result = run_phases(&options, &mut phases);

@@ -6,7 +6,7 @@ use crate::layers::replace_rows_sql;
 use sluice_core::admin::AdminRows;
 
 /// The stats tables the board fills: name and columns (ProxySQL's).
-pub const CLUSTER_STATS_TABLES: &[(&str, &str)] = &[
+pub(crate) const CLUSTER_STATS_TABLES: &[(&str, &str)] = &[
     (
         "stats_proxysql_servers_checksums",
         "hostname VARCHAR NOT NULL, port INT NOT NULL DEFAULT 6032, name VARCHAR NOT NULL, version INT NOT NULL, \

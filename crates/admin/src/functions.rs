@@ -3,7 +3,7 @@
 //! `SELECT from_unixtime(time_start_us/1000/1000), * FROM monitor.pgsql_server_ping_log`.
 
 /// `from_unixtime(x)` → `datetime(x, 'unixepoch')`, outside string literals, any case.
-pub fn rewrite_mysql_functions(sql: &str) -> std::borrow::Cow<'_, str> {
+pub(crate) fn rewrite_mysql_functions(sql: &str) -> std::borrow::Cow<'_, str> {
     const NAME: &str = "from_unixtime(";
     if !sql.to_ascii_lowercase().contains(NAME) {
         return std::borrow::Cow::Borrowed(sql);

@@ -84,7 +84,7 @@ fn line_in(message: &str) -> Option<usize> {
 
 /// Reads the memory tables of the modules Sluice's runtime uses and builds a validated
 /// [`Config`], keeping `base`'s parts for the modules not named in `replace`.
-pub async fn memory_to_config(
+pub(crate) async fn memory_to_config(
     store: &Store,
     base: &Config,
     replace: &[Module],
@@ -238,7 +238,7 @@ fn config_error(msg: &str, lines: &RowLines) -> AdminError {
 }
 
 /// The tables the runtime is built from.
-pub const RUNTIME_TABLES: [&str; 22] = [
+pub(crate) const RUNTIME_TABLES: [&str; 22] = [
     "mysql_servers",
     "mysql_galera_hostgroups",
     "mysql_group_replication_hostgroups",
@@ -279,7 +279,7 @@ pub(crate) fn table_columns(table: &str) -> Vec<String> {
 }
 
 /// The rows a [`Config`] holds for `table`, with the table's column names.
-pub fn config_rows(cfg: &Config, table: &str) -> AdminRows {
+pub(crate) fn config_rows(cfg: &Config, table: &str) -> AdminRows {
     let columns = table_columns(table);
     // A table the runtime does not hold (pgsql_hostgroup_attributes) has its columns and no rows.
     let no_rows = || AdminRows {
@@ -319,7 +319,7 @@ pub fn config_rows(cfg: &Config, table: &str) -> AdminRows {
 
 /// `runtime_*_servers` rows as the data path sees them: each server's configured row, in the
 /// hostgroup and with the status the monitor gave it.
-pub fn live_server_rows(
+pub(crate) fn live_server_rows(
     cfg: &Config,
     p: sluice_core::Protocol,
     hostgroups: &std::collections::BTreeMap<u32, Vec<sluice_core::runtime::HostgroupServer>>,
@@ -446,7 +446,7 @@ fn sql_literal(v: &Option<String>) -> String {
 }
 
 /// Statements that replace `schema.table` with `rows`.
-pub fn replace_rows_sql(schema: &str, table: &str, rows: &AdminRows) -> Vec<String> {
+pub(crate) fn replace_rows_sql(schema: &str, table: &str, rows: &AdminRows) -> Vec<String> {
     let mut out = vec![format!("DELETE FROM {schema}.{table}")];
     for r in &rows.rows {
         let cols: Vec<&str> = rows.columns.iter().map(String::as_str).collect();
@@ -461,7 +461,7 @@ pub fn replace_rows_sql(schema: &str, table: &str, rows: &AdminRows) -> Vec<Stri
 }
 
 /// Statements that write the variables of `cfg` with `prefix` into `schema.global_variables`.
-pub fn variables_sql(schema: &str, prefix: &str, pairs: &[(String, String)]) -> Vec<String> {
+pub(crate) fn variables_sql(schema: &str, prefix: &str, pairs: &[(String, String)]) -> Vec<String> {
     let mut out = vec![format!(
         "DELETE FROM {schema}.global_variables WHERE variable_name LIKE '{prefix}%'"
     )];
@@ -476,7 +476,7 @@ pub fn variables_sql(schema: &str, prefix: &str, pairs: &[(String, String)]) -> 
 }
 
 /// Statements that copy the module's tables from one schema/prefix to another.
-pub fn copy_module_sql(module: Module, from: (&str, &str), to: (&str, &str)) -> Vec<String> {
+pub(crate) fn copy_module_sql(module: Module, from: (&str, &str), to: (&str, &str)) -> Vec<String> {
     let mut out = Vec::new();
     if let Some(prefix) = module.variable_prefix() {
         out.push(format!(

@@ -72,7 +72,7 @@ fn database(hostgroup: u32) -> String {
 }
 
 /// Answers `c` from the live data path and the runtime configuration.
-pub fn answer(
+pub(crate) fn answer(
     c: PgBouncerCommand,
     live: &dyn LiveStats,
     rt: &RuntimeConfig,

@@ -4,7 +4,7 @@
 use crate::schema_defs::CONFIG_TABLES;
 
 /// Stats tables (schema `stats`): name and columns.
-pub const STATS_TABLES: &[(&str, &str)] = &[
+pub(crate) const STATS_TABLES: &[(&str, &str)] = &[
     (
         "stats_mysql_connection_pool",
         "hostgroup INT, srv_host VARCHAR, srv_port INT, status VARCHAR, ConnUsed INT, ConnFree INT, ConnOK INT, \
@@ -69,7 +69,7 @@ pub const STATS_TABLES: &[(&str, &str)] = &[
 
 /// The MCP endpoint's stats tables (ProxySQL 4.0's names; the digest is keyed by tool, MCP
 /// user, target and the digest of the SQL).
-pub const MCP_STATS_TABLES: &[(&str, &str)] = &[
+pub(crate) const MCP_STATS_TABLES: &[(&str, &str)] = &[
     (
         "stats_mcp_query_tools_counters",
         "endpoint VARCHAR NOT NULL, tool VARCHAR NOT NULL, schema VARCHAR NOT NULL, count INTEGER NOT NULL, \
@@ -99,7 +99,7 @@ pub const MCP_STATS_TABLES: &[(&str, &str)] = &[
 ];
 
 /// The PostgreSQL side's LISTEN/NOTIFY fan-out (no MySQL twin).
-pub const LISTEN_STATS_TABLES: &[(&str, &str)] = &[
+pub(crate) const LISTEN_STATS_TABLES: &[(&str, &str)] = &[
     (
         "stats_pgsql_listen_channels",
         "database VARCHAR NOT NULL, channel VARCHAR NOT NULL, listeners INT NOT NULL, received INTEGER NOT NULL, \
@@ -145,7 +145,7 @@ const MYSQL_ONLY_MONITOR_LOGS: &[(&str, &str)] = &[
 ];
 
 /// `stats_workload_classes` (admission control, both protocols).
-pub const WORKLOAD_STATS_TABLE: (&str, &str) = (
+pub(crate) const WORKLOAD_STATS_TABLE: (&str, &str) = (
     "stats_workload_classes",
     "class VARCHAR NOT NULL PRIMARY KEY, priority VARCHAR NOT NULL, active INT NOT NULL, max_concurrency INT NOT NULL, \
      max_queue INT NOT NULL, in_flight INT NOT NULL, queued INT NOT NULL, admitted INTEGER NOT NULL, waited INTEGER NOT NULL, \
@@ -155,7 +155,7 @@ pub const WORKLOAD_STATS_TABLE: (&str, &str) = (
 );
 
 /// `stats_workload_guards`.
-pub const GUARD_STATS_TABLE: (&str, &str) = (
+pub(crate) const GUARD_STATS_TABLE: (&str, &str) = (
     "stats_workload_guards",
     "guard_id INTEGER NOT NULL PRIMARY KEY, signal VARCHAR NOT NULL, classes VARCHAR NOT NULL, value REAL, \
      level REAL NOT NULL, state VARCHAR NOT NULL, since INTEGER, changes INTEGER NOT NULL, last_cause VARCHAR NOT NULL, \
@@ -165,7 +165,7 @@ pub const GUARD_STATS_TABLE: (&str, &str) = (
 /// The columns a configuration table's definition has that the `disk` copy made by an older
 /// Sluice lacks, as `ALTER TABLE disk.… ADD COLUMN …` statements (the store's one migration:
 /// new columns are nullable or have a default).
-pub fn disk_migrations(table: &str, cols: &str, on_disk: &[String]) -> Vec<String> {
+pub(crate) fn disk_migrations(table: &str, cols: &str, on_disk: &[String]) -> Vec<String> {
     if on_disk.is_empty() {
         return Vec::new();
     }
@@ -182,7 +182,7 @@ pub fn disk_migrations(table: &str, cols: &str, on_disk: &[String]) -> Vec<Strin
 }
 
 /// Tables that `_reset` variants exist for.
-pub const RESET_TABLES: &[&str] = &[
+pub(crate) const RESET_TABLES: &[&str] = &[
     "stats_mysql_connection_pool",
     "stats_mysql_errors",
     "stats_mysql_query_digest",
@@ -201,7 +201,7 @@ fn pg_columns(cols: &str) -> String {
 }
 
 /// The DDL of every admin table.
-pub fn ddl() -> Vec<String> {
+pub(crate) fn ddl() -> Vec<String> {
     let mut out = Vec::new();
     for (name, cols) in CONFIG_TABLES {
         out.push(format!("CREATE TABLE IF NOT EXISTS main.{name} ({cols})"));

@@ -3,7 +3,7 @@
 //! Each configuration table also exists as `runtime_<name>` and in the `disk` schema.
 
 /// Configuration tables: (name, column definitions).
-pub const CONFIG_TABLES: &[(&str, &str)] = &[
+pub(crate) const CONFIG_TABLES: &[(&str, &str)] = &[
     (
         "mysql_servers",
         "hostgroup_id INT CHECK (hostgroup_id>=0) NOT NULL DEFAULT 0,\n\

@@ -9,7 +9,7 @@ use sluice_core::query::DigestRow;
 use std::collections::HashMap;
 
 mod monitor_tables;
-pub use monitor_tables::refresh_monitor_tables;
+pub(crate) use monitor_tables::refresh_monitor_tables;
 
 fn rows(columns: &[&str], rows: Vec<Vec<Option<String>>>) -> AdminRows {
     AdminRows {
@@ -72,7 +72,7 @@ fn digest_rows(p: Protocol, list: Vec<DigestRow>) -> AdminRows {
 /// Refreshes the query-processor tables a statement reads: digests (reading a `_reset` table
 /// empties the map, as in ProxySQL) and rule hits. Only when named, since the digest map can
 /// hold many rows.
-pub async fn refresh_query_tables(
+pub(crate) async fn refresh_query_tables(
     store: &Store,
     live: &dyn LiveStats,
     sql_lower: &str,
@@ -222,7 +222,11 @@ fn pool_table(pool: &[sluice_core::admin::PoolRow]) -> AdminRows {
 }
 
 /// Refreshes every stats table (cheap: a few hundred rows at most).
-pub async fn refresh(store: &Store, live: &dyn LiveStats, cfg: &Config) -> Result<(), AdminError> {
+pub(crate) async fn refresh(
+    store: &Store,
+    live: &dyn LiveStats,
+    cfg: &Config,
+) -> Result<(), AdminError> {
     let mut sql = replace_rows_sql(
         "stats",
         "stats_memory_metrics",

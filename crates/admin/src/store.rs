@@ -8,7 +8,7 @@ use std::path::Path;
 use tokio::sync::Mutex;
 
 /// The admin database.
-pub struct Store {
+pub(crate) struct Store {
     conn: Mutex<SqliteConnection>,
 }
 
@@ -27,7 +27,7 @@ fn quote_path(p: &str) -> String {
 impl Store {
     /// Opens the in-memory `main` schema and attaches `disk` (`disk_path`, or memory when
     /// `None`), `stats` and `monitor`.
-    pub async fn open(disk_path: Option<&Path>) -> Result<Store, AdminError> {
+    pub(crate) async fn open(disk_path: Option<&Path>) -> Result<Store, AdminError> {
         // `main` is SQLite's ":memory:" database; SQLITE_OPEN_CREATE (and not SQLITE_OPEN_MEMORY) lets
         // ATTACH create the disk file.
         let opts = SqliteConnectOptions::new().create_if_missing(true);
@@ -51,7 +51,7 @@ impl Store {
     }
 
     /// Runs statements that return no rows; returns rows affected.
-    pub async fn exec(&self, sql: &str) -> Result<u64, AdminError> {
+    pub(crate) async fn exec(&self, sql: &str) -> Result<u64, AdminError> {
         let mut c = self.conn.lock().await;
         let r = sqlx::raw_sql(AssertSqlSafe(sql.to_string()))
             .execute(&mut *c)
@@ -61,7 +61,7 @@ impl Store {
     }
 
     /// Runs statements inside one transaction (all or nothing).
-    pub async fn exec_all(&self, statements: &[String]) -> Result<(), AdminError> {
+    pub(crate) async fn exec_all(&self, statements: &[String]) -> Result<(), AdminError> {
         let mut c = self.conn.lock().await;
         let mut tx = c.begin().await.map_err(err)?;
         for s in statements {
@@ -74,7 +74,7 @@ impl Store {
     }
 
     /// Runs a query and returns its rows as text.
-    pub async fn query(&self, sql: &str) -> Result<AdminRows, AdminError> {
+    pub(crate) async fn query(&self, sql: &str) -> Result<AdminRows, AdminError> {
         let mut c = self.conn.lock().await;
         let rows: Vec<SqliteRow> = sqlx::query(AssertSqlSafe(sql.to_string()))
             .fetch_all(&mut *c)
@@ -101,7 +101,7 @@ impl Store {
     }
 
     /// Runs a query with bound text parameters (never spliced into the SQL).
-    pub async fn query_bound(
+    pub(crate) async fn query_bound(
         &self,
         sql: &'static str,
         params: &[&str],
@@ -123,7 +123,11 @@ impl Store {
     }
 
     /// Runs a statement with bound text parameters.
-    pub async fn exec_bound(&self, sql: &'static str, params: &[&str]) -> Result<u64, AdminError> {
+    pub(crate) async fn exec_bound(
+        &self,
+        sql: &'static str,
+        params: &[&str],
+    ) -> Result<u64, AdminError> {
         let mut c = self.conn.lock().await;
         let mut q = sqlx::query(sql);
         for p in params {

@@ -46,7 +46,7 @@ impl GuardSignals for MonitorSignals {
 /// Evaluates the guards every [`TICK`] and at every stored configuration, until `shutdown`.
 /// While the configuration has no class and no guard the runner has nothing to do and parks
 /// until the next configuration is stored.
-pub async fn run(
+pub(crate) async fn run(
     admission: Arc<Admission>,
     config: ConfigHandle,
     monitors: PerProtocol<Arc<Monitor>>,

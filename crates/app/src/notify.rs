@@ -6,7 +6,7 @@ use std::os::unix::net::UnixDatagram;
 use tracing::debug;
 
 /// Sends `state` (`READY=1`, `STOPPING=1`, …) to the service manager, if there is one.
-pub fn notify(state: &str) {
+pub(crate) fn notify(state: &str) {
     let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
         return;
     };
@@ -27,7 +27,7 @@ pub fn notify(state: &str) {
 }
 
 /// Ready, as the service's main process.
-pub fn ready() {
+pub(crate) fn ready() {
     notify(&format!(
         "READY=1\nMAINPID={}\nSTATUS=accepting connections",
         std::process::id()

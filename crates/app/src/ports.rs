@@ -17,10 +17,10 @@ use tokio_util::task::TaskTracker;
 use tracing::info;
 
 /// A port's listeners, with the names they are handed over under (`mysql 127.0.0.1:6033`).
-pub type Named = Vec<(String, TcpListener)>;
+pub(crate) type Named = Vec<(String, TcpListener)>;
 
 /// Every port Sluice listens on at start (the MCP port follows its variables on its own).
-pub struct Listeners {
+pub(crate) struct Listeners {
     pub mysql: Named,
     pub mysql_admin: Named,
     pub pgsql: Named,
@@ -32,7 +32,7 @@ pub struct Listeners {
 
 impl Listeners {
     /// Binds every configured address, or takes it from `inherited` (a takeover).
-    pub async fn bind(
+    pub(crate) async fn bind(
         cfg: &Config,
         mut inherited: Option<&mut Inherited>,
     ) -> Result<Listeners, Error> {
@@ -90,7 +90,7 @@ impl Listeners {
     }
 
     /// Duplicates of every listening socket with its name, for a successor's takeover.
-    pub fn lend(&self) -> Result<Vec<(String, OwnedFd)>, Error> {
+    pub(crate) fn lend(&self) -> Result<Vec<(String, OwnedFd)>, Error> {
         [
             &self.mysql,
             &self.mysql_admin,
@@ -115,7 +115,7 @@ impl Listeners {
 
     /// Starts accepting on every port; each accept loop ends when `accepting` is cancelled (the
     /// data ports: when their frontend stops accepting).
-    pub fn serve(
+    pub(crate) fn serve(
         self,
         fe: &Arc<MysqlFrontend>,
         pg_fe: &Arc<PgFrontend>,

@@ -19,7 +19,7 @@ pub async fn stop_requested() -> &'static str {
 }
 
 /// SIGUSR2, the upgrade signal (`systemctl reload sluice`): each one starts a successor.
-pub fn upgrade_requested() -> UpgradeSignal {
+pub(crate) fn upgrade_requested() -> UpgradeSignal {
     match signal(SignalKind::user_defined2()) {
         Ok(s) => UpgradeSignal(Some(s)),
         Err(e) => {
@@ -32,16 +32,16 @@ pub fn upgrade_requested() -> UpgradeSignal {
 }
 
 /// The SIGUSR2 stream, or none when it could not be installed.
-pub struct UpgradeSignal(Option<tokio::signal::unix::Signal>);
+pub(crate) struct UpgradeSignal(Option<tokio::signal::unix::Signal>);
 
 impl UpgradeSignal {
     /// No SIGUSR2 handler: upgrades only by starting `sluice --takeover` by hand.
-    pub fn none() -> Self {
+    pub(crate) fn none() -> Self {
         UpgradeSignal(None)
     }
 
     /// The next SIGUSR2 (never, without a handler).
-    pub async fn recv(&mut self) {
+    pub(crate) async fn recv(&mut self) {
         match &mut self.0 {
             Some(s) => {
                 s.recv().await;

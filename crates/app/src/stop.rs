@@ -10,7 +10,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
 /// Why Sluice stops.
-pub enum Stop {
+pub(crate) enum Stop {
     /// The host's stop future resolved (the binary's: SIGTERM / SIGINT), with its reason.
     Signal(&'static str),
     /// `PROXYSQL SHUTDOWN`.
@@ -31,7 +31,7 @@ impl Stop {
 
 /// Waits for a reason to stop: `stop`, `PROXYSQL SHUTDOWN` (`admin`) or a successor; SIGUSR2
 /// on the way starts a successor (`--takeover`).
-pub async fn wait(
+pub(crate) async fn wait(
     stop: impl std::future::Future<Output = &'static str>,
     admin: &CancellationToken,
     handed_over: Option<tokio::sync::oneshot::Receiver<u32>>,
@@ -97,7 +97,7 @@ impl<F: Fn() -> usize> Draining<'_, F> {
 }
 
 /// What a stop winds down.
-pub struct Stopping {
+pub(crate) struct Stopping {
     /// The two data ports' accept loops.
     pub data_ports: sluice_core::PerProtocol<CancellationToken>,
     /// The admin, HTTP and MCP ports' accept loops.
@@ -115,7 +115,7 @@ pub struct Stopping {
 impl Stopping {
     /// Stops for `why`, with `sessions` counting the client sessions left; `servers` are the
     /// accept loops, `stop_monitors` ends the health checks.
-    pub async fn run(
+    pub(crate) async fn run(
         self,
         why: Stop,
         sessions: &impl Fn() -> usize,

@@ -13,19 +13,19 @@ use tokio::sync::oneshot;
 use tracing::{info, warn};
 
 /// The takeover socket: `--takeover-socket`, else `<datadir>/takeover.sock`, else none.
-pub fn socket_path(explicit: Option<PathBuf>, datadir: Option<&Path>) -> Option<PathBuf> {
+pub(crate) fn socket_path(explicit: Option<PathBuf>, datadir: Option<&Path>) -> Option<PathBuf> {
     explicit.or_else(|| datadir.map(|d| d.join("takeover.sock")))
 }
 
 /// Listeners received from the running process, claimed one by one as the ports are bound.
-pub struct Inherited {
+pub(crate) struct Inherited {
     listeners: Vec<Handed>,
     stream: UnixStream,
 }
 
 impl Inherited {
     /// Connects to the running process at `path` and receives its listeners.
-    pub fn receive(path: &Path) -> Result<Inherited, Error> {
+    pub(crate) fn receive(path: &Path) -> Result<Inherited, Error> {
         let mut stream = UnixStream::connect(path).map_err(|source| Error::NoPredecessor {
             path: path.display().to_string(),
             source,
@@ -46,7 +46,7 @@ impl Inherited {
     }
 
     /// The listener handed over under `name`, if any.
-    pub fn take(&mut self, name: &str) -> Option<std::net::TcpListener> {
+    pub(crate) fn take(&mut self, name: &str) -> Option<std::net::TcpListener> {
         let at = self.listeners.iter().position(|h| h.name == name)?;
         Some(std::net::TcpListener::from(
             self.listeners.swap_remove(at).fd,
@@ -55,7 +55,7 @@ impl Inherited {
 
     /// Tells the running process this one accepts on the listeners, so it stops; listeners
     /// this configuration no longer has are closed (logged).
-    pub fn ready(self) -> Result<(), Error> {
+    pub(crate) fn ready(self) -> Result<(), Error> {
         for h in &self.listeners {
             info!(
                 "--takeover: {} is not in this configuration: closed",
@@ -77,7 +77,7 @@ impl Inherited {
 
 /// The running process's side, bound on a name of its own (`takeover.sock.<pid>`) so that
 /// binding cannot fail after a predecessor was told to stop.
-pub struct Prepared {
+pub(crate) struct Prepared {
     socket: tokio::net::UnixListener,
     bound: PathBuf,
     path: PathBuf,
@@ -85,7 +85,7 @@ pub struct Prepared {
 
 impl Prepared {
     /// Binds the socket beside `path`.
-    pub fn bind(path: &Path) -> Result<Prepared, Error> {
+    pub(crate) fn bind(path: &Path) -> Result<Prepared, Error> {
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -109,7 +109,7 @@ impl Prepared {
     /// requests there with `listeners`. The receiver resolves with the successor's pid once one
     /// accepts on them; until then (and after a successor that failed before saying READY)
     /// this process keeps serving. `None` (logged) when the socket cannot be put in place.
-    pub fn serve(self, listeners: Vec<(String, OwnedFd)>) -> Option<oneshot::Receiver<u32>> {
+    pub(crate) fn serve(self, listeners: Vec<(String, OwnedFd)>) -> Option<oneshot::Receiver<u32>> {
         if let Err(e) = std::fs::rename(&self.bound, &self.path) {
             warn!(
                 "takeover socket {}: {e}: this process cannot hand over its listeners",
@@ -152,7 +152,7 @@ impl Prepared {
 
 /// Removes the takeover socket at a stop that handed nothing over (it would refuse
 /// connections anyway).
-pub fn remove_socket(path: &Path) {
+pub(crate) fn remove_socket(path: &Path) {
     let _ = std::fs::remove_file(path);
 }
 
@@ -160,7 +160,7 @@ pub fn remove_socket(path: &Path) {
 /// and serves the takeover socket. The socket is bound under a name of its own before the
 /// predecessor is told (a failure then leaves it serving: an error for a successor, a warning
 /// for a first start) and moved onto the shared path after.
-pub fn begin(
+pub(crate) fn begin(
     socket: Option<&Path>,
     successor: bool,
     predecessor: Option<Inherited>,
@@ -219,7 +219,7 @@ fn hand_over(
 /// SIGUSR2: starts this binary again (the file the process was started from, so an upgraded
 /// package's new binary) with the same arguments (but `--initial`) and `--takeover`. Returns its pid; a thread
 /// reaps it if it exits while this process still runs.
-pub fn start_successor() -> Result<u32, Error> {
+pub(crate) fn start_successor() -> Result<u32, Error> {
     let mut args = std::env::args_os();
     // argv[0] as given: a path names the (possibly upgraded) file, a bare name is looked up in
     // PATH again. /proc/self/exe would name the old, replaced binary.

@@ -10,7 +10,7 @@ use crate::exec::{Origin, ResultSet};
 use serde_json::Value;
 
 /// What a masked value becomes.
-pub const MASKED: &str = "[masked]";
+pub(crate) const MASKED: &str = "[masked]";
 
 /// One masked column, lower-cased.
 #[derive(Debug, Clone, PartialEq, Eq)]

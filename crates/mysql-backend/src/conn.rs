@@ -38,9 +38,9 @@ impl std::fmt::Debug for BackendSecret {
 /// same bits, so replies can be forwarded without rewriting. The low 32 bits are `CLIENT_*`, the
 /// high ones MariaDB's extended capabilities (`MARIADB_CLIENT_*`, as MariaDB numbers them):
 /// see [`client_caps`].
-pub const REPLY_SHAPING_CAPS: u64 = (cap::DEPRECATE_EOF | cap::FOUND_ROWS | cap::IGNORE_SPACE)
-    as u64
-    | (mariadb_cap::EXTENDED_METADATA as u64) << 32;
+pub(crate) const REPLY_SHAPING_CAPS: u64 =
+    (cap::DEPRECATE_EOF | cap::FOUND_ROWS | cap::IGNORE_SPACE) as u64
+        | (mariadb_cap::EXTENDED_METADATA as u64) << 32;
 
 /// A client's capabilities as one value: `CLIENT_*` flags in the low 32 bits, MariaDB's extended
 /// ones above them (how [`ConnectParams::client_caps`] and the pools take them).

@@ -61,7 +61,7 @@ impl SessionState {
 
 /// How to bring a connection from one state to another.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct StatePlan {
+pub(crate) struct StatePlan {
     /// Reset the connection first (something must go back to its default that no SET can).
     pub reset_first: bool,
     /// `COM_INIT_DB` to this schema.
@@ -72,13 +72,13 @@ pub struct StatePlan {
 
 impl StatePlan {
     /// True when nothing has to be sent.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         !self.reset_first && self.init_db.is_none() && self.statements.is_empty()
     }
 }
 
 /// Plans the commands that turn a connection in state `have` into state `want`.
-pub fn plan(have: &SessionState, want: &SessionState) -> StatePlan {
+pub(crate) fn plan(have: &SessionState, want: &SessionState) -> StatePlan {
     let mut p = StatePlan::default();
     // Going back to "never set" for the character set or transaction characteristics needs the
     // connection's defaults: a reset gives exactly those.

@@ -3,9 +3,9 @@
 use tokio::net::TcpStream;
 
 /// Plain or TLS socket to a backend.
-pub type BackendSocket = sluice_net::MaybeTls<tokio_rustls::client::TlsStream<TcpStream>>;
+pub(crate) type BackendSocket = sluice_net::MaybeTls<tokio_rustls::client::TlsStream<TcpStream>>;
 
 /// A backend socket, compressed when the server row has `compression=1` and the server agreed.
-pub type BackendStream = sluice_mysql_proto::compress::MaybeCompressed<BackendSocket>;
+pub(crate) type BackendStream = sluice_mysql_proto::compress::MaybeCompressed<BackendSocket>;
 
-pub use sluice_net::{KillHandle, with_kill_handle};
+pub(crate) use sluice_net::{KillHandle, with_kill_handle};

@@ -7,7 +7,7 @@ use sluice_mysql_proto::scramble::{self, CACHING_SHA2, NATIVE};
 
 /// The outcome of checking a scramble.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// Correct; this is what Sluice now knows to log in to backends as the user.
     Accept(BackendSecret),
     /// caching_sha2_password with only a native hash configured: the client must send the
@@ -18,7 +18,7 @@ pub enum Verdict {
 }
 
 /// A 20-byte auth nonce of printable characters (it travels NUL-terminated in the greeting).
-pub fn nonce() -> Vec<u8> {
+pub(crate) fn nonce() -> Vec<u8> {
     let mut b = [0u8; 20];
     if SystemRandom::new().fill(&mut b).is_err() {
         // The OS RNG failing is not recoverable in a meaningful way; fall back to a hash of time
@@ -34,7 +34,7 @@ pub fn nonce() -> Vec<u8> {
 
 /// Checks `response`, computed by the client with `plugin` over `nonce`, against the configured
 /// `password` (cleartext, or `*`-hex native hash).
-pub fn verify(plugin: &str, nonce: &[u8], response: &[u8], password: &str) -> Verdict {
+pub(crate) fn verify(plugin: &str, nonce: &[u8], response: &[u8], password: &str) -> Verdict {
     let hash = scramble::parse_native_hash(password);
     match (plugin, hash) {
         (NATIVE, Some(stage2)) => match scramble::native_verify_stage2(nonce, response, &stage2) {
@@ -65,7 +65,7 @@ fn check(expected: Vec<u8>, response: &[u8], password: &str) -> Verdict {
 }
 
 /// Checks a cleartext password sent during full authentication.
-pub fn verify_cleartext(clear: &[u8], password: &str) -> Verdict {
+pub(crate) fn verify_cleartext(clear: &[u8], password: &str) -> Verdict {
     let clear = clear.strip_suffix(&[0]).unwrap_or(clear);
     let ok = match scramble::parse_native_hash(password) {
         Some(stage2) => scramble::ct_eq(

@@ -7,7 +7,7 @@ use std::task::{Context, Poll};
 use tokio::io::AsyncWrite;
 
 /// Tees writes into `copy` until it would exceed `limit`; then the copy is dropped.
-pub struct Capture<'a, W> {
+pub(crate) struct Capture<'a, W> {
     inner: &'a mut W,
     copy: &'a mut Option<Vec<u8>>,
     limit: usize,
@@ -15,7 +15,7 @@ pub struct Capture<'a, W> {
 
 impl<'a, W> Capture<'a, W> {
     /// Wraps `inner`; `copy` must start as `Some(empty)`.
-    pub fn new(inner: &'a mut W, copy: &'a mut Option<Vec<u8>>, limit: usize) -> Self {
+    pub(crate) fn new(inner: &'a mut W, copy: &'a mut Option<Vec<u8>>, limit: usize) -> Self {
         Capture { inner, copy, limit }
     }
 }

@@ -35,11 +35,11 @@ pub enum Error {
 /// 2013 (`CR_SERVER_LOST`, what ProxySQL sends): codes 2000–2999 are client-library codes, and
 /// MariaDB Connector/C (the `mariadb` CLI, mysqlclient builds on it) rejects a server that sends
 /// one as "Received malformed packet" (2027).
-pub const LOST_BACKEND: (u16, &str) = (1927, "70100");
+pub(crate) const LOST_BACKEND: (u16, &str) = (1927, "70100");
 
 /// A read that must see earlier writes found no replica that applied them within
 /// `mysql-causal_reads_timeout_ms` (`mysql-causal_reads_on_timeout = error`); retrying is safe.
-pub const CAUSAL_READ_TIMEOUT: (u16, &str) = (9110, "HY000");
+pub(crate) const CAUSAL_READ_TIMEOUT: (u16, &str) = (9110, "HY000");
 
 impl Error {
     /// The (errno, SQLSTATE) the client sees.

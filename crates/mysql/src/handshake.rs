@@ -24,11 +24,11 @@ use tokio_rustls::TlsAcceptor;
 const HANDSHAKE_PACKET_LIMIT: usize = 64 * 1024;
 
 /// Collation announced in the greeting: utf8mb4_general_ci (known to MySQL and MariaDB).
-pub const GREETING_COLLATION: u8 = 45;
+pub(crate) const GREETING_COLLATION: u8 = 45;
 
 /// Capabilities Sluice offers clients (compression; no session tracking; LOCAL INFILE when
 /// `mysql-enable_load_data_local_infile` is on).
-pub fn server_capabilities(tls: bool, local_infile: bool) -> u32 {
+pub(crate) fn server_capabilities(tls: bool, local_infile: bool) -> u32 {
     let mut c = cap::LONG_PASSWORD
         | cap::FOUND_ROWS
         | cap::LONG_FLAG
@@ -58,11 +58,11 @@ pub fn server_capabilities(tls: bool, local_infile: bool) -> u32 {
 /// MariaDB's extended capabilities Sluice offers when `mysql-server_version` names a MariaDB
 /// version: extended column metadata, whose column definitions the pool keeps apart (a client
 /// gets connections opened with the same choice, so result sets are relayed as they come).
-pub const MARIADB_CAPABILITIES: u32 = mariadb_cap::EXTENDED_METADATA;
+pub(crate) const MARIADB_CAPABILITIES: u32 = mariadb_cap::EXTENDED_METADATA;
 
 /// A client socket with its packet reader.
 #[derive(Debug)]
-pub struct ClientIo {
+pub(crate) struct ClientIo {
     /// The socket.
     pub stream: ClientStream,
     /// Buffered reader.
@@ -75,7 +75,7 @@ pub struct ClientIo {
 
 impl ClientIo {
     /// Reads one packet.
-    pub async fn read(&mut self) -> Result<Packet, Error> {
+    pub(crate) async fn read(&mut self) -> Result<Packet, Error> {
         let mut pk = self.reader.read(&mut self.stream).await?;
         if self.stream.is_compressed() && pk.raw.len() > MAX_CHUNK + 4 {
             pk.raw = renumber_chunks(&pk.raw, pk.seq);
@@ -84,7 +84,7 @@ impl ClientIo {
     }
 
     /// Writes one payload as a packet with sequence id `seq`.
-    pub async fn write(&mut self, seq: u8, payload: &[u8]) -> Result<(), Error> {
+    pub(crate) async fn write(&mut self, seq: u8, payload: &[u8]) -> Result<(), Error> {
         self.stream
             .write_all(&packet(seq, payload))
             .await
@@ -113,7 +113,7 @@ fn renumber_chunks(raw: &[u8], first: u8) -> bytes::Bytes {
 
 /// A logged-in client.
 #[derive(Debug)]
-pub struct LoggedIn {
+pub(crate) struct LoggedIn {
     /// The user row.
     pub user: Arc<MysqlUser>,
     /// What Sluice knows to log in to backends as this user.
@@ -135,12 +135,12 @@ pub struct LoggedIn {
 
 impl LoggedIn {
     /// Both capability sets as the pools take them ([`sluice_mysql_backend::client_caps`]).
-    pub fn client_caps(&self) -> u64 {
+    pub(crate) fn client_caps(&self) -> u64 {
         sluice_mysql_backend::client_caps(self.capabilities, self.mariadb_capabilities)
     }
 
     /// How Sluice's own result sets for this client are shaped.
-    pub fn shape(&self) -> ResultShape {
+    pub(crate) fn shape(&self) -> ResultShape {
         ResultShape::of(self.capabilities, self.mariadb_capabilities)
     }
 }
@@ -156,7 +156,7 @@ fn denied(user: &str, peer: &SocketAddr, response: &[u8], extra: &str) -> Error 
 
 /// A client's first auth response and what to check it against.
 #[derive(Debug, Clone, Copy)]
-pub struct AuthAttempt<'a> {
+pub(crate) struct AuthAttempt<'a> {
     /// The `mysql_users` row, when the user exists.
     pub user: Option<&'a MysqlUser>,
     /// The name the client sent.
@@ -173,7 +173,7 @@ pub struct AuthAttempt<'a> {
 
 /// Runs the auth-plugin exchange after the client's first auth response. `seq` is the next
 /// sequence id Sluice sends. Returns the backend secret, or the access-denied error.
-pub async fn exchange(
+pub(crate) async fn exchange(
     io: &mut ClientIo,
     attempt: AuthAttempt<'_>,
     seq: &mut u8,
@@ -308,7 +308,7 @@ async fn logged_in_ok(
 
 /// Runs the whole connection phase on a fresh socket. On failure the client has been sent the
 /// error packet (when the socket still works) and the error is returned for logging.
-pub async fn connection_phase(
+pub(crate) async fn connection_phase(
     tcp: TcpStream,
     peer: SocketAddr,
     rt: &RuntimeConfig,
@@ -408,7 +408,7 @@ fn admissible(
 }
 
 /// Sends `e` to the client as an ERR packet (best effort) and returns it.
-pub async fn fail<T>(io: &mut ClientIo, seq: u8, e: Error) -> Result<T, Error> {
+pub(crate) async fn fail<T>(io: &mut ClientIo, seq: u8, e: Error) -> Result<T, Error> {
     let _ = io.write(seq, &e.to_err_payload()).await;
     let _ = io.stream.flush().await;
     Err(e)

@@ -9,22 +9,22 @@ use tokio_rustls::server::TlsStream;
 
 /// Plain or TLS stream from a client, compressed once the client and Sluice agreed to
 /// CLIENT_COMPRESS.
-pub type ClientStream = sluice_mysql_proto::compress::MaybeCompressed<ClientSocket>;
+pub(crate) type ClientStream = sluice_mysql_proto::compress::MaybeCompressed<ClientSocket>;
 
 /// Plain or TLS socket from a client.
-pub type ClientSocket = sluice_net::MaybeTls<TlsStream<Prefixed>>;
+pub(crate) type ClientSocket = sluice_net::MaybeTls<TlsStream<Prefixed>>;
 
 /// A TCP stream that first yields bytes already read from it. Clients may send the TLS
 /// ClientHello right behind the SSLRequest, so those bytes can sit in the packet buffer.
 #[derive(Debug)]
-pub struct Prefixed {
+pub(crate) struct Prefixed {
     prefix: bytes::BytesMut,
     inner: TcpStream,
 }
 
 impl Prefixed {
     /// Wraps `inner`, replaying `prefix` first.
-    pub fn new(prefix: bytes::BytesMut, inner: TcpStream) -> Self {
+    pub(crate) fn new(prefix: bytes::BytesMut, inner: TcpStream) -> Self {
         // An empty prefix may still own the login's packet buffer: do not keep it.
         let prefix = if prefix.is_empty() {
             bytes::BytesMut::new()

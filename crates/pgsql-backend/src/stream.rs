@@ -6,16 +6,16 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 
-pub use sluice_net::{KillHandle, with_kill_handle};
+pub(crate) use sluice_net::{KillHandle, with_kill_handle};
 
 /// A server connection's socket: plain, or TLS after the SSLRequest exchange.
-pub type PgStream = sluice_net::MaybeTls<TlsStream<TcpStream>>;
+pub(crate) type PgStream = sluice_net::MaybeTls<TlsStream<TcpStream>>;
 
 /// SSLRequest: length 8, code 80877103.
 const SSL_REQUEST: [u8; 8] = [0, 0, 0, 8, 4, 210, 22, 47];
 
 /// Asks the server for TLS and performs the handshake; an error when it refuses.
-pub async fn upgrade(
+pub(crate) async fn upgrade(
     mut tcp: TcpStream,
     tls: Arc<rustls::ClientConfig>,
     host: &str,

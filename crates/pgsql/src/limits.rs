@@ -7,20 +7,20 @@ use std::sync::{Arc, Mutex};
 
 /// Logged-in clients, in total and per user.
 #[derive(Debug, Default)]
-pub struct ClientCounts {
+pub(crate) struct ClientCounts {
     inner: Mutex<(u32, HashMap<String, u32>)>,
 }
 
 /// One admitted client; dropping it frees the slot.
 #[derive(Debug)]
-pub struct ClientSlot {
+pub(crate) struct ClientSlot {
     counts: Arc<ClientCounts>,
     user: String,
 }
 
 /// Why a login is refused by the client caps (SQLSTATE 53300, PostgreSQL's words).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TooManyClients {
+pub(crate) enum TooManyClients {
     /// `pgsql-max_connections` is reached.
     #[error("sorry, too many clients already")]
     InTotal,
@@ -31,7 +31,7 @@ pub enum TooManyClients {
 
 impl ClientCounts {
     /// Admits `user` unless a cap is reached; the error is the message the client gets.
-    pub fn admit(
+    pub(crate) fn admit(
         self: &Arc<Self>,
         user: &str,
         user_max: u32,

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 
 /// The session-scoped things a server connection holds for one client.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PinSet {
+pub(crate) struct PinSet {
     listens: BTreeSet<String>,
     temp_tables: BTreeSet<String>,
     /// Temporary views and sequences, as `view name` / `sequence name`.
@@ -57,7 +57,7 @@ fn unqualified(name: &str) -> String {
 
 impl PinSet {
     /// No pins, or only a cause that lasts the session.
-    pub fn with_sticky(sticky: Option<&'static str>) -> Self {
+    pub(crate) fn with_sticky(sticky: Option<&'static str>) -> Self {
         PinSet {
             sticky,
             ..PinSet::default()
@@ -65,7 +65,7 @@ impl PinSet {
     }
 
     /// Why the session is pinned, or `None`.
-    pub fn reason(&self) -> Option<&'static str> {
+    pub(crate) fn reason(&self) -> Option<&'static str> {
         if let Some(s) = self.sticky {
             Some(s)
         } else if !self.listens.is_empty() {
@@ -92,7 +92,7 @@ impl PinSet {
     /// checked once more). A list of statements always could. PostgreSQL's whitespace is
     /// ASCII (space, `\t`, `\n`, `\r`, `\f`, and `\v` since 16), so a statement this passes
     /// over is one the server refuses anyway.
-    pub fn may_concern(sql: &[u8]) -> bool {
+    pub(crate) fn may_concern(sql: &[u8]) -> bool {
         let space = |b: &u8| b.is_ascii_whitespace() || *b == b'\x0b';
         let end = sql.iter().rposition(|b| !space(b)).map_or(0, |i| i + 1);
         let mut one = &sql[..end];
@@ -116,7 +116,7 @@ impl PinSet {
     }
 
     /// Notes what one SQL text (possibly several statements) does to the pins.
-    pub fn apply(&mut self, sql: &str) {
+    pub(crate) fn apply(&mut self, sql: &str) {
         let one = sql.trim_end().trim_end_matches(';');
         if !one.contains(';') {
             // One statement (the common case): no list to build.

@@ -28,7 +28,7 @@ struct Timed {
 
 /// Who the session is, as rules see it.
 #[derive(Debug, Clone)]
-pub struct Identity {
+pub(crate) struct Identity {
     /// User.
     pub user: String,
     /// Database.
@@ -43,7 +43,7 @@ pub struct Identity {
 
 /// Per-session query-processor state.
 #[derive(Debug)]
-pub struct SessionProcessor {
+pub(crate) struct SessionProcessor {
     id: Identity,
     next_flag_in: u32,
     /// The statement of the extended-protocol batch being built (from its Parse or Bind).
@@ -71,7 +71,7 @@ pub struct SessionProcessor {
 }
 
 /// The query text of a Query or Parse message.
-pub fn query_text(m: &[u8]) -> Option<&[u8]> {
+pub(crate) fn query_text(m: &[u8]) -> Option<&[u8]> {
     match m.first()? {
         b'Q' => m.get(5..).map(|q| q.strip_suffix(&[0]).unwrap_or(q)),
         b'P' => {
@@ -86,7 +86,7 @@ pub fn query_text(m: &[u8]) -> Option<&[u8]> {
 }
 
 /// `m` (a Query or Parse) with its query text replaced by `sql`.
-pub fn with_query(m: &[u8], sql: &str) -> Option<Vec<u8>> {
+pub(crate) fn with_query(m: &[u8], sql: &str) -> Option<Vec<u8>> {
     match m.first()? {
         b'Q' => {
             let mut body = sql.as_bytes().to_vec();
@@ -129,7 +129,7 @@ fn tag_rows(tag: &[u8]) -> (u64, u64) {
 
 impl SessionProcessor {
     /// State for a new session.
-    pub fn new(id: Identity) -> Self {
+    pub(crate) fn new(id: Identity) -> Self {
         SessionProcessor {
             id,
             next_flag_in: 0,
@@ -146,7 +146,7 @@ impl SessionProcessor {
     }
 
     /// Digest, rules and hints for one statement.
-    pub fn decide(
+    pub(crate) fn decide(
         &mut self,
         rt: &RuntimeConfig,
         stats: &QueryProcessorStats,
@@ -180,7 +180,7 @@ impl SessionProcessor {
     }
 
     /// A statement of this session was answered by Sluice itself (blocked or OK'd).
-    pub fn record_local(
+    pub(crate) fn record_local(
         &self,
         rt: &RuntimeConfig,
         stats: &QueryProcessorStats,
@@ -236,7 +236,7 @@ impl SessionProcessor {
 
     /// A client message went to the server: Query/Sync/FunctionCall start a timed entry.
     /// `digest` is the statement's (hash, text) when the caller computed it.
-    pub fn sent(&mut self, kind: u8, digest: Option<(u64, String)>) {
+    pub(crate) fn sent(&mut self, kind: u8, digest: Option<(u64, String)>) {
         match kind {
             b'P' | b'B' if digest.is_some() => self.batch = digest,
             b'Q' | b'S' | b'F' => {
@@ -260,7 +260,7 @@ impl SessionProcessor {
 
     /// A server frame came back (read at `now`): CommandComplete counts rows; ReadyForQuery
     /// ends a timed entry.
-    pub fn received(
+    pub(crate) fn received(
         &mut self,
         rt: &RuntimeConfig,
         (stats, counters, frontend): (&QueryProcessorStats, &CommandCounters, &FrontendStats),
@@ -293,34 +293,34 @@ impl SessionProcessor {
     }
 
     /// Gives back the table-name buffers of a digest the session is done with.
-    pub fn recycle_tables(&mut self, tables: Vec<String>) {
+    pub(crate) fn recycle_tables(&mut self, tables: Vec<String>) {
         self.spare.tables = tables;
     }
 
     /// A statement that writes `tables` went to the server.
-    pub fn note_write(&mut self, tables: &[String], complete: bool) {
+    pub(crate) fn note_write(&mut self, tables: &[String], complete: bool) {
         let w = self.writes.get_or_insert_with(|| (Vec::new(), true));
         w.0.extend(tables.iter().cloned());
         w.1 &= complete;
     }
 
     /// A statement that writes went to the server (whatever the cache does with it).
-    pub fn note_written(&mut self) {
+    pub(crate) fn note_written(&mut self) {
         self.wrote = true;
     }
 
     /// Whether the transaction just over wrote; clears it.
-    pub fn take_written(&mut self) -> bool {
+    pub(crate) fn take_written(&mut self) -> bool {
         std::mem::take(&mut self.wrote)
     }
 
     /// The writes to invalidate cached results for, once the transaction is over.
-    pub fn take_writes(&mut self) -> Option<(Vec<String>, bool)> {
+    pub(crate) fn take_writes(&mut self) -> Option<(Vec<String>, bool)> {
         self.writes.take()
     }
 
     /// The client's IP address.
-    pub fn client_ip(&self) -> &str {
+    pub(crate) fn client_ip(&self) -> &str {
         &self.id.client_ip
     }
 }

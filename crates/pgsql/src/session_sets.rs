@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 /// One change to session variables.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Change {
+pub(crate) enum Change {
     /// `SET name TO value` (value as the client wrote it).
     Set(String, String),
     /// `RESET name` / `SET name TO DEFAULT`.
@@ -17,7 +17,7 @@ pub enum Change {
 
 /// What a client statement means for pooling.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Effect {
+pub(crate) enum Effect {
     /// Nothing beyond its transaction.
     None,
     /// Session state Sluice cannot move: keep the connection (the reason is shown to admins).
@@ -35,7 +35,7 @@ fn is_name(s: &str) -> bool {
 
 /// Classifies the SQL text of a Query or an unnamed Parse; with `trackable` false (a named
 /// Parse: the statement may run any number of times later) its SETs pin instead.
-pub fn classify(sql: &[u8], trackable: bool) -> Effect {
+pub(crate) fn classify(sql: &[u8], trackable: bool) -> Effect {
     // Only SET, RESET and DISCARD matter: anything else is decided without allocating.
     let first = sql
         .iter()
@@ -192,7 +192,7 @@ pub(crate) fn config_statement(name: &str, value: &str) -> String {
 
 /// Applies a change to the variables a server connection carries (name → the statement that
 /// set it; a name absent is at the connection's neutral startup value).
-pub fn apply(vars: &mut BTreeMap<String, String>, change: &Change) {
+pub(crate) fn apply(vars: &mut BTreeMap<String, String>, change: &Change) {
     match change {
         Change::Set(n, v) => {
             vars.insert(n.clone(), set_statement(n, v));
@@ -251,7 +251,7 @@ impl SessionVars {
 
 /// The SQL that turns a connection's variables `conn` into the session's `want`; None when
 /// they already match.
-pub fn replay_sql(
+pub(crate) fn replay_sql(
     want: &BTreeMap<String, String>,
     conn: &BTreeMap<String, String>,
 ) -> Option<String> {

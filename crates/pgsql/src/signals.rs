@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 /// Where a cancel request for a session must go: (server address, server pid, server secret)
 /// of the connection running its statement, if any.
-pub type CancelTarget = Arc<Mutex<Option<(Arc<str>, u32, u32)>>>;
+pub(crate) type CancelTarget = Arc<Mutex<Option<(Arc<str>, u32, u32)>>>;
 
 /// Sluice pids lie in `PID_BASE..2 * PID_BASE` (2^30..2^31).
 const PID_BASE: u32 = 1 << 30;
@@ -41,7 +41,7 @@ pub(crate) struct SessionHandle {
 /// Every logged-in PostgreSQL session by its Sluice pid, and which session each server
 /// connection serves.
 #[derive(Debug, Default)]
-pub struct SessionSignals {
+pub(crate) struct SessionSignals {
     by_pid: Mutex<HashMap<u32, Entry>>,
     owners: Mutex<HashMap<(Arc<str>, u32), u32>>,
 }

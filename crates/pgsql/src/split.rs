@@ -1,7 +1,7 @@
 //! Splitting a simple-query string into statements on `;` outside quotes and comments.
 
 /// The non-empty statements of `sql`, in order.
-pub fn statements(sql: &str) -> Vec<&str> {
+pub(crate) fn statements(sql: &str) -> Vec<&str> {
     let b = sql.as_bytes();
     let mut out = Vec::new();
     let (mut start, mut i) = (0, 0);

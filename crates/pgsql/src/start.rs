@@ -70,7 +70,7 @@ pub(crate) struct CacheFill {
 
 impl CacheFill {
     /// Bytes sent to the client for this reply.
-    pub fn copy(&mut self, written: &[u8]) {
+    pub(crate) fn copy(&mut self, written: &[u8]) {
         if let Some(b) = self.bytes.as_mut() {
             if b.len() + written.len() > CAPTURE_LIMIT {
                 self.bytes = None;
@@ -81,12 +81,12 @@ impl CacheFill {
     }
 
     /// The reply carried an ErrorResponse: it is not cached.
-    pub fn failed(&mut self) {
+    pub(crate) fn failed(&mut self) {
         self.error = true;
     }
 
     /// The reply is complete (its ReadyForQuery was the last bytes copied): store it.
-    pub fn store(self, cache: &QueryCache, user: &str, database: &str, max_bytes: usize) {
+    pub(crate) fn store(self, cache: &QueryCache, user: &str, database: &str, max_bytes: usize) {
         let Some(mut b) = self.bytes else { return };
         if self.error || b.len() < 6 || b[b.len() - 6] != b'Z' {
             return;

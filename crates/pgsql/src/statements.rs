@@ -31,7 +31,7 @@ struct Pending {
 
 /// A session's statements and the replies it owes the server connection in use.
 #[derive(Debug)]
-pub struct SessionStatements {
+pub(crate) struct SessionStatements {
     session: u64,
     generation: u64,
     by_client_name: HashMap<Bytes, Statement>,
@@ -48,7 +48,7 @@ pub struct SessionStatements {
 
 /// What to do with one server reply frame.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Reply {
+pub(crate) enum Reply {
     /// Send it to the client.
     Forward,
     /// Sluice caused it: drop it.
@@ -79,7 +79,7 @@ fn put_named(out: &mut Vec<u8>, kind: u8, prefix: &[&[u8]], name: &str, rest: &[
 
 impl SessionStatements {
     /// Statements of the session identified by `session` (used in server-side names).
-    pub fn new(session: u64) -> Self {
+    pub(crate) fn new(session: u64) -> Self {
         SessionStatements {
             session,
             generation: 0,
@@ -94,7 +94,7 @@ impl SessionStatements {
     }
 
     /// The session these statements belong to (its cancel key).
-    pub fn session_key(&self) -> u64 {
+    pub(crate) fn session_key(&self) -> u64 {
         self.session
     }
 
@@ -103,7 +103,7 @@ impl SessionStatements {
     /// its first Bind or Describe, so a bare Parse+Sync — libpq's `PQprepare` — never waits for a
     /// pooled connection. A broken query reports its error at that first use. False for other
     /// messages, which need a server.
-    pub fn define_locally(&mut self, msg: &[u8]) -> bool {
+    pub(crate) fn define_locally(&mut self, msg: &[u8]) -> bool {
         if msg[0] != b'P' {
             return false;
         }
@@ -130,7 +130,7 @@ impl SessionStatements {
     }
 
     /// The query text of the named statement a Bind message refers to.
-    pub fn bound_query(&self, bind: &[u8]) -> Option<&[u8]> {
+    pub(crate) fn bound_query(&self, bind: &[u8]) -> Option<&[u8]> {
         let (_portal, rest) = cstr(bind.get(5..)?)?;
         let (name, _) = cstr(rest)?;
         let st = self.by_client_name.get(name)?;
@@ -149,18 +149,24 @@ impl SessionStatements {
     }
 
     /// A Sync or Query went to the server: later messages belong to the next batch.
-    pub fn batch_sent(&mut self) {
+    pub(crate) fn batch_sent(&mut self) {
         self.batches_sent += 1;
     }
 
     /// True when no Parse/Close reply is outstanding.
-    pub fn settled(&self) -> bool {
+    pub(crate) fn settled(&self) -> bool {
         self.parses.is_empty() && self.closes.is_empty()
     }
 
     /// Rewrites one client message for the connection `conn`, appending what to send to `out`.
     /// Messages this does not concern are appended unchanged.
-    pub fn outgoing(&mut self, msg: &[u8], conn: &mut PreparedSet, max: usize, out: &mut Vec<u8>) {
+    pub(crate) fn outgoing(
+        &mut self,
+        msg: &[u8],
+        conn: &mut PreparedSet,
+        max: usize,
+        out: &mut Vec<u8>,
+    ) {
         let body = &msg[5..];
         match msg[0] {
             b'P' => {
@@ -285,7 +291,7 @@ impl SessionStatements {
     }
 
     /// Accounts for one server reply of type `kind` on `conn`.
-    pub fn incoming(&mut self, kind: u8, conn: &mut PreparedSet) -> Reply {
+    pub(crate) fn incoming(&mut self, kind: u8, conn: &mut PreparedSet) -> Reply {
         let popped = match kind {
             b'1' => self.parses.pop_front(),
             b'3' => self.closes.pop_front(),

@@ -10,7 +10,7 @@ use sluice_core::config::Config;
 
 /// Refreshes the monitor's log tables and the live view of `runtime_*_servers` when a statement
 /// reads them.
-pub async fn refresh_monitor_tables(
+pub(crate) async fn refresh_monitor_tables(
     store: &Store,
     live: &dyn LiveStats,
     cfg: &Config,

@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering;
 use tokio_util::sync::CancellationToken;
 
 /// Reads counters and sessions of the running frontends.
-pub struct Live {
+pub(crate) struct Live {
     pub mysql: Arc<MysqlFrontend>,
     pub pgsql: Arc<sluice_pgsql::PgFrontend>,
     /// The MySQL and PostgreSQL monitors.

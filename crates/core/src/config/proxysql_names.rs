@@ -167,7 +167,7 @@ pub const PROXYSQL_MYSQL_VARIABLES: &[&str] = &[
 ];
 
 /// ProxySQL v3.0 `admin-` variable names (without the prefix).
-pub const PROXYSQL_ADMIN_VARIABLES: &[&str] = &[
+pub(super) const PROXYSQL_ADMIN_VARIABLES: &[&str] = &[
     "admin_credentials",
     "stats_credentials",
     "stats_mysql_connections",

@@ -1,8 +1,8 @@
 //! `mysql_query_rules` / `pgsql_query_rules` and their `_fast_routing` twins, with ProxySQL's
 //! column names. NULL columns are `None` (the rule does not look at / does not set them).
 
-use super::values::Flag;
 use super::CausalMode;
+use super::values::Flag;
 use crate::error::RuleError;
 use regex::{Regex, RegexBuilder};
 use serde::{Deserialize, Serialize};
@@ -286,7 +286,11 @@ impl QueryRule {
     /// Compiles the rule's patterns and parses its other text columns: what the query
     /// processor runs, and what a config load checks (inactive rules too).
     pub fn compile_parts(&self) -> Result<RuleParts, RuleError> {
-        let mods = self.re_modifiers.as_deref().unwrap_or("").to_ascii_uppercase();
+        let mods = self
+            .re_modifiers
+            .as_deref()
+            .unwrap_or("")
+            .to_ascii_uppercase();
         let caseless = mods.contains("CASELESS");
         let build = |column: &'static str, p: &Option<String>| {
             p.as_deref()
@@ -306,12 +310,12 @@ impl QueryRule {
             });
         }
         let causal_reads = match self.causal_reads.as_deref() {
-            Some(v) => Some(CausalMode::parse(v).ok_or_else(|| {
-                RuleError::InvalidCausalReads {
+            Some(v) => Some(
+                CausalMode::parse(v).ok_or_else(|| RuleError::InvalidCausalReads {
                     rule_id: self.rule_id,
                     value: v.to_string(),
-                }
-            })?),
+                })?,
+            ),
             None => self.gtid_from_hostgroup.map(|_| CausalMode::Local),
         };
         Ok(RuleParts {

@@ -8,10 +8,10 @@ use sluice_mysql_proto::resultset::{ColType, ResultShape, text_result};
 use tokio::io::AsyncWriteExt;
 
 /// `@@version_comment` as Sluice reports it (ProxySQL says "(ProxySQL)").
-pub const VERSION_COMMENT: &str = "(Sluice)";
+pub(super) const VERSION_COMMENT: &str = "(Sluice)";
 
 /// Encodes a one-column, one-row text result set starting at sequence id `seq`.
-pub fn one_value_result(
+pub(super) fn one_value_result(
     seq: u8,
     shape: ResultShape,
     status: u16,

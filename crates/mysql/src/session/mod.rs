@@ -15,7 +15,7 @@ mod forward;
 mod hook;
 mod kill;
 mod local_infile;
-pub mod pins;
+pub(crate) mod pins;
 mod prepared;
 mod processor;
 mod query;
@@ -48,7 +48,7 @@ struct ClientStmt {
 }
 
 /// One client session after login.
-pub struct Session {
+pub(crate) struct Session {
     id: u32,
     io: ClientIo,
     login: LoggedIn,
@@ -117,7 +117,7 @@ enum Next {
 
 impl Session {
     /// A session for a client that just logged in.
-    pub fn new(
+    pub(crate) fn new(
         id: u32,
         io: ClientIo,
         login: LoggedIn,
@@ -198,7 +198,7 @@ impl Session {
 
     /// Runs commands until the client quits, the connection breaks, it idles past wait_timeout
     /// or Sluice shuts down.
-    pub async fn run(self) {
+    pub(crate) async fn run(self) {
         // On the heap, so that handing it to a command's step and back moves a pointer, not the
         // session (a copy of its every byte twice per command).
         Box::new(self).serve().await

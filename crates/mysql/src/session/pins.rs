@@ -8,7 +8,7 @@ use std::collections::HashSet;
 
 /// The session-scoped things a backend connection holds for one client.
 #[derive(Debug, Clone, Default)]
-pub struct Pins {
+pub(crate) struct Pins {
     /// Server status flags of the last reply that carried them.
     pub status: u16,
     /// Temporary tables created and not dropped.
@@ -45,12 +45,12 @@ pub struct Pins {
 
 impl Pins {
     /// Inside a transaction (the server's last status said so).
-    pub fn in_transaction(&self) -> bool {
+    pub(crate) fn in_transaction(&self) -> bool {
         self.status & status::IN_TRANS != 0
     }
 
     /// Why the session is pinned to its backend connection, or `None` when it can be multiplexed.
-    pub fn reason(&self) -> Option<&'static str> {
+    pub(crate) fn reason(&self) -> Option<&'static str> {
         Some(if self.disabled {
             "multiplexing disabled"
         } else if self.rule_pinned {
@@ -92,13 +92,13 @@ impl Pins {
     /// to the server session through COM_RESET_CONNECTION). Such a connection is closed when the
     /// session ends — a prepared XA transaction then survives, detached, as for a direct client
     /// that disconnects (`XA RECOVER`, `XA COMMIT` from any connection).
-    pub fn outlives_reset(&self) -> bool {
+    pub(crate) fn outlives_reset(&self) -> bool {
         self.untrackable == Some("XA transaction")
     }
 
     /// True when the connection holds state a `COM_RESET_CONNECTION` must clear before another
     /// client may use it (everything except the replayable session state).
-    pub fn dirty(&self) -> bool {
+    pub(crate) fn dirty(&self) -> bool {
         let transient = self.auto_increment_left > 0 || self.disabled;
         self.reason().is_some() && !(transient && self.clone_without_transient().reason().is_none())
     }
@@ -113,7 +113,7 @@ impl Pins {
     }
 
     /// Applies the effects of a statement that ran successfully.
-    pub fn apply(&mut self, e: &Effects) {
+    pub(crate) fn apply(&mut self, e: &Effects) {
         for t in &e.temp_created {
             self.temp_tables.insert(t.clone());
         }
@@ -155,7 +155,7 @@ impl Pins {
     }
 
     /// Records the status flags of a reply; a transaction ending also ends `SET TRANSACTION`.
-    pub fn observe_status(&mut self, st: u16) {
+    pub(crate) fn observe_status(&mut self, st: u16) {
         if self.next_transaction
             && self.status & status::IN_TRANS != 0
             && st & status::IN_TRANS == 0
@@ -166,12 +166,12 @@ impl Pins {
     }
 
     /// Counts one statement against the auto-increment hold.
-    pub fn tick_statement(&mut self) {
+    pub(crate) fn tick_statement(&mut self) {
         self.auto_increment_left = self.auto_increment_left.saturating_sub(1);
     }
 
     /// Ends the auto-increment hold once its time is up.
-    pub fn expire_holds(&mut self, now: std::time::Instant) {
+    pub(crate) fn expire_holds(&mut self, now: std::time::Instant) {
         if self.auto_increment_until.is_some_and(|u| now >= u) {
             self.auto_increment_left = 0;
             self.auto_increment_until = None;
@@ -179,7 +179,7 @@ impl Pins {
     }
 
     /// When a time-bounded hold ends, if one is active.
-    pub fn hold_deadline(&self) -> Option<std::time::Instant> {
+    pub(crate) fn hold_deadline(&self) -> Option<std::time::Instant> {
         if self.auto_increment_left > 0 {
             self.auto_increment_until
         } else {
@@ -188,7 +188,7 @@ impl Pins {
     }
 
     /// Forgets everything the backend connection held (after a reset or a change of user).
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         let disabled = self.disabled;
         *self = Pins {
             disabled,

@@ -8,7 +8,7 @@ use sluice_core::advisory::{LockCall, call_args, first_arg, lock_key};
 
 /// A query Sluice answers without a backend.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ProxyAnswer {
+pub(crate) enum ProxyAnswer {
     /// `SELECT @@version` / `SELECT VERSION()`; the column name as the client wrote it.
     Version(String),
     /// `SELECT @@version_comment [LIMIT 1]`.
@@ -28,7 +28,7 @@ pub enum ProxyAnswer {
 
 /// A `KILL` statement: it names a Sluice session, since that is the thread id clients know.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum KillRequest {
+pub(crate) enum KillRequest {
     /// `KILL [HARD|SOFT] [CONNECTION|QUERY] id`.
     Session {
         /// The Sluice session id (the client's thread id).
@@ -43,7 +43,7 @@ pub enum KillRequest {
 
 /// The effects of one statement on session state.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Effects {
+pub(crate) struct Effects {
     /// The statement is a SET.
     pub set: Option<SetParse>,
     /// `USE db`.
@@ -279,7 +279,7 @@ fn calls_and_variables(sql: &str, toks: &[Tok<'_>], e: &mut Effects) {
 }
 
 /// Classifies one statement (no `;`-separated lists: see [`super::lexer::split_statements`]).
-pub fn classify(sql: &str) -> Effects {
+pub(crate) fn classify(sql: &str) -> Effects {
     let toks: Vec<Tok<'_>> = Lexer::new(sql).collect();
     let mut e = Effects::default();
     let Some(first) = toks.first() else { return e };

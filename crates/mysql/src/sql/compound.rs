@@ -7,7 +7,7 @@ use super::lexer::{Lexer, Tok};
 
 /// What a statement that holds other statements is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Compound {
+pub(crate) enum Compound {
     /// `CREATE [OR REPLACE] [DEFINER=…] {PROCEDURE|FUNCTION|TRIGGER|EVENT|PACKAGE} …` or
     /// `ALTER EVENT …`: the body is stored, not run; nothing of the session changes.
     Definition,
@@ -37,7 +37,7 @@ const PROGRAMS: [&str; 5] = ["PROCEDURE", "FUNCTION", "TRIGGER", "EVENT", "PACKA
 const BLOCKS: [&str; 6] = ["IF", "CASE", "LOOP", "WHILE", "REPEAT", "FOR"];
 
 /// Whether `sql` (a whole COM_QUERY text) is a compound statement or a stored-program definition.
-pub fn compound(sql: &str) -> Option<Compound> {
+pub(crate) fn compound(sql: &str) -> Option<Compound> {
     let toks: Vec<Tok<'_>> = Lexer::new(sql).take(16).collect();
     let first = toks.first()?;
     let kw = |i: usize, k: &str| toks.get(i).is_some_and(|t| t.is_kw(k));

@@ -4,7 +4,7 @@
 
 /// One token, borrowing from the statement text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Tok<'a> {
+pub(crate) enum Tok<'a> {
     /// An unquoted word (keyword or identifier).
     Word(&'a str),
     /// A quoted string, with its quotes (`'x'` or `"x"`), possibly with a charset introducer before.
@@ -23,17 +23,17 @@ pub enum Tok<'a> {
 
 impl<'a> Tok<'a> {
     /// True when this is the word `kw` (case-insensitive).
-    pub fn is_kw(&self, kw: &str) -> bool {
+    pub(crate) fn is_kw(&self, kw: &str) -> bool {
         matches!(self, Tok::Word(w) if w.eq_ignore_ascii_case(kw))
     }
 
     /// True when this is the punctuation `p`.
-    pub fn is_punct(&self, p: &str) -> bool {
+    pub(crate) fn is_punct(&self, p: &str) -> bool {
         matches!(self, Tok::Punct(x) if *x == p)
     }
 
     /// The text of a name-like token (word or backtick identifier).
-    pub fn name(&self) -> Option<&'a str> {
+    pub(crate) fn name(&self) -> Option<&'a str> {
         match self {
             Tok::Word(w) | Tok::Quoted(w) => Some(w),
             _ => None,
@@ -43,7 +43,7 @@ impl<'a> Tok<'a> {
 
 /// Tokenizer over a statement; yields tokens until the end of the text.
 #[derive(Debug, Clone)]
-pub struct Lexer<'a> {
+pub(crate) struct Lexer<'a> {
     s: &'a str,
     b: &'a [u8],
     i: usize,
@@ -53,7 +53,7 @@ pub struct Lexer<'a> {
 
 impl<'a> Lexer<'a> {
     /// Starts at the beginning of `s`.
-    pub fn new(s: &'a str) -> Self {
+    pub(crate) fn new(s: &'a str) -> Self {
         Lexer {
             s,
             b: s.as_bytes(),
@@ -63,7 +63,7 @@ impl<'a> Lexer<'a> {
     }
 
     /// Byte offset of the next token.
-    pub fn offset(&self) -> usize {
+    pub(crate) fn offset(&self) -> usize {
         self.i
     }
 
@@ -217,7 +217,7 @@ impl<'a> Iterator for Lexer<'a> {
 }
 
 /// Splits a multi-statement query on `;` outside strings and comments.
-pub fn split_statements(sql: &str) -> Vec<&str> {
+pub(crate) fn split_statements(sql: &str) -> Vec<&str> {
     let mut out = Vec::new();
     let mut lx = Lexer::new(sql);
     let mut start = 0;

@@ -3,7 +3,7 @@
 //! session to its backend connection. Nothing here allocates per token; every function accepts
 //! any input without panicking.
 
-pub mod classify;
-pub mod compound;
-pub mod lexer;
-pub mod set;
+pub(crate) mod classify;
+pub(crate) mod compound;
+pub(crate) mod lexer;
+pub(crate) mod set;

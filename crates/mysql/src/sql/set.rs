@@ -7,7 +7,7 @@ use super::lexer::{Lexer, Tok};
 
 /// The value assigned to a session variable.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SetValue {
+pub(crate) enum SetValue {
     /// A literal (number, quoted string, word such as `ON`, `DEFAULT`), as SQL text to replay.
     Literal(String),
     /// An expression: the resulting value must be read back from the server.
@@ -16,7 +16,7 @@ pub enum SetValue {
 
 /// One assignment of a `SET`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SetItem {
+pub(crate) enum SetItem {
     /// `SET [SESSION] name = value` (lower-cased name).
     Session {
         /// Variable name.
@@ -50,7 +50,7 @@ pub enum SetItem {
 
 /// The outcome of parsing a `SET`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SetParse {
+pub(crate) enum SetParse {
     /// Not a SET statement.
     NotSet,
     /// Parsed with certainty.
@@ -69,7 +69,7 @@ fn unquote(s: &str) -> String {
 }
 
 /// Parses `sql` as a SET statement.
-pub fn parse_set(sql: &str) -> SetParse {
+pub(crate) fn parse_set(sql: &str) -> SetParse {
     let toks: Vec<Tok<'_>> = Lexer::new(sql).collect();
     let mut toks = toks.as_slice();
     if toks.last().is_some_and(|t| t.is_punct(";")) {
