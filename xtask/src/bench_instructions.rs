@@ -13,7 +13,8 @@
 //! cost per statement; the two runs must agree (the table shows both), which shows that nothing
 //! but statements was counted. Kernel time is not counted, and `rep movsb` (large copies) counts
 //! one instruction per byte. `BENCH_BASELINE_BIN=/path/to/sluice` measures that binary the same
-//! way in the same run.
+//! way in the same run; `BENCH_INSTR_FEATURES_IDLE=1` adds a `sluice-features-idle` column: the
+//! same build with the MCP port, workload classes and a RAG source configured but idle.
 //!
 //! Before 2026-12-05 this bench took the difference of two pgbench/sysbench runs, each
 //! connecting anew; the first PostgreSQL run also opened the server connections, so its logins
@@ -402,6 +403,23 @@ fn measure_peers(state: &Path, events: (u64, u64)) -> xtask::Result<Vec<Option<R
         .collect())
 }
 
+/// What `BENCH_INSTR_FEATURES_IDLE=1` adds to the config of a third column: every feature of
+/// the AI-agent layer configured but idle — the MCP port listening, two workload classes (one
+/// that no statement's rule names, one with a queue; the data path consults admission for
+/// each), and a RAG source on the PostgreSQL side whose sync runs only when asked (its
+/// embedding endpoint is never called). No agent, no sync: what is measured is what their
+/// presence costs each statement.
+fn features_idle() -> String {
+    "[mcp_variables]\nenabled = \"true\"\nport = \"16399\"\nuse_ssl = \"false\"\n\
+     [[workload_classes]]\nname = \"ingest\"\npriority = \"background\"\nmax_concurrency = 1\nmax_queue = 4\n\
+     [[workload_classes]]\nname = \"reports\"\nmax_concurrency = 8\n\
+     [[rag_sources]]\nsource_id = 1\nname = \"docs\"\nprotocol = \"pgsql\"\nhostgroup_id = 0\n\
+     username = \"app\"\nschemaname = \"app\"\ntable_name = \"public.pgbench_branches\"\npk_column = \"bid\"\nchange_column = \"bid\"\n\
+     text_template = \"{filler}\"\nworkload_class = \"ingest\"\nembedding_dimension = 384\n\
+     embedding_base_url = \"http://127.0.0.1:9/v1\"\nembedding_model = \"none\"\nsync_interval_ms = 0\n"
+        .to_string()
+}
+
 /// Runs the instruction benchmark and prints the table (also written to
 /// target/bench-instructions.md).
 pub(crate) fn instructions() -> xtask::Result<()> {
@@ -418,10 +436,18 @@ pub(crate) fn instructions() -> xtask::Result<()> {
         targets.push(("sluice-baseline".to_string(), PathBuf::from(b)));
     }
     let peers = measure_peers(&state, (small, large))?;
+    let mut configs = vec![config(); targets.len()];
+    if std::env::var_os("BENCH_INSTR_FEATURES_IDLE").is_some() {
+        targets.push((
+            "sluice-features-idle".to_string(),
+            root.join("target/release/sluice"),
+        ));
+        configs.push(format!("{}{}", config(), features_idle()));
+    }
     let mut columns = Vec::new();
-    for (name, bin) in &targets {
+    for ((name, bin), config) in targets.iter().zip(&configs) {
         let dir = state.join("bench-instructions").join(name);
-        columns.push(measure(bin, &dir, (small, large), &config())?);
+        columns.push(measure(bin, &dir, (small, large), config)?);
     }
     let t = render(&targets, &peers, &columns, (small, large));
     println!("\n{t}");

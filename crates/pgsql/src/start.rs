@@ -184,9 +184,14 @@ pub(crate) async fn start(
         fe.query.delayed.fetch_add(1, Ordering::Relaxed);
         tokio::time::sleep(Duration::from_millis(delay)).await;
     }
+    let class = d.action.workload_class.as_deref();
     let admit = crate::admit::Admit {
         class: d.action.workload_class.clone(),
-        waits: !rt.workload_classes.is_empty() && !sluice_core::admission::never_waits(&sql),
+        // Only a configured class can make it wait (unclassified statements fall in `default`).
+        waits: sluice_core::admission::governs(
+            &rt.workload_classes,
+            class.unwrap_or(sluice_core::config::DEFAULT_CLASS),
+        ) && !sluice_core::admission::never_waits(&sql),
     };
     // `SELECT pg_notify(…)` writes to the notification queue: a standby refuses it, so it goes
     // to the writer whatever a `^SELECT` rule says, and counts as a write.

@@ -40,7 +40,7 @@ pub use refusal::{
     ERR_GUARD_OPEN, ERR_QUEUE_FULL, ERR_QUEUE_TIMEOUT, Refusal, SQLSTATE_REFUSED, ShedReason,
 };
 pub use report::STATS_COLUMNS;
-pub use statement::never_waits;
+pub use statement::{governs, never_waits};
 
 use crate::config::WorkloadClass;
 use crate::util::lock;

@@ -18,28 +18,48 @@ const NEVER_WAIT: [&str; 13] = [
     "close",
 ];
 
+/// Whether `class` (a statement's class, or [`crate::config::DEFAULT_CLASS`]) is one of the
+/// configured `classes`: only then can the statement wait or be refused. Asked before
+/// [`never_waits`], so a statement of an unconfigured class costs a few name compares.
+pub fn governs(classes: &[crate::config::WorkloadClass], class: &str) -> bool {
+    classes.iter().any(|c| c.name == class)
+}
+
 /// Whether `sql` (one statement, or the first of a multi-statement) passes without a slot:
-/// COMMIT, ROLLBACK, SET and the like never queue.
+/// COMMIT, ROLLBACK, SET and the like never queue. Asked for every statement while a class is
+/// configured, so on bytes: a first word of another length or first letter costs one compare.
 pub fn never_waits(sql: &str) -> bool {
-    let word = first_word(sql);
-    NEVER_WAIT.iter().any(|w| w.eq_ignore_ascii_case(word))
+    let word = first_word(sql.as_bytes());
+    let Some(first) = word.first().map(u8::to_ascii_lowercase) else {
+        return false;
+    };
+    NEVER_WAIT.iter().any(|w| {
+        w.len() == word.len() && w.as_bytes()[0] == first && w.as_bytes().eq_ignore_ascii_case(word)
+    })
 }
 
 /// The first word after whitespace and comments (`/* */`, `-- `, `#`).
-fn first_word(sql: &str) -> &str {
+fn first_word(sql: &[u8]) -> &[u8] {
     let mut rest = sql;
     loop {
-        rest = rest.trim_start();
-        if let Some(after) = rest.strip_prefix("/*") {
-            rest = after.split_once("*/").map_or("", |(_, r)| r);
-        } else if rest.starts_with("--") || rest.starts_with('#') {
-            rest = rest.split_once('\n').map_or("", |(_, r)| r);
+        rest = rest.trim_ascii_start();
+        if let Some(after) = rest.strip_prefix(b"/*") {
+            rest = after
+                .windows(2)
+                .position(|w| w == b"*/")
+                .map_or(&[][..], |at| &after[at + 2..]);
+        } else if rest.starts_with(b"--") || rest.starts_with(b"#") {
+            rest = rest
+                .iter()
+                .position(|&c| c == b'\n')
+                .map_or(&[][..], |at| &rest[at + 1..]);
         } else {
             break;
         }
     }
     let end = rest
-        .find(|c: char| !c.is_ascii_alphabetic())
+        .iter()
+        .position(|c| !c.is_ascii_alphabetic())
         .unwrap_or(rest.len());
     &rest[..end]
 }
@@ -56,6 +76,8 @@ mod tests {
             "/* workload=vector */ SET a=1",
             "-- c\nset @x=1",
             "END;",
+            "# note\ncommit",
+            "\t\nDISCARD ALL",
         ] {
             assert!(never_waits(sql), "{sql}");
         }
@@ -65,6 +87,9 @@ mod tests {
             "/* set */ SELECT 1",
             "CALL p()",
             "settle()",
+            "commits",
+            "/* never closed COMMIT",
+            "-- COMMIT",
             "",
         ] {
             assert!(!never_waits(sql), "{sql}");

@@ -4,7 +4,7 @@
 //! transaction nothing waits or is shed.
 
 use super::{Next, Session};
-use sluice_core::admission::{Permit, Refusal, never_waits};
+use sluice_core::admission::{Permit, Refusal, governs, never_waits};
 use sluice_core::config::DEFAULT_CLASS;
 use sluice_core::query::Decision;
 use sluice_core::runtime::RuntimeConfig;
@@ -32,18 +32,22 @@ impl Session {
         sql: &str,
         reply_seq: u8,
     ) -> Option<Next> {
-        if rt.workload_classes.is_empty()
-            || self.admission.is_some()
-            || self.in_server_transaction()
-            || never_waits(sql)
-        {
-            // No class; admitted at the transaction's start, or a transaction that began
-            // before the class existed (never queued or shed half-way); or COMMIT, SET, ….
+        if rt.workload_classes.is_empty() {
             return None;
         }
         let class = plan
             .and_then(|d| d.action.workload_class.as_deref())
             .unwrap_or(DEFAULT_CLASS);
+        if !governs(&rt.workload_classes, class)
+            || self.admission.is_some()
+            || self.in_server_transaction()
+            || never_waits(sql)
+        {
+            // No such class (unlimited); admitted at the transaction's start, or a transaction
+            // that began before the class existed (never queued or shed half-way); or COMMIT,
+            // SET, ….
+            return None;
+        }
         let gate = self.fe.admission.gate(&rt.workload_classes, class)?;
         let admitted = match gate.try_admit() {
             Some(permit) => Ok(permit),
