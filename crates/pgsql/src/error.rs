@@ -42,3 +42,19 @@ impl From<std::io::Error> for Error {
         Error::Client(sluice_pgsql_proto::Error::Io(e))
     }
 }
+
+use sluice_pgsql_backend::Error as PgError;
+use sluice_pgsql_proto::frame::error_response;
+
+/// The ErrorResponse a client gets for a failed server connection.
+pub(crate) fn error_for(e: &PgError) -> Vec<u8> {
+    match e {
+        PgError::Server { code, message } => error_response("FATAL", code, message),
+        PgError::ConnectTimeout { .. } => error_response("ERROR", "08001", &e.to_string()),
+        other => error_response(
+            "ERROR",
+            "08006",
+            &format!("backend connection failed: {other}"),
+        ),
+    }
+}

@@ -1,8 +1,8 @@
 //! Entry points for the fuzz targets in `fuzz/` (compiled only with `--cfg fuzzing`, which
 //! `cargo xtask fuzz` sets): the crate's readers of client bytes, reachable without a socket.
 
-use crate::pins::PinSet;
-use crate::statements::SessionStatements;
+use crate::session::pins::PinSet;
+use crate::session::statements::SessionStatements;
 use sluice_pgsql_backend::prepared::PreparedSet;
 use sluice_pgsql_proto::frame::{complete_len, parse_pairs};
 
@@ -10,7 +10,7 @@ use sluice_pgsql_proto::frame::{complete_len, parse_pairs};
 /// name/value pairs, then the parameters with the `options` switches, honouring `ignore`.
 pub fn startup(body: &[u8], ignore: &str) {
     let pairs = parse_pairs(body);
-    if let Ok(p) = crate::startup::parse(&pairs, ignore) {
+    if let Ok(p) = crate::login::startup::parse(&pairs, ignore) {
         assert!(!p.database.is_empty() || p.user.is_empty());
     }
 }
@@ -18,9 +18,9 @@ pub fn startup(body: &[u8], ignore: &str) {
 /// Runs every reader a Query text goes through: statement splitting, the pin tracker, the
 /// SET/RESET classifier (both as a Query and as a named Parse) and the signal parser.
 pub fn sql(text: &[u8]) {
-    let _ = crate::session_sets::classify(text, true);
-    let _ = crate::session_sets::classify(text, false);
-    let _ = crate::signals::parse(text);
+    let _ = crate::session::sets::classify(text, true);
+    let _ = crate::session::sets::classify(text, false);
+    let _ = crate::session::signals::parse(text);
     if let Ok(s) = std::str::from_utf8(text) {
         let _ = crate::split::statements(s);
         let mut pins = PinSet::default();

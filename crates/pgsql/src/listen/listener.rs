@@ -35,7 +35,7 @@ const MAX_PAUSE: Duration = Duration::from_secs(5);
 struct Ctx {
     pool: Arc<PgPool>,
     config: ConfigHandle,
-    signals: Arc<crate::signals::SessionSignals>,
+    signals: Arc<crate::session::signals::SessionSignals>,
     stats: Arc<NotifyStats>,
     shutdown: CancellationToken,
     hub: Arc<ListenHub>,
@@ -297,7 +297,7 @@ fn frames(
         let mut f = conn.reader.buf.split_to(n);
         match f[0] {
             b'A' => {
-                crate::signals::rewrite_notify_pid(&ctx.signals, &conn.server, &mut f);
+                crate::session::signals::rewrite_notify_pid(&ctx.signals, &conn.server, &mut f);
                 fan_out(ctx, l, f.freeze());
             }
             b'E' => {

@@ -1,10 +1,10 @@
-//! A gated read's start ([`crate::causal`]): the replica waits for the token, or the writer
+//! A gated read's start ([`crate::session::causal`]): the replica waits for the token, or the writer
 //! serves the read, or the client gets SQLSTATE 40001.
 
 use super::PgSession;
 use crate::Error;
-use crate::causal::{Gate, Waited};
-use crate::frontend::checkout;
+use crate::session::causal::{Gate, Waited};
+use crate::session::checkout::checkout;
 use sluice_core::RuntimeConfig;
 use sluice_core::causal::CausalOutcome;
 use sluice_core::config::{CausalFallback, Priority};
@@ -27,7 +27,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
     ) -> Result<Option<PgPooled>, Error> {
         let fe = self.fe;
         let server = c.conn().server.to_string();
-        let waited = match crate::causal::wait(fe, c.conn(), &gate).await {
+        let waited = match crate::session::causal::wait(fe, c.conn(), &gate).await {
             Waited::Reached => return Ok(Some(c)),
             Waited::TimedOut(waited) => {
                 c.release_clean();

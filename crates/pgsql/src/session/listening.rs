@@ -138,7 +138,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
                 .into_iter()
                 .map(|c| vec![Some(c)])
                 .collect();
-            crate::hook::rows_reply(&["pg_listening_channels".to_string()], &rows)
+            crate::session::hook::rows_reply(&["pg_listening_channels".to_string()], &rows)
         };
         out.extend(ready(status));
         self.tcp.write_all(&out).await?;
@@ -151,7 +151,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
         if self.notified || !matches!(m[0], b'Q' | b'P') || !self.fe.listen.active() {
             return;
         }
-        self.notified = crate::processor::query_text(m).is_some_and(crate::listen::may_notify);
+        self.notified =
+            crate::session::processor::query_text(m).is_some_and(crate::listen::may_notify);
     }
 
     /// The end of a transaction that may have sent notifications (`kept`, ending with its
@@ -236,7 +237,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
         );
         info!(user = %self.l.user.username, "pgsql: ended a listening session whose notification queue overflowed ({} notifications, {} bytes)", o.count, o.bytes);
         if let Some(b) = self.backend.take() {
-            crate::frontend::set_target(&self.handle.target, None);
+            crate::session::signals::set_target(&self.handle.target, None);
             drop(b);
         }
         self.tcp

@@ -4,19 +4,35 @@
 //! forwarded raw, pipelined in both directions; the session only notes what pooling needs
 //! (pins, `SET`s, prepared statements, the reply tracker of `sluice-pgsql-proto`).
 
+mod admit;
+pub(crate) mod begin;
+pub(crate) mod causal;
 mod causal_read;
+pub(crate) mod checkout;
+pub(crate) mod forward;
+pub(crate) mod handoff;
+pub(crate) mod hook;
 mod listening;
+pub(crate) mod pins;
+pub(crate) mod processor;
 mod server_replies;
+pub(crate) mod sets;
+pub(crate) mod signals;
+pub(crate) mod sql_prepare;
+pub(crate) mod statements;
 
 use crate::Error;
-use crate::forward::{Flow, SessionIo, forward};
-use crate::frontend::{PgFrontend, checkout, error_for, set_target};
+use crate::error::error_for;
+use crate::frontend::PgFrontend;
 use crate::login::Login;
-use crate::pins::PinSet;
-use crate::session_sets::{Change, SessionVars};
-use crate::signals::{Outcome, SessionHandle};
-use crate::start::{CacheFill, Forward, Start};
+use crate::session::begin::{CacheFill, Forward, Start};
+use crate::session::forward::{Flow, SessionIo, forward};
+use crate::session::pins::PinSet;
+use crate::session::sets::{Change, SessionVars};
+use crate::session::signals::{Outcome, SessionHandle};
 use bytes::Bytes;
+use checkout::checkout;
+use signals::set_target;
 use sluice_core::RuntimeConfig;
 use sluice_core::config::Priority;
 use sluice_pgsql_backend::PgPooled;
@@ -288,10 +304,10 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
             return self.listen_statement(stmt, mode).await;
         }
         if m[0] == b'Q'
-            && let Some(sig) = crate::signals::parse(&m[5..])
+            && let Some(sig) = crate::session::signals::parse(&m[5..])
         {
             let me = (self.l.user.username.as_str(), self.own_pid());
-            match crate::signals::carry_out(&self.fe.cancels, me, sig).await {
+            match crate::session::signals::carry_out(&self.fe.cancels, me, sig).await {
                 Outcome::Reply(reply) => {
                     self.tcp.write_all(&reply).await?;
                     return Ok(Step::Continue);
@@ -312,7 +328,9 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
         // One snapshot for the whole start of the transaction.
         let rt = fe.config.load();
         let who = (self.l.user.as_ref(), self.l.database.as_str());
-        let f = match crate::start::start(fe, &rt, who, &mut self.io, self.vars.want(), m).await {
+        let f = match crate::session::begin::start(fe, &rt, who, &mut self.io, self.vars.want(), m)
+            .await
+        {
             Start::Answered {
                 reply,
                 skip_until_sync,
@@ -343,7 +361,8 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
         } = f;
         // No class configured (or a statement that never waits): no admission future at all.
         let taken = if admit.waits {
-            crate::admit::take(&fe.admission, &rt.workload_classes, self.io.entry, &admit).await
+            crate::session::admit::take(&fe.admission, &rt.workload_classes, self.io.entry, &admit)
+                .await
         } else {
             Ok(None)
         };
@@ -352,7 +371,8 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
             Err(refused) => {
                 let simple = matches!(m[0], b'Q' | b'F');
                 // The refusal is dropped here, not held in the step's state across the write.
-                let reply = crate::admit::refusal_reply(&refused, &self.l.user.username, simple);
+                let reply =
+                    crate::session::admit::refusal_reply(&refused, &self.l.user.username, simple);
                 drop(refused);
                 // An extended batch's other messages are dropped up to its Sync.
                 self.skip_until_sync = !simple;
@@ -372,7 +392,7 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
             self.l.user.default_hostgroup.0,
         );
         let gate = causal.and_then(|wants| {
-            crate::causal::plan(fe, rt, user, &mut self.causal_token, hostgroup, &wants)
+            crate::session::causal::plan(fe, rt, user, &mut self.causal_token, hostgroup, &wants)
         });
         let checked_out = checkout(fe, rt, self.l, hostgroup, self.owner, priority).await;
         let hg = i64::from(hostgroup);
@@ -393,7 +413,7 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
         let conn = c.conn();
         // Staged ahead of the client's messages, in the same write.
         self.io.out.clear();
-        let staged = crate::handoff::stage(
+        let staged = crate::session::handoff::stage(
             conn,
             (self.owner, self.vars.want(), &self.io.stmts.sql),
             rt.pgsql.variables.handoff_reset_all,
@@ -405,7 +425,9 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
         set_target(&self.handle.target, target);
         if let Some(after) = timeout {
             let server = conn.server.to_string();
-            self.timer = Some(crate::start::arm_timeout(fe, server, conn.key, after));
+            self.timer = Some(crate::session::begin::arm_timeout(
+                fe, server, conn.key, after,
+            ));
         }
         let flow = Flow {
             batch_open: &mut self.batch_open,
@@ -504,8 +526,8 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
             }
             b'B' => self.io.stmts.signals.bound_pid(m) == Some(own),
             b'Q' if query_too => matches!(
-                crate::signals::parse(&m[5..]),
-                Some((crate::signals::Signal::Terminate, pid)) if pid == own
+                crate::session::signals::parse(&m[5..]),
+                Some((crate::session::signals::Signal::Terminate, pid)) if pid == own
             ),
             _ => false,
         }
@@ -552,7 +574,7 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
             (b'B', Some(b)) => match self.io.stmts.signals.bound_pid(&m) {
                 Some(pid) if pid != own => {
                     let who = (self.l.user.username.as_str(), &b.conn().server);
-                    crate::signals::terminate_bound(&self.fe.cancels, who, &m, pid)
+                    crate::session::signals::terminate_bound(&self.fe.cancels, who, &m, pid)
                 }
                 _ => None,
             },

@@ -4,10 +4,10 @@
 
 use super::{PgSession, Step};
 use crate::Error;
-use crate::frontend::set_target;
-use crate::pins::PinSet;
-use crate::session_sets::{Change, SessionVars, apply};
-use crate::statements::Reply;
+use crate::session::pins::PinSet;
+use crate::session::sets::{Change, SessionVars, apply};
+use crate::session::signals::set_target;
+use crate::session::statements::Reply;
 use sluice_pgsql_proto::frame::{error_response, parse_error};
 use sluice_pgsql_proto::reply::SetsVerdict;
 use std::ops::Range;
@@ -82,10 +82,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
                 && !self.batch_open
                 && conn.reader.buf.is_empty()
                 && self.io.qp.take_written()
-                && crate::causal::tokens_wanted(&rt)
+                && crate::session::causal::tokens_wanted(&rt)
             {
                 let who = (l.user.username.as_str(), self.io.qp.hostgroup);
-                let took = crate::causal::take_token(fe, who, &mut self.causal_token, conn);
+                let took =
+                    crate::session::causal::take_token(fe, who, &mut self.causal_token, conn);
                 lost = Box::pin(took).await.err();
             }
             let ended = scan.saw_ready && self.replies.at_rest() && !self.batch_open;
@@ -140,7 +141,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
             let range = scan.pos..scan.pos + f.len;
             scan.pos += f.len;
             if let Some((code, message)) = f.handoff_failed {
-                crate::handoff::log_failure(&l.user.username, &conn.server, &code, &message);
+                crate::session::handoff::log_failure(
+                    &l.user.username,
+                    &conn.server,
+                    &code,
+                    &message,
+                );
                 return Ok(Scanned::HandoffFailed { code, message });
             }
             if f.own {
@@ -207,7 +213,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
         }
         for at in notifications {
             let frame = &mut conn.reader.buf[at..];
-            crate::signals::rewrite_notify_pid(&fe.cancels, &conn.server, frame);
+            crate::session::signals::rewrite_notify_pid(&fe.cancels, &conn.server, frame);
         }
         Ok(Scanned::Frames(scan))
     }

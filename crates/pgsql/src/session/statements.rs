@@ -41,9 +41,9 @@ pub(crate) struct SessionStatements {
     batches_sent: u64,
     batches_done: u64,
     /// The statements that call `pg_terminate_backend($1)`.
-    pub(crate) signals: crate::signals::SignalStatements,
+    pub(crate) signals: crate::session::signals::SignalStatements,
     /// SQL-level `PREPARE`d statements, followed per session.
-    pub(crate) sql: crate::sql_prepare::SqlPrepared,
+    pub(crate) sql: crate::session::sql_prepare::SqlPrepared,
 }
 
 /// What to do with one server reply frame.

@@ -2,7 +2,7 @@
 //! statement that begins each transaction, before the query rules; its replies are encoded here.
 
 use crate::frontend::PgFrontend;
-use crate::start::Start;
+use crate::session::begin::Start;
 use sluice_core::query::{HookDecision, HookStatement, LocalReply};
 use sluice_pgsql_proto::frame::{error_response, message, ready};
 

@@ -4,11 +4,13 @@
 //! NotificationResponse names (the notifying session's Sluice pid, so `Notify.pid` matches the
 //! other client's `backend_pid`).
 
+use crate::frontend::PgFrontend;
 use sluice_core::util::lock;
 use sluice_pgsql_proto::frame::{error_response, message, ready};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
+use tracing::info;
 
 /// Where a cancel request for a session must go: (server address, server pid, server secret)
 /// of the connection running its statement, if any.
@@ -433,6 +435,21 @@ fn bool_result(column: &str, value: bool) -> Vec<u8> {
     out.extend(message(b'C', b"SELECT 1\0"));
     out.extend(ready(b'I'));
     out
+}
+
+/// Records which server connection runs the session's statements now (for cancels).
+pub(crate) fn set_target(t: &CancelTarget, v: Option<(Arc<str>, u32, u32)>) {
+    *lock(t) = v;
+}
+
+/// Forwards a client's CancelRequest to the server running its query (no-op otherwise).
+pub(crate) async fn cancel(fe: &PgFrontend, pid: u32, secret: u32) {
+    let Some((server, bpid, bsecret)) = fe.cancels.cancel_target(pid, secret) else {
+        return;
+    };
+    if sluice_pgsql_backend::send_cancel(&server, bpid, bsecret).await {
+        info!(server = %server, "forwarded a client's cancel request");
+    }
 }
 
 #[cfg(test)]

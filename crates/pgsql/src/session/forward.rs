@@ -5,11 +5,11 @@
 
 use crate::Error;
 use crate::frontend::PgFrontend;
-use crate::pins::PinSet;
-use crate::processor::{SessionProcessor, query_text, with_query};
 use crate::session::RULE_PIN;
-use crate::session_sets::{Change, Effect, classify};
-use crate::statements::SessionStatements;
+use crate::session::pins::PinSet;
+use crate::session::processor::{SessionProcessor, query_text, with_query};
+use crate::session::sets::{Change, Effect, classify};
+use crate::session::statements::SessionStatements;
 use sluice_pgsql_backend::PgConn;
 use sluice_pgsql_proto::frame::{Reader, complete_len};
 use tokio::io::AsyncWriteExt;
@@ -32,7 +32,7 @@ const KEEP_OUT: usize = 64 << 10;
 /// The session's bookkeeping that forwarding client messages updates.
 pub(crate) struct Flow<'a> {
     pub batch_open: &'a mut bool,
-    pub pinned: &'a mut crate::pins::PinSet,
+    pub pinned: &'a mut crate::session::pins::PinSet,
     pub pending: &'a mut Vec<Change>,
     /// Counts the messages whose ReadyForQuery is awaited.
     pub replies: &'a mut sluice_pgsql_proto::reply::ReplyTracker,
@@ -94,10 +94,13 @@ pub(crate) async fn forward(
             let m = rewritten.as_deref().unwrap_or(m);
             // A lone SQL-level PREPARE follows the session instead of pinning it.
             let sql_op = match m[0] {
-                b'Q' => crate::sql_prepare::parse(&m[5..]),
+                b'Q' => crate::session::sql_prepare::parse(&m[5..]),
                 _ => None,
             };
-            if !matches!(sql_op, Some(crate::sql_prepare::SqlOp::Prepare { .. })) {
+            if !matches!(
+                sql_op,
+                Some(crate::session::sql_prepare::SqlOp::Prepare { .. })
+            ) {
                 note(m, flow.pinned, flow.pending);
             }
             if matches!(m[0], b'Q' | b'S' | b'F') {

@@ -2,9 +2,9 @@
 //! connection yet): blocked, answered by a rule or from the cache, or forwarded — to which
 //! hostgroup, rewritten or not, under which timeout, with its result to be cached or not.
 
-use crate::forward::SessionIo;
 use crate::frontend::PgFrontend;
-use crate::processor::{SessionProcessor, query_text, with_query};
+use crate::session::forward::SessionIo;
+use crate::session::processor::{SessionProcessor, query_text, with_query};
 use bytes::Bytes;
 use sluice_core::config::PgsqlUser;
 use sluice_core::query::{CacheKey, Decision, QueryCache, StatementKind, digest::fnv1a};
@@ -52,9 +52,9 @@ pub(crate) struct Forward {
     /// `Some(true)`: a rule pins the session (multiplex=0 / sticky_conn); `Some(false)` unpins.
     pub pin: Option<bool>,
     /// The workload class and whether the statement waits for a slot in it.
-    pub admit: crate::admit::Admit,
+    pub admit: crate::session::admit::Admit,
     /// A first statement that reads: what read-your-writes asks of it.
-    pub causal: Option<crate::causal::ReadWants>,
+    pub causal: Option<crate::session::causal::ReadWants>,
 }
 
 /// A reply being copied for the query cache.
@@ -146,7 +146,7 @@ pub(crate) async fn start(
         _ => query_text(&f.message),
     };
     let who = (user.username.as_str(), database);
-    let routed = match crate::hook::route(fe, s.entry.id, who, f.message[0], sql) {
+    let routed = match crate::session::hook::route(fe, s.entry.id, who, f.message[0], sql) {
         Ok(routed) => routed,
         Err(answered) => return answered,
     };
@@ -185,7 +185,7 @@ pub(crate) async fn start(
         tokio::time::sleep(Duration::from_millis(delay)).await;
     }
     let class = d.action.workload_class.as_deref();
-    let admit = crate::admit::Admit {
+    let admit = crate::session::admit::Admit {
         class: d.action.workload_class.clone(),
         // Only a configured class can make it wait (unclassified statements fall in `default`).
         waits: sluice_core::admission::governs(
@@ -203,7 +203,7 @@ pub(crate) async fn start(
         s.qp.note_written();
     }
     if !d.digest.kind.writes() && !notifies {
-        f.causal = Some(crate::causal::ReadWants {
+        f.causal = Some(crate::session::causal::ReadWants {
             mode: d.action.causal_reads,
             min: d
                 .action

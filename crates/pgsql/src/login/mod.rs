@@ -2,8 +2,12 @@
 //! CancelRequest, the StartupMessage and the password exchange against `pgsql_users`
 //! (SCRAM-SHA-256, MD5 or cleartext per `pgsql-authentication_method` or the user's attributes).
 
+pub(crate) mod limits;
+pub(crate) mod startup;
+
 use crate::Error;
-use crate::frontend::{PgFrontend, cancel};
+use crate::frontend::PgFrontend;
+use crate::session::signals::cancel;
 use bytes::Bytes;
 use sluice_pgsql_proto::Error as ProtoError;
 use sluice_pgsql_proto::frame::{Reader, auth, error_response, parse_pairs};
@@ -19,7 +23,7 @@ use tracing::{debug, warn};
 /// A client that logged in: its user row, database and startup settings.
 pub(crate) struct Login {
     /// Held for the session's life.
-    _slot: crate::limits::ClientSlot,
+    _slot: crate::login::limits::ClientSlot,
     /// The `pgsql_users` row.
     pub(crate) user: Arc<sluice_core::config::PgsqlUser>,
     /// What server connections are opened with: the password, or the SCRAM keys the client's
@@ -129,12 +133,12 @@ pub(crate) async fn login<S: AsyncRead + AsyncWrite + Unpin>(
 ) -> Result<Login, Error> {
     let pairs = parse_pairs(startup.get(8..).unwrap_or_default());
     let rt = fe.config.load();
-    let params = match crate::startup::parse(&pairs, &rt.pgsql.variables.ignore_startup_parameters)
-    {
-        Ok(p) => p,
-        Err(why) => return Err(refuse(io, "08P01", why.to_string()).await),
-    };
-    let crate::startup::StartupParams {
+    let params =
+        match crate::login::startup::parse(&pairs, &rt.pgsql.variables.ignore_startup_parameters) {
+            Ok(p) => p,
+            Err(why) => return Err(refuse(io, "08P01", why.to_string()).await),
+        };
+    let crate::login::startup::StartupParams {
         user: username,
         database,
         settings,
