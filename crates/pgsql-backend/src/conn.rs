@@ -3,6 +3,8 @@
 use crate::Error;
 use crate::frame::{Reader, message, parse_error};
 use crate::scram;
+use sluice_pgsql_proto::message as pgmsg;
+use sluice_pgsql_proto::tag::{client, server};
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -98,7 +100,7 @@ fn sasl_initial(first: &str) -> Vec<u8> {
     let mut b = b"SCRAM-SHA-256\0".to_vec();
     b.extend_from_slice(&(first.len() as u32).to_be_bytes());
     b.extend_from_slice(first.as_bytes());
-    message(b'p', &b)
+    message(client::PASSWORD, &b)
 }
 
 impl PgConn {
@@ -135,10 +137,12 @@ impl PgConn {
         let mut key = (0, 0);
         loop {
             let m = reader.message(&mut stream).await?;
-            let body = &m[5..];
+            let body = pgmsg::body(&m);
             match m[0] {
-                b'R' => answer_authentication(&mut stream, p, &mut scram, body).await?,
-                b'S' => {
+                server::AUTHENTICATION => {
+                    answer_authentication(&mut stream, p, &mut scram, body).await?
+                }
+                server::PARAMETER_STATUS => {
                     let parts: Vec<&[u8]> = body.split(|b| *b == 0).collect();
                     if parts.len() >= 2 {
                         params.push((
@@ -147,14 +151,14 @@ impl PgConn {
                         ));
                     }
                 }
-                b'K' if body.len() >= 8 => {
+                server::BACKEND_KEY_DATA if body.len() >= 8 => {
                     key = (
                         u32::from_be_bytes([body[0], body[1], body[2], body[3]]),
                         u32::from_be_bytes([body[4], body[5], body[6], body[7]]),
                     );
                 }
-                b'Z' => break,
-                b'E' => {
+                server::READY_FOR_QUERY => break,
+                server::ERROR_RESPONSE => {
                     let (code, message) = parse_error(body);
                     return Err(Error::Server { code, message });
                 }
@@ -221,12 +225,14 @@ impl PgConn {
         while left > 0 {
             let m = self.reader.message(&mut self.stream).await?;
             match m[0] {
-                b'Z' => left -= 1,
-                b'E' if failure.is_none() => {
-                    let (code, message) = parse_error(&m[5..]);
+                server::READY_FOR_QUERY => left -= 1,
+                server::ERROR_RESPONSE if failure.is_none() => {
+                    let (code, message) = parse_error(pgmsg::body(&m));
                     failure = Some(Error::Server { code, message });
                 }
-                b'S' => reported.extend(crate::frame::parse_pairs(&m[5..])),
+                server::PARAMETER_STATUS => {
+                    reported.extend(crate::frame::parse_pairs(pgmsg::body(&m)))
+                }
                 _ => {}
             }
         }
@@ -238,18 +244,20 @@ impl PgConn {
     pub async fn query_value(&mut self, sql: &str) -> Result<Option<String>, Error> {
         let mut body = sql.as_bytes().to_vec();
         body.push(0);
-        self.stream.write_all(&message(b'Q', &body)).await?;
+        self.stream
+            .write_all(&message(client::QUERY, &body))
+            .await?;
         let mut failure = None;
         let mut value: Option<Option<String>> = None;
         loop {
             let m = self.reader.message(&mut self.stream).await?;
             match m[0] {
-                b'Z' => return failure.map_or(Ok(value.flatten()), Err),
-                b'E' if failure.is_none() => {
-                    let (code, message) = parse_error(&m[5..]);
+                server::READY_FOR_QUERY => return failure.map_or(Ok(value.flatten()), Err),
+                server::ERROR_RESPONSE if failure.is_none() => {
+                    let (code, message) = parse_error(pgmsg::body(&m));
                     failure = Some(Error::Server { code, message });
                 }
-                b'D' if value.is_none() => value = Some(first_column(&m[5..])),
+                server::DATA_ROW if value.is_none() => value = Some(first_column(pgmsg::body(&m))),
                 _ => {}
             }
         }
@@ -263,7 +271,7 @@ impl PgConn {
         self.owner = None;
         if self
             .stream
-            .write_all(&message(b'Q', b"DISCARD ALL\0"))
+            .write_all(&message(client::QUERY, b"DISCARD ALL\0"))
             .await
             .is_err()
         {
@@ -272,8 +280,8 @@ impl PgConn {
         let mut ok = true;
         loop {
             match self.reader.message(&mut self.stream).await {
-                Ok(m) if m[0] == b'Z' => return ok,
-                Ok(m) if m[0] == b'E' => ok = false,
+                Ok(m) if m[0] == server::READY_FOR_QUERY => return ok,
+                Ok(m) if m[0] == server::ERROR_RESPONSE => ok = false,
                 Ok(_) => {}
                 Err(_) => return false,
             }
@@ -298,7 +306,7 @@ pub async fn send_cancel(server: &str, pid: u32, secret: u32) -> bool {
 
 /// Appends a simple-protocol Query message running `sql` to `out`.
 pub fn query_message(sql: &str, out: &mut Vec<u8>) {
-    out.push(b'Q');
+    out.push(client::QUERY);
     out.extend_from_slice(&((sql.len() + 5) as u32).to_be_bytes());
     out.extend_from_slice(sql.as_bytes());
     out.push(0);
@@ -333,14 +341,14 @@ async fn answer_authentication(
         3 => {
             let mut pw = cleartext(&p.secret, "password")?.as_bytes().to_vec();
             pw.push(0);
-            stream.write_all(&message(b'p', &pw)).await?;
+            stream.write_all(&message(client::PASSWORD, &pw)).await?;
         }
         5 => {
             let salt = data.get(..4).ok_or(Error::malformed("MD5 salt"))?;
             let clear = cleartext(&p.secret, "md5")?;
             let mut pw = crate::md5auth::response(&p.user, clear, salt).into_bytes();
             pw.push(0);
-            stream.write_all(&message(b'p', &pw)).await?;
+            stream.write_all(&message(client::PASSWORD, &pw)).await?;
         }
         10 => {
             if !data.windows(13).any(|w| w == b"SCRAM-SHA-256") {
@@ -357,7 +365,9 @@ async fn answer_authentication(
             let fin = c
                 .finish(&String::from_utf8_lossy(data))
                 .map_err(|e| Error::Auth(e.to_string()))?;
-            stream.write_all(&message(b'p', fin.as_bytes())).await?;
+            stream
+                .write_all(&message(client::PASSWORD, fin.as_bytes()))
+                .await?;
         }
         12 => {
             let c = exchange

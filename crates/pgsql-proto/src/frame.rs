@@ -2,6 +2,7 @@
 //! size bound; builders for the messages Sluice writes.
 
 use crate::Error;
+use crate::tag::server;
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
@@ -140,7 +141,7 @@ pub fn message(kind: u8, body: &[u8]) -> Vec<u8> {
 pub fn auth(code: u32, data: &[u8]) -> Vec<u8> {
     let mut b = code.to_be_bytes().to_vec();
     b.extend_from_slice(data);
-    message(b'R', &b)
+    message(server::AUTHENTICATION, &b)
 }
 
 /// ErrorResponse with severity, SQLSTATE and message.
@@ -164,12 +165,12 @@ pub fn error_response_with(severity: &str, code: &str, msg: &str, more: &[(u8, &
         b.push(0);
     }
     b.push(0);
-    message(b'E', &b)
+    message(server::ERROR_RESPONSE, &b)
 }
 
 /// ReadyForQuery with a transaction status byte.
 pub fn ready(status: u8) -> Vec<u8> {
-    message(b'Z', &[status])
+    message(server::READY_FOR_QUERY, &[status])
 }
 
 /// A ParameterStatus message (`S`) telling the client `name` is `value`.
@@ -179,7 +180,7 @@ pub fn parameter_status(name: &str, value: &str) -> Vec<u8> {
     b.push(0);
     b.extend_from_slice(value.as_bytes());
     b.push(0);
-    message(b'S', &b)
+    message(server::PARAMETER_STATUS, &b)
 }
 
 /// Reads the (code, message) of an ErrorResponse body.

@@ -1,7 +1,8 @@
 //! sluice-pgsql-proto: the PostgreSQL wire pieces Sluice needs on both sides of a connection —
 //! message framing with a size bound and the messages Sluice writes ([`frame`]), SCRAM-SHA-256
 //! for clients and servers ([`scram`]), MD5 password hashing ([`md5auth`]) and a pure tracker of
-//! a server's replies ([`reply`]). No sockets beyond `AsyncRead` for reading frames; the twin
+//! a server's replies ([`reply`]), message type bytes by name ([`tag`]) and borrowed views of
+//! the client messages Sluice looks into ([`message`]). No sockets beyond `AsyncRead` for reading frames; the twin
 //! of `sluice-mysql-proto`.
 //!
 //! ```
@@ -29,8 +30,10 @@
 
 pub mod frame;
 pub mod md5auth;
+pub mod message;
 pub mod reply;
 pub mod scram;
+pub mod tag;
 
 /// Errors reading PostgreSQL messages.
 #[derive(Debug, thiserror::Error)]

@@ -6,6 +6,7 @@
 
 use crate::Error;
 use crate::frame::{complete_len, parse_error};
+use crate::tag::{server, status};
 
 /// Whether the `SET`s of a transaction survived it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,7 +56,7 @@ impl Default for ReplyTracker {
     fn default() -> Self {
         ReplyTracker {
             outstanding: 0,
-            status: b'I',
+            status: status::IDLE,
             handoff_left: 0,
             handoff_error: None,
             watching_sets: false,
@@ -107,7 +108,7 @@ impl ReplyTracker {
     /// Nothing in flight and no transaction open: the connection may go back to the pool (as
     /// far as the replies tell).
     pub fn at_rest(&self) -> bool {
-        self.outstanding == 0 && self.handoff_left == 0 && self.status == b'I'
+        self.outstanding == 0 && self.handoff_left == 0 && self.status == status::IDLE
     }
 
     /// The connection is gone: nothing more will come.
@@ -132,10 +133,10 @@ impl ReplyTracker {
         if self.handoff_left > 0 {
             frame.own = true;
             match kind {
-                b'E' if self.handoff_error.is_none() => {
+                server::ERROR_RESPONSE if self.handoff_error.is_none() => {
                     self.handoff_error = Some(parse_error(body));
                 }
-                b'Z' => {
+                server::READY_FOR_QUERY => {
                     self.handoff_left -= 1;
                     if self.handoff_left == 0 {
                         frame.handoff_failed = self.handoff_error.take();
@@ -145,16 +146,20 @@ impl ReplyTracker {
             }
             return Ok(Some(frame));
         }
-        if kind == b'Z' {
+        if kind == server::READY_FOR_QUERY {
             self.outstanding = self.outstanding.saturating_sub(1);
-            self.status = body.first().copied().unwrap_or(b'I');
+            self.status = body.first().copied().unwrap_or(status::IDLE);
         }
         if self.watching_sets {
             match (kind, body.first()) {
-                (b'E', _) => self.sets_error = true,
-                (b'C', _) if body.starts_with(b"ROLLBACK") => self.sets_rolled_back = true,
-                (b'Z', Some(b'T' | b'E')) => self.sets_in_transaction = true,
-                (b'Z', _) => {
+                (server::ERROR_RESPONSE, _) => self.sets_error = true,
+                (server::COMMAND_COMPLETE, _) if body.starts_with(b"ROLLBACK") => {
+                    self.sets_rolled_back = true
+                }
+                (server::READY_FOR_QUERY, Some(&(status::IN_TRANSACTION | status::FAILED))) => {
+                    self.sets_in_transaction = true
+                }
+                (server::READY_FOR_QUERY, _) => {
                     frame.sets = Some(
                         if self.sets_error && self.sets_in_transaction && !self.sets_rolled_back {
                             SetsVerdict::Unclear

@@ -5,6 +5,7 @@ use crate::session::pins::PinSet;
 use crate::session::statements::SessionStatements;
 use sluice_pgsql_backend::prepared::PreparedSet;
 use sluice_pgsql_proto::frame::{complete_len, parse_pairs};
+use sluice_pgsql_proto::tag::{client, server};
 
 /// Reads a StartupMessage body (after length and protocol version) as a login does: the
 /// name/value pairs, then the parameters with the `options` switches, honouring `ignore`.
@@ -44,8 +45,8 @@ pub fn extended(stream: &[u8], replies: &[u8], max_prepared: usize) {
         let conn = &mut conns[which % 2];
         // The session's self-signal reader sees every Parse and Bind first.
         match msg[0] {
-            b'P' => statements.signals.parsed(msg),
-            b'B' => {
+            client::PARSE => statements.signals.parsed(msg),
+            client::BIND => {
                 let _ = statements.signals.bound_pid(msg);
             }
             _ => {}
@@ -59,13 +60,13 @@ pub fn extended(stream: &[u8], replies: &[u8], max_prepared: usize) {
                 sent = &sent[n..];
             }
             assert!(sent.is_empty(), "the mapper wrote a partial message");
-            if matches!(msg[0], b'S' | b'Q') {
+            if matches!(msg[0], client::SYNC | client::QUERY) {
                 statements.batch_sent();
             }
         }
         if let Some(kind) = replies.next() {
             let _ = statements.incoming(kind, conn);
-            if kind == b'Z' && statements.settled() {
+            if kind == server::READY_FOR_QUERY && statements.settled() {
                 which += 1;
             }
         }

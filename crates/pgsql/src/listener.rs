@@ -7,6 +7,7 @@ use crate::login::{Login, Opening, fail, login, opening};
 use crate::session::PgSession;
 use crate::session::checkout::checkout;
 use crate::session::forward::SessionIo;
+use crate::session::pins::PinSet;
 use crate::session::processor::{Identity, SessionProcessor};
 use crate::session::sets::SessionVars;
 use crate::session::statements::SessionStatements;
@@ -14,6 +15,7 @@ use sluice_core::config::Priority;
 use sluice_core::login_throttle::Admission;
 use sluice_pgsql_backend::Error as PgError;
 use sluice_pgsql_proto::frame::{Reader, error_response, message, parameter_status, ready};
+use sluice_pgsql_proto::tag::{server, status};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
@@ -185,6 +187,8 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin + Send>(
             stmts: &mut stmts,
             qp: &mut qp,
             entry: &entry,
+            pinned: PinSet::with_sticky(l.user.fast_forward.0.then_some("session pooling")),
+            pending: Vec::new(),
             out: Vec::new(),
         };
         let session = PgSession::new((&fe, &l, &handle), &mut io, &mut reader, s, vars);
@@ -260,8 +264,8 @@ async fn server_hello<S: AsyncWrite + Unpin>(
     for (k, v) in crate::session::handoff::login_parameters(&first.conn().params, reported) {
         hello.extend(parameter_status(&k, &v));
     }
-    hello.extend(message(b'K', &key.to_be_bytes()));
-    hello.extend(ready(b'I'));
+    hello.extend(message(server::BACKEND_KEY_DATA, &key.to_be_bytes()));
+    hello.extend(ready(status::IDLE));
     first.release_clean();
     Some(hello)
 }

@@ -16,6 +16,7 @@ use sluice_core::util::lock;
 use sluice_pgsql_backend::{PgCheckout, PgPool, PgPooled};
 use sluice_pgsql_backend::{PgConn, query_message};
 use sluice_pgsql_proto::frame::{complete_len, parse_error};
+use sluice_pgsql_proto::tag::server;
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
@@ -296,17 +297,17 @@ fn frames(
     while let Some(n) = complete_len(&conn.reader.buf)? {
         let mut f = conn.reader.buf.split_to(n);
         match f[0] {
-            b'A' => {
+            server::NOTIFICATION_RESPONSE => {
                 crate::session::signals::rewrite_notify_pid(&ctx.signals, &conn.server, &mut f);
                 fan_out(ctx, l, f.freeze());
             }
-            b'E' => {
+            server::ERROR_RESPONSE => {
                 if let Some(b) = inflight.front_mut() {
-                    let (code, message) = parse_error(&f[5..]);
+                    let (code, message) = parse_error(sluice_pgsql_proto::message::body(&f));
                     b.failed = Some(Refused { code, message });
                 }
             }
-            b'Z' => {
+            server::READY_FOR_QUERY => {
                 if let Some(b) = inflight.pop_front() {
                     settle(ctx, l, b, on_server);
                 }
@@ -415,7 +416,7 @@ pub(crate) fn notification(pid: u32, channel: &str, payload: &str) -> Vec<u8> {
     body.push(0);
     body.extend_from_slice(payload.as_bytes());
     body.push(0);
-    sluice_pgsql_proto::frame::message(b'A', &body)
+    sluice_pgsql_proto::frame::message(server::NOTIFICATION_RESPONSE, &body)
 }
 
 /// Why the connection's server no longer serves as the writer, if it does not.

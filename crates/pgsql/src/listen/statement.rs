@@ -41,9 +41,7 @@ const MAX_IDENTIFIER: usize = 63;
 /// The statement of a Query message (`msg` starts with `Q`), when it is one LISTEN, UNLISTEN or
 /// query of the session's channels.
 pub(crate) fn parse(msg: &[u8]) -> Option<ListenRequest> {
-    let body = msg.get(5..)?;
-    let body = body.strip_suffix(&[0]).unwrap_or(body);
-    let sql = std::str::from_utf8(body).ok()?;
+    let sql = std::str::from_utf8(sluice_pgsql_proto::message::Query::read(msg)?.sql).ok()?;
     let sql = skip_comments(sql)?;
     let (verb, rest) = split_word(sql);
     if verb.eq_ignore_ascii_case("select") {

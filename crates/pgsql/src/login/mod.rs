@@ -12,7 +12,9 @@ use bytes::Bytes;
 use sluice_pgsql_proto::Error as ProtoError;
 use sluice_pgsql_proto::frame::{Reader, auth, error_response, parse_pairs};
 use sluice_pgsql_proto::md5auth;
+use sluice_pgsql_proto::message;
 use sluice_pgsql_proto::scram::{self, ClientSecret};
+use sluice_pgsql_proto::tag::client;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
@@ -206,12 +208,12 @@ async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
     password: &str,
 ) -> Result<Option<ClientSecret>, Error> {
     let password_message = |m: Bytes| -> Result<String, Error> {
-        if m[0] != b'p' {
+        if m[0] != client::PASSWORD {
             return Err(Error::Client(ProtoError::Malformed(
                 "expected a password message",
             )));
         }
-        let body = &m[5..];
+        let body = message::body(&m);
         let end = body.iter().position(|b| *b == 0).unwrap_or(body.len());
         Ok(String::from_utf8_lossy(&body[..end]).into_owned())
     };
@@ -255,7 +257,7 @@ async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
         (_, verifier) => {
             io.write_all(&auth(10, b"SCRAM-SHA-256\0\0")).await?;
             let first = reader.message_within(io, MAX_AUTH_MESSAGE).await?;
-            let body = &first[5..];
+            let body = message::body(&first);
             let mech_end =
                 body.iter()
                     .position(|b| *b == 0)
@@ -278,7 +280,7 @@ async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
             };
             io.write_all(&auth(11, server_first.as_bytes())).await?;
             let fin = reader.message_within(io, MAX_AUTH_MESSAGE).await?;
-            match server.finish_with_key(&String::from_utf8_lossy(&fin[5..])) {
+            match server.finish_with_key(&String::from_utf8_lossy(message::body(&fin))) {
                 Ok((v, client_key)) => {
                     io.write_all(&auth(12, v.as_bytes())).await?;
                     Ok(Some(match verifier {

@@ -7,6 +7,7 @@ use crate::sessions::PgSessionEntry;
 use sluice_core::admission::{Admission, Permit, Refusal, SQLSTATE_REFUSED};
 use sluice_core::config::{DEFAULT_CLASS, WorkloadClass};
 use sluice_pgsql_proto::frame::{error_response_with, ready};
+use sluice_pgsql_proto::tag::status;
 use std::sync::Arc;
 use tracing::info;
 
@@ -59,7 +60,7 @@ pub(crate) fn refusal_reply(r: &Refusal, user: &str, simple: bool) -> Vec<u8> {
         &[(b'D', &detail), (b'H', &hint)],
     );
     if simple {
-        out.extend(ready(b'I'));
+        out.extend(ready(status::IDLE));
     }
     out
 }

@@ -2,17 +2,28 @@
 //! connection yet): blocked, answered by a rule or from the cache, or forwarded — to which
 //! hostgroup, rewritten or not, under which timeout, with its result to be cached or not.
 
+use super::held::{Backend, Held};
+use super::{PgSession, RULE_PIN};
+use crate::Error;
+use crate::error::error_for;
 use crate::frontend::PgFrontend;
+use crate::session::checkout::checkout;
 use crate::session::forward::SessionIo;
+use crate::session::forward::forward;
 use crate::session::processor::{SessionProcessor, query_text, with_query};
+use crate::session::signals::set_target;
 use bytes::Bytes;
+use sluice_core::RuntimeConfig;
 use sluice_core::config::PgsqlUser;
+use sluice_core::config::Priority;
 use sluice_core::query::{CacheKey, Decision, QueryCache, StatementKind, digest::fnv1a};
 use sluice_pgsql_backend::send_cancel;
 use sluice_pgsql_proto::frame::{complete_len, error_response, message, ready};
+use sluice_pgsql_proto::tag::{self, client, server, status};
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tracing::{info, warn};
 
 /// SQLSTATE of a query blocked by a rule's `error_msg` (insufficient_privilege).
@@ -88,14 +99,14 @@ impl CacheFill {
     /// The reply is complete (its ReadyForQuery was the last bytes copied): store it.
     pub(crate) fn store(self, cache: &QueryCache, user: &str, database: &str, max_bytes: usize) {
         let Some(mut b) = self.bytes else { return };
-        if self.error || b.len() < 6 || b[b.len() - 6] != b'Z' {
+        if self.error || b.len() < 6 || b[b.len() - 6] != server::READY_FOR_QUERY {
             return;
         }
         b.truncate(b.len() - 6);
         let mut rows = 0usize;
         let mut pos = 0usize;
         while let Ok(Some(n)) = complete_len(&b[pos..]) {
-            if b[pos] == b'D' {
+            if b[pos] == server::DATA_ROW {
                 rows += 1;
             }
             pos += n;
@@ -142,7 +153,7 @@ pub(crate) async fn start(
         causal: None,
     };
     let sql = match f.message[0] {
-        b'B' => s.stmts.bound_query(&f.message),
+        client::BIND => s.stmts.bound_query(&f.message),
         _ => query_text(&f.message),
     };
     let who = (user.username.as_str(), database);
@@ -160,7 +171,7 @@ pub(crate) async fn start(
     let sql = sluice_core::util::text(sql);
     let mut d = s.qp.decide(rt, &fe.query, &sql);
     fe.stats.processor_time(started);
-    let simple = f.message[0] == b'Q';
+    let simple = f.message[0] == client::QUERY;
     if d.action.log {
         info!(target: "sluice::query_log", user = %user.username, database, digest = %d.digest.hex(),
             rules = ?d.action.matched, "query: {}", d.text(&sql));
@@ -233,7 +244,7 @@ fn answer_by_rule(
         qp.record_local(rt, &fe.query, d, started);
         let mut reply = error_response("ERROR", BLOCKED_SQLSTATE, msg);
         if simple {
-            reply.extend(ready(b'I'));
+            reply.extend(ready(status::IDLE));
         }
         return Some(Start::Answered {
             reply,
@@ -245,8 +256,8 @@ fn answer_by_rule(
         qp.record_local(rt, &fe.query, d, started);
         let mut tag = msg.as_bytes().to_vec();
         tag.push(0);
-        let mut reply = message(b'C', &tag);
-        reply.extend(ready(b'I'));
+        let mut reply = message(server::COMMAND_COMPLETE, &tag);
+        reply.extend(ready(status::IDLE));
         return Some(Start::Answered {
             reply,
             skip_until_sync: false,
@@ -279,7 +290,7 @@ fn from_cache(
     if let Some(bytes) = fe.cache.get(&key, Instant::now()) {
         qp.record_local(rt, &fe.query, d, started);
         let mut reply = bytes.to_vec();
-        reply.extend(ready(b'I'));
+        reply.extend(ready(status::IDLE));
         return Err(reply);
     }
     Ok(Some(CacheFill {
@@ -361,4 +372,169 @@ pub(crate) fn arm_timeout(
                 "statement exceeded its timeout; sent a cancel request to the server");
         });
     })
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
+    /// The first message of a transaction: the query processor decides, a server connection is
+    /// taken and handed to the session, and the message goes out.
+    pub(super) async fn begin_transaction(&mut self, m: Bytes) -> Result<(), Error> {
+        let fe = self.fe;
+        // One snapshot for the whole start of the transaction.
+        let rt = fe.config.load();
+        let who = (self.l.user.as_ref(), self.l.database.as_str());
+        let f = match crate::session::begin::start(fe, &rt, who, &mut self.io, self.vars.want(), m)
+            .await
+        {
+            Start::Answered {
+                reply,
+                skip_until_sync,
+            } => {
+                self.skip_until_sync = skip_until_sync;
+                self.tcp.write_all(&reply).await?;
+                return Ok(());
+            }
+            Start::Forward(f) => f,
+        };
+        // Its own future: the query processor's and the checkout's never share one layout.
+        self.open_transaction(&rt, f).await
+    }
+
+    /// A transaction the query processor sends on (`f`): its class's slot, a server
+    /// connection handed to the session, and the message out.
+    pub(super) async fn open_transaction(
+        &mut self,
+        rt: &RuntimeConfig,
+        f: Forward,
+    ) -> Result<(), Error> {
+        let fe = self.fe;
+        let Forward {
+            message: m,
+            hostgroup,
+            digest: decided,
+            timeout,
+            fill,
+            pin,
+            admit,
+            causal,
+        } = f;
+        // No class configured (or a statement that never waits): no admission future at all.
+        let taken = if admit.waits {
+            crate::session::admit::take(&fe.admission, &rt.workload_classes, self.io.entry, &admit)
+                .await
+        } else {
+            Ok(None)
+        };
+        let permit = match taken {
+            Ok(p) => p,
+            Err(refused) => {
+                let simple = matches!(m[0], client::QUERY | client::FUNCTION_CALL);
+                // The refusal is dropped here, not held in the step's state across the write.
+                let reply =
+                    crate::session::admit::refusal_reply(&refused, &self.l.user.username, simple);
+                drop(refused);
+                // An extended batch's other messages are dropped up to its Sync.
+                self.skip_until_sync = !simple;
+                self.tcp.write_all(&reply).await?;
+                return Ok(());
+            }
+        };
+        let (timeout, hostgroup) = self.admitted(permit, (timeout, hostgroup), pin);
+        let waiting = Instant::now();
+        // Waiting for a server connection, the class's priority orders the queue.
+        let priority = self
+            .admission
+            .as_ref()
+            .map_or(Priority::Regular, |(p, _)| p.priority());
+        let user = (
+            self.l.user.username.as_str(),
+            self.l.user.default_hostgroup.0,
+        );
+        let gate = causal.and_then(|wants| {
+            crate::session::causal::plan(fe, rt, user, &mut self.causal_token, hostgroup, &wants)
+        });
+        let checked_out = checkout(fe, rt, self.l, hostgroup, self.owner, priority).await;
+        let hg = i64::from(hostgroup);
+        let waited = u64::try_from(waiting.elapsed().as_micros()).unwrap_or(u64::MAX);
+        fe.stats.wait_us.add(hg, waited);
+        fe.stats.transactions.add(hg, 1);
+        let mut c = match checked_out {
+            Ok(c) => c,
+            Err(e) => return self.checkout_failed(&e, m[0]).await,
+        };
+        if let Some(gate) = gate {
+            // Boxed: a gated read is rare next to every other transaction start.
+            match Box::pin(self.causal_read(rt, gate, c, priority, m[0])).await? {
+                Some(ready) => c = ready,
+                None => return Ok(()),
+            }
+        }
+        let conn = c.conn();
+        // Staged ahead of the client's messages, in the same write.
+        self.io.out.clear();
+        let staged = crate::session::handoff::stage(
+            conn,
+            (self.owner, self.vars.want(), &self.io.stmts.sql),
+            rt.pgsql.variables.handoff_reset_all,
+            &fe.cancels,
+            &mut self.io.out,
+        );
+        let target = Some((conn.server.clone(), conn.key.0, conn.key.1));
+        set_target(&self.handle.target, target);
+        let timer = timeout.map(|after| {
+            let server = conn.server.to_string();
+            crate::session::begin::arm_timeout(fe, server, conn.key, after)
+        });
+        // Held from here: built in place, so no copy of it lives in this step's future.
+        self.backend = Backend::Held(Held::new(c, staged, timer, fill));
+        if let Backend::Held(held) = &mut self.backend {
+            forward(fe, rt, held, &mut self.io, self.reader, &m, decided).await?;
+        }
+        Ok(())
+    }
+
+    /// The transaction was admitted (with `permit` when its class has a gate): the permit's
+    /// limits applied — the shorter of the two timeouts, a `reroute` guard's hostgroup — and the
+    /// rule's pin kept. Returns the timeout and hostgroup it runs with.
+    pub(super) fn admitted(
+        &mut self,
+        permit: Option<sluice_core::admission::Permit>,
+        (timeout, hostgroup): (Option<std::time::Duration>, u32),
+        pin: Option<bool>,
+    ) -> (Option<std::time::Duration>, u32) {
+        let timeout = match (timeout, permit.as_ref().and_then(|p| p.max_execution())) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        // An open `reroute` guard sends the transaction to its fallback hostgroup.
+        let hostgroup = permit
+            .as_ref()
+            .and_then(|p| p.reroute())
+            .unwrap_or(hostgroup);
+        self.admission = permit.map(|p| (p, Instant::now()));
+        let pinned = &mut self.io.pinned;
+        match pin {
+            Some(true) => pinned.sticky = Some(RULE_PIN),
+            Some(false) if pinned.sticky == Some(RULE_PIN) => pinned.sticky = None,
+            _ => {}
+        }
+        self.io.qp.hostgroup = i64::from(hostgroup);
+        (timeout, hostgroup)
+    }
+
+    /// No server connection for the transaction: the client gets the error and the class's
+    /// slot goes back at once.
+    pub(super) async fn checkout_failed(
+        &mut self,
+        e: &sluice_pgsql_backend::Error,
+        first: u8,
+    ) -> Result<(), Error> {
+        self.admission = None;
+        warn!(user = %self.l.user.username, "pgsql: {e}");
+        let mut out = error_for(e);
+        if tag::ends_with_ready(first) {
+            out.extend(ready(status::IDLE));
+        }
+        self.tcp.write_all(&out).await?;
+        Ok(())
+    }
 }

@@ -10,6 +10,7 @@ use sluice_core::causal::CausalOutcome;
 use sluice_core::config::{CausalFallback, Priority};
 use sluice_pgsql_backend::PgPooled;
 use sluice_pgsql_proto::frame::{error_response, ready};
+use sluice_pgsql_proto::tag::{client, status};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tracing::{debug, info};
 
@@ -63,8 +64,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
                     gate.token, rt.pgsql.variables.causal.timeout_ms, gate.writer_hostgroup
                 );
                 let mut out = error_response("ERROR", "40001", &msg);
-                if matches!(first, b'Q' | b'F') {
-                    out.extend(ready(b'I'));
+                if matches!(first, client::QUERY | client::FUNCTION_CALL) {
+                    out.extend(ready(status::IDLE));
                 } else {
                     // An extended batch's other messages are dropped up to its Sync.
                     self.skip_until_sync = true;

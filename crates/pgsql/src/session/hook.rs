@@ -5,6 +5,7 @@ use crate::frontend::PgFrontend;
 use crate::session::begin::Start;
 use sluice_core::query::{HookDecision, HookStatement, LocalReply};
 use sluice_pgsql_proto::frame::{error_response, message, ready};
+use sluice_pgsql_proto::tag::{client, server, status};
 
 /// What the hook made of a statement.
 // Matched at once where it is made, like `Start`: boxing would allocate per hooked statement.
@@ -55,7 +56,7 @@ pub(crate) fn consult(fe: &PgFrontend, stmt: &HookStatement<'_>, kind: u8) -> Ho
     match hook.on_statement(stmt) {
         HookDecision::Continue => Hooked::Continue,
         HookDecision::Route { hostgroup } => Hooked::Route(hostgroup),
-        HookDecision::Reply(reply) => Hooked::Answered(encode(&reply, kind == b'Q')),
+        HookDecision::Reply(reply) => Hooked::Answered(encode(&reply, kind == client::QUERY)),
     }
 }
 
@@ -79,7 +80,7 @@ fn encode(reply: &LocalReply, simple: bool) -> Start {
         (LocalReply::Done { tag, .. }, true) => complete(tag),
     };
     if simple {
-        out.extend(ready(b'I'));
+        out.extend(ready(status::IDLE));
     }
     Start::Answered {
         reply: out,
@@ -102,7 +103,7 @@ pub(crate) fn rows_reply(columns: &[String], rows: &[Vec<Option<String>>]) -> Ve
         desc.extend_from_slice(&(-1i32).to_be_bytes()); // no type modifier
         desc.extend_from_slice(&0u16.to_be_bytes()); // text format
     }
-    let mut out = message(b'T', &desc);
+    let mut out = message(server::ROW_DESCRIPTION, &desc);
     let mut row = Vec::new();
     for r in rows {
         row.clear();
@@ -116,7 +117,7 @@ pub(crate) fn rows_reply(columns: &[String], rows: &[Vec<Option<String>>]) -> Ve
                 None => row.extend_from_slice(&(-1i32).to_be_bytes()),
             }
         }
-        out.extend(message(b'D', &row));
+        out.extend(message(server::DATA_ROW, &row));
     }
     out.extend(complete(&format!("SELECT {}", rows.len())));
     out
@@ -126,7 +127,7 @@ pub(crate) fn rows_reply(columns: &[String], rows: &[Vec<Option<String>>]) -> Ve
 fn complete(tag: &str) -> Vec<u8> {
     let mut t = tag.as_bytes().to_vec();
     t.push(0);
-    message(b'C', &t)
+    message(server::COMMAND_COMPLETE, &t)
 }
 
 #[cfg(test)]

@@ -7,6 +7,8 @@ use crate::Error;
 use crate::listen::{ListenRequest, Overflow, Subscriptions};
 use sluice_core::config::ListenMode;
 use sluice_pgsql_proto::frame::{error_response, message, ready};
+use sluice_pgsql_proto::message::{Query, body};
+use sluice_pgsql_proto::tag;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tracing::{info, warn};
 
@@ -32,7 +34,7 @@ pub(super) async fn overflowed(l: &Option<Box<Subscriptions>>) -> Overflow {
 
 /// Whether a Query message starts with `DISCARD ALL`, which also ends the session's LISTENs.
 fn discards_all(m: &[u8]) -> bool {
-    let q = m.get(5..).unwrap_or_default().trim_ascii_start();
+    let q = body(m).trim_ascii_start();
     q.get(..11)
         .is_some_and(|h| h.eq_ignore_ascii_case(b"discard all"))
 }
@@ -42,11 +44,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
     /// (not in `pin` mode); a `DISCARD ALL` gives up the session's channels on its way to the
     /// server.
     pub(super) fn intercepted_listen(&mut self, m: &[u8]) -> Option<(ListenRequest, ListenMode)> {
-        if m[0] != b'Q' {
-            return None;
-        }
         // Most statements are neither: decided from their first byte, before any parsing.
-        let first = m.get(5..)?.trim_ascii_start().first()?;
+        let first = Query::read(m)?.sql.trim_ascii_start().first()?;
         let listening = self.listen.as_ref().is_some_and(|l| l.is_listening());
         match first {
             b'l' | b'L' | b'u' | b'U' | b'd' | b'D' | b'/' | b'-' => {}
@@ -82,7 +81,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
         request: ListenRequest,
         mode: ListenMode,
     ) -> Result<Step, Error> {
-        let status = self.replies.status();
+        let status = self.backend.status();
         let mut out = Vec::new();
         let stmt = match request {
             ListenRequest::Change(stmt) => stmt,
@@ -94,20 +93,23 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
                 stmt.tag()
             );
             out.extend(error_response("ERROR", "0A000", &msg));
-        } else if status == b'E' {
+        } else if status == tag::status::FAILED {
             out.extend(error_response("ERROR", "25P02", ABORTED));
         } else {
             let (fe, l) = (self.fe, self.l);
             let subs = self
                 .listen
                 .get_or_insert_with(|| Box::new(Subscriptions::new(fe, l)));
-            let done = if status == b'T' {
+            let done = if status == tag::status::IN_TRANSACTION {
                 subs.stage(fe, l, stmt.clone()).await
             } else {
                 subs.run(fe, l, &stmt).await
             };
             match done {
-                Ok(()) => out.extend(message(b'C', format!("{}\0", stmt.tag()).as_bytes())),
+                Ok(()) => out.extend(message(
+                    tag::server::COMMAND_COMPLETE,
+                    format!("{}\0", stmt.tag()).as_bytes(),
+                )),
                 Err(r) => {
                     warn!(user = %l.user.username, "pgsql: {} failed on the listener connection ({}): {}", stmt.tag(), r.code, r.message);
                     out.extend(error_response("ERROR", &r.code, &r.message));
@@ -127,7 +129,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
     /// the committed channels (a LISTEN of the open transaction counts from its COMMIT), one
     /// text row each — in name order here, in LISTEN order there; 25P02 in a failed transaction.
     async fn list_channels(&mut self, status: u8) -> Result<Step, Error> {
-        let mut out = if status == b'E' {
+        let mut out = if status == tag::status::FAILED {
             error_response("ERROR", "25P02", ABORTED)
         } else {
             let rows: Vec<Vec<Option<String>>> = self
@@ -148,7 +150,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
     /// Notes that `m` may send notifications (`NOTIFY`, `pg_notify()`), when anybody listens
     /// through Sluice: the end of its transaction then waits for the listener (below).
     pub(super) fn note_notify(&mut self, m: &[u8]) {
-        if self.notified || !matches!(m[0], b'Q' | b'P') || !self.fe.listen.active() {
+        if self.notified
+            || !matches!(m[0], tag::client::QUERY | tag::client::PARSE)
+            || !self.fe.listen.active()
+        {
             return;
         }
         self.notified =
@@ -177,7 +182,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
             return kept;
         };
         let at = kept.len().saturating_sub(6);
-        if kept.get(at) != Some(&b'Z') {
+        if kept.get(at) != Some(&tag::server::READY_FOR_QUERY) {
             return kept;
         }
         let mail = l.take_mail();
@@ -207,10 +212,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
     /// Writes the notifications waiting, if the client is idle; else they wait for the end of
     /// its transaction.
     pub(super) async fn deliver(&mut self) -> Result<Step, Error> {
-        let idle = match self.backend {
-            None => true,
-            Some(_) => self.replies.at_rest() && !self.batch_open,
-        };
+        let idle = self.backend.quiet();
         let Some(l) = self.listen.as_ref() else {
             return Ok(Step::Continue);
         };
@@ -236,9 +238,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
             o.count, o.bytes
         );
         info!(user = %self.l.user.username, "pgsql: ended a listening session whose notification queue overflowed ({} notifications, {} bytes)", o.count, o.bytes);
-        if let Some(b) = self.backend.take() {
+        if let Some(held) = self.backend.take() {
             crate::session::signals::set_target(&self.handle.target, None);
-            drop(b);
+            drop(held);
         }
         self.tcp
             .write_all(&error_response("FATAL", "53400", &msg))

@@ -11,6 +11,8 @@ use sluice_core::query::{
 use sluice_core::runtime::RuntimeConfig;
 use sluice_core::util::unix_now;
 use sluice_pgsql_proto::frame::message;
+use sluice_pgsql_proto::message::{Parse, Query};
+use sluice_pgsql_proto::tag::{client, server};
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -24,6 +26,19 @@ struct Timed {
     hostgroup: i64,
     /// Index in `stats_pgsql_commands_counters`.
     command: usize,
+}
+
+/// One execution of a statement, as the digest statistics record it.
+#[derive(Clone, Copy)]
+struct Execution<'a> {
+    hash: u64,
+    text: &'a str,
+    /// The hostgroup it ran on (-1: answered by Sluice).
+    hostgroup: i64,
+    started: Instant,
+    ended: Instant,
+    /// Rows affected and sent.
+    rows: (u64, u64),
 }
 
 /// Who the session is, as rules see it.
@@ -72,37 +87,31 @@ pub(crate) struct SessionProcessor {
 
 /// The query text of a Query or Parse message.
 pub(crate) fn query_text(m: &[u8]) -> Option<&[u8]> {
-    match m.first()? {
-        b'Q' => m.get(5..).map(|q| q.strip_suffix(&[0]).unwrap_or(q)),
-        b'P' => {
-            let body = m.get(5..)?;
-            let name_end = body.iter().position(|b| *b == 0)?;
-            let rest = &body[name_end + 1..];
-            let q_end = rest.iter().position(|b| *b == 0)?;
-            Some(&rest[..q_end])
-        }
+    match *m.first()? {
+        client::QUERY => Query::read(m).map(|q| q.sql),
+        client::PARSE => Parse::read(m)?.query(),
         _ => None,
     }
 }
 
 /// `m` (a Query or Parse) with its query text replaced by `sql`.
 pub(crate) fn with_query(m: &[u8], sql: &str) -> Option<Vec<u8>> {
-    match m.first()? {
-        b'Q' => {
+    match *m.first()? {
+        client::QUERY => {
             let mut body = sql.as_bytes().to_vec();
             body.push(0);
-            Some(message(b'Q', &body))
+            Some(message(client::QUERY, &body))
         }
-        b'P' => {
-            let body = m.get(5..)?;
-            let name_end = body.iter().position(|b| *b == 0)?;
-            let rest = &body[name_end + 1..];
-            let q_end = rest.iter().position(|b| *b == 0)?;
-            let mut out = Vec::with_capacity(body.len() + sql.len());
-            out.extend_from_slice(&body[..=name_end]);
+        client::PARSE => {
+            let p = Parse::read(m)?;
+            // The query's NUL and the parameter types stay as they were.
+            let types = &p.definition[p.query()?.len()..];
+            let mut out = Vec::with_capacity(p.name.len() + 1 + sql.len() + types.len());
+            out.extend_from_slice(p.name);
+            out.push(0);
             out.extend_from_slice(sql.as_bytes());
-            out.extend_from_slice(&rest[q_end..]);
-            Some(message(b'P', &out))
+            out.extend_from_slice(types);
+            Some(message(client::PARSE, &out))
         }
         _ => None,
     }
@@ -187,28 +196,27 @@ impl SessionProcessor {
         d: &Decision,
         started: Instant,
     ) {
-        self.record(
-            rt,
-            stats,
-            d.digest.hash,
-            &d.digest.text,
-            -1,
-            (started, Instant::now()),
-            (0, 0),
-        );
+        let run = Execution {
+            hash: d.digest.hash,
+            text: &d.digest.text,
+            hostgroup: -1,
+            started,
+            ended: Instant::now(),
+            rows: (0, 0),
+        };
+        self.record(rt, stats, &run);
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn record(
-        &self,
-        rt: &RuntimeConfig,
-        stats: &QueryProcessorStats,
-        hash: u64,
-        text: &str,
-        hostgroup: i64,
-        (started, ended): (Instant, Instant),
-        rows: (u64, u64),
-    ) {
+    /// Adds one execution to `stats_pgsql_query_digest`.
+    fn record(&self, rt: &RuntimeConfig, stats: &QueryProcessorStats, run: &Execution<'_>) {
+        let Execution {
+            hash,
+            text,
+            hostgroup,
+            started,
+            ended,
+            rows,
+        } = *run;
         let vars = &rt.pgsql.variables.query;
         if !vars.query_digests {
             return;
@@ -238,9 +246,9 @@ impl SessionProcessor {
     /// `digest` is the statement's (hash, text) when the caller computed it.
     pub(crate) fn sent(&mut self, kind: u8, digest: Option<(u64, String)>) {
         match kind {
-            b'P' | b'B' if digest.is_some() => self.batch = digest,
-            b'Q' | b'S' | b'F' => {
-                let d = if kind == b'S' {
+            client::PARSE | client::BIND if digest.is_some() => self.batch = digest,
+            client::QUERY | client::SYNC | client::FUNCTION_CALL => {
+                let d = if kind == client::SYNC {
                     self.batch.take()
                 } else {
                     digest
@@ -268,12 +276,12 @@ impl SessionProcessor {
         now: Instant,
     ) {
         match kind {
-            b'C' => {
+            server::COMMAND_COMPLETE => {
                 let (a, s) = tag_rows(body);
                 self.rows.0 += a;
                 self.rows.1 += s;
             }
-            b'Z' => {
+            server::READY_FOR_QUERY => {
                 let rows = std::mem::take(&mut self.rows);
                 if let Some(t) = self.inflight.pop_front()
                     && !t.text.is_empty()
@@ -283,8 +291,15 @@ impl SessionProcessor {
                     let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
                     let slow_us = rt.pgsql.variables.query.long_query_time * 1000;
                     frontend.statement(t.hostgroup, us, slow_us);
-                    let timing = (t.started, now);
-                    self.record(rt, stats, t.hash, &t.text, t.hostgroup, timing, rows);
+                    let run = Execution {
+                        hash: t.hash,
+                        text: &t.text,
+                        hostgroup: t.hostgroup,
+                        started: t.started,
+                        ended: now,
+                        rows,
+                    };
+                    self.record(rt, stats, &run);
                     self.spare.text = t.text;
                 }
             }
@@ -331,14 +346,14 @@ mod tests {
 
     #[test]
     fn query_text_and_rewrite_of_query_and_parse() {
-        let q = message(b'Q', b"SELECT 1\0");
+        let q = message(client::QUERY, b"SELECT 1\0");
         assert_eq!(query_text(&q), Some(&b"SELECT 1"[..]));
-        let p = message(b'P', b"s1\0SELECT $1\0\x00\x01\x00\x00\x00\x17");
+        let p = message(client::PARSE, b"s1\0SELECT $1\0\x00\x01\x00\x00\x00\x17");
         assert_eq!(query_text(&p), Some(&b"SELECT $1"[..]));
         let p2 = with_query(&p, "SELECT $1 + 1").expect("parse");
         assert_eq!(query_text(&p2), Some(&b"SELECT $1 + 1"[..]));
         assert!(p2.ends_with(b"\0\x00\x01\x00\x00\x00\x17"));
-        assert_eq!(query_text(&message(b'P', b"noterm")), None);
+        assert_eq!(query_text(&message(client::PARSE, b"noterm")), None);
     }
 
     #[test]

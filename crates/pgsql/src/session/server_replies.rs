@@ -2,6 +2,7 @@
 //! what pooling needs noted on the way (prepared statements, SETs, causal tokens, the end of a
 //! transaction's LISTENs), the connection given back once the transaction is over, and its loss.
 
+use super::held::Backend;
 use super::{PgSession, Step};
 use crate::Error;
 use crate::session::pins::PinSet;
@@ -9,7 +10,9 @@ use crate::session::sets::{Change, SessionVars, apply};
 use crate::session::signals::set_target;
 use crate::session::statements::Reply;
 use sluice_pgsql_proto::frame::{error_response, parse_error};
+use sluice_pgsql_proto::message;
 use sluice_pgsql_proto::reply::SetsVerdict;
+use sluice_pgsql_proto::tag::{server, status};
 use std::ops::Range;
 use std::time::Instant;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
@@ -24,12 +27,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
     /// command, putting every answer after it one off (the soak saw acknowledged commits that
     /// were not there). Sessions that hold no connection are not affected.
     pub(super) async fn server_lost(&mut self, e: Error) -> Result<Step, Error> {
-        self.backend = None;
-        self.replies.lost();
-        set_target(&self.handle.target, None);
-        if let Some(t) = self.timer.take() {
-            t.abort();
+        if let Some(mut held) = self.backend.take() {
+            held.stop_timer();
         }
+        set_target(&self.handle.target, None);
         if !std::mem::take(&mut self.error_forwarded) {
             let msg = format!("the server connection was lost: {e}");
             self.tcp
@@ -62,24 +63,26 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
                 return Ok(Step::End);
             }
         };
-        let Some(b) = self.backend.as_mut() else {
+        let Backend::Held(held) = &mut self.backend else {
             return Ok(Step::Continue);
         };
-        let conn = b.conn();
+        // What the replies so far say; nothing below changes them.
+        let quiet = held.quiet();
+        let replied = scan.saw_ready && held.replies.outstanding() == 0;
+        let conn = held.conn.conn();
         let mut lost = None;
         let drained = conn.reader.buf.len() == scan.pos;
         if scan.pos > 0 {
             let chunk = conn.reader.buf.split_to(scan.pos);
             let kept = without(&chunk, &scan.swallowed);
-            if let Some(fill) = self.fill.as_mut() {
+            if let Some(fill) = held.fill.as_mut() {
                 fill.copy(&kept);
             }
             conn.traffic.received(chunk.len());
             // A transaction that wrote is over: its token is taken before the client hears
             // so, so no read it sends next (on any connection) can miss the write.
             if scan.saw_ready
-                && self.replies.at_rest()
-                && !self.batch_open
+                && quiet
                 && conn.reader.buf.is_empty()
                 && self.io.qp.take_written()
                 && crate::session::causal::tokens_wanted(&rt)
@@ -89,7 +92,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
                     crate::session::causal::take_token(fe, who, &mut self.causal_token, conn);
                 lost = Box::pin(took).await.err();
             }
-            let ended = scan.saw_ready && self.replies.at_rest() && !self.batch_open;
+            let ended = scan.saw_ready && quiet;
             if ended && std::mem::take(&mut self.notified) {
                 // Boxed: only transactions that sent notifications while someone listens.
                 let kept = Box::pin(self.with_notifications_before_ready(kept)).await;
@@ -101,18 +104,17 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
         if let Some(e) = lost {
             return self.server_lost(Error::Server(e)).await;
         }
-        if scan.saw_ready && self.replies.outstanding() == 0 {
+        if replied {
             self.transaction_replied(&rt);
         }
-        if self.replies.at_rest()
-            && self.pinned.reason().is_none()
-            && !self.batch_open
+        if quiet
+            && self.io.pinned.reason().is_none()
             && self.io.stmts.settled()
             && drained
-            && let Some(b) = self.backend.take()
+            && let Some(held) = self.backend.take()
         {
             set_target(&self.handle.target, None);
-            b.release_clean_at(now);
+            held.conn.release_clean_at(now);
         }
         if scan.listens_settled {
             self.publish_listening();
@@ -130,14 +132,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
     ) -> Result<Scanned, Error> {
         let (fe, l) = (self.fe, self.l);
         let mut scan = Scan::default();
-        let Some(b) = self.backend.as_mut() else {
+        let Backend::Held(held) = &mut self.backend else {
             return Ok(Scanned::Frames(scan));
         };
-        let conn = b.conn();
+        let conn = held.conn.conn();
         // NotificationResponses, whose server pid becomes the notifier's Sluice pid.
         let mut notifications: Vec<usize> = Vec::new();
-        self.replies.watch_sets(!self.pending.is_empty());
-        while let Some(f) = self.replies.next(&conn.reader.buf[scan.pos..])? {
+        held.replies.watch_sets(!self.io.pending.is_empty());
+        while let Some(f) = held.replies.next(&conn.reader.buf[scan.pos..])? {
             let range = scan.pos..scan.pos + f.len;
             scan.pos += f.len;
             if let Some((code, message)) = f.handoff_failed {
@@ -153,17 +155,17 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
                 scan.swallowed.push(range);
                 continue;
             }
-            let body = &conn.reader.buf[range.start + 5..range.end];
+            let body = message::body(&conn.reader.buf[range.clone()]);
             match f.kind {
-                b'C' | b'Z' => {
-                    if f.kind == b'C' && self.io.stmts.sql.waiting() {
+                server::COMMAND_COMPLETE | server::READY_FOR_QUERY => {
+                    if f.kind == server::COMMAND_COMPLETE && self.io.stmts.sql.waiting() {
                         let batch = self.io.stmts.batches_done() + 1;
                         self.io.stmts.sql.completed(body, batch);
                     }
                     if let Some(l) = self.listen.as_mut() {
-                        if f.kind == b'C' {
+                        if f.kind == server::COMMAND_COMPLETE {
                             l.saw_tag(body);
-                        } else if body.first() == Some(&b'I') {
+                        } else if body.first() == Some(&status::IDLE) {
                             scan.listens_settled |= l.transaction_ended();
                         }
                     }
@@ -172,8 +174,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
                         .qp
                         .received(rt, (&fe.query, &fe.commands, &fe.stats), frame, now);
                 }
-                b'E' => {
-                    if let Some(fill) = self.fill.as_mut() {
+                server::ERROR_RESPONSE => {
+                    if let Some(fill) = held.fill.as_mut() {
                         fill.failed();
                     }
                     let (code, message) = parse_error(body);
@@ -185,28 +187,30 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
                         &message,
                     );
                 }
-                b'A' => notifications.push(range.start),
+                server::NOTIFICATION_RESPONSE => notifications.push(range.start),
                 _ => {}
             }
             self.error_forwarded = match f.kind {
-                b'E' => true,
-                b'Z' => false,
+                server::ERROR_RESPONSE => true,
+                server::READY_FOR_QUERY => false,
                 _ => self.error_forwarded,
             };
-            if f.kind == b'Z' {
+            if f.kind == server::READY_FOR_QUERY {
                 scan.saw_ready = true;
                 conn.traffic.queries.add(1);
             }
             if let Some(verdict) = f.sets {
-                let session = (&mut self.pending, &mut self.vars, &mut self.pinned);
+                let session = (&mut self.io.pending, &mut self.vars, &mut self.io.pinned);
                 settle_sets(verdict, session, &mut conn.session_vars);
             }
-            if matches!(f.kind, b'1' | b'3' | b'Z')
-                && self.io.stmts.incoming(f.kind, &mut conn.prepared) == Reply::Swallow
+            if matches!(
+                f.kind,
+                server::PARSE_COMPLETE | server::CLOSE_COMPLETE | server::READY_FOR_QUERY
+            ) && self.io.stmts.incoming(f.kind, &mut conn.prepared) == Reply::Swallow
             {
                 scan.swallowed.push(range);
             }
-            if f.kind == b'Z' && self.io.stmts.sql.waiting() {
+            if f.kind == server::READY_FOR_QUERY && self.io.stmts.sql.waiting() {
                 let done = self.io.stmts.batches_done();
                 self.io.stmts.sql.ready(done, &mut conn.sql_prepared);
             }
@@ -221,19 +225,20 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
     /// Everything the session sent was answered: the timer stops, the cache is filled or
     /// invalidated.
     pub(super) fn transaction_replied(&mut self, rt: &sluice_core::runtime::RuntimeConfig) {
-        if let Some(t) = self.timer.take() {
-            t.abort();
-        }
+        let Backend::Held(held) = &mut self.backend else {
+            return;
+        };
+        held.stop_timer();
         if let Some((permit, since)) = self.admission.as_mut() {
             permit.observe_us(u64::try_from(since.elapsed().as_micros()).unwrap_or(u64::MAX));
             *since = Instant::now();
         }
-        if self.replies.status() == b'I' && !self.batch_open {
+        if held.replies.status() == status::IDLE && !held.batch_open {
             // The transaction is over: its class's slot goes back.
             self.admission = None;
         }
         let (fe, l) = (self.fe, self.l);
-        if let Some(f) = self.fill.take() {
+        if let Some(f) = held.fill.take() {
             let max = rt.pgsql.variables.query.query_cache_size_mb as usize * 1024 * 1024;
             f.store(&fe.cache, &l.user.username, &l.database, max);
         }

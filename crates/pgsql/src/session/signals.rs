@@ -7,6 +7,8 @@
 use crate::frontend::PgFrontend;
 use sluice_core::util::lock;
 use sluice_pgsql_proto::frame::{error_response, message, ready};
+use sluice_pgsql_proto::message::{self as pgmsg, Parse, cstr};
+use sluice_pgsql_proto::tag::{server, status};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
@@ -216,12 +218,12 @@ impl SignalStatements {
     /// Looks at a Parse: its statement is remembered when it terminates `$1`, forgotten when
     /// its name is defined again with anything else.
     pub(crate) fn parsed(&mut self, parse: &[u8]) {
-        let Some((name, rest)) = parse.get(5..).and_then(cstr) else {
+        let Some(p) = Parse::read(parse) else {
             return;
         };
-        let terminates = mentions_backend(rest)
-            && cstr(rest).and_then(|(sql, _)| parse_call(sql))
-                == Some((Signal::Terminate, "$1".to_string()));
+        let name = p.name;
+        let terminates = mentions_backend(p.definition)
+            && p.query().and_then(parse_call) == Some((Signal::Terminate, "$1".to_string()));
         if let Some(i) = self.names.iter().position(|n| n == name) {
             if !terminates {
                 self.names.remove(i);
@@ -268,7 +270,7 @@ struct FirstParam {
 /// Finds a Bind's statement name and first parameter (`None`: malformed, or no parameter).
 fn first_param(bind: &[u8]) -> Option<FirstParam> {
     let at = |rest: &[u8]| bind.len() - rest.len();
-    let (_portal, rest) = cstr(bind.get(5..)?)?;
+    let (_portal, rest) = cstr(pgmsg::body(bind))?;
     let name_start = at(rest);
     let (name, mut rest) = cstr(rest)?;
     let name = name_start..name_start + name.len();
@@ -343,12 +345,6 @@ fn with_first_param(bind: &[u8], pid: u32) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// A NUL-terminated string at the start of `b`, and what follows it.
-fn cstr(b: &[u8]) -> Option<(&[u8], &[u8])> {
-    let end = memchr::memchr(0, b)?;
-    Some((&b[..end], &b[end + 1..]))
-}
-
 fn take_u16(b: &mut &[u8]) -> Option<u16> {
     let v = u16::from_be_bytes(b.get(..2)?.try_into().ok()?);
     *b = &b[2..];
@@ -380,7 +376,7 @@ pub(crate) async fn carry_out(
             Signal::Cancel => {
                 let mut out =
                     error_response("ERROR", "57014", "canceling statement due to user request");
-                out.extend(ready(b'I'));
+                out.extend(ready(status::IDLE));
                 Outcome::Reply(out)
             }
         };
@@ -397,7 +393,7 @@ pub(crate) async fn carry_out(
             "permission denied to {verb}: only sessions of the same user can be signalled through Sluice"
         );
         let mut out = error_response("ERROR", "42501", &msg);
-        out.extend(ready(b'I'));
+        out.extend(ready(status::IDLE));
         return Outcome::Reply(out);
     }
     let running = lock(&handle.target).clone();
@@ -430,10 +426,10 @@ fn bool_result(column: &str, value: bool) -> Vec<u8> {
     let mut row = 1u16.to_be_bytes().to_vec();
     row.extend_from_slice(&1u32.to_be_bytes());
     row.push(if value { b't' } else { b'f' });
-    let mut out = message(b'T', &desc);
-    out.extend(message(b'D', &row));
-    out.extend(message(b'C', b"SELECT 1\0"));
-    out.extend(ready(b'I'));
+    let mut out = message(server::ROW_DESCRIPTION, &desc);
+    out.extend(message(server::DATA_ROW, &row));
+    out.extend(message(server::COMMAND_COMPLETE, b"SELECT 1\0"));
+    out.extend(ready(status::IDLE));
     out
 }
 

@@ -7,6 +7,8 @@
 
 use bytes::Bytes;
 use sluice_pgsql_backend::prepared::PreparedSet;
+use sluice_pgsql_proto::message::{Bind, Close, Describe, Parse, Target, cstr};
+use sluice_pgsql_proto::tag::{client, server};
 use std::collections::{HashMap, VecDeque};
 
 /// A client statement as the server knows it.
@@ -55,12 +57,6 @@ pub(crate) enum Reply {
     Swallow,
 }
 
-/// A C string at the start of `b`: (the bytes before the NUL, the rest after it).
-fn cstr(b: &[u8]) -> Option<(&[u8], &[u8])> {
-    let end = b.iter().position(|c| *c == 0)?;
-    Some((&b[..end], &b[end + 1..]))
-}
-
 /// Appends to `out` a `kind` message whose body is `prefix`, the statement `name` with its NUL,
 /// then `rest`: the client's message with the statement renamed, written in place (a Bind of
 /// `-M prepared` costs no allocation).
@@ -104,12 +100,9 @@ impl SessionStatements {
     /// pooled connection. A broken query reports its error at that first use. False for other
     /// messages, which need a server.
     pub(crate) fn define_locally(&mut self, msg: &[u8]) -> bool {
-        if msg[0] != b'P' {
-            return false;
-        }
-        match cstr(&msg[5..]) {
-            Some((name, definition)) if !name.is_empty() => {
-                self.define(name, definition);
+        match Parse::read(msg) {
+            Some(p) if !p.name.is_empty() => {
+                self.define(p.name, p.definition);
                 true
             }
             _ => false,
@@ -131,9 +124,7 @@ impl SessionStatements {
 
     /// The query text of the named statement a Bind message refers to.
     pub(crate) fn bound_query(&self, bind: &[u8]) -> Option<&[u8]> {
-        let (_portal, rest) = cstr(bind.get(5..)?)?;
-        let (name, _) = cstr(rest)?;
-        let st = self.by_client_name.get(name)?;
+        let st = self.by_client_name.get(Bind::read(bind)?.statement)?;
         let (query, _) = cstr(&st.definition)?;
         Some(query)
     }
@@ -167,10 +158,9 @@ impl SessionStatements {
         max: usize,
         out: &mut Vec<u8>,
     ) {
-        let body = &msg[5..];
         match msg[0] {
-            b'P' => {
-                let Some((name, definition)) = cstr(body) else {
+            client::PARSE => {
+                let Some(Parse { name, definition }) = Parse::read(msg) else {
                     return out.extend_from_slice(msg);
                 };
                 if name.is_empty() {
@@ -185,7 +175,7 @@ impl SessionStatements {
                 let server_name = self.define(name, definition);
                 let client_name = Bytes::copy_from_slice(name);
                 self.make_room(conn, max, out);
-                put_named(out, b'P', &[], &server_name, definition);
+                put_named(out, client::PARSE, &[], &server_name, definition);
                 conn.insert(server_name.clone());
                 self.parses.push_back(Pending {
                     server_name: Some(server_name),
@@ -194,34 +184,30 @@ impl SessionStatements {
                     batch: self.batches_sent,
                 });
             }
-            b'B' => {
-                let Some((portal, rest)) = cstr(body) else {
+            client::BIND => {
+                let Some(b) = Bind::read(msg) else {
                     return out.extend_from_slice(msg);
                 };
-                let Some((name, params)) = cstr(rest) else {
+                let Some(server_name) = self.ensure(b.statement, conn, max, out) else {
+                    return out.extend_from_slice(msg);
+                };
+                put_named(out, client::BIND, &[b.portal, b"\0"], server_name, b.params);
+            }
+            client::DESCRIBE => {
+                let Some(Target::Statement(name)) = Describe::read(msg).map(|d| d.target) else {
                     return out.extend_from_slice(msg);
                 };
                 let Some(server_name) = self.ensure(name, conn, max, out) else {
                     return out.extend_from_slice(msg);
                 };
-                put_named(out, b'B', &[portal, b"\0"], server_name, params);
+                put_named(out, client::DESCRIBE, &[b"S"], server_name, b"");
             }
-            b'D' if body.first() == Some(&b'S') => {
-                let Some((name, _)) = cstr(&body[1..]) else {
-                    return out.extend_from_slice(msg);
-                };
-                let Some(server_name) = self.ensure(name, conn, max, out) else {
-                    return out.extend_from_slice(msg);
-                };
-                put_named(out, b'D', &[b"S"], server_name, b"");
-            }
-            b'C' => {
-                let named = if body.first() == Some(&b'S') {
-                    cstr(&body[1..])
-                        .and_then(|(name, _)| self.by_client_name.remove(name))
-                        .map(|st| st.server_name)
-                } else {
-                    None
+            client::CLOSE => {
+                let named = match Close::read(msg).map(|c| c.target) {
+                    Some(Target::Statement(name)) => {
+                        self.by_client_name.remove(name).map(|st| st.server_name)
+                    }
+                    _ => None,
                 };
                 self.closes.push_back(Pending {
                     server_name: named.clone(),
@@ -234,7 +220,7 @@ impl SessionStatements {
                     // gets its CloseComplete.
                     Some(server_name) => {
                         conn.remove(&server_name);
-                        put_named(out, b'C', &[b"S"], &server_name, b"");
+                        put_named(out, client::CLOSE, &[b"S"], &server_name, b"");
                     }
                     None => out.extend_from_slice(msg),
                 }
@@ -260,7 +246,7 @@ impl SessionStatements {
             // Only here, where the connection lacks it, is the statement copied out.
             let st = self.by_client_name.get(name)?.clone();
             self.make_room(conn, max, out);
-            put_named(out, b'P', &[], &st.server_name, &st.definition);
+            put_named(out, client::PARSE, &[], &st.server_name, &st.definition);
             conn.insert(st.server_name.clone());
             self.parses.push_back(Pending {
                 server_name: Some(st.server_name),
@@ -280,7 +266,7 @@ impl SessionStatements {
             let Some(old) = conn.evict_oldest() else {
                 break;
             };
-            put_named(out, b'C', &[b"S"], &old, b"");
+            put_named(out, client::CLOSE, &[b"S"], &old, b"");
             self.closes.push_back(Pending {
                 server_name: Some(old),
                 client_name: None,
@@ -293,9 +279,9 @@ impl SessionStatements {
     /// Accounts for one server reply of type `kind` on `conn`.
     pub(crate) fn incoming(&mut self, kind: u8, conn: &mut PreparedSet) -> Reply {
         let popped = match kind {
-            b'1' => self.parses.pop_front(),
-            b'3' => self.closes.pop_front(),
-            b'Z' => {
+            server::PARSE_COMPLETE => self.parses.pop_front(),
+            server::CLOSE_COMPLETE => self.closes.pop_front(),
+            server::READY_FOR_QUERY => {
                 self.sync_done(conn);
                 None
             }
