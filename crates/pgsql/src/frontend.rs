@@ -53,7 +53,7 @@ pub struct PgFrontend {
     pub(crate) tasks: TaskTracker,
     /// Logged-in sessions by the pid Sluice gave them: cancel requests, `pg_cancel_backend` /
     /// `pg_terminate_backend` with those pids, the notifying session's pid in notifications.
-    pub(crate) cancels: Arc<crate::session::signals::SessionSignals>,
+    pub(crate) cancels: Arc<crate::pids::SessionSignals>,
     /// Digests, rule hits and query-processor counters.
     pub(crate) query: Arc<sluice_core::query::QueryProcessorStats>,
     /// The query cache (simple-protocol SELECTs).

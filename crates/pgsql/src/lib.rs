@@ -17,6 +17,7 @@ pub mod fuzzing;
 pub mod listen;
 mod listener;
 mod login;
+mod pids;
 mod session;
 pub mod sessions;
 mod split;

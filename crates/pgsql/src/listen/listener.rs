@@ -36,7 +36,7 @@ const MAX_PAUSE: Duration = Duration::from_secs(5);
 struct Ctx {
     pool: Arc<PgPool>,
     config: ConfigHandle,
-    signals: Arc<crate::session::signals::SessionSignals>,
+    signals: Arc<crate::pids::SessionSignals>,
     stats: Arc<NotifyStats>,
     shutdown: CancellationToken,
     hub: Arc<ListenHub>,
@@ -298,7 +298,7 @@ fn frames(
         let mut f = conn.reader.buf.split_to(n);
         match f[0] {
             server::NOTIFICATION_RESPONSE => {
-                crate::session::signals::rewrite_notify_pid(&ctx.signals, &conn.server, &mut f);
+                crate::pids::rewrite_notify_pid(&ctx.signals, &conn.server, &mut f);
                 fan_out(ctx, l, f.freeze());
             }
             server::ERROR_RESPONSE => {

@@ -7,7 +7,7 @@ pub(crate) mod startup;
 
 use crate::Error;
 use crate::frontend::PgFrontend;
-use crate::session::signals::cancel;
+use crate::pids::forward_cancel;
 use bytes::Bytes;
 use sluice_pgsql_proto::Error as ProtoError;
 use sluice_pgsql_proto::frame::{Reader, auth, error_response, parse_pairs};
@@ -97,7 +97,7 @@ pub(crate) async fn opening(fe: &PgFrontend, mut tcp: TcpStream, reader: &mut Re
             80_877_102 if pkt.len() >= 16 => {
                 let pid = u32::from_be_bytes([pkt[8], pkt[9], pkt[10], pkt[11]]);
                 let secret = u32::from_be_bytes([pkt[12], pkt[13], pkt[14], pkt[15]]);
-                cancel(fe, pid, secret).await;
+                forward_cancel(&fe.cancels, pid, secret).await;
                 return Opening::Done;
             }
             196_608 => return Opening::Startup(tcp, pkt),

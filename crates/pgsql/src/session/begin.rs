@@ -7,11 +7,11 @@ use super::{PgSession, RULE_PIN};
 use crate::Error;
 use crate::error::error_for;
 use crate::frontend::PgFrontend;
+use crate::pids::{BackendKey, set_target};
 use crate::session::checkout::checkout;
 use crate::session::forward::SessionIo;
 use crate::session::forward::forward;
 use crate::session::processor::{SessionProcessor, query_text, with_query};
-use crate::session::signals::set_target;
 use bytes::Bytes;
 use sluice_core::RuntimeConfig;
 use sluice_core::config::PgsqlUser;
@@ -478,7 +478,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
             &fe.cancels,
             &mut self.io.out,
         );
-        let target = Some((conn.server.clone(), conn.key.0, conn.key.1));
+        let target = Some(BackendKey {
+            server: conn.server.clone(),
+            pid: conn.key.0,
+            secret: conn.key.1,
+        });
         set_target(&self.handle.target, target);
         let timer = timeout.map(|after| {
             let server = conn.server.to_string();

@@ -9,8 +9,8 @@
 //! connection carries are applied. Both go in the same write as the session's own first
 //! message, so the handoff costs no extra round trip; their replies are cut out of the stream.
 
+use crate::pids::SessionSignals;
 use crate::session::sets::replay_sql;
-use crate::session::signals::SessionSignals;
 use crate::session::sql_prepare::SqlPrepared;
 use sluice_pgsql_backend::Error as PgError;
 use sluice_pgsql_backend::{PgConn, query_message};

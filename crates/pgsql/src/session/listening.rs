@@ -239,7 +239,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
         );
         info!(user = %self.l.user.username, "pgsql: ended a listening session whose notification queue overflowed ({} notifications, {} bytes)", o.count, o.bytes);
         if let Some(held) = self.backend.take() {
-            crate::session::signals::set_target(&self.handle.target, None);
+            crate::pids::set_target(&self.handle.target, None);
             drop(held);
         }
         self.tcp

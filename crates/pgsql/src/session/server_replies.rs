@@ -5,9 +5,9 @@
 use super::held::Backend;
 use super::{PgSession, Step};
 use crate::Error;
+use crate::pids::set_target;
 use crate::session::pins::PinSet;
 use crate::session::sets::{Change, SessionVars, apply};
-use crate::session::signals::set_target;
 use crate::session::statements::Reply;
 use sluice_pgsql_proto::frame::{error_response, parse_error};
 use sluice_pgsql_proto::message;
@@ -217,7 +217,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
         }
         for at in notifications {
             let frame = &mut conn.reader.buf[at..];
-            crate::session::signals::rewrite_notify_pid(&fe.cancels, &conn.server, frame);
+            crate::pids::rewrite_notify_pid(&fe.cancels, &conn.server, frame);
         }
         Ok(Scanned::Frames(scan))
     }

@@ -1,129 +1,14 @@
-//! Reaching a PostgreSQL session from outside by the pid Sluice gave its client in
-//! BackendKeyData: a CancelRequest (pid and secret), `pg_cancel_backend(pid)` /
-//! `pg_terminate_backend(pid)` from another session of the same user, and the pid a
-//! NotificationResponse names (the notifying session's Sluice pid, so `Notify.pid` matches the
-//! other client's `backend_pid`).
+//! What a session's statements signal by Sluice pid (`crate::pids`): `pg_cancel_backend(pid)` /
+//! `pg_terminate_backend(pid)` as a Query, or as a Bind of a statement prepared with `$1` —
+//! carried out on the session named when it belongs to the same user, and the session's own pid
+//! ending it as PostgreSQL ends a backend that signals itself.
 
-use crate::frontend::PgFrontend;
+use crate::pids::SessionSignals;
 use sluice_core::util::lock;
 use sluice_pgsql_proto::frame::{error_response, message, ready};
 use sluice_pgsql_proto::message::{self as pgmsg, Parse, cstr};
 use sluice_pgsql_proto::tag::{server, status};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use tokio_util::sync::CancellationToken;
-use tracing::info;
-
-/// Where a cancel request for a session must go: (server address, server pid, server secret)
-/// of the connection running its statement, if any.
-pub(crate) type CancelTarget = Arc<Mutex<Option<(Arc<str>, u32, u32)>>>;
-
-/// Sluice pids lie in `PID_BASE..2 * PID_BASE` (2^30..2^31).
-const PID_BASE: u32 = 1 << 30;
-
-/// Bound on remembered (server connection → session) pairs for notifications; past it the
-/// memory is dropped and rebuilt as connections change hands.
-const MAX_OWNERS: usize = 65_536;
-
-/// One logged-in session, as others reach it.
-#[derive(Debug, Clone)]
-struct Entry {
-    secret: u32,
-    user: Arc<str>,
-    handle: SessionHandle,
-}
-
-/// What a session shares with whoever may signal it.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct SessionHandle {
-    /// The server connection running its statement now (for cancels).
-    pub(crate) target: CancelTarget,
-    /// Cancelled by `pg_terminate_backend`: the session ends.
-    pub(crate) terminate: CancellationToken,
-}
-
-/// Every logged-in PostgreSQL session by its Sluice pid, and which session each server
-/// connection serves.
-#[derive(Debug, Default)]
-pub(crate) struct SessionSignals {
-    by_pid: Mutex<HashMap<u32, Entry>>,
-    owners: Mutex<HashMap<(Arc<str>, u32), u32>>,
-}
-
-impl SessionSignals {
-    /// Registers a session of `user`: its (pid, secret) for BackendKeyData, unique among the
-    /// live sessions, and its handle.
-    pub(crate) fn register(&self, user: &str) -> (u32, u32, SessionHandle) {
-        let mut map = lock(&self.by_pid);
-        loop {
-            let key = sluice_core::hostgroup::random_u64();
-            // A positive Int32 as the protocol has it, and above any Linux pid (pid_max is at
-            // most 2^22), so a Sluice pid is never mistaken for a server's.
-            let pid = PID_BASE | ((key >> 32) as u32 & (PID_BASE - 1));
-            let secret = key as u32;
-            if map.contains_key(&pid) {
-                continue;
-            }
-            let handle = SessionHandle::default();
-            map.insert(
-                pid,
-                Entry {
-                    secret,
-                    user: Arc::from(user),
-                    handle: handle.clone(),
-                },
-            );
-            return (pid, secret, handle);
-        }
-    }
-
-    /// Forgets a session that ended.
-    pub(crate) fn remove(&self, pid: u32) {
-        lock(&self.by_pid).remove(&pid);
-    }
-
-    /// The server statement a CancelRequest with (pid, secret) must cancel, if any.
-    pub(crate) fn cancel_target(&self, pid: u32, secret: u32) -> Option<(Arc<str>, u32, u32)> {
-        let target = {
-            let map = lock(&self.by_pid);
-            let e = map.get(&pid).filter(|e| e.secret == secret)?;
-            e.handle.target.clone()
-        };
-        lock(&target).clone()
-    }
-
-    /// Session `pid`'s user and handle.
-    fn session(&self, pid: u32) -> Option<(Arc<str>, SessionHandle)> {
-        let map = lock(&self.by_pid);
-        map.get(&pid).map(|e| (e.user.clone(), e.handle.clone()))
-    }
-
-    /// Notes that the server connection (`server`, server pid) now serves session `pid`.
-    pub(crate) fn note_owner(&self, server: &Arc<str>, server_pid: u32, pid: u32) {
-        let mut owners = lock(&self.owners);
-        if owners.len() >= MAX_OWNERS {
-            owners.clear();
-        }
-        owners.insert((server.clone(), server_pid), pid);
-    }
-
-    /// The Sluice pid of the session the server connection (`server`, server pid) serves.
-    pub(crate) fn owner_of(&self, server: &Arc<str>, server_pid: u32) -> Option<u32> {
-        lock(&self.owners)
-            .get(&(server.clone(), server_pid))
-            .copied()
-    }
-}
-
-/// Replaces the server pid in the NotificationResponse at the start of `frame` with the Sluice
-/// pid of the session the notifying server connection serves (left as is when unknown).
-pub(crate) fn rewrite_notify_pid(signals: &SessionSignals, server: &Arc<str>, frame: &mut [u8]) {
-    let Some(pid) = frame.get(5..9) else { return };
-    let server_pid = u32::from_be_bytes([pid[0], pid[1], pid[2], pid[3]]);
-    if let Some(ours) = signals.owner_of(server, server_pid) {
-        frame[5..9].copy_from_slice(&ours.to_be_bytes());
-    }
-}
+use std::sync::Arc;
 
 /// `pg_cancel_backend` or `pg_terminate_backend`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -318,11 +203,11 @@ pub(crate) fn terminate_bound(
         user,
         "pg_terminate_backend() from a client, bound in a transaction"
     );
-    let (target_server, server_pid, _) = running?;
-    if target_server != *server {
+    let running = running?;
+    if running.server != *server {
         return None;
     }
-    with_first_param(bind, server_pid)
+    with_first_param(bind, running.pid)
 }
 
 /// `bind` with its first parameter replaced by `pid`, in the parameter's own format (text, or
@@ -397,8 +282,8 @@ pub(crate) async fn carry_out(
         return Outcome::Reply(out);
     }
     let running = lock(&handle.target).clone();
-    if let Some((server, spid, secret)) = running {
-        sluice_pgsql_backend::send_cancel(&server, spid, secret).await;
+    if let Some(k) = running {
+        sluice_pgsql_backend::send_cancel(&k.server, k.pid, k.secret).await;
     }
     if signal == Signal::Terminate {
         handle.terminate.cancel();
@@ -431,21 +316,6 @@ fn bool_result(column: &str, value: bool) -> Vec<u8> {
     out.extend(message(server::COMMAND_COMPLETE, b"SELECT 1\0"));
     out.extend(ready(status::IDLE));
     out
-}
-
-/// Records which server connection runs the session's statements now (for cancels).
-pub(crate) fn set_target(t: &CancelTarget, v: Option<(Arc<str>, u32, u32)>) {
-    *lock(t) = v;
-}
-
-/// Forwards a client's CancelRequest to the server running its query (no-op otherwise).
-pub(crate) async fn cancel(fe: &PgFrontend, pid: u32, secret: u32) {
-    let Some((server, bpid, bsecret)) = fe.cancels.cancel_target(pid, secret) else {
-        return;
-    };
-    if sluice_pgsql_backend::send_cancel(&server, bpid, bsecret).await {
-        info!(server = %server, "forwarded a client's cancel request");
-    }
 }
 
 #[cfg(test)]

@@ -61,29 +61,6 @@ fn reads_the_signal_functions_only_as_whole_statements() {
     }
 }
 
-#[test]
-fn sessions_are_found_by_pid_and_secret() {
-    let s = SessionSignals::default();
-    let (pid, secret, handle) = s.register("app");
-    let (pid2, _, _) = s.register("app");
-    assert_ne!(pid, pid2);
-    for p in [pid, pid2] {
-        assert!(
-            (PID_BASE..2 * PID_BASE).contains(&p),
-            "{p}: positive, not a Linux pid"
-        );
-    }
-    assert_eq!(s.cancel_target(pid, secret), None, "nothing running");
-    *lock(&handle.target) = Some((Arc::from("h:1"), 5, 6));
-    assert_eq!(s.cancel_target(pid, secret), Some((Arc::from("h:1"), 5, 6)));
-    assert_eq!(s.cancel_target(pid, secret ^ 1), None, "wrong secret");
-    let server: Arc<str> = Arc::from("h:1");
-    s.note_owner(&server, 5, pid);
-    assert_eq!(s.owner_of(&server, 5), Some(pid));
-    s.remove(pid);
-    assert_eq!(s.cancel_target(pid, secret), None);
-}
-
 #[tokio::test]
 async fn only_the_same_user_may_signal() {
     let s = SessionSignals::default();
