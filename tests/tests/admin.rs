@@ -140,7 +140,9 @@ print([d[0] for d in cur.description])
     assert!(stderr(&bad).contains("ERROR 1045"));
     let unknown = s.admin("SELEC broken;");
     assert!(
-        !unknown.status.success() && stderr(&unknown).contains("syntax error"),
+        !unknown.status.success()
+            && stderr(&unknown).contains("ERROR 1064 (42000)")
+            && stderr(&unknown).contains("syntax error"),
         "{}",
         stderr(&unknown)
     );
@@ -500,6 +502,26 @@ fn psql_reaches_the_same_admin_store() {
         stderr(&bad).contains("authentication failed"),
         "{}",
         stderr(&bad)
+    );
+    // A syntax error carries PostgreSQL's SQLSTATE for one (psql shows it when verbose).
+    let syntax = std::process::Command::new("psql")
+        .env("PGPASSWORD", "admin")
+        .args(["-h", "127.0.0.1", "-p", &s.pg_admin_port.to_string()])
+        .args([
+            "-U",
+            "admin",
+            "-X",
+            "-v",
+            "VERBOSITY=verbose",
+            "-c",
+            "SELEC broken;",
+        ])
+        .output()
+        .expect("psql");
+    assert!(
+        !syntax.status.success() && stderr(&syntax).contains("ERROR:  42601"),
+        "{}",
+        stderr(&syntax)
     );
 }
 

@@ -54,6 +54,7 @@ pub use pgbouncer::PgBouncerCommand;
 
 /// Why the admin store could not be opened at start.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The SQLite database (the datadir's `sluice.db`, or memory) could not be opened.
     #[error("admin database: {0}")]

@@ -12,11 +12,21 @@ pub(crate) struct Store {
     conn: Mutex<SqliteConnection>,
 }
 
+/// SQLite's error as the admin client gets it. SQLite has no code of its own for a syntax
+/// error (it is `SQLITE_ERROR` with a message), so its message is read here, once: the client
+/// gets MySQL's parse error (1064, 42000; 42601 on the PostgreSQL admin port).
 fn err(e: sqlx::Error) -> AdminError {
     let message = match &e {
         sqlx::Error::Database(d) => d.message().to_string(),
         other => other.to_string(),
     };
+    if message.contains("syntax error") {
+        return AdminError {
+            code: 1064,
+            sqlstate: "42000",
+            message,
+        };
+    }
     AdminError::new(message)
 }
 

@@ -2,6 +2,7 @@
 
 /// Why talking to the configuration store failed, or why its address is wrong.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// `--config-store` / `[cluster] config_store` is not `etcd://host:port[,host:port…]/prefix`.
     #[error("config store address {url:?}: {why}")]

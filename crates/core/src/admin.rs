@@ -87,6 +87,8 @@ impl std::fmt::Display for AdminError {
     }
 }
 
+impl std::error::Error for AdminError {}
+
 /// A boxed future, so the executor can be used as a trait object.
 pub type AdminFuture<'a> =
     Pin<Box<dyn Future<Output = Result<AdminReply, AdminError>> + Send + 'a>>;

@@ -2,6 +2,7 @@
 
 /// Errors raised by config loading and core decisions.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The config file could not be read.
     #[error("cannot read config file {path}: {source}")]

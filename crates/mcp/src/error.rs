@@ -5,6 +5,7 @@ use crate::readonly::Refusal;
 
 /// A tool call's failure.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The SQL is not one read (the lexer layer).
     #[error("refused: {0}")]

@@ -4,6 +4,7 @@ use sluice_mysql_proto::packets::ErrInfo;
 
 /// What went wrong talking to a backend server.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// TCP connect failed or timed out.
     #[error("cannot connect to {server}: {why}")]
@@ -73,6 +74,14 @@ pub enum Error {
 }
 
 impl Error {
+    /// Whether another connection attempt may succeed. Not when the server rejected the
+    /// credentials, the authentication needs what Sluice cannot do, or TLS is misconfigured:
+    /// each would fail the same way on every server.
+    pub fn is_retryable(&self) -> bool {
+        !(self.is_access_denied()
+            || matches!(self, Error::AuthUnsupported { .. } | Error::Tls { .. }))
+    }
+
     /// True when the server rejected the credentials (not worth retrying on another server).
     pub fn is_access_denied(&self) -> bool {
         matches!(self, Error::Auth { info, .. } if matches!(info.code, 1044 | 1045 | 1698 | 1251))

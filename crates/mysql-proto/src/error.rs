@@ -2,6 +2,7 @@
 
 /// A malformed, oversized or unexpected packet, or an I/O failure while reading one.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The peer closed the connection.
     #[error("connection closed by peer")]

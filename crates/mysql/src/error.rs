@@ -4,6 +4,7 @@ use sluice_mysql_proto::packets::err_payload;
 
 /// An error that ends a client's command (or its session) with a MySQL ERR packet.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// Wrong password, unknown or inactive user, or TLS required.
     #[error("Access denied for user '{user}'@'{host}' (using password: {using_password}){extra}")]

@@ -2,6 +2,7 @@
 
 /// What went wrong setting up Sluice's network side.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// A port could not be opened.
     #[error("cannot listen on {addr} ({what}): {source}")]

@@ -47,6 +47,7 @@ pub(crate) use sluice_pgsql_proto::{frame, md5auth, scram};
 
 /// Errors talking to a PostgreSQL server or client.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The wire: a socket error, the peer closing, a message over the bound or malformed.
     #[error(transparent)]
@@ -83,6 +84,28 @@ impl From<std::io::Error> for Error {
 }
 
 impl Error {
+    /// The SQLSTATE a client is sent when this error costs it a server connection: the server's
+    /// own for its ErrorResponse, `08001` when none could be had in time, `08006` otherwise.
+    pub fn sqlstate(&self) -> &str {
+        match self {
+            Error::Server { code, .. } => code,
+            Error::ConnectTimeout { .. } => "08001",
+            _ => "08006",
+        }
+    }
+
+    /// Whether the client is sent this error as FATAL: the server refused the login (or a
+    /// startup parameter) as it would refuse the client's own. Else it is an ERROR.
+    pub fn is_fatal(&self) -> bool {
+        matches!(self, Error::Server { .. })
+    }
+
+    /// Whether another connection attempt may succeed: a socket failure or a server going
+    /// away. Not a refused login, an authentication Sluice cannot perform, a spent budget.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Error::Wire(_))
+    }
+
     /// A malformed message from the server.
     pub(crate) fn malformed(what: &'static str) -> Self {
         Error::Wire(sluice_pgsql_proto::Error::Malformed(what))

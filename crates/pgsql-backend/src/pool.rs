@@ -322,7 +322,7 @@ impl PgPool {
                 // A server refusing the login, or a login Sluice cannot perform (a SCRAM
                 // verifier the server does not share, a method it cannot answer): retrying
                 // another connection would fail the same way; the client is told why at once.
-                if matches!(e, Error::Server { .. } | Error::Auth(_)) {
+                if !e.is_retryable() {
                     return Attempt::Fatal(e);
                 }
                 warn!(server = %server.key, hostgroup = req.hostgroup, "error connecting to PostgreSQL backend: {e}; trying again");

@@ -37,6 +37,7 @@ pub mod tag;
 
 /// Errors reading PostgreSQL messages.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// Socket error.
     #[error("i/o error: {0}")]

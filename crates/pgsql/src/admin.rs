@@ -102,10 +102,11 @@ fn auth_failed(user: &str) -> PgWireError {
 /// Runs admin statements for psql.
 struct AdminQuery(Arc<dyn AdminExecutor>);
 
+/// The admin error with the SQLSTATE PostgreSQL gives the same failure.
 fn to_pg_error(e: AdminError) -> PgWireError {
     let code = match e.code {
         1045 => "42501",
-        _ if e.message.contains("syntax error") => "42601",
+        1064 => "42601",
         _ => "XX000",
     };
     PgWireError::UserError(Box::new(ErrorInfo::new(

@@ -3,6 +3,7 @@
 
 /// Why a PostgreSQL client session (or its login) ended early.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The client's side: its socket failed or closed, or it sent a message over the size bound
     /// or malformed.
@@ -23,6 +24,16 @@ pub enum Error {
 }
 
 impl Error {
+    /// The SQLSTATE the client is sent: `08P01` for a protocol violation, the login's refusal
+    /// code, or the server connection's (see [`sluice_pgsql_backend::Error::sqlstate`]).
+    pub fn sqlstate(&self) -> &str {
+        match self {
+            Error::Client(_) => "08P01",
+            Error::Server(e) => e.sqlstate(),
+            Error::LoginRefused { sqlstate, .. } => sqlstate,
+        }
+    }
+
     /// A server-side failure of a wire operation on a server connection.
     pub(crate) fn server_wire(e: impl Into<sluice_pgsql_proto::Error>) -> Error {
         Error::Server(sluice_pgsql_backend::Error::Wire(e.into()))
@@ -48,13 +59,11 @@ use sluice_pgsql_proto::frame::error_response;
 
 /// The ErrorResponse a client gets for a failed server connection.
 pub(crate) fn error_for(e: &PgError) -> Vec<u8> {
-    match e {
-        PgError::Server { code, message } => error_response("FATAL", code, message),
-        PgError::ConnectTimeout { .. } => error_response("ERROR", "08001", &e.to_string()),
-        other => error_response(
-            "ERROR",
-            "08006",
-            &format!("backend connection failed: {other}"),
-        ),
-    }
+    let severity = if e.is_fatal() { "FATAL" } else { "ERROR" };
+    let message = match e {
+        PgError::Server { message, .. } => message.clone(),
+        PgError::ConnectTimeout { .. } => e.to_string(),
+        other => format!("backend connection failed: {other}"),
+    };
+    error_response(severity, e.sqlstate(), &message)
 }

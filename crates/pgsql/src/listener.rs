@@ -192,16 +192,20 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin + Send>(
             out: Vec::new(),
         };
         let session = PgSession::new((&fe, &l, &handle), &mut io, &mut reader, s, vars);
-        match session.run().await {
+        match &session.run().await {
             Ok(()) => {}
-            Err(crate::Error::Client(
-                e @ (sluice_pgsql_proto::Error::Malformed(_)
-                | sluice_pgsql_proto::Error::TooLarge(_)),
-            )) => {
+            Err(
+                e @ crate::Error::Client(
+                    p @ (sluice_pgsql_proto::Error::Malformed(_)
+                    | sluice_pgsql_proto::Error::TooLarge(_)),
+                ),
+            ) => {
                 // A protocol violation costs this session only: the client is told why.
-                warn!(client = %peer, user = %l.user.username, "closing client session: {e}");
-                let msg = format!("invalid message from the client: {e}");
-                let _ = io.write_all(&error_response("FATAL", "08P01", &msg)).await;
+                warn!(client = %peer, user = %l.user.username, "closing client session: {p}");
+                let msg = format!("invalid message from the client: {p}");
+                let _ = io
+                    .write_all(&error_response("FATAL", e.sqlstate(), &msg))
+                    .await;
             }
             Err(e) => debug!(client = %peer, "pgsql session ended: {e}"),
         }

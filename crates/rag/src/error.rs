@@ -3,6 +3,7 @@
 
 /// The retrieval layer's failure.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The index database failed.
     #[error("index: {0}")]

@@ -157,7 +157,7 @@ impl MysqlPool {
                 let server_name = server.key.to_string();
                 self.traffic
                     .count_connect(req.hostgroup, &server_name, false);
-                if fatal(&e) {
+                if !e.is_retryable() {
                     warn!(server = %server.key, hostgroup = req.hostgroup, user = req.user, "backend refused the login: {e}");
                 } else {
                     warn!(server = %server.key, hostgroup = req.hostgroup, "error connecting to backend: {e}; trying again");
@@ -215,7 +215,7 @@ impl MysqlPool {
     ) -> Attempt<PooledConn, Error> {
         match self.connect_on(req, server, deadline).await {
             Ok(p) => Attempt::Ready(p),
-            Err(e) if fatal(&e) => Attempt::Fatal(e),
+            Err(e) if !e.is_retryable() => Attempt::Fatal(e),
             Err(e) => Attempt::Failed {
                 server: server.key.clone(),
                 error: e.to_string(),
@@ -312,9 +312,4 @@ impl Connector for MysqlAttempts<'_> {
             last_error,
         }
     }
-}
-
-/// Errors another attempt will not fix.
-fn fatal(e: &Error) -> bool {
-    e.is_access_denied() || matches!(e, Error::AuthUnsupported { .. } | Error::Tls { .. })
 }
