@@ -186,6 +186,53 @@ fn mysql_custom_handler_answers_in_process_and_forwards_the_rest() {
     assert_eq!(still.trim(), "1");
 }
 
+/// `serve(…).with_graceful_shutdown(ctrl_c)`, as the example wires it: on Ctrl-C the port stops
+/// accepting at once, a transaction under way is served to its end, and the process exits
+/// cleanly once its last session went idle and closed.
+#[tokio::test]
+async fn mysql_custom_handler_stops_gracefully_on_ctrl_c() {
+    use mysql_async::prelude::*;
+    if !backends_ready(Servers::Both) {
+        return;
+    }
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let server = format!("127.0.0.1:{}", ports::MY_PRIMARY);
+    let mut proxy = ServingExample::start(
+        "mysql_custom_handler",
+        port,
+        &[&listen, &server, "app", "app"],
+    );
+    let url = format!("mysql://app:app@127.0.0.1:{port}/app");
+    let mut conn = mysql_async::Conn::from_url(url).await.expect("connect");
+    conn.query_drop("BEGIN").await.expect("BEGIN");
+    let interrupted = Command::new("kill")
+        .args(["-INT", &proxy.0.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(interrupted.success());
+    let limit = std::time::Duration::from_secs(10);
+    assert!(
+        xtask::proc::wait_until(limit, || !xtask::proc::port_open(port)),
+        "still accepting after Ctrl-C"
+    );
+    let answer: Option<u32> = conn
+        .query_first("SELECT 6 * 7")
+        .await
+        .expect("in transaction");
+    assert_eq!(answer, Some(42));
+    conn.query_drop("COMMIT").await.expect("COMMIT");
+    let mut status = None;
+    assert!(
+        xtask::proc::wait_until(limit, || {
+            status = proxy.0.try_wait().ok().flatten();
+            status.is_some()
+        }),
+        "the example did not exit once its session was idle"
+    );
+    assert!(status.is_some_and(|s| s.success()), "{status:?}");
+}
+
 #[test]
 fn mcp_runs_agents_sql_read_only_on_its_own() {
     if !backends_ready(Servers::Both) {

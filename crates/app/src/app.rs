@@ -338,12 +338,10 @@ fn frontends(
             protocol: "MySQL",
             source,
         })?;
-    let mut fe = MysqlFrontend::new(config.clone(), MysqlPool::new(Some(backend_tls.clone())))
-        .with_shutdown(shutdown.clone(), tasks.clone())
-        .with_workers(Arc::new(my_workers))
-        .with_hook(ddl.mysql);
-    // One set of workload-class gates for both data ports.
-    let admission = fe.admission().clone();
+    let mut fe = MysqlFrontend::builder(config.clone(), MysqlPool::new(Some(backend_tls.clone())))
+        .shutdown(shutdown.clone(), tasks.clone())
+        .workers(Arc::new(my_workers))
+        .hook(ddl.mysql);
     if vars.have_ssl {
         let tls = sluice_net::tls::ReloadableAcceptor::new(
             "mysql",
@@ -351,8 +349,10 @@ fn frontends(
             datadir,
             key_log.clone(),
         )?;
-        fe = fe.with_tls(Arc::new(tls));
+        fe = fe.tls(Arc::new(tls));
     }
+    let fe = fe.build();
+    // One set of workload-class gates for both data ports.
     let pg_vars = &cfg.pgsql_variables;
     let pg_threads = pg_vars.session_threads(cpus);
     let pg_workers =
@@ -361,13 +361,13 @@ fn frontends(
             protocol: "PostgreSQL",
             source,
         })?;
-    let mut pg_fe = PgFrontend::new(config.clone(), PgPool::new(Some(pg_backend_tls)))
-        .with_shutdown(shutdown.clone(), tasks.clone())
-        .with_workers(Arc::new(pg_workers))
+    let mut pg_fe = PgFrontend::builder(config.clone(), PgPool::new(Some(pg_backend_tls)))
+        .shutdown(shutdown.clone(), tasks.clone())
+        .workers(Arc::new(pg_workers))
         // One PROXYSQL PAUSE for both data ports.
-        .with_pause(fe.paused().clone())
-        .with_admission(admission)
-        .with_hook(ddl.pgsql);
+        .pause(fe.paused().clone())
+        .admission(fe.admission().clone())
+        .hook(ddl.pgsql);
     if pg_vars.have_ssl {
         let tls = sluice_net::tls::ReloadableAcceptor::new(
             "pgsql",
@@ -375,9 +375,9 @@ fn frontends(
             datadir,
             key_log,
         )?;
-        pg_fe = pg_fe.with_tls(Arc::new(tls));
+        pg_fe = pg_fe.tls(Arc::new(tls));
     }
-    Ok((Arc::new(fe), Arc::new(pg_fe), pg_threads))
+    Ok((fe, pg_fe.build(), pg_threads))
 }
 
 /// The health monitors of both protocols and their tasks.

@@ -137,9 +137,9 @@ impl Listeners {
             login: Some(pg_fe.login_gate().clone()),
         });
         let mut servers = vec![
-            tokio::spawn(sluice_mysql::serve(fe.clone(), plain(self.mysql))),
+            tokio::spawn(sluice_mysql::serve(fe.clone(), plain(self.mysql)).into_future()),
             tokio::spawn(serve_admin(my_admin, plain(self.mysql_admin))),
-            tokio::spawn(sluice_pgsql::serve(pg_fe.clone(), plain(self.pgsql))),
+            tokio::spawn(sluice_pgsql::serve(pg_fe.clone(), plain(self.pgsql)).into_future()),
             tokio::spawn(sluice_pgsql::serve_admin(pg_admin, plain(self.pgsql_admin))),
         ];
         if !self.http.is_empty() {

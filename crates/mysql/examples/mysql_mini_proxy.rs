@@ -42,13 +42,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         server(1, replica)?
     );
     let config = ConfigHandle::new(RuntimeConfig::build(&Config::parse(&toml)?));
-    let frontend = MysqlFrontend::new(config, MysqlPool::new(None)).with_hook(Arc::new(route));
+    let frontend = MysqlFrontend::builder(config, MysqlPool::new(None))
+        .hook(Arc::new(route))
+        .build();
     let listeners = sluice_net::bind_all(listen, "MySQL clients").await?;
     println!("listening on {listen}");
-    let frontend = Arc::new(frontend);
-    tokio::select! {
-        _ = sluice_mysql::serve(frontend.clone(), listeners) => {}
-        _ = tokio::signal::ctrl_c() => frontend.shutdown().cancel(),
-    }
+    // Ctrl-C: no new clients; each session ends at its next idle point.
+    sluice_mysql::serve(frontend, listeners)
+        .with_graceful_shutdown(async { tokio::signal::ctrl_c().await.unwrap_or(()) })
+        .await;
     Ok(())
 }

@@ -1,6 +1,6 @@
 //! sluice-mysql: Sluice's MySQL frontend.
 //!
-//! [`MysqlFrontend`] is the data port: built with [`MysqlFrontend::new`] and run with [`serve`],
+//! [`MysqlFrontend`] is the data port: built with [`MysqlFrontend::builder`] and run with [`serve`],
 //! it accepts clients, runs the connection phase (TLS, authentication against `mysql_users`) and
 //! the command loop, forwarding commands to backend connections from a
 //! [`MysqlPool`](sluice_mysql_backend::MysqlPool) and relaying raw replies; an embedding service
@@ -25,6 +25,6 @@ pub mod stmt_registry;
 mod stream;
 
 pub use error::Error;
-pub use listener::{FrontendCounters, MysqlFrontend, serve};
+pub use listener::{FrontendCounters, MysqlFrontend, MysqlFrontendBuilder, serve};
 pub use registry::SessionRegistry;
 pub use stmt_registry::{StmtRegistry, StmtScope};

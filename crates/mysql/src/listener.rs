@@ -18,8 +18,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
-/// The MySQL data port: what its sessions share. Build it with [`MysqlFrontend::new`], adjust
-/// it with the `with_*` methods, and run it with [`serve`].
+/// The MySQL data port: what its sessions share. Build it with [`MysqlFrontend::builder`] and
+/// run it with [`serve`].
 ///
 /// ```no_run
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -38,9 +38,11 @@ use tracing::{debug, info, warn};
 /// password = "app"
 /// "#)?;
 /// let handle = ConfigHandle::new(RuntimeConfig::build(&config));
-/// let frontend = Arc::new(MysqlFrontend::new(handle, MysqlPool::new(None)));
+/// let frontend = MysqlFrontend::builder(handle, MysqlPool::new(None)).build();
 /// let listeners = sluice_net::bind_all("127.0.0.1:6033", "MySQL clients").await?;
-/// sluice_mysql::serve(frontend, listeners).await;
+/// sluice_mysql::serve(frontend, listeners)
+///     .with_graceful_shutdown(async { tokio::signal::ctrl_c().await.unwrap_or(()) })
+///     .await;
 /// # Ok(()) }
 /// ```
 pub struct MysqlFrontend {
@@ -77,10 +79,10 @@ pub struct MysqlFrontend {
 }
 
 impl MysqlFrontend {
-    /// A frontend serving the users and servers of `config` through `pool`: no TLS, its own
-    /// shutdown token and task tracker, a prepared-statement registry sized by
-    /// `mysql-max_stmts_cache`, no hook.
-    pub fn new(config: ConfigHandle, pool: Arc<MysqlPool>) -> MysqlFrontend {
+    /// A builder for a frontend serving the users and servers of `config` through `pool`; as
+    /// built without more: no TLS, its own shutdown token and task tracker, a prepared-statement
+    /// registry sized by `mysql-max_stmts_cache`, sessions on the runtime that accepts, no hook.
+    pub fn builder(config: ConfigHandle, pool: Arc<MysqlPool>) -> MysqlFrontendBuilder {
         let max_stmts = config.load().mysql.variables.max_stmts_cache as usize;
         let login = sluice_core::login_throttle::LoginGate::new(
             Default::default(),
@@ -88,7 +90,7 @@ impl MysqlFrontend {
             sluice_core::Protocol::Mysql,
         );
         let shutdown = CancellationToken::new();
-        MysqlFrontend {
+        MysqlFrontendBuilder(MysqlFrontend {
             login,
             config,
             pool,
@@ -103,21 +105,7 @@ impl MysqlFrontend {
             hook: None,
             workers: None,
             admission: Default::default(),
-        }
-    }
-
-    /// Runs each session on one of `workers`' single-threaded event loops (`mysql-threads`,
-    /// ProxySQL's worker threads) instead of the caller's runtime.
-    pub fn with_workers(mut self, workers: Arc<sluice_net::Workers>) -> MysqlFrontend {
-        self.workers = Some(workers);
-        self
-    }
-
-    /// Offers TLS to clients that ask for it (see [`sluice_net::tls::ReloadableAcceptor`];
-    /// `ReloadableAcceptor::fixed` wraps an acceptor built elsewhere).
-    pub fn with_tls(mut self, tls: Arc<sluice_net::tls::ReloadableAcceptor>) -> MysqlFrontend {
-        self.tls = Some(tls);
-        self
+        })
     }
 
     /// The TLS acceptor, for `PROXYSQL RELOAD TLS`.
@@ -125,64 +113,14 @@ impl MysqlFrontend {
         self.tls.as_ref()
     }
 
-    /// Stops with `shutdown` (listeners stop accepting, idle sessions close) and tracks session
-    /// tasks in `tasks`, so the caller can wait for them.
-    pub fn with_shutdown(
-        mut self,
-        shutdown: CancellationToken,
-        tasks: TaskTracker,
-    ) -> MysqlFrontend {
-        self.accepting = shutdown.child_token();
-        self.shutdown = shutdown;
-        self.tasks = tasks;
-        self
-    }
-
-    /// Shares the failed-login table with other ports of the protocol (the admin's), so an
-    /// address guessing passwords on any of them is throttled on all.
-    pub fn with_login_throttle(
-        mut self,
-        throttle: Arc<sluice_core::login_throttle::LoginThrottle>,
-    ) -> MysqlFrontend {
-        self.login = sluice_core::login_throttle::LoginGate::new(
-            throttle,
-            self.config.clone(),
-            sluice_core::Protocol::Mysql,
-        );
-        self
-    }
-
     /// The failed-login gate of this port (its table feeds `stats_mysql_client_host_cache`).
     pub fn login_gate(&self) -> &sluice_core::login_throttle::LoginGate {
         &self.login
     }
 
-    /// Shares the `PROXYSQL PAUSE` flag with other listeners: while it is set new connections
-    /// wait.
-    pub fn with_pause(mut self, paused: Arc<std::sync::atomic::AtomicBool>) -> MysqlFrontend {
-        self.paused = paused;
-        self
-    }
-
-    /// Admits statements through `admission` (by default the frontend has gates of its own;
-    /// share one with the PostgreSQL frontend so that one class's limits cover both).
-    pub fn with_admission(
-        mut self,
-        admission: Arc<sluice_core::admission::Admission>,
-    ) -> MysqlFrontend {
-        self.admission = admission;
-        self
-    }
-
     /// Admission control's gates.
     pub fn admission(&self) -> &Arc<sluice_core::admission::Admission> {
         &self.admission
-    }
-
-    /// Shows every `COM_QUERY` to `hook` before the query rules (see [`StatementHook`]).
-    pub fn with_hook(mut self, hook: Arc<dyn StatementHook>) -> MysqlFrontend {
-        self.hook = Some(hook);
-        self
     }
 
     /// The runtime configuration the sessions read.
@@ -227,6 +165,74 @@ impl MysqlFrontend {
     }
 }
 
+/// Builds a [`MysqlFrontend`] (from [`MysqlFrontend::builder`]).
+#[must_use = "a builder does nothing until built"]
+pub struct MysqlFrontendBuilder(MysqlFrontend);
+
+impl MysqlFrontendBuilder {
+    /// Runs each session on one of `workers`' single-threaded event loops (`mysql-threads`,
+    /// ProxySQL's worker threads) instead of the caller's runtime.
+    pub fn workers(mut self, workers: Arc<sluice_net::Workers>) -> Self {
+        self.0.workers = Some(workers);
+        self
+    }
+
+    /// Offers TLS to clients that ask for it (see [`sluice_net::tls::ReloadableAcceptor`];
+    /// `ReloadableAcceptor::fixed` wraps an acceptor built elsewhere).
+    pub fn tls(mut self, tls: Arc<sluice_net::tls::ReloadableAcceptor>) -> Self {
+        self.0.tls = Some(tls);
+        self
+    }
+
+    /// Stops with `shutdown` (listeners stop accepting, idle sessions close) and tracks session
+    /// tasks in `tasks`, so the caller can wait for them.
+    pub fn shutdown(mut self, shutdown: CancellationToken, tasks: TaskTracker) -> Self {
+        self.0.accepting = shutdown.child_token();
+        self.0.shutdown = shutdown;
+        self.0.tasks = tasks;
+        self
+    }
+
+    /// Shares the failed-login table with other ports of the protocol (the admin's), so an
+    /// address guessing passwords on any of them is throttled on all.
+    pub fn login_throttle(
+        mut self,
+        throttle: Arc<sluice_core::login_throttle::LoginThrottle>,
+    ) -> Self {
+        self.0.login = sluice_core::login_throttle::LoginGate::new(
+            throttle,
+            self.0.config.clone(),
+            sluice_core::Protocol::Mysql,
+        );
+        self
+    }
+
+    /// Shares the `PROXYSQL PAUSE` flag with other listeners: while it is set new connections
+    /// wait.
+    pub fn pause(mut self, paused: Arc<std::sync::atomic::AtomicBool>) -> Self {
+        self.0.paused = paused;
+        self
+    }
+
+    /// Admits statements through `admission` (by default the frontend has gates of its own;
+    /// share one with the PostgreSQL frontend so that one class's limits cover both).
+    pub fn admission(mut self, admission: Arc<sluice_core::admission::Admission>) -> Self {
+        self.0.admission = admission;
+        self
+    }
+
+    /// Shows every `COM_QUERY` to `hook` before the query rules (see [`StatementHook`]).
+    pub fn hook(mut self, hook: Arc<dyn StatementHook>) -> Self {
+        self.0.hook = Some(hook);
+        self
+    }
+
+    /// The frontend, ready for [`serve`].
+    pub fn build(self) -> Arc<MysqlFrontend> {
+        Arc::new(self.0)
+    }
+}
+
 /// Counters kept by the MySQL frontend.
 #[derive(Debug, Default)]
 pub struct FrontendCounters {
@@ -244,9 +250,13 @@ pub struct FrontendCounters {
     pub mirrors_in_flight: std::sync::atomic::AtomicUsize,
 }
 
-/// Accepts clients on `listeners` until shutdown; new connections wait while `PROXYSQL PAUSE` is
-/// in force.
-pub async fn serve(fe: Arc<MysqlFrontend>, listeners: Vec<TcpListener>) {
+/// Accepts clients on `listeners`; new connections wait while `PROXYSQL PAUSE` is in force.
+/// Awaited, it serves until the frontend's shutdown; `.with_graceful_shutdown(signal)` also
+/// stops on `signal` and waits for the sessions to end (see [`sluice_net::Serve`]).
+pub fn serve(
+    fe: Arc<MysqlFrontend>,
+    listeners: Vec<TcpListener>,
+) -> sluice_net::Serve<impl Future<Output = ()> + Send + 'static> {
     let ctl = sluice_net::AcceptControl {
         name: "MySQL",
         shutdown: fe.accepting.clone(),
@@ -254,10 +264,11 @@ pub async fn serve(fe: Arc<MysqlFrontend>, listeners: Vec<TcpListener>) {
         tasks: fe.tasks.clone(),
         workers: fe.workers.clone(),
     };
-    sluice_net::serve(listeners, ctl, move |tcp, peer, worker| {
+    let (shutdown, tasks) = (fe.shutdown.clone(), fe.tasks.clone());
+    let serving = sluice_net::serve(listeners, ctl, move |tcp, peer, worker| {
         handle(fe.clone(), tcp, peer, worker)
-    })
-    .await;
+    });
+    sluice_net::Serve::new(serving, shutdown, tasks)
 }
 
 /// True when the client went away before logging in without a word — closed or reset the
@@ -395,10 +406,11 @@ mod task_size {
     #[tokio::test]
     async fn an_idle_session_task_stays_small() {
         let cfg = Config::parse("").expect("an empty config is valid");
-        let fe = Arc::new(MysqlFrontend::new(
+        let fe = MysqlFrontend::builder(
             ConfigHandle::new(RuntimeConfig::build(&cfg)),
             sluice_mysql_backend::MysqlPool::new(None),
-        ));
+        )
+        .build();
         let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = l.local_addr().expect("addr");
         let tcp = TcpStream::connect(addr).await.expect("connect");

@@ -35,6 +35,7 @@
 pub mod accept;
 pub mod client_tls;
 mod error;
+mod graceful;
 pub mod handover;
 pub mod keylog;
 pub mod kill;
@@ -46,6 +47,7 @@ pub mod workers;
 
 pub use accept::{AcceptControl, serve};
 pub use error::Error;
+pub use graceful::Serve;
 pub use kill::{KillHandle, with_kill_handle};
 pub use listen::{bind_all, listen};
 pub use step_block::StepBlock;

@@ -44,13 +44,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         server(1, replica)?
     );
     let config = ConfigHandle::new(RuntimeConfig::build(&Config::parse(&toml)?));
-    let frontend = PgFrontend::new(config, PgPool::new(None)).with_hook(Arc::new(route));
+    let frontend = PgFrontend::builder(config, PgPool::new(None))
+        .hook(Arc::new(route))
+        .build();
     let listeners = sluice_net::bind_all(listen, "PostgreSQL clients").await?;
     println!("listening on {listen}");
-    let frontend = Arc::new(frontend);
-    tokio::select! {
-        _ = sluice_pgsql::serve(frontend.clone(), listeners) => {}
-        _ = tokio::signal::ctrl_c() => frontend.shutdown().cancel(),
-    }
+    // Ctrl-C: no new clients; each session ends at its next idle point.
+    sluice_pgsql::serve(frontend, listeners)
+        .with_graceful_shutdown(async { tokio::signal::ctrl_c().await.unwrap_or(()) })
+        .await;
     Ok(())
 }

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-/// The PostgreSQL data port: what its sessions share. Build it with [`PgFrontend::new`], adjust
-/// it with the `with_*` methods, and run it with [`serve`](crate::serve).
+/// The PostgreSQL data port: what its sessions share. Build it with [`PgFrontend::builder`] and
+/// run it with [`serve`](crate::serve).
 ///
 /// ```no_run
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -30,9 +30,11 @@ use tokio_util::task::TaskTracker;
 /// password = "app"
 /// "#)?;
 /// let handle = ConfigHandle::new(RuntimeConfig::build(&config));
-/// let frontend = Arc::new(PgFrontend::new(handle, PgPool::new(None)));
+/// let frontend = PgFrontend::builder(handle, PgPool::new(None)).build();
 /// let listeners = sluice_net::bind_all("127.0.0.1:6133", "PostgreSQL clients").await?;
-/// sluice_pgsql::serve(frontend, listeners).await;
+/// sluice_pgsql::serve(frontend, listeners)
+///     .with_graceful_shutdown(async { tokio::signal::ctrl_c().await.unwrap_or(()) })
+///     .await;
 /// # Ok(()) }
 /// ```
 pub struct PgFrontend {
@@ -82,12 +84,13 @@ pub struct PgFrontend {
 }
 
 impl PgFrontend {
-    /// A frontend serving the users and servers of `config` through `pool`: no TLS, sessions on
-    /// the caller's runtime, its own shutdown token and task tracker, no hook.
-    pub fn new(config: ConfigHandle, pool: Arc<PgPool>) -> PgFrontend {
+    /// A builder for a frontend serving the users and servers of `config` through `pool`; as
+    /// built without more: no TLS, sessions on the caller's runtime, its own shutdown token and
+    /// task tracker, no hook.
+    pub fn builder(config: ConfigHandle, pool: Arc<PgPool>) -> PgFrontendBuilder {
         let login = LoginGate::new(Default::default(), config.clone(), Protocol::Pgsql);
         let shutdown = CancellationToken::new();
-        PgFrontend {
+        PgFrontendBuilder(PgFrontend {
             login,
             config,
             pool,
@@ -108,17 +111,7 @@ impl PgFrontend {
             stats: Default::default(),
             admission: Default::default(),
             listen: Default::default(),
-        }
-    }
-
-    /// Admits statements through `admission` (by default the frontend has gates of its own;
-    /// share one with the MySQL frontend so that one class's limits cover both).
-    pub fn with_admission(
-        mut self,
-        admission: Arc<sluice_core::admission::Admission>,
-    ) -> PgFrontend {
-        self.admission = admission;
-        self
+        })
     }
 
     /// Admission control's gates.
@@ -126,58 +119,14 @@ impl PgFrontend {
         &self.admission
     }
 
-    /// Shares the failed-login table with other ports of the protocol (the admin's), so an
-    /// address guessing passwords on any of them is throttled on all.
-    pub fn with_login_throttle(mut self, throttle: Arc<LoginThrottle>) -> PgFrontend {
-        self.login = LoginGate::new(throttle, self.config.clone(), Protocol::Pgsql);
-        self
-    }
-
     /// The failed-login gate of this port (its table feeds `stats_pgsql_client_host_cache`).
     pub fn login_gate(&self) -> &LoginGate {
         &self.login
     }
 
-    /// Answers SSLRequest with TLS (see [`sluice_net::tls::ReloadableAcceptor`]).
-    pub fn with_tls(mut self, tls: Arc<sluice_net::tls::ReloadableAcceptor>) -> PgFrontend {
-        self.tls = Some(tls);
-        self
-    }
-
     /// The TLS acceptor, for `PROXYSQL RELOAD TLS`.
     pub fn tls(&self) -> Option<&Arc<sluice_net::tls::ReloadableAcceptor>> {
         self.tls.as_ref()
-    }
-
-    /// Runs each session on one of `workers`' single-threaded event loops (`pgsql-threads`)
-    /// instead of the caller's runtime; each server's `max_connections` is split between them
-    /// (see [`PgPool::set_session_threads`]).
-    pub fn with_workers(mut self, workers: Arc<sluice_net::Workers>) -> PgFrontend {
-        self.pool.set_session_threads(workers.len());
-        self.workers = Some(workers);
-        self
-    }
-
-    /// Stops with `shutdown` and tracks session tasks in `tasks`, so the caller can wait for them.
-    pub fn with_shutdown(mut self, shutdown: CancellationToken, tasks: TaskTracker) -> PgFrontend {
-        self.accepting = shutdown.child_token();
-        self.shutdown = shutdown;
-        self.tasks = tasks;
-        self
-    }
-
-    /// Shares the `PROXYSQL PAUSE` flag with other listeners: while it is set new connections
-    /// wait.
-    pub fn with_pause(mut self, paused: Arc<std::sync::atomic::AtomicBool>) -> PgFrontend {
-        self.paused = paused;
-        self
-    }
-
-    /// Shows the statement that begins each transaction to `hook` before the query rules (see
-    /// [`StatementHook`]).
-    pub fn with_hook(mut self, hook: Arc<dyn StatementHook>) -> PgFrontend {
-        self.hook = Some(hook);
-        self
     }
 
     /// The runtime configuration the sessions read.
@@ -239,5 +188,67 @@ impl PgFrontend {
     /// shutdown (a takeover's drain).
     pub fn stop_accepting_token(&self) -> CancellationToken {
         self.accepting.clone()
+    }
+}
+
+/// Builds a [`PgFrontend`] (from [`PgFrontend::builder`]).
+#[must_use = "a builder does nothing until built"]
+pub struct PgFrontendBuilder(PgFrontend);
+
+impl PgFrontendBuilder {
+    /// Admits statements through `admission` (by default the frontend has gates of its own;
+    /// share one with the MySQL frontend so that one class's limits cover both).
+    pub fn admission(mut self, admission: Arc<sluice_core::admission::Admission>) -> Self {
+        self.0.admission = admission;
+        self
+    }
+
+    /// Shares the failed-login table with other ports of the protocol (the admin's), so an
+    /// address guessing passwords on any of them is throttled on all.
+    pub fn login_throttle(mut self, throttle: Arc<LoginThrottle>) -> Self {
+        self.0.login = LoginGate::new(throttle, self.0.config.clone(), Protocol::Pgsql);
+        self
+    }
+
+    /// Answers SSLRequest with TLS (see [`sluice_net::tls::ReloadableAcceptor`]).
+    pub fn tls(mut self, tls: Arc<sluice_net::tls::ReloadableAcceptor>) -> Self {
+        self.0.tls = Some(tls);
+        self
+    }
+
+    /// Runs each session on one of `workers`' single-threaded event loops (`pgsql-threads`)
+    /// instead of the caller's runtime; each server's `max_connections` is split between them
+    /// (see [`PgPool::set_session_threads`]).
+    pub fn workers(mut self, workers: Arc<sluice_net::Workers>) -> Self {
+        self.0.pool.set_session_threads(workers.len());
+        self.0.workers = Some(workers);
+        self
+    }
+
+    /// Stops with `shutdown` and tracks session tasks in `tasks`, so the caller can wait for them.
+    pub fn shutdown(mut self, shutdown: CancellationToken, tasks: TaskTracker) -> Self {
+        self.0.accepting = shutdown.child_token();
+        self.0.shutdown = shutdown;
+        self.0.tasks = tasks;
+        self
+    }
+
+    /// Shares the `PROXYSQL PAUSE` flag with other listeners: while it is set new connections
+    /// wait.
+    pub fn pause(mut self, paused: Arc<std::sync::atomic::AtomicBool>) -> Self {
+        self.0.paused = paused;
+        self
+    }
+
+    /// Shows the statement that begins each transaction to `hook` before the query rules (see
+    /// [`StatementHook`]).
+    pub fn hook(mut self, hook: Arc<dyn StatementHook>) -> Self {
+        self.0.hook = Some(hook);
+        self
+    }
+
+    /// The frontend, ready for [`serve`](crate::serve).
+    pub fn build(self) -> Arc<PgFrontend> {
+        Arc::new(self.0)
     }
 }

@@ -1,6 +1,6 @@
 //! sluice-pgsql: Sluice's PostgreSQL frontend.
 //!
-//! [`PgFrontend`] is the data port: built with [`PgFrontend::new`] and run with [`serve`], it
+//! [`PgFrontend`] is the data port: built with [`PgFrontend::builder`] and run with [`serve`], it
 //! accepts clients, runs the login (SSLRequest, StartupMessage, SCRAM/MD5/cleartext against
 //! `pgsql_users`) and each client's session under transaction pooling, forwarding raw messages
 //! to server connections from a [`PgPool`](sluice_pgsql_backend::PgPool) and relaying raw
@@ -24,5 +24,5 @@ mod split;
 
 pub use admin::{PgAdmin, serve_admin};
 pub use error::Error;
-pub use frontend::PgFrontend;
+pub use frontend::{PgFrontend, PgFrontendBuilder};
 pub use listener::serve;

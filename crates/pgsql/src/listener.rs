@@ -23,9 +23,14 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tracing::{debug, info, warn};
 
-/// Accepts PostgreSQL clients until shutdown, each session on the session thread it is dealt
-/// to; new connections wait while `PROXYSQL PAUSE` is in force.
-pub async fn serve(fe: Arc<PgFrontend>, listeners: Vec<TcpListener>) {
+/// Accepts PostgreSQL clients on `listeners`, each session on the session thread it is dealt
+/// to; new connections wait while `PROXYSQL PAUSE` is in force. Awaited, it serves until the
+/// frontend's shutdown; `.with_graceful_shutdown(signal)` also stops on `signal` and waits for
+/// the sessions to end (see [`sluice_net::Serve`]).
+pub fn serve(
+    fe: Arc<PgFrontend>,
+    listeners: Vec<TcpListener>,
+) -> sluice_net::Serve<impl Future<Output = ()> + Send + 'static> {
     let ctl = sluice_net::AcceptControl {
         name: "PostgreSQL",
         shutdown: fe.accepting.clone(),
@@ -33,10 +38,11 @@ pub async fn serve(fe: Arc<PgFrontend>, listeners: Vec<TcpListener>) {
         tasks: fe.tasks.clone(),
         workers: fe.workers.clone(),
     };
-    sluice_net::serve(listeners, ctl, move |tcp, peer, worker| {
+    let (shutdown, tasks) = (fe.shutdown.clone(), fe.tasks.clone());
+    let serving = sluice_net::serve(listeners, ctl, move |tcp, peer, worker| {
         session(fe.clone(), tcp, peer, worker)
-    })
-    .await;
+    });
+    sluice_net::Serve::new(serving, shutdown, tasks)
 }
 
 /// One client connection, from its first bytes to its close; `worker` is the session thread
@@ -286,10 +292,11 @@ mod task_size {
     #[tokio::test]
     async fn an_idle_session_task_stays_small() {
         let cfg = Config::parse("").expect("an empty config is valid");
-        let fe = Arc::new(PgFrontend::new(
+        let fe = PgFrontend::builder(
             ConfigHandle::new(RuntimeConfig::build(&cfg)),
             sluice_pgsql_backend::PgPool::new(None),
-        ));
+        )
+        .build();
         let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = l.local_addr().expect("addr");
         let tcp = TcpStream::connect(addr).await.expect("connect");

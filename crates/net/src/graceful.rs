@@ -1,0 +1,58 @@
+//! A data port's serving, as a value: `.await` it to serve until the frontend's shutdown, or
+//! call [`Serve::with_graceful_shutdown`] to also stop on a signal of the host's and wait for the
+//! sessions to end. Both frontends' `serve` return one.
+
+use std::future::{Future, IntoFuture};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// A port accepting clients. Awaited, it serves until the frontend's shutdown token is
+/// cancelled (`PROXYSQL SHUTDOWN`, or the host cancelling it).
+#[must_use = "a port serves only when awaited"]
+pub struct Serve<F> {
+    serving: F,
+    shutdown: CancellationToken,
+    tasks: TaskTracker,
+}
+
+impl<F: Future<Output = ()>> Serve<F> {
+    /// Wraps the accept loop `serving` of a frontend stopped by `shutdown`, whose session tasks
+    /// are tracked by `tasks`.
+    pub fn new(serving: F, shutdown: CancellationToken, tasks: TaskTracker) -> Serve<F> {
+        Serve {
+            serving,
+            shutdown,
+            tasks,
+        }
+    }
+
+    /// Serves until the frontend's shutdown or `signal` (e.g. `tokio::signal::ctrl_c()`);
+    /// then stops accepting, lets each session end at its next idle point (a transaction under
+    /// way finishes), and resolves once every session has ended.
+    pub async fn with_graceful_shutdown(self, signal: impl Future<Output = ()>) {
+        let Serve {
+            serving,
+            shutdown,
+            tasks,
+        } = self;
+        tokio::select! {
+            () = serving => {}
+            () = signal => {
+                tracing::info!("stop requested: no new clients; waiting for the sessions to end");
+                shutdown.cancel();
+            }
+        }
+        shutdown.cancel();
+        tasks.close();
+        tasks.wait().await;
+    }
+}
+
+impl<F: Future<Output = ()>> IntoFuture for Serve<F> {
+    type Output = ();
+    type IntoFuture = F;
+
+    fn into_future(self) -> F {
+        self.serving
+    }
+}
