@@ -1,6 +1,7 @@
 //! sluice-core: the protocol-agnostic heart of Sluice. It knows no sockets and no wire bytes.
 //!
-//! - [`config`]: ProxySQL-shaped config model (tables and variables) and its validation.
+//! - [`config`]: ProxySQL-shaped config model (tables and variables) and its validation — the
+//!   `sluice-config` crate, re-exported.
 //! - [`runtime`]: the immutable [`RuntimeConfig`] snapshot and the [`ConfigHandle`] that swaps it.
 //! - [`hostgroup`]: server selection inside a hostgroup (weights, status, `max_connections`).
 //! - [`login_throttle`]: failed logins per client address, and the spacing of their attempts.
@@ -15,7 +16,7 @@ pub mod admission;
 pub mod advisory;
 pub mod causal;
 pub mod checkout;
-pub mod config;
+pub use sluice_config as config;
 pub mod error;
 pub mod hostgroup;
 pub mod kill_registry;

@@ -1,11 +1,15 @@
-//! The config model: ProxySQL's tables and variables, read from a TOML file whose sections carry
-//! the admin tables' names (`[mysql_variables]`, `[[mysql_servers]]`, `[[mysql_users]]`).
+//! sluice-config: the config model, pure data and its validation. ProxySQL's tables and
+//! variables, read from a TOML file whose sections carry the admin tables' names
+//! (`[mysql_variables]`, `[[mysql_servers]]`, `[[mysql_users]]`). No sockets, no runtime state:
+//! `sluice-core` builds its runtime snapshot from a [`Config`] and re-exports this crate as
+//! `sluice_core::config`.
 
 mod admin_variables;
 mod causal_variables;
 mod client_host_variables;
 mod cluster;
 mod columns;
+mod error;
 mod listen_variables;
 mod mcp;
 mod monitor_variables;
@@ -31,6 +35,7 @@ pub use cluster::{
     CLUSTER_MODULES, ClusterVariables, ModuleSync, NODE_LOCAL_VARIABLES, ProxysqlServer,
 };
 pub use columns::table_columns;
+pub use error::{Error, RuleError};
 pub use listen_variables::{ListenMode, ListenVariables};
 pub use mcp::{McpQueryRule, McpTarget, McpUser, McpVariables};
 pub use monitor_variables::MonitorVariables;
@@ -48,7 +53,6 @@ pub use topology_tables::{GroupReplicationHostgroup, ReplicationHostgroup};
 pub use values::*;
 pub use workload::{DEFAULT_CLASS, Priority, WorkloadClass, WorkloadGuard, rule_class};
 
-use crate::Error;
 use std::path::Path;
 
 /// A validated configuration: what the config file (and later the admin tables) describe.

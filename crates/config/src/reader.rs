@@ -419,8 +419,7 @@ impl Reader<'_> {
             if let Err(e) = r.compile_parts() {
                 return Err(self.invalid(offset, format!("{table} {e}")));
             }
-            if let Some(class) =
-                crate::config::rule_class(r.workload_class.as_deref(), &r.attributes)
+            if let Some(class) = crate::rule_class(r.workload_class.as_deref(), &r.attributes)
                 && !self.knows_class(&class)
             {
                 return Err(self.invalid(

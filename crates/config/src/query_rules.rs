@@ -182,7 +182,7 @@ impl QueryRule {
     /// rule built in code, as `INSERT INTO mysql_query_rules (rule_id, active) VALUES (…, 1)`.
     ///
     /// ```
-    /// use sluice_core::config::QueryRule;
+    /// use sluice_config::QueryRule;
     /// let rule = QueryRule::new(10)
     ///     .match_digest("^SELECT")
     ///     .destination_hostgroup(1)

@@ -2,7 +2,7 @@
 
 use super::Reader;
 use crate::Error;
-use crate::config::{DEFAULT_CLASS, WorkloadClass, WorkloadGuard};
+use crate::{DEFAULT_CLASS, WorkloadClass, WorkloadGuard};
 use std::collections::HashSet;
 use toml::Spanned;
 

@@ -11,9 +11,9 @@ use std::fmt;
 /// a row table of the config file.
 ///
 /// ```
-/// let cols = sluice_core::config::table_columns("mysql_servers").unwrap();
+/// let cols = sluice_config::table_columns("mysql_servers").unwrap();
 /// assert!(cols.contains(&"hostgroup_id"));
-/// assert!(sluice_core::config::table_columns("mysql_variables").is_none());
+/// assert!(sluice_config::table_columns("mysql_variables").is_none());
 /// ```
 pub fn table_columns(table: &str) -> Option<&'static [&'static str]> {
     Some(match table {

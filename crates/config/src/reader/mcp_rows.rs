@@ -2,7 +2,7 @@
 
 use super::Reader;
 use crate::Error;
-use crate::config::{McpQueryRule, McpTarget, McpUser};
+use crate::{McpQueryRule, McpTarget, McpUser};
 use std::collections::HashSet;
 use toml::Spanned;
 

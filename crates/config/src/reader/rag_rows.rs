@@ -2,7 +2,7 @@
 
 use super::Reader;
 use crate::Error;
-use crate::config::RagSource;
+use crate::RagSource;
 use std::collections::HashSet;
 use toml::Spanned;
 
