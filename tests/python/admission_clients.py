@@ -141,9 +141,13 @@ def lag(port, http_port, primary, replica):
     phase = ["baseline"]
     statements, checks = [], []
     done = threading.Event()
+    paused = threading.Event()
 
     def writer(conn, user):
         while not done.is_set():
+            if paused.is_set():
+                time.sleep(0.02)
+                continue
             began = time.monotonic()
             outcome, _ = run("mysql", conn, "INSERT INTO admission.ticks (who) VALUES (%s)", (user,))
             ms = (time.monotonic() - began) * 1000
@@ -186,12 +190,18 @@ def lag(port, http_port, primary, replica):
     # (monitor_slave_lag_when_null, 60 s), which opens the guard and sheds at once, held for
     # min_open_ms (clean-clone CI failures of this test: the ramp was never seen). The ramp is
     # measured from when replication runs again with the guard closed, and the lag that opens
-    # it must be the delay's (at most 8 s), not the NULL stand-in.
+    # it must be the delay's (at most 8 s), not the NULL stand-in. The writers pause meanwhile:
+    # their rows are what the delayed replica lags behind, so while they wrote the lag climbed
+    # past the closing floor (0.5 s) before min_open_ms had passed, and the guard stayed open
+    # through the whole ramp (a clean-clone CI failure of 2026-12-05). With nothing written
+    # the lag stays 0 until the guard has closed; the ramp starts when the writers do.
+    paused.set()
     phase[0] = "reconfiguring"
     run("mysql", rep, "STOP SLAVE")
     run("mysql", rep, "CHANGE MASTER TO MASTER_DELAY = 8")
     run("mysql", rep, "START SLAVE")
     until("reconfiguring", lambda s, v: s == 200 and v is not None and v < 1, 20)
+    paused.clear()
     opened = until("lagging", lambda s, v: s == 429 and v is not None and 6 <= v <= 9, 40)
     hold_while_open("lagging")
     run("mysql", rep, "STOP SLAVE")
