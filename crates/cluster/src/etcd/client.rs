@@ -15,6 +15,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::sync::OnceCell;
 
+/// How long a request keeps trying while a member answers that the cluster has no leader: an
+/// election after the leader died takes etcd about its election timeout (1 s by default) and a
+/// round or two of votes; a `SAVE … TO CLUSTER` in that window waits for the new leader instead
+/// of failing.
+const ELECTION_WAIT: Duration = Duration::from_secs(5);
+
+/// The pause between two rounds over the members while an election runs.
+const ELECTION_ROUND_PAUSE: Duration = Duration::from_millis(100);
+
 /// One key's value and the revision that wrote it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Kv {
@@ -104,6 +113,13 @@ fn sorted(doing: &'static str, e: etcd_client::Error) -> Error {
     }
 }
 
+/// Whether a member answered that the cluster has no leader (etcd's `ErrNoLeader`, which gRPC
+/// carries only as an Unavailable status with this message): an election is under way.
+fn no_leader(e: &etcd_client::Error) -> bool {
+    matches!(e, etcd_client::Error::GRpcStatus(s)
+        if s.code() == tonic::Code::Unavailable && s.message().contains("no leader"))
+}
+
 /// Why a request found no member, in a line: the status's message and the innermost cause
 /// ("tcp connect error: Connection refused (os error 111)"), not the nested debug form.
 fn reason(e: &etcd_client::Error) -> String {
@@ -165,37 +181,53 @@ impl EtcdClient {
     }
 
     /// Runs `call` on the member that answered last, then on each other member in turn while
-    /// they cannot be reached; each try bounded by the timeout.
+    /// they cannot be reached; each try bounded by the timeout. While a member says the cluster
+    /// has no leader, the rounds go on for up to [`ELECTION_WAIT`]; a store that is down fails
+    /// after one round.
     async fn call<T, F, Fut>(&self, doing: &'static str, mut call: F) -> Result<T, Error>
     where
         F: FnMut(Client) -> Fut,
         Fut: Future<Output = Result<T, etcd_client::Error>>,
     {
-        let start = self.current.load(Ordering::Relaxed);
-        let mut failures = Vec::new();
-        for i in 0..self.members.len() {
-            let at = (start + i) % self.members.len();
-            let endpoint = &self.members[at].endpoint;
-            let tried = match self.member(at).await {
-                Ok(client) => match tokio::time::timeout(self.timeout, call(client)).await {
-                    Ok(answer) => answer.map_err(|e| sorted(doing, e)),
-                    Err(_) => Err(Error::Unreachable(format!(
-                        "{doing}: no answer within {} ms",
-                        self.timeout.as_millis()
-                    ))),
-                },
-                Err(e) => Err(e),
-            };
-            match tried {
-                Ok(answer) => {
-                    self.current.store(at, Ordering::Relaxed);
-                    return Ok(answer);
+        let began = tokio::time::Instant::now();
+        loop {
+            let start = self.current.load(Ordering::Relaxed);
+            let mut failures = Vec::new();
+            let mut electing = false;
+            for i in 0..self.members.len() {
+                let at = (start + i) % self.members.len();
+                let endpoint = &self.members[at].endpoint;
+                let tried = match self.member(at).await {
+                    Ok(client) => match tokio::time::timeout(self.timeout, call(client)).await {
+                        Ok(answer) => answer.map_err(|e| {
+                            electing |= no_leader(&e);
+                            sorted(doing, e)
+                        }),
+                        Err(_) => Err(Error::Unreachable(format!(
+                            "{doing}: no answer within {} ms",
+                            self.timeout.as_millis()
+                        ))),
+                    },
+                    Err(e) => Err(e),
+                };
+                match tried {
+                    Ok(answer) => {
+                        self.current.store(at, Ordering::Relaxed);
+                        return Ok(answer);
+                    }
+                    Err(Error::Unreachable(why)) => failures.push(format!("{endpoint}: {why}")),
+                    Err(e) => return Err(e),
                 }
-                Err(Error::Unreachable(why)) => failures.push(format!("{endpoint}: {why}")),
-                Err(e) => return Err(e),
             }
+            if !electing || began.elapsed() >= ELECTION_WAIT {
+                return Err(Error::Unreachable(failures.join("; ")));
+            }
+            tracing::debug!(
+                doing,
+                "etcd has no leader (an election is under way); trying again"
+            );
+            tokio::time::sleep(ELECTION_ROUND_PAUSE).await;
         }
-        Err(Error::Unreachable(failures.join("; ")))
     }
 
     /// Every key under `prefix` and the store's revision.
