@@ -20,6 +20,7 @@ mod fuzz_cut;
 mod fuzz_seed;
 mod soak;
 mod soak_faults;
+mod soak_ledger;
 mod test;
 
 use xtask::proc::step;
