@@ -39,9 +39,9 @@ impl<F: Future<Output = ()>> Serve<F> {
             () = serving => {}
             () = signal => {
                 tracing::info!("stop requested: no new clients; waiting for the sessions to end");
-                shutdown.cancel();
             }
         }
+        // After the signal, or after a shutdown cancelled elsewhere (a no-op then).
         shutdown.cancel();
         tasks.close();
         tasks.wait().await;
