@@ -293,15 +293,21 @@ impl Admin {
             }
             let mut restart = restart_changes(
                 "mysql-",
-                MysqlVariables::RESTART_REQUIRED,
+                MysqlVariables::restart_required,
                 &base.mysql_variables.pairs(),
                 &cfg.mysql_variables.pairs(),
             );
             restart.extend(restart_changes(
                 "pgsql-",
-                PgsqlVariables::RESTART_REQUIRED,
+                PgsqlVariables::restart_required,
                 &base.pgsql_variables.pairs(),
                 &cfg.pgsql_variables.pairs(),
+            ));
+            restart.extend(restart_changes(
+                "admin-",
+                AdminVariables::restart_required,
+                &base.admin_variables.pairs(),
+                &cfg.admin_variables.pairs(),
             ));
             if !restart.is_empty() {
                 message = Some(format!(
@@ -456,19 +462,48 @@ fn hash_mysql_passwords(cfg: &mut Config) {
 /// The restart-only variables whose value differs between `before` and `after`, prefixed.
 fn restart_changes(
     prefix: &str,
-    names: &[&str],
+    restart_required: fn(&str) -> bool,
     before: &[(String, String)],
     after: &[(String, String)],
 ) -> Vec<String> {
-    let value = |pairs: &[(String, String)], name: &str| {
-        pairs
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.clone())
-    };
-    names
+    after
         .iter()
-        .filter(|n| value(before, n) != value(after, n))
-        .map(|n| format!("{prefix}{n}"))
+        .filter(|(name, _)| restart_required(name))
+        .filter(|(name, value)| !before.iter().any(|(k, v)| k == name && v == value))
+        .map(|(name, _)| format!("{prefix}{name}"))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `LOAD … VARIABLES TO RUNTIME` names the changed variables the declarations mark as read
+    /// at start, and only those.
+    #[test]
+    fn restart_notes_name_changed_start_time_variables() {
+        let before = MysqlVariables::default();
+        let mut after = before.clone();
+        after.set("threads", "3").expect("threads");
+        after.set("max_connections", "50").expect("max_connections");
+        after.set("have_ssl", "true").expect("unchanged");
+        let notes = restart_changes(
+            "mysql-",
+            MysqlVariables::restart_required,
+            &before.pairs(),
+            &after.pairs(),
+        );
+        assert_eq!(notes, ["mysql-threads"]);
+        let before = AdminVariables::default();
+        let mut after = before.clone();
+        after.set("restapi_port", "7070").expect("restapi_port");
+        after.set("hash_passwords", "true").expect("hash_passwords");
+        let notes = restart_changes(
+            "admin-",
+            AdminVariables::restart_required,
+            &before.pairs(),
+            &after.pairs(),
+        );
+        assert_eq!(notes, ["admin-restapi_port"]);
+    }
 }

@@ -2,168 +2,99 @@
 
 use super::SetOutcome;
 use super::cluster::ClusterVariables;
+use super::declared::{Bool, Int, OneHost, Shaped, Trimmed, VariableRow, variables};
+use super::mysql_variables::HOST_PORTS;
 use super::proxysql_names::PROXYSQL_ADMIN_VARIABLES;
-use super::values::{VariableError, check_host_ports, parse_var_bool, parse_var_int};
+use super::values::{VariableError, check_host_ports};
 use std::collections::BTreeMap;
 
-/// The `admin-` variables Sluice implements.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AdminVariables {
-    /// `user:password[;user:password...]` with full admin rights.
-    pub admin_credentials: String,
-    /// `user:password[;...]` with read-only access to the stats schema.
-    pub stats_credentials: String,
-    /// Where the MySQL-protocol admin listens (Sluice default: loopback only).
-    pub mysql_ifaces: String,
-    /// Where the PostgreSQL-protocol admin listens (Sluice default: loopback only).
-    pub pgsql_ifaces: String,
-    /// Serve `/metrics`, `/healthz` and `/readyz` over HTTP (ProxySQL's REST API switch; off by
-    /// default, as in ProxySQL).
-    pub restapi_enabled: bool,
-    /// The HTTP port (ProxySQL's default 6070).
-    pub restapi_port: u16,
-    /// The address the HTTP port listens on (Sluice addition; loopback by default, so metrics
-    /// and probes are not exposed unless asked for).
-    pub restapi_interface: String,
-    /// ProxySQL's web UI switch: also serve the HTTP port's routes (the status page at
-    /// `/status`, `/metrics`, probes) on `web_port` (read at start).
-    pub web_enabled: bool,
-    /// ProxySQL's web UI port (default 6080), on `restapi_interface`.
-    pub web_port: u16,
-    /// Where the secrets of every TLS session Sluice terminates or originates are appended, in
-    /// the NSS key log format Wireshark reads (empty: off; read at start).
-    pub ssl_keylog_file: String,
-    /// `LOAD MYSQL USERS TO RUNTIME` stores cleartext `mysql_users` passwords in the runtime as
-    /// `mysql_native_password` hashes (`*` + 40 hex), which `SAVE MYSQL USERS FROM RUNTIME`
-    /// brings into memory and `SAVE … TO DISK` onto disk, as ProxySQL does. Off by default
-    /// (ProxySQL: on): with only a hash, a `caching_sha2_password` login needs TLS.
-    pub hash_passwords: bool,
-    /// `cluster_*`: ProxySQL Cluster's credentials, rhythm and per-module sync settings.
-    pub cluster: ClusterVariables,
-    /// ProxySQL variables accepted for compatibility that have no effect in this version.
-    pub accepted_unimplemented: BTreeMap<String, String>,
+variables! {
+    /// The `admin-` variables Sluice implements.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct AdminVariables for _prefix {
+        /// `user:password[;user:password...]` with full admin rights.
+        admin_credentials: String = "admin:admin".into() => "admin_credentials",
+            Shaped { check: check_creds, takes: CREDENTIALS };
+        /// `user:password[;...]` with read-only access to the stats schema.
+        stats_credentials: String = "stats:stats".into() => "stats_credentials",
+            Shaped { check: check_creds, takes: CREDENTIALS };
+        /// Where the MySQL-protocol admin listens (Sluice default: loopback only).
+        mysql_ifaces: String = "127.0.0.1:6032".into() => "mysql_ifaces",
+            Shaped { check: check_host_ports, takes: HOST_PORTS }, restart;
+        /// Where the PostgreSQL-protocol admin listens (Sluice default: loopback only).
+        pgsql_ifaces: String = "127.0.0.1:6132".into() => "pgsql_ifaces",
+            Shaped { check: check_host_ports, takes: HOST_PORTS }, restart;
+        /// Serve `/metrics`, `/healthz` and `/readyz` over HTTP (ProxySQL's REST API switch; off
+        /// by default, as in ProxySQL).
+        restapi_enabled: bool = false => "restapi_enabled", Bool, restart;
+        /// The HTTP port (ProxySQL's default 6070).
+        restapi_port: u16 = 6070 => "restapi_port", Int(1, 65_535), restart;
+        /// The address the HTTP port listens on (Sluice addition; loopback by default, so
+        /// metrics and probes are not exposed unless asked for).
+        restapi_interface: String = "127.0.0.1".into() => "restapi_interface", OneHost, restart;
+        /// ProxySQL's web UI switch: also serve the HTTP port's routes (the status page at
+        /// `/status`, `/metrics`, probes) on `web_port` (read at start).
+        web_enabled: bool = false => "web_enabled", Bool, restart;
+        /// ProxySQL's web UI port (default 6080), on `restapi_interface`.
+        web_port: u16 = 6080 => "web_port", Int(1, 65_535), restart;
+        /// Where the secrets of every TLS session Sluice terminates or originates are appended,
+        /// in the NSS key log format Wireshark reads (empty: off; read at start).
+        ssl_keylog_file: String = String::new() => "ssl_keylog_file", Trimmed, restart;
+        /// `LOAD MYSQL USERS TO RUNTIME` stores cleartext `mysql_users` passwords in the runtime
+        /// as `mysql_native_password` hashes (`*` + 40 hex), which `SAVE MYSQL USERS FROM
+        /// RUNTIME` brings into memory and `SAVE … TO DISK` onto disk, as ProxySQL does. Off by
+        /// default (ProxySQL: on): with only a hash, a `caching_sha2_password` login needs TLS.
+        hash_passwords: bool = false => "hash_passwords", Bool;
+    }
+    other {
+        /// `cluster_*`: ProxySQL Cluster's credentials, rhythm and per-module sync settings.
+        cluster: ClusterVariables = ClusterVariables::default();
+        /// ProxySQL variables accepted for compatibility that have no effect in this version.
+        accepted_unimplemented: BTreeMap<String, String> = BTreeMap::new();
+    }
 }
 
 impl Default for AdminVariables {
     fn default() -> Self {
-        AdminVariables {
-            admin_credentials: "admin:admin".into(),
-            stats_credentials: "stats:stats".into(),
-            mysql_ifaces: "127.0.0.1:6032".into(),
-            pgsql_ifaces: "127.0.0.1:6132".into(),
-            restapi_enabled: false,
-            restapi_port: 6070,
-            restapi_interface: "127.0.0.1".into(),
-            web_enabled: false,
-            web_port: 6080,
-            ssl_keylog_file: String::new(),
-            hash_passwords: false,
-            cluster: ClusterVariables::default(),
-            accepted_unimplemented: BTreeMap::new(),
-        }
+        AdminVariables::defaults_for("admin")
     }
 }
 
-fn check_creds(name: &str, v: &str) -> Result<(), VariableError> {
+const CREDENTIALS: &str = "a ';'-separated user:password list";
+
+fn check_creds(prefix: &str, name: &str, v: &str) -> Result<(), VariableError> {
     if v.split(';')
         .filter(|c| !c.is_empty())
         .all(|c| c.split_once(':').is_some_and(|(u, _)| !u.is_empty()))
     {
         Ok(())
     } else {
-        Err(VariableError::malformed(
-            "admin",
-            name,
-            v,
-            "a ';'-separated user:password list",
-        ))
+        Err(VariableError::malformed(prefix, name, v, CREDENTIALS))
     }
 }
 
 impl AdminVariables {
     /// Sets one variable from text.
     pub fn set(&mut self, name: &str, value: &str) -> Result<SetOutcome, VariableError> {
-        match name {
-            "admin_credentials" => {
-                check_creds(name, value)?;
-                self.admin_credentials = value.to_string();
-            }
-            "stats_credentials" => {
-                check_creds(name, value)?;
-                self.stats_credentials = value.to_string();
-            }
-            "mysql_ifaces" => {
-                check_host_ports("admin", name, value)?;
-                self.mysql_ifaces = value.to_string();
-            }
-            "pgsql_ifaces" => {
-                check_host_ports("admin", name, value)?;
-                self.pgsql_ifaces = value.to_string();
-            }
-            "restapi_enabled" => self.restapi_enabled = parse_var_bool("admin", name, value)?,
-            "restapi_port" => {
-                self.restapi_port = parse_var_int("admin", name, value, 1, 65_535)? as u16
-            }
-            "restapi_interface" => {
-                if value.trim().is_empty() || value.contains(';') {
-                    return Err(VariableError::malformed(
-                        "admin",
-                        name,
-                        value,
-                        "one host name or address",
-                    ));
-                }
-                self.restapi_interface = value.trim().to_string();
-            }
-            "web_enabled" => self.web_enabled = parse_var_bool("admin", name, value)?,
-            "web_port" => self.web_port = parse_var_int("admin", name, value, 1, 65_535)? as u16,
-            "ssl_keylog_file" => self.ssl_keylog_file = value.trim().to_string(),
-            "hash_passwords" => self.hash_passwords = parse_var_bool("admin", name, value)?,
-            _ if name
-                .strip_prefix("cluster_")
-                .map(|rest| self.cluster.set(rest, value))
-                .transpose()?
-                .unwrap_or(false) => {}
-            _ if PROXYSQL_ADMIN_VARIABLES.contains(&name) => {
-                self.accepted_unimplemented
-                    .insert(name.to_string(), value.to_string());
-                return Ok(SetOutcome::AcceptedWithoutEffect);
-            }
-            _ => return Err(VariableError::unknown("admin", name)),
+        if let Some(r) = self.set_variable("admin", name, value) {
+            return r.map(|()| SetOutcome::Applied);
         }
-        Ok(SetOutcome::Applied)
+        if let Some(rest) = name.strip_prefix("cluster_")
+            && self.cluster.set(rest, value)?
+        {
+            return Ok(SetOutcome::Applied);
+        }
+        if PROXYSQL_ADMIN_VARIABLES.contains(&name) {
+            self.accepted_unimplemented
+                .insert(name.to_string(), value.to_string());
+            return Ok(SetOutcome::AcceptedWithoutEffect);
+        }
+        Err(VariableError::unknown("admin", name))
     }
 
     /// Every variable as (name without prefix, value), implemented ones first.
     pub fn pairs(&self) -> Vec<(String, String)> {
-        let mut v = vec![
-            (
-                "admin_credentials".to_string(),
-                self.admin_credentials.clone(),
-            ),
-            (
-                "stats_credentials".to_string(),
-                self.stats_credentials.clone(),
-            ),
-            ("mysql_ifaces".to_string(), self.mysql_ifaces.clone()),
-            ("pgsql_ifaces".to_string(), self.pgsql_ifaces.clone()),
-            (
-                "restapi_enabled".to_string(),
-                self.restapi_enabled.to_string(),
-            ),
-            ("restapi_port".to_string(), self.restapi_port.to_string()),
-            (
-                "restapi_interface".to_string(),
-                self.restapi_interface.clone(),
-            ),
-            ("web_enabled".to_string(), self.web_enabled.to_string()),
-            ("web_port".to_string(), self.web_port.to_string()),
-            ("ssl_keylog_file".to_string(), self.ssl_keylog_file.clone()),
-            (
-                "hash_passwords".to_string(),
-                self.hash_passwords.to_string(),
-            ),
-        ];
+        let mut v = self.variable_pairs("admin");
         v.extend(self.cluster.pairs());
         v.extend(
             self.accepted_unimplemented
@@ -171,6 +102,17 @@ impl AdminVariables {
                 .map(|(k, v)| (k.clone(), v.clone())),
         );
         v
+    }
+
+    /// Whether `name` (without prefix) takes effect only after a restart.
+    pub fn restart_required(name: &str) -> bool {
+        AdminVariables::needs_restart(name)
+    }
+
+    /// The reference table's rows: these variables, then the cluster's.
+    pub(crate) fn describe(out: &mut Vec<VariableRow>) {
+        AdminVariables::describe_variables("admin", out);
+        ClusterVariables::describe(out);
     }
 
     /// The admin listeners reachable from other hosts while the default `admin:admin` login is

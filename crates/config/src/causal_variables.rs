@@ -2,6 +2,7 @@
 //! under its own prefix. ProxySQL has no such variables (its `gtid_from_hostgroup` rule column
 //! routes only); the names follow MaxScale's `causal_reads`.
 
+use super::declared::{Int, OneOf, Words, variables};
 use super::values::VariableError;
 
 /// Whose writes a read routed away from the writer must see.
@@ -22,23 +23,12 @@ pub enum CausalMode {
 impl CausalMode {
     /// Parses `none|local|user|global` (any case).
     pub fn parse(v: &str) -> Option<CausalMode> {
-        Some(match v.trim().to_ascii_lowercase().as_str() {
-            "none" => CausalMode::None,
-            "local" => CausalMode::Local,
-            "user" => CausalMode::User,
-            "global" => CausalMode::Global,
-            _ => return None,
-        })
+        CausalMode::from_word(v)
     }
 
     /// The name the variable and the rule column use.
     pub fn as_str(self) -> &'static str {
-        match self {
-            CausalMode::None => "none",
-            CausalMode::Local => "local",
-            CausalMode::User => "user",
-            CausalMode::Global => "global",
-        }
+        self.word()
     }
 }
 
@@ -52,78 +42,41 @@ pub enum CausalFallback {
     Error,
 }
 
-impl CausalFallback {
-    /// Parses `primary|error` (any case).
-    pub fn parse(v: &str) -> Option<CausalFallback> {
-        match v.trim().to_ascii_lowercase().as_str() {
-            "primary" => Some(CausalFallback::Primary),
-            "error" => Some(CausalFallback::Error),
-            _ => None,
-        }
-    }
-
-    /// The name the variable uses.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CausalFallback::Primary => "primary",
-            CausalFallback::Error => "error",
-        }
-    }
+impl Words for CausalMode {
+    const WORDS: &'static [(&'static str, Self)] = &[
+        ("none", CausalMode::None),
+        ("local", CausalMode::Local),
+        ("user", CausalMode::User),
+        ("global", CausalMode::Global),
+    ];
+    const EXPECTED: &'static str = "none, local, user or global";
 }
 
-/// `causal_reads`, `causal_reads_timeout_ms`, `causal_reads_on_timeout`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CausalReadVariables {
-    /// Whose writes reads must see (a rule's `causal_reads` column or a hint overrides it).
-    pub mode: CausalMode,
-    /// How long a read may wait on its replica for the token (ms); 0 = check without waiting.
-    pub timeout_ms: u64,
-    /// What a read does after the timeout.
-    pub on_timeout: CausalFallback,
+impl Words for CausalFallback {
+    const WORDS: &'static [(&'static str, Self)] = &[
+        ("primary", CausalFallback::Primary),
+        ("error", CausalFallback::Error),
+    ];
+    const EXPECTED: &'static str = "primary or error";
+}
+
+variables! {
+    /// `causal_reads`, `causal_reads_timeout_ms`, `causal_reads_on_timeout`.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct CausalReadVariables for _prefix {
+        /// Whose writes reads routed away from the writer must see (a rule's `causal_reads`
+        /// column or a hint overrides it).
+        mode: CausalMode = CausalMode::None => "causal_reads", OneOf;
+        /// What a read does after the timeout: run on the writer, or fail.
+        on_timeout: CausalFallback = CausalFallback::Primary => "causal_reads_on_timeout", OneOf;
+        /// How long a read may wait on its replica for the token (ms); 0 = check without waiting.
+        timeout_ms: u64 = 1_000 => "causal_reads_timeout_ms", Int(0, 3_600_000);
+    }
 }
 
 impl Default for CausalReadVariables {
     fn default() -> Self {
-        CausalReadVariables {
-            mode: CausalMode::None,
-            timeout_ms: 1_000,
-            on_timeout: CausalFallback::Primary,
-        }
-    }
-}
-
-impl CausalReadVariables {
-    /// Sets `name` if it is one of these; `None` when it is not.
-    pub fn set(&mut self, prefix: &str, name: &str, v: &str) -> Option<Result<(), VariableError>> {
-        let r = match name {
-            "causal_reads" => CausalMode::parse(v).map(|m| self.mode = m).ok_or_else(|| {
-                VariableError::malformed(prefix, name, v, "none, local, user or global")
-            }),
-            "causal_reads_timeout_ms" => {
-                super::values::parse_var_int(prefix, name, v, 0, 3_600_000)
-                    .map(|n| self.timeout_ms = n)
-            }
-            "causal_reads_on_timeout" => CausalFallback::parse(v)
-                .map(|f| self.on_timeout = f)
-                .ok_or_else(|| VariableError::malformed(prefix, name, v, "primary or error")),
-            _ => return None,
-        };
-        Some(r)
-    }
-
-    /// Every variable as (name, value).
-    pub fn pairs(&self) -> Vec<(String, String)> {
-        vec![
-            ("causal_reads".into(), self.mode.as_str().into()),
-            (
-                "causal_reads_on_timeout".into(),
-                self.on_timeout.as_str().into(),
-            ),
-            (
-                "causal_reads_timeout_ms".into(),
-                self.timeout_ms.to_string(),
-            ),
-        ]
+        CausalReadVariables::defaults_for("")
     }
 }
 
@@ -134,7 +87,7 @@ mod tests {
     #[test]
     fn set_and_list_round_trip() {
         let mut c = CausalReadVariables::default();
-        let mut set = |k: &str, v: &str| c.set("mysql", k, v).expect("one of ours");
+        let mut set = |k: &str, v: &str| c.set_variable("mysql", k, v).expect("one of ours");
         assert!(set("causal_reads", "USER").is_ok());
         assert!(set("causal_reads_timeout_ms", "250").is_ok());
         assert!(set("causal_reads_on_timeout", "error").is_ok());
@@ -145,10 +98,13 @@ mod tests {
         assert_eq!(c.timeout_ms, 250);
         assert_eq!(c.on_timeout, CausalFallback::Error);
         let mut again = CausalReadVariables::default();
-        for (k, v) in c.pairs() {
-            again.set("mysql", &k, &v).expect("ours").expect("valid");
+        for (k, v) in c.variable_pairs("mysql") {
+            again
+                .set_variable("mysql", &k, &v)
+                .expect("ours")
+                .expect("valid");
         }
         assert_eq!(again, c);
-        assert!(c.set("mysql", "threads", "4").is_none());
+        assert!(c.set_variable("mysql", "threads", "4").is_none());
     }
 }

@@ -2,6 +2,7 @@
 //! `admin-cluster_*` variables (credentials, polling rhythm, and per module how many differing
 //! checks in a row trigger a pull and whether a pulled module is saved to disk).
 
+use super::declared::{Int, Text, VariableRow, variables};
 use super::values::{VariableError, parse_var_bool, parse_var_int};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -77,33 +78,32 @@ impl Default for ModuleSync {
     }
 }
 
-/// The `admin-cluster_*` variables.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClusterVariables {
-    /// The account a node logs in to its peers' admin with; empty: no clustering.
-    pub username: String,
-    /// Its password (the peers must list the account in `admin-admin_credentials`).
-    pub password: String,
-    /// How often each peer is polled.
-    pub check_interval_ms: u32,
-    /// Every this many checks, the peer's traffic counters are read too.
-    pub check_status_frequency: u32,
-    /// Per module (by [`CLUSTER_MODULES`] name).
-    pub modules: BTreeMap<&'static str, ModuleSync>,
+variables! {
+    /// The `admin-cluster_*` variables.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct ClusterVariables for _prefix {
+        /// The account a node logs in to its peers' admin with; empty: no clustering.
+        username: String = String::new() => "cluster_username", Text;
+        /// Its password (the peers must list the account in `admin-admin_credentials`).
+        password: String = String::new() => "cluster_password", Text;
+        /// How often each peer is polled (ms).
+        check_interval_ms: u32 = 1000 => "cluster_check_interval_ms", Int(10, 300_000);
+        /// Every this many checks, the peer's traffic counters are read too.
+        check_status_frequency: u32 = 10 => "cluster_check_status_frequency", Int(0, 10_000);
+    }
+    other {
+        /// Per module (by [`CLUSTER_MODULES`] name): `cluster_<module>_diffs_before_sync` and
+        /// `cluster_<module>_save_to_disk`.
+        modules: BTreeMap<&'static str, ModuleSync> = CLUSTER_MODULES
+            .iter()
+            .map(|m| (*m, ModuleSync::default()))
+            .collect();
+    }
 }
 
 impl Default for ClusterVariables {
     fn default() -> Self {
-        ClusterVariables {
-            username: String::new(),
-            password: String::new(),
-            check_interval_ms: 1000,
-            check_status_frequency: 10,
-            modules: CLUSTER_MODULES
-                .iter()
-                .map(|m| (*m, ModuleSync::default()))
-                .collect(),
-        }
+        ClusterVariables::defaults_for("admin")
     }
 }
 
@@ -112,55 +112,34 @@ impl ClusterVariables {
     /// implements.
     pub fn set(&mut self, rest: &str, value: &str) -> Result<bool, VariableError> {
         let name = format!("cluster_{rest}");
-        match rest {
-            "username" => self.username = value.to_string(),
-            "password" => self.password = value.to_string(),
-            "check_interval_ms" => {
-                self.check_interval_ms = parse_var_int("admin", &name, value, 10, 300_000)? as u32
-            }
-            "check_status_frequency" => {
-                self.check_status_frequency =
-                    parse_var_int("admin", &name, value, 0, 10_000)? as u32
-            }
-            _ => {
-                let Some((module, setting)) = rest
-                    .strip_suffix("_diffs_before_sync")
-                    .map(|m| (m, true))
-                    .or_else(|| rest.strip_suffix("_save_to_disk").map(|m| (m, false)))
-                else {
-                    return Ok(false);
-                };
-                let Some(entry) = CLUSTER_MODULES
-                    .iter()
-                    .find(|m| **m == module)
-                    .and_then(|m| self.modules.get_mut(m))
-                else {
-                    return Ok(false);
-                };
-                if setting {
-                    entry.diffs_before_sync = parse_var_int("admin", &name, value, 0, 1000)? as u32;
-                } else {
-                    entry.save_to_disk = parse_var_bool("admin", &name, value)?;
-                }
-            }
+        if let Some(r) = self.set_variable("admin", &name, value) {
+            return r.map(|()| true);
+        }
+        let Some((module, setting)) = rest
+            .strip_suffix("_diffs_before_sync")
+            .map(|m| (m, true))
+            .or_else(|| rest.strip_suffix("_save_to_disk").map(|m| (m, false)))
+        else {
+            return Ok(false);
+        };
+        let Some(entry) = CLUSTER_MODULES
+            .iter()
+            .find(|m| **m == module)
+            .and_then(|m| self.modules.get_mut(m))
+        else {
+            return Ok(false);
+        };
+        if setting {
+            entry.diffs_before_sync = parse_var_int("admin", &name, value, 0, 1000)? as u32;
+        } else {
+            entry.save_to_disk = parse_var_bool("admin", &name, value)?;
         }
         Ok(true)
     }
 
     /// Every cluster variable as (name without the `admin-` prefix, value).
     pub fn pairs(&self) -> Vec<(String, String)> {
-        let mut v = vec![
-            ("cluster_username".to_string(), self.username.clone()),
-            ("cluster_password".to_string(), self.password.clone()),
-            (
-                "cluster_check_interval_ms".to_string(),
-                self.check_interval_ms.to_string(),
-            ),
-            (
-                "cluster_check_status_frequency".to_string(),
-                self.check_status_frequency.to_string(),
-            ),
-        ];
+        let mut v = self.variable_pairs("admin");
         for (m, s) in &self.modules {
             v.push((
                 format!("cluster_{m}_diffs_before_sync"),
@@ -172,6 +151,31 @@ impl ClusterVariables {
             ));
         }
         v
+    }
+
+    /// The reference table's rows: the declared variables, then the two per-module ones.
+    pub(crate) fn describe(out: &mut Vec<VariableRow>) {
+        ClusterVariables::describe_variables("admin", out);
+        let defaults = ModuleSync::default();
+        let modules: Vec<String> = CLUSTER_MODULES.iter().map(|m| format!("`{m}`")).collect();
+        out.push(VariableRow {
+            name: "admin-cluster_<module>_diffs_before_sync".into(),
+            default: defaults.diffs_before_sync.to_string(),
+            takes: "0 – 1000".into(),
+            restart: false,
+            doc: format!(
+                "Pull a module after this many checks in a row saw a peer's newer, different \
+                 checksum; 0 never pulls it. `<module>` is one of {}.",
+                modules.join(", ")
+            ),
+        });
+        out.push(VariableRow {
+            name: "admin-cluster_<module>_save_to_disk".into(),
+            default: defaults.save_to_disk.to_string(),
+            takes: "true or false".into(),
+            restart: false,
+            doc: "Save a module pulled from a peer to the disk layer as well.".into(),
+        });
     }
 
     /// The settings of `module` (defaults for a name that is not a cluster module).

@@ -2,7 +2,8 @@
 //! `mcp_query_rules` rows (ProxySQL 4.0's names where it has them).
 
 use super::SetOutcome;
-use super::values::{Flag, VariableError, parse_var_bool, parse_var_int};
+use super::declared::{Bool, Int, OneHost, Trimmed, variables};
+use super::values::{Flag, VariableError};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -25,188 +26,95 @@ const PROXYSQL_MCP_VARIABLES: &[&str] = &[
     "mysql_schema",
 ];
 
-/// The `mcp-` variables.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct McpVariables {
-    /// Serve the MCP endpoint (ProxySQL's default: off).
-    pub enabled: bool,
-    /// The MCP port (ProxySQL's 6071).
-    pub port: u16,
-    /// The address it listens on (Sluice addition; loopback by default).
-    pub interface: String,
-    /// HTTPS with the frontend certificates. Plaintext is refused unless the interface is
-    /// loopback.
-    pub use_ssl: bool,
-    /// The default per-call statement timeout (ms).
-    pub timeout_ms: u64,
-    /// The default row cap of a call.
-    pub max_rows: u64,
-    /// The default byte cap of a call's result values.
-    pub max_bytes: u64,
-    /// Largest request body accepted (bytes); larger ones get 413.
-    pub max_request_bytes: u64,
-    /// Time a client has to send a whole request (ms); slower ones get 408.
-    pub request_timeout_ms: u64,
-    /// Default calls per minute for an MCP user without its own limit (0: unlimited).
-    pub calls_per_minute: u64,
-    /// Refuse a statement whose plan estimates more rows than this (0: no cost guard).
-    pub max_estimated_rows: u64,
-    /// Extra `Host` names (comma separated) accepted besides loopback and the interface.
-    pub allowed_hosts: String,
-    /// Browser origins (comma separated, with scheme) accepted; empty refuses every request
-    /// that carries an `Origin`.
-    pub allowed_origins: String,
-    /// The shared bearer token of `/mcp/query` (ProxySQL's); empty refuses it.
-    pub query_endpoint_auth: String,
-    /// The shared bearer token of `/mcp/stats` (`observe_endpoint_auth` is its old name).
-    pub stats_endpoint_auth: String,
-    /// The shared bearer token of `/mcp/config`.
-    pub config_endpoint_auth: String,
-    /// The shared bearer token of `/mcp/rag`.
-    pub rag_endpoint_auth: String,
-    /// Most results a RAG search returns (ProxySQL's `genai-rag_k_max`).
-    pub rag_k_max: u64,
-    /// Most candidates a RAG search leg considers (`genai-rag_candidates_max`).
-    pub rag_candidates_max: u64,
-    /// Longest RAG query text in bytes (`genai-rag_query_max_bytes`).
-    pub rag_query_max_bytes: u64,
-    /// Largest RAG answer in bytes; longer ones are cut and say `truncated`
-    /// (`genai-rag_response_max_bytes`).
-    pub rag_response_max_bytes: u64,
-    /// The `rag_sources` row whose embedding model (provider, model, server, dimension, key,
-    /// prefixes) `catalog.search` uses in its `semantic` and `hybrid` modes; 0: those modes are
-    /// off. The row need not be enabled.
-    pub catalog_embedding_source: u64,
-    /// JSON-lines audit file with every call's SQL (empty: off).
-    pub audit_log: String,
-    /// The audit file is rotated to `<file>.1` beyond this size (bytes).
-    pub audit_log_max_bytes: u64,
-    /// Tokens of ProxySQL endpoints Sluice does not serve, and accepted ProxySQL variables.
-    pub accepted_unimplemented: BTreeMap<String, String>,
+variables! {
+    /// The `mcp-` variables.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct McpVariables for _prefix {
+        /// Serve the MCP endpoint (ProxySQL's default: off).
+        enabled: bool = false => "enabled", Bool;
+        /// The MCP port (ProxySQL's 6071).
+        port: u16 = 6071 => "port", Int(1, 65_535);
+        /// The address it listens on (Sluice addition; loopback by default).
+        interface: String = "127.0.0.1".into() => "interface", OneHost;
+        /// HTTPS with the frontend certificates. Plaintext is refused unless the interface is
+        /// loopback.
+        use_ssl: bool = true => "use_ssl", Bool;
+        /// The default per-call statement timeout (ms).
+        timeout_ms: u64 = 30_000 => "timeout_ms", Int(100, 3_600_000);
+        /// The default row cap of a call.
+        max_rows: u64 = 200 => "max_rows", Int(1, 10_000_000);
+        /// The default byte cap of a call's result values.
+        max_bytes: u64 = 1 << 20 => "max_bytes", Int(1024, 1 << 30);
+        /// Largest request body accepted (bytes); larger ones get 413.
+        max_request_bytes: u64 = 1 << 20 => "max_request_bytes", Int(1024, 64 << 20);
+        /// Time a client has to send a whole request (ms); slower ones get 408.
+        request_timeout_ms: u64 = 10_000 => "request_timeout_ms", Int(100, 600_000);
+        /// Default calls per minute for an MCP user without its own limit (0: unlimited).
+        calls_per_minute: u64 = 0 => "calls_per_minute", Int(0, 1_000_000);
+        /// Refuse a statement whose plan estimates more rows than this (0: no cost guard).
+        max_estimated_rows: u64 = 0 => "max_estimated_rows", Int(0, u64::MAX >> 1);
+        /// Extra `Host` names (comma separated) accepted besides loopback and the interface.
+        allowed_hosts: String = String::new() => "allowed_hosts", Trimmed;
+        /// Browser origins (comma separated, with scheme) accepted; empty refuses every request
+        /// that carries an `Origin`.
+        allowed_origins: String = String::new() => "allowed_origins", Trimmed;
+        /// The shared bearer token of `/mcp/query` (ProxySQL's); empty refuses it.
+        query_endpoint_auth: String = String::new() => "query_endpoint_auth", Trimmed;
+        /// The shared bearer token of `/mcp/stats` (`observe_endpoint_auth` is its old name).
+        stats_endpoint_auth: String = String::new()
+            => "stats_endpoint_auth" | "observe_endpoint_auth", Trimmed;
+        /// The shared bearer token of `/mcp/config`.
+        config_endpoint_auth: String = String::new() => "config_endpoint_auth", Trimmed;
+        /// The shared bearer token of `/mcp/rag`.
+        rag_endpoint_auth: String = String::new() => "rag_endpoint_auth", Trimmed;
+        /// Most results a RAG search returns (ProxySQL's `genai-rag_k_max`).
+        rag_k_max: u64 = 50 => "rag_k_max", Int(1, 10_000);
+        /// Most candidates a RAG search leg considers (`genai-rag_candidates_max`).
+        rag_candidates_max: u64 = 500 => "rag_candidates_max", Int(1, 100_000);
+        /// Longest RAG query text in bytes (`genai-rag_query_max_bytes`).
+        rag_query_max_bytes: u64 = 8192 => "rag_query_max_bytes", Int(16, 1 << 20);
+        /// Largest RAG answer in bytes; longer ones are cut and say `truncated`
+        /// (`genai-rag_response_max_bytes`).
+        rag_response_max_bytes: u64 = 5_000_000 => "rag_response_max_bytes", Int(1024, 1 << 30);
+        /// The `rag_sources` row whose embedding model (provider, model, server, dimension, key,
+        /// prefixes) `catalog.search` uses in its `semantic` and `hybrid` modes; 0: those modes
+        /// are off. The row need not be enabled.
+        catalog_embedding_source: u64 = 0
+            => "catalog_embedding_source", Int(0, u32::MAX as u64);
+        /// JSON-lines audit file with every call's SQL (empty: off).
+        audit_log: String = String::new() => "audit_log", Trimmed;
+        /// The audit file is rotated to `<file>.1` beyond this size (bytes).
+        audit_log_max_bytes: u64 = 100 << 20 => "audit_log_max_bytes", Int(4096, u64::MAX >> 1);
+    }
+    other {
+        /// Tokens of ProxySQL endpoints Sluice does not serve, and accepted ProxySQL variables.
+        accepted_unimplemented: BTreeMap<String, String> = BTreeMap::new();
+    }
 }
 
 impl Default for McpVariables {
     fn default() -> Self {
-        McpVariables {
-            enabled: false,
-            port: 6071,
-            interface: "127.0.0.1".into(),
-            use_ssl: true,
-            timeout_ms: 30_000,
-            max_rows: 200,
-            max_bytes: 1 << 20,
-            max_request_bytes: 1 << 20,
-            request_timeout_ms: 10_000,
-            calls_per_minute: 0,
-            max_estimated_rows: 0,
-            allowed_hosts: String::new(),
-            allowed_origins: String::new(),
-            query_endpoint_auth: String::new(),
-            stats_endpoint_auth: String::new(),
-            config_endpoint_auth: String::new(),
-            rag_endpoint_auth: String::new(),
-            rag_k_max: 50,
-            rag_candidates_max: 500,
-            rag_query_max_bytes: 8192,
-            rag_response_max_bytes: 5_000_000,
-            catalog_embedding_source: 0,
-            audit_log: String::new(),
-            audit_log_max_bytes: 100 << 20,
-            accepted_unimplemented: BTreeMap::new(),
-        }
+        McpVariables::defaults_for("mcp")
     }
 }
 
 impl McpVariables {
     /// Sets one variable from text.
     pub fn set(&mut self, name: &str, value: &str) -> Result<SetOutcome, VariableError> {
-        let int = |min, max| parse_var_int("mcp", name, value, min, max);
-        match name {
-            "enabled" => self.enabled = parse_var_bool("mcp", name, value)?,
-            "port" => self.port = int(1, 65_535)? as u16,
-            "interface" => {
-                if value.trim().is_empty() || value.contains(';') {
-                    return Err(VariableError::malformed(
-                        "mcp",
-                        name,
-                        value,
-                        "one host name or address",
-                    ));
-                }
-                self.interface = value.trim().to_string();
-            }
-            "use_ssl" => self.use_ssl = parse_var_bool("mcp", name, value)?,
-            "timeout_ms" => self.timeout_ms = int(100, 3_600_000)?,
-            "max_rows" => self.max_rows = int(1, 10_000_000)?,
-            "max_bytes" => self.max_bytes = int(1024, 1 << 30)?,
-            "max_request_bytes" => self.max_request_bytes = int(1024, 64 << 20)?,
-            "request_timeout_ms" => self.request_timeout_ms = int(100, 600_000)?,
-            "calls_per_minute" => self.calls_per_minute = int(0, 1_000_000)?,
-            "max_estimated_rows" => self.max_estimated_rows = int(0, u64::MAX >> 1)?,
-            "allowed_hosts" => self.allowed_hosts = value.trim().to_string(),
-            "allowed_origins" => self.allowed_origins = value.trim().to_string(),
-            "query_endpoint_auth" => self.query_endpoint_auth = value.trim().to_string(),
-            "stats_endpoint_auth" | "observe_endpoint_auth" => {
-                self.stats_endpoint_auth = value.trim().to_string()
-            }
-            "config_endpoint_auth" => self.config_endpoint_auth = value.trim().to_string(),
-            "rag_endpoint_auth" => self.rag_endpoint_auth = value.trim().to_string(),
-            "rag_k_max" => self.rag_k_max = int(1, 10_000)?,
-            "rag_candidates_max" => self.rag_candidates_max = int(1, 100_000)?,
-            "rag_query_max_bytes" => self.rag_query_max_bytes = int(16, 1 << 20)?,
-            "rag_response_max_bytes" => self.rag_response_max_bytes = int(1024, 1 << 30)?,
-            "catalog_embedding_source" => {
-                self.catalog_embedding_source = int(0, u64::from(u32::MAX))?
-            }
-            "audit_log" => self.audit_log = value.trim().to_string(),
-            "audit_log_max_bytes" => self.audit_log_max_bytes = int(4096, u64::MAX >> 1)?,
-            _ if UNSERVED_ENDPOINT_TOKENS.contains(&name)
-                || PROXYSQL_MCP_VARIABLES.contains(&name) =>
-            {
-                self.accepted_unimplemented
-                    .insert(name.to_string(), value.to_string());
-                return Ok(SetOutcome::AcceptedWithoutEffect);
-            }
-            _ => return Err(VariableError::unknown("mcp", name)),
+        if let Some(r) = self.set_variable("mcp", name, value) {
+            return r.map(|()| SetOutcome::Applied);
         }
-        Ok(SetOutcome::Applied)
+        if UNSERVED_ENDPOINT_TOKENS.contains(&name) || PROXYSQL_MCP_VARIABLES.contains(&name) {
+            self.accepted_unimplemented
+                .insert(name.to_string(), value.to_string());
+            return Ok(SetOutcome::AcceptedWithoutEffect);
+        }
+        Err(VariableError::unknown("mcp", name))
     }
 
     /// Every variable as (name without prefix, value), implemented ones first.
     pub fn pairs(&self) -> Vec<(String, String)> {
-        let s = |k: &str, v: String| (k.to_string(), v);
-        let mut v = vec![
-            s("enabled", self.enabled.to_string()),
-            s("port", self.port.to_string()),
-            s("interface", self.interface.clone()),
-            s("use_ssl", self.use_ssl.to_string()),
-            s("timeout_ms", self.timeout_ms.to_string()),
-            s("max_rows", self.max_rows.to_string()),
-            s("max_bytes", self.max_bytes.to_string()),
-            s("max_request_bytes", self.max_request_bytes.to_string()),
-            s("request_timeout_ms", self.request_timeout_ms.to_string()),
-            s("calls_per_minute", self.calls_per_minute.to_string()),
-            s("max_estimated_rows", self.max_estimated_rows.to_string()),
-            s("allowed_hosts", self.allowed_hosts.clone()),
-            s("allowed_origins", self.allowed_origins.clone()),
-            s("query_endpoint_auth", self.query_endpoint_auth.clone()),
-            s("stats_endpoint_auth", self.stats_endpoint_auth.clone()),
-            s("config_endpoint_auth", self.config_endpoint_auth.clone()),
-            s("rag_endpoint_auth", self.rag_endpoint_auth.clone()),
-            s("rag_k_max", self.rag_k_max.to_string()),
-            s("rag_candidates_max", self.rag_candidates_max.to_string()),
-            s("rag_query_max_bytes", self.rag_query_max_bytes.to_string()),
-            s(
-                "rag_response_max_bytes",
-                self.rag_response_max_bytes.to_string(),
-            ),
-            s(
-                "catalog_embedding_source",
-                self.catalog_embedding_source.to_string(),
-            ),
-            s("audit_log", self.audit_log.clone()),
-            s("audit_log_max_bytes", self.audit_log_max_bytes.to_string()),
-        ];
+        let mut v = self.variable_pairs("mcp");
         v.extend(
             self.accepted_unimplemented
                 .iter()

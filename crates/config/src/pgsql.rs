@@ -1,6 +1,8 @@
 //! `pgsql_servers`, `pgsql_users` rows and `pgsql-*` variables.
 
 use super::SetOutcome;
+use super::declared::{Bool, Int, LowerCase, Shaped, Text, variables};
+use super::mysql_variables::HOST_PORTS;
 use super::values::*;
 use serde::{Deserialize, Serialize};
 
@@ -91,197 +93,103 @@ fn yes() -> Flag {
     Flag(true)
 }
 
-/// The `pgsql-` variables Sluice implements.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PgsqlVariables {
-    /// Where the PostgreSQL frontend listens (`;`-separated host:port).
-    pub interfaces: String,
-    /// `server_version` reported to clients before a backend says otherwise.
-    pub server_version: String,
-    /// Client connection cap.
-    pub max_connections: u32,
-    /// Per-attempt backend connect timeout (ms).
-    pub connect_timeout_server: u64,
-    /// Budget to get a backend connection (ms).
-    pub connect_timeout_server_max: u64,
-    /// 1 = cleartext, 2 = md5, 3 = SCRAM-SHA-256.
-    pub authentication_method: u32,
-    /// Whether clients may upgrade to TLS with SSLRequest.
-    pub have_ssl: bool,
-    /// Protocol-level prepared statements kept per server connection (least recently used
-    /// closed beyond it).
-    pub max_prepared_statements: u32,
-    /// Frontend TLS certificate (PEM path). Sluice addition; empty = the pair generated in the
-    /// datadir (shared with the MySQL frontend).
-    pub ssl_cert: String,
-    /// Frontend TLS key (PEM path). Sluice addition; empty = generated in the datadir.
-    pub ssl_key: String,
-    /// Oldest TLS version offered to clients (`TLSv1.2` or `TLSv1.3`), as PostgreSQL's
-    /// `ssl_min_protocol_version`.
-    pub ssl_min_protocol_version: String,
-    /// Cipher suites offered to clients (`:`-separated; empty = all), as PostgreSQL's
-    /// `ssl_ciphers` (explicit suite names only, not OpenSSL's group words).
-    pub ssl_ciphers: String,
-    /// Event-loop threads serving PostgreSQL sessions, each with its own poll; 0 = one per CPU but
-    /// one, at least 1 (restart required).
-    pub threads: u32,
-    /// Startup parameters dropped at login (comma-separated names, case-insensitive), like
-    /// PgBouncer's `ignore_startup_parameters`: every other parameter is applied to the
-    /// session, and one the server rejects fails the login.
-    pub ignore_startup_parameters: String,
-    /// `RESET ALL` when a server connection passes from one session to another, so state
-    /// changed without a visible `SET` (functions, triggers, `DO` blocks) never reaches the next
-    /// session. Off: only the settings Sluice tracks follow sessions (PgBouncer's transaction
-    /// pooling behaviour), cheaper when many sessions share few connections.
-    pub handoff_reset_all: bool,
-    /// Query processor: digests, cache, hints, delay, timeout.
-    pub query: super::QueryVariables,
-    /// Failed-login throttling per client address (`client_host_*`).
-    pub client_hosts: super::ClientHostVariables,
-    /// Read-your-writes through the read/write split (`causal_reads*`).
-    pub causal: super::CausalReadVariables,
-    /// LISTEN/NOTIFY under transaction pooling (`listen_*`).
-    pub listen: super::ListenVariables,
-    /// Backend TLS: CA bundle/folder, client certificate, verification (`ssl_p2s_*`).
-    pub backend_tls: super::BackendTls,
-    /// The monitor: account, intervals, thresholds.
-    pub monitor: super::MonitorVariables,
+variables! {
+    /// The `pgsql-` variables Sluice implements.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct PgsqlVariables for _prefix {
+        /// Where the PostgreSQL frontend listens (`;`-separated host:port).
+        interfaces: String = "0.0.0.0:6133".into()
+            => "interfaces", Shaped { check: check_host_ports, takes: HOST_PORTS }, restart;
+        /// `server_version` reported to clients before a backend says otherwise.
+        server_version: String = "16.1".into() => "server_version", Text;
+        /// Client connection cap.
+        max_connections: u32 = 10_000 => "max_connections", Int(1, 1_000_000);
+        /// Per-attempt backend connect timeout (ms).
+        connect_timeout_server: u64 = 1_000 => "connect_timeout_server", Int(10, 120_000);
+        /// Budget to get a backend connection (ms).
+        connect_timeout_server_max: u64 = 10_000
+            => "connect_timeout_server_max", Int(10, 3_600_000);
+        /// 1 = cleartext, 2 = md5, 3 = SCRAM-SHA-256.
+        authentication_method: u32 = 3 => "authentication_method", Int(1, 3);
+        /// Whether clients may upgrade to TLS with SSLRequest.
+        have_ssl: bool = true => "have_ssl", Bool, restart;
+        /// Protocol-level prepared statements kept per server connection (least recently used
+        /// closed beyond it).
+        max_prepared_statements: u32 = 200 => "max_prepared_statements", Int(1, 100_000);
+        /// Frontend TLS certificate (PEM path). Sluice addition; empty = the pair generated in
+        /// the datadir (shared with the MySQL frontend).
+        ssl_cert: String = String::new() => "ssl_cert", Text, restart;
+        /// Frontend TLS key (PEM path). Sluice addition; empty = generated in the datadir.
+        ssl_key: String = String::new() => "ssl_key", Text, restart;
+        /// Oldest TLS version offered to clients (`TLSv1.2` or `TLSv1.3`), as PostgreSQL's
+        /// `ssl_min_protocol_version`.
+        ssl_min_protocol_version: String = "TLSv1.2".into() => "ssl_min_protocol_version",
+            Shaped { check: tls_min, takes: "TLSv1.2 or TLSv1.3" };
+        /// Cipher suites offered to clients (`:`-separated; empty = all), as PostgreSQL's
+        /// `ssl_ciphers` (explicit suite names only, not OpenSSL's group words).
+        ssl_ciphers: String = String::new() => "ssl_ciphers", Text;
+        /// Event-loop threads serving PostgreSQL sessions, each with its own poll; 0 = one per
+        /// CPU but one, at least 1 (ProxySQL's fixed 4 is a known source of kernel CPU on small
+        /// machines).
+        threads: u32 = 0 => "threads", Int(0, 255), restart;
+        /// Startup parameters dropped at login (comma-separated names, case-insensitive), like
+        /// PgBouncer's `ignore_startup_parameters`: every other parameter is applied to the
+        /// session, and one the server rejects fails the login.
+        ignore_startup_parameters: String = String::new()
+            => "ignore_startup_parameters", LowerCase;
+        /// `RESET ALL` when a server connection passes from one session to another, so state
+        /// changed without a visible `SET` (functions, triggers, `DO` blocks) never reaches the
+        /// next session. Off: only the settings Sluice tracks follow sessions (PgBouncer's
+        /// transaction pooling behaviour), cheaper when many sessions share few connections.
+        handoff_reset_all: bool = true => "handoff_reset_all", Bool;
+    }
+    groups {
+        /// Query processor: digests, cache, hints, delay, timeout.
+        query: super::QueryVariables = super::QueryVariables::default();
+        /// Failed-login throttling per client address (`client_host_*`).
+        client_hosts: super::ClientHostVariables = super::ClientHostVariables::default();
+        /// Read-your-writes through the read/write split (`causal_reads*`).
+        causal: super::CausalReadVariables = super::CausalReadVariables::default();
+        /// LISTEN/NOTIFY under transaction pooling (`listen_*`).
+        listen: super::ListenVariables = super::ListenVariables::default();
+        /// Backend TLS: CA bundle/folder, client certificate, verification (`ssl_p2s_*`).
+        backend_tls: super::BackendTls = super::BackendTls::default();
+        /// The monitor: account, intervals, thresholds.
+        monitor: super::MonitorVariables = super::MonitorVariables::defaults("pgsql");
+    }
 }
 
 impl Default for PgsqlVariables {
     fn default() -> Self {
-        PgsqlVariables {
-            interfaces: "0.0.0.0:6133".into(),
-            server_version: "16.1".into(),
-            max_connections: 10_000,
-            connect_timeout_server: 1_000,
-            connect_timeout_server_max: 10_000,
-            authentication_method: 3,
-            have_ssl: true,
-            max_prepared_statements: 200,
-            ssl_cert: String::new(),
-            ssl_key: String::new(),
-            ssl_min_protocol_version: "TLSv1.2".into(),
-            ssl_ciphers: String::new(),
-            // One per CPU: threads beyond the cores only add context switches (ProxySQL's fixed
-            // 4 is a known source of kernel CPU on small machines).
-            threads: 0,
-            ignore_startup_parameters: String::new(),
-            handoff_reset_all: true,
-            query: super::QueryVariables::default(),
-            client_hosts: super::ClientHostVariables::default(),
-            causal: super::CausalReadVariables::default(),
-            listen: super::ListenVariables::default(),
-            backend_tls: super::BackendTls::default(),
-            monitor: super::MonitorVariables::defaults("pgsql"),
-        }
+        PgsqlVariables::defaults_for("pgsql")
     }
+}
+
+fn tls_min(prefix: &str, name: &str, v: &str) -> Result<(), VariableError> {
+    super::TlsVersions::parse_min(prefix, name, v).map(drop)
 }
 
 impl PgsqlVariables {
     /// Sets one variable from text.
     pub fn set(&mut self, name: &str, v: &str) -> Result<SetOutcome, VariableError> {
-        let int = |min: u64, max: u64| parse_var_int("pgsql", name, v, min, max);
-        let boolean = || parse_var_bool("pgsql", name, v);
-        if let Some(r) = self.backend_tls.set("pgsql", name, v) {
+        if let Some(r) = self.set_variable("pgsql", name, v) {
             return r.map(|()| SetOutcome::Applied);
         }
-        if let Some(r) = self.client_hosts.set("pgsql", name, v) {
-            return r.map(|()| SetOutcome::Applied);
+        if super::PROXYSQL_MYSQL_VARIABLES.contains(&name) {
+            return Ok(SetOutcome::AcceptedWithoutEffect);
         }
-        if let Some(r) = self.causal.set("pgsql", name, v) {
-            return r.map(|()| SetOutcome::Applied);
-        }
-        if let Some(r) = self.listen.set("pgsql", name, v) {
-            return r.map(|()| SetOutcome::Applied);
-        }
-        if let Some(r) = self.query.set("pgsql", name, v) {
-            return r.map(|()| SetOutcome::Applied);
-        }
-        if let Some(r) = self.monitor.set("pgsql", name, v) {
-            return r.map(|()| SetOutcome::Applied);
-        }
-        match name {
-            "interfaces" => self.interfaces = v.to_string(),
-            "server_version" => self.server_version = v.to_string(),
-            "max_connections" => self.max_connections = int(1, 1_000_000)? as u32,
-            "connect_timeout_server" => self.connect_timeout_server = int(10, 120_000)?,
-            "connect_timeout_server_max" => self.connect_timeout_server_max = int(10, 3_600_000)?,
-            "authentication_method" => self.authentication_method = int(1, 3)? as u32,
-            "max_prepared_statements" => self.max_prepared_statements = int(1, 100_000)? as u32,
-            "ssl_cert" => self.ssl_cert = v.to_string(),
-            "ssl_key" => self.ssl_key = v.to_string(),
-            "ssl_min_protocol_version" => {
-                super::TlsVersions::parse_min("pgsql", name, v)?;
-                self.ssl_min_protocol_version = v.to_string();
-            }
-            "ssl_ciphers" => self.ssl_ciphers = v.to_string(),
-            "threads" => self.threads = int(0, 255)? as u32,
-            "handoff_reset_all" => self.handoff_reset_all = boolean()?,
-            "ignore_startup_parameters" => {
-                self.ignore_startup_parameters = v.trim().to_ascii_lowercase()
-            }
-            "have_ssl" => self.have_ssl = boolean()?,
-            _ if super::PROXYSQL_MYSQL_VARIABLES.contains(&name) => {
-                return Ok(SetOutcome::AcceptedWithoutEffect);
-            }
-            _ => return Err(VariableError::unknown("pgsql", name)),
-        }
-        Ok(SetOutcome::Applied)
+        Err(VariableError::unknown("pgsql", name))
     }
 
     /// Every variable as (name, value).
     pub fn pairs(&self) -> Vec<(String, String)> {
-        let mut v = vec![
-            ("interfaces".into(), self.interfaces.clone()),
-            ("server_version".into(), self.server_version.clone()),
-            ("max_connections".into(), self.max_connections.to_string()),
-            (
-                "connect_timeout_server".into(),
-                self.connect_timeout_server.to_string(),
-            ),
-            (
-                "connect_timeout_server_max".into(),
-                self.connect_timeout_server_max.to_string(),
-            ),
-            (
-                "authentication_method".into(),
-                self.authentication_method.to_string(),
-            ),
-            ("have_ssl".into(), self.have_ssl.to_string()),
-            (
-                "max_prepared_statements".into(),
-                self.max_prepared_statements.to_string(),
-            ),
-            ("ssl_cert".into(), self.ssl_cert.clone()),
-            ("ssl_key".into(), self.ssl_key.clone()),
-            (
-                "ssl_min_protocol_version".into(),
-                self.ssl_min_protocol_version.clone(),
-            ),
-            ("ssl_ciphers".into(), self.ssl_ciphers.clone()),
-            ("threads".into(), self.threads.to_string()),
-            (
-                "ignore_startup_parameters".into(),
-                self.ignore_startup_parameters.clone(),
-            ),
-            (
-                "handoff_reset_all".into(),
-                self.handoff_reset_all.to_string(),
-            ),
-        ];
-        v.extend(self.query.pairs());
-        v.extend(self.client_hosts.pairs());
-        v.extend(self.causal.pairs());
-        v.extend(self.listen.pairs());
-        v.extend(self.backend_tls.pairs());
-        v.extend(self.monitor.pairs("pgsql"));
-        v
+        self.variable_pairs("pgsql")
     }
 
-    /// Variables that only take effect after a restart.
-    pub const RESTART_REQUIRED: &'static [&'static str] =
-        &["threads", "interfaces", "have_ssl", "ssl_cert", "ssl_key"];
+    /// Whether `name` (without prefix) takes effect only after a restart.
+    pub fn restart_required(name: &str) -> bool {
+        PgsqlVariables::needs_restart(name)
+    }
 
     /// The frontend TLS settings (certificate, versions, ciphers).
     pub fn frontend_tls(&self) -> super::FrontendTls {

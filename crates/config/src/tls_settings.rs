@@ -3,6 +3,7 @@
 //! `mysql-ssl_cipher` as MySQL's `tls_version` / `ssl_cipher`, `pgsql-ssl_min_protocol_version`
 //! / `pgsql-ssl_ciphers` as PostgreSQL's. Applied at start and by `PROXYSQL RELOAD TLS`.
 
+use super::declared::{Codec, OneOf, Trimmed, Words, variables};
 use super::values::VariableError;
 
 /// TLS protocol versions a frontend offers (Sluice's TLS, rustls, implements 1.2 and 1.3 only).
@@ -99,75 +100,43 @@ pub enum BackendVerify {
 impl BackendVerify {
     /// `""`, `none`, `verify-ca` or `verify-full`.
     pub fn parse(prefix: &str, name: &str, v: &str) -> Result<BackendVerify, VariableError> {
-        match v.trim().to_ascii_lowercase().as_str() {
-            "" => Ok(BackendVerify::Auto),
-            "none" => Ok(BackendVerify::None),
-            "verify-ca" => Ok(BackendVerify::VerifyCa),
-            "verify-full" => Ok(BackendVerify::VerifyFull),
-            _ => Err(VariableError::malformed(
-                prefix,
-                name,
-                v,
-                "none, verify-ca or verify-full (empty: verify-ca when a CA is set)",
-            )),
-        }
+        Codec::<BackendVerify>::parse(&OneOf, prefix, name, v)
     }
-}
 
-impl BackendVerify {
     /// The variable's text.
     pub fn as_str(self) -> &'static str {
-        match self {
-            BackendVerify::Auto => "",
-            BackendVerify::None => "none",
-            BackendVerify::VerifyCa => "verify-ca",
-            BackendVerify::VerifyFull => "verify-full",
-        }
+        self.word()
     }
 }
 
-/// What backend TLS connections (`use_ssl=1`) and the monitor's are built from: the
-/// `<prefix>-ssl_p2s_ca`, `_capath`, `_cert`, `_key` and `_verify` variables of each side.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
-pub struct BackendTls {
-    /// CA bundle (PEM path).
-    pub ca: String,
-    /// Folder of CA certificates (every `.pem`/`.crt` file in it).
-    pub capath: String,
-    /// Client certificate presented to servers (PEM path).
-    pub cert: String,
-    /// Its key.
-    pub key: String,
-    /// How server certificates are checked.
-    pub verify: BackendVerify,
+impl Words for BackendVerify {
+    const WORDS: &'static [(&'static str, Self)] = &[
+        ("", BackendVerify::Auto),
+        ("none", BackendVerify::None),
+        ("verify-ca", BackendVerify::VerifyCa),
+        ("verify-full", BackendVerify::VerifyFull),
+    ];
+    const EXPECTED: &'static str =
+        "none, verify-ca or verify-full (empty: verify-ca when a CA is set)";
 }
 
-impl BackendTls {
-    /// Sets `name` if it is one of these; `None` when it is not.
-    pub fn set(&mut self, prefix: &str, name: &str, v: &str) -> Option<Result<(), VariableError>> {
-        let path = v.trim().to_string();
-        match name {
-            "ssl_p2s_ca" => self.ca = path,
-            "ssl_p2s_capath" => self.capath = path,
-            "ssl_p2s_cert" => self.cert = path,
-            "ssl_p2s_key" => self.key = path,
-            "ssl_p2s_verify" => {
-                return Some(BackendVerify::parse(prefix, name, v).map(|b| self.verify = b));
-            }
-            _ => return None,
-        }
-        Some(Ok(()))
-    }
-
-    /// Every variable as (name, value).
-    pub fn pairs(&self) -> Vec<(String, String)> {
-        vec![
-            ("ssl_p2s_ca".into(), self.ca.clone()),
-            ("ssl_p2s_capath".into(), self.capath.clone()),
-            ("ssl_p2s_cert".into(), self.cert.clone()),
-            ("ssl_p2s_key".into(), self.key.clone()),
-            ("ssl_p2s_verify".into(), self.verify.as_str().into()),
-        ]
+variables! {
+    /// What backend TLS connections (`use_ssl=1`) and the monitor's are built from: the
+    /// `<prefix>-ssl_p2s_ca`, `_capath`, `_cert`, `_key` and `_verify` variables of each side.
+    #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+    pub struct BackendTls for _prefix {
+        /// CA bundle that servers' certificates are checked against (PEM path).
+        ca: String = String::new() => "ssl_p2s_ca", Trimmed;
+        /// Folder of CA certificates (every `.pem`/`.crt` file in it).
+        capath: String = String::new() => "ssl_p2s_capath", Trimmed;
+        /// Client certificate presented to servers (PEM path).
+        cert: String = String::new() => "ssl_p2s_cert", Trimmed;
+        /// Its key (PEM path).
+        key: String = String::new() => "ssl_p2s_key", Trimmed;
+        /// How server certificates are checked: `none`, `verify-ca` (the chain, not the name),
+        /// `verify-full` (the chain and the server's `hostname`); empty: `verify-ca` when a CA
+        /// is set, else `none` (ProxySQL's behaviour).
+        verify: BackendVerify = BackendVerify::Auto => "ssl_p2s_verify", OneOf;
     }
 }
 
