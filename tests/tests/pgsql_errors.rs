@@ -287,7 +287,7 @@ fn servers_with_use_ssl_are_reached_over_tls() {
 }
 
 #[test]
-fn pgsql_stats_tables_show_users_errors_pool_and_free_connections() {
+fn pgsql_stats_tables_and_pgbouncer_console_show_users_errors_pool_and_free_connections() {
     if !backends_ready(Servers::Postgres) {
         return;
     }
@@ -310,6 +310,10 @@ print("users", admin("SELECT username, frontend_connections FROM stats_pgsql_use
 print("errors", admin("SELECT hostgroup, port, username, database, sqlstate, count_star FROM stats_pgsql_errors"))
 print("pool", admin("SELECT hostgroup, srv_port, ConnFree >= 1, Queries >= 6 FROM stats_pgsql_connection_pool WHERE hostgroup = 0"))
 print("free", admin("SELECT hostgroup, srv_port, user, database, fd > 0 FROM stats_pgsql_free_connections"))
+# PgBouncer's console on the same port: the idle server connection, the connected client.
+servers = [l.split("|")[:6] for l in admin("SHOW SERVERS").splitlines()]
+print("show servers", ["|".join(r) for r in servers if r[3] == "idle"])
+print("show clients", [l.split("|")[1] for l in admin("SHOW CLIENTS").splitlines()])
 "#,
         port = s.pg_port,
         admin = s.pg_admin_port
@@ -319,7 +323,8 @@ print("free", admin("SELECT hostgroup, srv_port, user, database, fd > 0 FROM sta
     assert_eq!(
         out,
         format!(
-            "error 22012\nusers app|1\nerrors 0|{p}|app|app|22012|1\npool 0|{p}|1|1\nfree 0|{p}|app|app|1\n"
+            "error 22012\nusers app|1\nerrors 0|{p}|app|app|22012|1\npool 0|{p}|1|1\nfree 0|{p}|app|app|1\n\
+             show servers ['S|app|hostgroup_0|idle|127.0.0.1|{p}']\nshow clients ['app']\n"
         )
     );
 }

@@ -7,9 +7,10 @@ use crate::layers::{
 use crate::schema::ddl;
 use crate::store::Store;
 use sluice_core::admin::{
-    AdminCredential, AdminError, AdminExecutor, AdminFuture, AdminReply, AdminRole, LiveStats,
+    AdminCredential, AdminError, AdminExecutor, AdminFuture, AdminReply, AdminRole,
 };
 use sluice_core::config::{AdminVariables, Config, MysqlVariables, PgsqlVariables, SetOutcome};
+use sluice_core::live::{Control, LiveStats};
 use sluice_core::util::lock;
 use sluice_core::{ConfigHandle, RuntimeConfig};
 use std::path::PathBuf;
@@ -46,6 +47,7 @@ pub struct Admin {
     file: Config,
     runtime: OnceLock<ConfigHandle>,
     live: OnceLock<Arc<dyn LiveStats>>,
+    control: OnceLock<Arc<dyn Control>>,
     /// When the process started (`proxysql_uptime_seconds_total`, `ProxySQL_Uptime`).
     pub(crate) started: std::time::Instant,
     /// Each cluster module's version, epoch and checksum (`runtime_checksums_values`).
@@ -145,6 +147,7 @@ impl Admin {
             file: opts.file.clone(),
             runtime: OnceLock::new(),
             live: OnceLock::new(),
+            control: OnceLock::new(),
             started: std::time::Instant::now(),
             checksums: Default::default(),
             cluster: Default::default(),
@@ -202,10 +205,17 @@ impl Admin {
         Ok((admin, cfg, source))
     }
 
-    /// Connects the admin to the data path: the runtime handle it swaps and the live state.
-    pub fn attach(&self, runtime: ConfigHandle, live: Arc<dyn LiveStats>) {
+    /// Connects the admin to the data path: the runtime handle it swaps, the live state its
+    /// stats tables show and the controls its commands use.
+    pub fn attach(
+        &self,
+        runtime: ConfigHandle,
+        live: Arc<dyn LiveStats>,
+        control: Arc<dyn Control>,
+    ) {
         let _ = self.runtime.set(runtime);
         let _ = self.live.set(live);
+        let _ = self.control.set(control);
     }
 
     /// The configuration the runtime uses now.
@@ -320,8 +330,8 @@ impl Admin {
             }
             self.checksums.loaded(m, &cfg);
             *lock(&self.running) = cfg;
-            if let Some(live) = self.live.get() {
-                live.runtime_changed();
+            if let Some(control) = self.control.get() {
+                control.runtime_changed();
             }
             info!("admin: loaded {m:?} to runtime");
         }
@@ -404,6 +414,12 @@ impl Admin {
 
     pub(crate) fn live(&self) -> Result<&Arc<dyn LiveStats>, AdminError> {
         self.live
+            .get()
+            .ok_or_else(|| AdminError::new("the data path is not running"))
+    }
+
+    pub(crate) fn control(&self) -> Result<&Arc<dyn Control>, AdminError> {
+        self.control
             .get()
             .ok_or_else(|| AdminError::new("the data path is not running"))
     }

@@ -9,8 +9,10 @@
 //! one row per hostgroup with `user` = `*`; the pool mode is always `transaction`. PgBouncer's
 //! `avg_*` columns are over its last stats period; Sluice's are since start.
 
-use sluice_core::admin::{AdminError, AdminReply, AdminRows, HostgroupTraffic, LiveStats};
+use sluice_core::Protocol;
+use sluice_core::admin::{AdminError, AdminReply, AdminRows};
 use sluice_core::config::PgsqlVariables;
+use sluice_core::live::{HostgroupTraffic, LiveStats};
 use sluice_core::runtime::RuntimeConfig;
 
 /// A PgBouncer console command.
@@ -98,8 +100,8 @@ pub(crate) fn answer(
 }
 
 fn pools(live: &dyn LiveStats, rt: &RuntimeConfig) -> AdminReply {
-    let servers = live.pgsql_connection_pool();
-    let clients = live.pgsql_processlist();
+    let servers = live.connection_pool(Protocol::Pgsql);
+    let clients = live.processlist(Protocol::Pgsql);
     let rows = rt
         .pgsql
         .hostgroups
@@ -273,20 +275,17 @@ const CONNECTION_COLUMNS: [&str; 12] = [
 /// list them (Sluice does not enumerate connections checked out by sessions).
 fn servers(live: &dyn LiveStats) -> AdminReply {
     let mut rows = Vec::new();
-    for r in live.pgsql_free_connections() {
-        let cell = |i: usize| r.get(i).cloned().flatten().unwrap_or_default();
-        // stats_pgsql_free_connections: fd, hostgroup, srv_host, srv_port, user, database, ...
-        let hg = cell(1).parse().unwrap_or(0);
+    for c in live.free_connections(Protocol::Pgsql) {
         rows.push(connection_row(
             "S",
-            &cell(4),
-            &database(hg),
+            &c.user,
+            &database(c.hostgroup),
             "idle",
-            &cell(2),
-            &cell(3),
+            &c.server.hostname,
+            &c.server.port.to_string(),
         ));
     }
-    for s in live.pgsql_connection_pool() {
+    for s in live.connection_pool(Protocol::Pgsql) {
         for _ in 0..s.conn_used {
             let port = s.srv_port.to_string();
             rows.push(connection_row(
@@ -304,7 +303,7 @@ fn servers(live: &dyn LiveStats) -> AdminReply {
 
 fn clients(live: &dyn LiveStats) -> AdminReply {
     let rows = live
-        .pgsql_processlist()
+        .processlist(Protocol::Pgsql)
         .iter()
         .map(|c| {
             let (addr, port) = c
@@ -339,7 +338,7 @@ fn connection_row(
 }
 
 fn databases(live: &dyn LiveStats, rt: &RuntimeConfig) -> AdminReply {
-    let pool = live.pgsql_connection_pool();
+    let pool = live.connection_pool(Protocol::Pgsql);
     let paused = if live.paused() { "1" } else { "0" };
     let rows = rt
         .pgsql
@@ -391,8 +390,8 @@ fn databases(live: &dyn LiveStats, rt: &RuntimeConfig) -> AdminReply {
 }
 
 fn lists(live: &dyn LiveStats, rt: &RuntimeConfig) -> AdminReply {
-    let pool = live.pgsql_connection_pool();
-    let clients = live.pgsql_processlist();
+    let pool = live.connection_pool(Protocol::Pgsql);
+    let clients = live.processlist(Protocol::Pgsql);
     let used_clients = clients.iter().filter(|c| c.pin_reason.is_some()).count();
     let used: u32 = pool.iter().map(|p| p.conn_used).sum();
     let free: u32 = pool.iter().map(|p| p.conn_free).sum();

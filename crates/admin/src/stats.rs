@@ -3,22 +3,25 @@
 use crate::layers::replace_rows_sql;
 use crate::store::Store;
 use sluice_core::Protocol;
-use sluice_core::admin::{AdminError, AdminRows, LiveStats};
+use sluice_core::admin::{AdminError, AdminRows};
 use sluice_core::config::Config;
+use sluice_core::live::LiveStats;
 use sluice_core::query::DigestRow;
 use std::collections::HashMap;
 
 mod monitor_tables;
+mod protocol_tables;
 pub(crate) use monitor_tables::refresh_monitor_tables;
+use protocol_tables::protocol_tables;
 
-fn rows(columns: &[&str], rows: Vec<Vec<Option<String>>>) -> AdminRows {
+pub(super) fn rows(columns: &[&str], rows: Vec<Vec<Option<String>>>) -> AdminRows {
     AdminRows {
         columns: columns.iter().map(|c| c.to_string()).collect(),
         rows,
     }
 }
 
-fn s(v: impl ToString) -> Option<String> {
+pub(super) fn s(v: impl ToString) -> Option<String> {
     Some(v.to_string())
 }
 
@@ -107,8 +110,8 @@ pub(crate) async fn refresh_query_tables(
 }
 
 /// `stats_*_users` rows: each frontend user's connected clients and cap.
-fn user_table<'a>(
-    procs: &[sluice_core::admin::ProcessRow],
+pub(super) fn user_table<'a>(
+    procs: &[sluice_core::live::ProcessRow],
     users: impl Iterator<Item = (&'a str, u32)>,
 ) -> AdminRows {
     let mut per_user: HashMap<&str, u32> = HashMap::new();
@@ -128,7 +131,7 @@ fn user_table<'a>(
 }
 
 /// `stats_*_processlist` rows.
-fn process_table(procs: &[sluice_core::admin::ProcessRow]) -> AdminRows {
+pub(super) fn process_table(procs: &[sluice_core::live::ProcessRow]) -> AdminRows {
     rows(
         &[
             "ThreadID",
@@ -180,7 +183,7 @@ fn process_table(procs: &[sluice_core::admin::ProcessRow]) -> AdminRows {
 }
 
 /// `stats_*_connection_pool` rows.
-fn pool_table(pool: &[sluice_core::admin::PoolRow]) -> AdminRows {
+pub(super) fn pool_table(pool: &[sluice_core::live::PoolRow]) -> AdminRows {
     rows(
         &[
             "hostgroup",
@@ -232,11 +235,10 @@ pub(crate) async fn refresh(
         "stats_memory_metrics",
         &globals_table(live.memory_metrics()),
     );
-    for (table, r) in mysql_tables(live, cfg)
-        .iter()
-        .chain(&pgsql_tables(live, cfg))
-    {
-        sql.extend(replace_rows_sql("stats", table, r));
+    for p in [Protocol::Mysql, Protocol::Pgsql] {
+        for (table, r) in protocol_tables(live, p, cfg) {
+            sql.extend(replace_rows_sql("stats", &table, &r));
+        }
     }
     for (table, r) in live.mcp_tables() {
         sql.extend(replace_rows_sql("stats", table, &r));
@@ -258,63 +260,8 @@ pub(crate) async fn refresh(
     store.exec_all(&sql).await
 }
 
-/// `stats_*_commands_counters`' columns.
-const COMMAND_COLUMNS: [&str; 15] = [
-    "Command",
-    "Total_Time_us",
-    "Total_cnt",
-    "cnt_100us",
-    "cnt_500us",
-    "cnt_1ms",
-    "cnt_5ms",
-    "cnt_10ms",
-    "cnt_50ms",
-    "cnt_100ms",
-    "cnt_500ms",
-    "cnt_1s",
-    "cnt_5s",
-    "cnt_10s",
-    "cnt_INFs",
-];
-
-/// `stats_*_errors`' columns; `db` and `code` differ per protocol.
-fn error_columns(db: &'static str, code: &'static str) -> [&'static str; 11] {
-    [
-        "hostgroup",
-        "hostname",
-        "port",
-        "username",
-        "client_address",
-        db,
-        code,
-        "count_star",
-        "first_seen",
-        "last_seen",
-        "last_error",
-    ]
-}
-
-/// `stats_*_free_connections`' columns; `db` and `info` differ per protocol.
-fn free_columns(db: &'static str, info: &'static str) -> [&'static str; 13] {
-    [
-        "fd",
-        "hostgroup",
-        "srv_host",
-        "srv_port",
-        "user",
-        db,
-        "init_connect",
-        "time_zone",
-        "sql_mode",
-        "autocommit",
-        "idle_ms",
-        "statistics",
-        info,
-    ]
-}
-
 /// A `stats_*_global` table from (name, value) pairs.
-fn globals_table(pairs: Vec<(String, String)>) -> AdminRows {
+pub(super) fn globals_table(pairs: Vec<(String, String)>) -> AdminRows {
     rows(
         &["Variable_Name", "Variable_Value"],
         pairs
@@ -325,7 +272,9 @@ fn globals_table(pairs: Vec<(String, String)>) -> AdminRows {
 }
 
 /// `stats_*_client_host_cache`: addresses with failed logins.
-fn client_host_table(hosts: Vec<sluice_core::login_throttle::ClientHostRow>) -> AdminRows {
+pub(super) fn client_host_table(
+    hosts: Vec<sluice_core::login_throttle::ClientHostRow>,
+) -> AdminRows {
     rows(
         &["client_address", "error_count", "last_updated"],
         hosts
@@ -339,116 +288,4 @@ fn client_host_table(hosts: Vec<sluice_core::login_throttle::ClientHostRow>) -> 
             })
             .collect(),
     )
-}
-
-/// The MySQL side's stats tables.
-fn mysql_tables(live: &dyn LiveStats, cfg: &Config) -> Vec<(&'static str, AdminRows)> {
-    let pool = pool_table(&live.mysql_connection_pool());
-    let procs = live.mysql_processlist();
-    let mut globals = live.mysql_global();
-    globals.extend(live.query_globals(Protocol::Mysql));
-    let users = cfg
-        .mysql_users
-        .iter()
-        .filter(|u| u.frontend.0)
-        .map(|u| (u.username.as_str(), u.max_connections.0));
-    let errors = rows(&error_columns("schemaname", "errno"), live.mysql_errors());
-    vec![
-        ("stats_mysql_connection_pool_reset", pool.clone()),
-        ("stats_mysql_connection_pool", pool),
-        ("stats_mysql_processlist", process_table(&procs)),
-        ("stats_mysql_global", globals_table(globals)),
-        ("stats_mysql_users", user_table(&procs, users)),
-        (
-            "stats_mysql_commands_counters",
-            rows(&COMMAND_COLUMNS, live.mysql_commands_counters()),
-        ),
-        ("stats_mysql_errors_reset", errors.clone()),
-        ("stats_mysql_errors", errors),
-        (
-            "stats_mysql_client_host_cache",
-            client_host_table(live.client_hosts(Protocol::Mysql)),
-        ),
-        (
-            "stats_mysql_free_connections",
-            rows(
-                &free_columns("schema", "mysql_info"),
-                live.mysql_free_connections(),
-            ),
-        ),
-    ]
-}
-
-/// The PostgreSQL side's stats tables.
-fn pgsql_tables(live: &dyn LiveStats, cfg: &Config) -> Vec<(&'static str, AdminRows)> {
-    let pool = pool_table(&live.pgsql_connection_pool());
-    let procs = live.pgsql_processlist();
-    let users = cfg
-        .pgsql_users
-        .iter()
-        .filter(|u| u.frontend.0)
-        .map(|u| (u.username.as_str(), u.max_connections.0));
-    let errors = rows(&error_columns("database", "sqlstate"), live.pgsql_errors());
-    vec![
-        (
-            "stats_pgsql_global",
-            globals_table(
-                live.pgsql_global()
-                    .into_iter()
-                    .chain(live.query_globals(Protocol::Pgsql))
-                    .collect(),
-            ),
-        ),
-        ("stats_pgsql_connection_pool_reset", pool.clone()),
-        ("stats_pgsql_connection_pool", pool),
-        ("stats_pgsql_processlist", process_table(&procs)),
-        ("stats_pgsql_users", user_table(&procs, users)),
-        (
-            "stats_pgsql_commands_counters",
-            rows(&COMMAND_COLUMNS, live.pgsql_commands_counters()),
-        ),
-        ("stats_pgsql_errors_reset", errors.clone()),
-        ("stats_pgsql_errors", errors),
-        (
-            "stats_pgsql_client_host_cache",
-            client_host_table(live.client_hosts(Protocol::Pgsql)),
-        ),
-        (
-            "stats_pgsql_free_connections",
-            rows(
-                &free_columns("database", "pgsql_info"),
-                live.pgsql_free_connections(),
-            ),
-        ),
-        (
-            "stats_pgsql_listen_channels",
-            rows(
-                &[
-                    "database",
-                    "channel",
-                    "listeners",
-                    "received",
-                    "delivered",
-                    "dropped",
-                ],
-                live.pgsql_listen_channels(),
-            ),
-        ),
-        (
-            "stats_pgsql_listeners",
-            rows(
-                &[
-                    "hostgroup",
-                    "srv_host",
-                    "srv_port",
-                    "database",
-                    "backend_pid",
-                    "channels",
-                    "reconnects",
-                    "last_error",
-                ],
-                live.pgsql_listeners(),
-            ),
-        ),
-    ]
 }

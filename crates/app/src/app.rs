@@ -120,20 +120,18 @@ impl App {
             .set_backend_tls(fe.pool().tls().cloned(), pg_fe.pool().tls().cloned());
         let monitors = start_monitors(&config, fe.pool(), pg_fe.pool());
         let stop_requested = CancellationToken::new();
-        admin.attach(
-            config.clone(),
-            Arc::new(Live {
-                mysql: fe.clone(),
-                pgsql: pg_fe.clone(),
-                monitors: monitors.both.clone(),
-                config: config.clone(),
-                stop: stop_requested.clone(),
-                started: std::time::Instant::now(),
-                mcp: mcp.clone(),
-                mcp_stats,
-                memory_rows: options.memory_rows,
-            }),
-        );
+        let live = Arc::new(Live {
+            mysql: fe.clone(),
+            pgsql: pg_fe.clone(),
+            monitors: monitors.both.clone(),
+            config: config.clone(),
+            stop: stop_requested.clone(),
+            started: std::time::Instant::now(),
+            mcp: mcp.clone(),
+            mcp_stats,
+            memory_rows: options.memory_rows,
+        });
+        admin.attach(config.clone(), live.clone(), live);
         servers_mcp(&mcp, &accepting, &shutdown, &tasks);
         // RAG syncs read under their workload class, with the data path's gates.
         mcp.service().set_admission(fe.admission().clone());

@@ -8,6 +8,8 @@
 //! - [`kill_registry`]: every open backend connection per server, to kill them when it is shunned.
 //! - [`monitor`]: health checks' scheduling, logs and decisions (shunning, read_only placement).
 //! - [`query`]: the query processor: digests, rules, hints, the query cache and its stats.
+//! - [`live`]: the data path's live state as typed views ([`live::LiveStats`]) and the admin's
+//!   commands on the running process ([`live::Control`]).
 //! - [`advisory`]: a session's advisory locks per key (what pins a connection until released).
 //! - [`Protocol`] and [`PerProtocol`]: the two sides, and one value kept for each.
 
@@ -20,6 +22,7 @@ pub use sluice_config as config;
 pub mod error;
 pub mod hostgroup;
 pub mod kill_registry;
+pub mod live;
 pub mod login_throttle;
 pub mod metrics;
 pub mod monitor;

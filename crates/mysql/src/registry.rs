@@ -179,7 +179,7 @@ impl SessionSlot {
             p.user = user.to_string();
             p.schema = schema.to_string();
             p.pin_reason = pin_reason;
-            p.pinned_since = sluice_core::admin::pinned_since(p.pinned_since, pin_reason.is_some());
+            p.pinned_since = sluice_core::live::pinned_since(p.pinned_since, pin_reason.is_some());
         }
     }
 

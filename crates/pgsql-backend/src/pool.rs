@@ -10,6 +10,7 @@ use crate::idle::{Headroom, IdleConns, KeyRef, PassThrough};
 use sluice_core::Protocol;
 use sluice_core::checkout::{Attempt, CheckoutBudget};
 use sluice_core::hostgroup::{pick, random_u64};
+use sluice_core::live::FreeConnection;
 use sluice_core::metrics::{PoolStats, TrafficRegistry};
 use sluice_core::runtime::{HostgroupServer, ServerKey};
 use sluice_core::util::lock;
@@ -172,18 +173,21 @@ impl PgPool {
             .collect()
     }
 
-    /// The idle connections: (key, server process id, idle ms), for
-    /// `stats_pgsql_free_connections`.
-    pub fn free_connections(&self) -> Vec<(PgKey, u32, u64)> {
+    /// The idle connections, for `stats_pgsql_free_connections` and PgBouncer's `SHOW SERVERS`.
+    pub fn free_connections(&self) -> Vec<FreeConnection> {
         lock(&self.idle)
             .iter()
             .flat_map(|(k, v)| {
-                v.iter().map(move |c| {
-                    (
-                        (*k).clone(),
-                        c.key.0,
-                        c.idle_since.elapsed().as_millis() as u64,
-                    )
+                v.iter().map(move |c| FreeConnection {
+                    backend_id: c.key.0,
+                    hostgroup: k.hostgroup,
+                    server: k.server.clone(),
+                    user: k.user.clone(),
+                    database: Some(k.database.clone()),
+                    time_zone: None,
+                    sql_mode: None,
+                    autocommit: None,
+                    idle_ms: c.idle_since.elapsed().as_millis() as u64,
                 })
             })
             .collect()

@@ -81,7 +81,7 @@ impl PgSessionEntry {
     pub fn set_pin(&self, reason: Option<&'static str>) {
         if let Some(s) = lock(&self.sessions.map).get_mut(&self.id) {
             s.pin_reason = reason;
-            s.pinned_since = sluice_core::admin::pinned_since(s.pinned_since, reason.is_some());
+            s.pinned_since = sluice_core::live::pinned_since(s.pinned_since, reason.is_some());
         }
     }
 

@@ -12,14 +12,14 @@ use tracing::{info, warn};
 impl Admin {
     /// `PROXYSQL PAUSE|RESUME|SHUTDOWN|FLUSH …` on the running data path.
     fn proxysql(&self, what: &str) -> Result<AdminReply, AdminError> {
-        let live = self.live()?;
+        let control = self.control()?;
         match what {
-            "PAUSE" => live.set_paused(true),
-            "RESUME" => live.set_paused(false),
-            "SHUTDOWN" | "SHUTDOWN SLOW" | "STOP" | "KILL" => live.shutdown(),
+            "PAUSE" => control.set_paused(true),
+            "RESUME" => control.set_paused(false),
+            "SHUTDOWN" | "SHUTDOWN SLOW" | "STOP" | "KILL" => control.shutdown(),
             "FLUSH LOGS" => {}
             "RELOAD TLS" => {
-                live.reload_tls().map_err(|e| {
+                control.reload_tls().map_err(|e| {
                     warn!("PROXYSQL RELOAD TLS refused, the current certificates stay: {e}");
                     AdminError::new(format!(
                         "TLS reload failed, the current certificates stay: {e}"
@@ -28,7 +28,7 @@ impl Admin {
                 info!("PROXYSQL RELOAD TLS: new handshakes use the certificates read now");
             }
             "FLUSH QUERY CACHE" | "FLUSH MYSQL QUERY CACHE" => {
-                let n = live.flush_query_cache(sluice_core::Protocol::Mysql);
+                let n = control.flush_query_cache(sluice_core::Protocol::Mysql);
                 return Ok(AdminReply::Done {
                     affected: n as u64,
                     message: None,
@@ -40,7 +40,7 @@ impl Admin {
                 } else {
                     sluice_core::Protocol::Mysql
                 };
-                let n = live.flush_client_hosts(p);
+                let n = control.flush_client_hosts(p);
                 info!(
                     "PROXYSQL {what}: {n} client address(es) forgotten; their logins are no longer throttled"
                 );
@@ -50,7 +50,7 @@ impl Admin {
                 });
             }
             "FLUSH PGSQL QUERY CACHE" => {
-                let n = live.flush_query_cache(sluice_core::Protocol::Pgsql);
+                let n = control.flush_query_cache(sluice_core::Protocol::Pgsql);
                 return Ok(AdminReply::Done {
                     affected: n as u64,
                     message: None,
@@ -192,7 +192,7 @@ impl Admin {
     /// `RAG SYNC SOURCE n`.
     fn rag_sync(&self, id: u32) -> Result<AdminReply, AdminError> {
         let message = self
-            .live()?
+            .control()?
             .rag_sync(id)
             .map_err(|e| AdminError::new(e.to_string()))?;
         info!(source_id = id, "RAG SYNC SOURCE: {message}");
@@ -204,7 +204,7 @@ impl Admin {
 
     /// `KILL n`: ends session `n` of either protocol.
     fn kill(&self, id: u32) -> Result<AdminReply, AdminError> {
-        if self.live()?.kill_session(id) {
+        if self.control()?.kill_session(id) {
             Ok(done())
         } else {
             Err(AdminError {

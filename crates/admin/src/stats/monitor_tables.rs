@@ -5,8 +5,9 @@ use super::{rows, s};
 use crate::layers::replace_rows_sql;
 use crate::store::Store;
 use sluice_core::Protocol;
-use sluice_core::admin::{AdminError, AdminRows, LiveStats};
+use sluice_core::admin::{AdminError, AdminRows};
 use sluice_core::config::Config;
+use sluice_core::live::LiveStats;
 
 /// Refreshes the monitor's log tables and the live view of `runtime_*_servers` when a statement
 /// reads them.

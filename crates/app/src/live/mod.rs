@@ -1,9 +1,13 @@
 //! The data path's live state as the admin tables show it.
 
 use sluice_core::ConfigHandle;
-use sluice_core::admin::{ControlError, HostgroupTraffic, LiveStats, PoolRow, ProcessRow};
+use sluice_core::live::{
+    Control, ControlError, FreeConnection, HostgroupTraffic, ListenChannelRow, ListenerRow,
+    LiveStats, PoolRow, ProcessRow,
+};
 use sluice_core::metrics::{Exposition, ProtocolMetrics, global_rows, write_protocol};
 use sluice_core::monitor::{CheckKind, CheckRow, Monitor};
+use sluice_core::query::commands::{CommandCount, ErrorCount};
 use sluice_core::query::{DigestRow, QueryProcessorStats};
 use sluice_core::runtime::HostgroupServer;
 use sluice_core::{PerProtocol, Protocol};
@@ -89,8 +93,8 @@ impl Live {
     }
 }
 
-impl LiveStats for Live {
-    fn mysql_connection_pool(&self) -> Vec<PoolRow> {
+impl Live {
+    fn mysql_connection_pool_rows(&self) -> Vec<PoolRow> {
         // Every server of the live hostgroups (like ProxySQL), plus pools of servers that left
         // the configuration but still hold connections (shown as OFFLINE_HARD).
         let rt = self.config.load();
@@ -140,7 +144,7 @@ impl LiveStats for Live {
         rows
     }
 
-    fn mysql_processlist(&self) -> Vec<ProcessRow> {
+    fn mysql_processlist_rows(&self) -> Vec<ProcessRow> {
         let rt = self.config.load();
         self.mysql
             .registry()
@@ -167,8 +171,8 @@ impl LiveStats for Live {
             .collect()
     }
 
-    fn mysql_global(&self) -> Vec<(String, String)> {
-        let servers = self.mysql_connection_pool();
+    fn mysql_global_rows(&self) -> Vec<(String, String)> {
+        let servers = self.mysql_connection_pool_rows();
         let mut rows = vec![("ProxySQL_Uptime".to_string(), self.uptime())];
         rows.extend(global_rows(&self.metrics_of(Protocol::Mysql, &servers)));
         rows.extend([
@@ -192,50 +196,8 @@ impl LiveStats for Live {
         rows
     }
 
-    fn mysql_commands_counters(&self) -> Vec<Vec<Option<String>>> {
-        command_rows(&self.mysql.counters().commands)
-    }
-
-    fn pgsql_commands_counters(&self) -> Vec<Vec<Option<String>>> {
-        command_rows(self.pgsql.commands())
-    }
-
-    fn mysql_errors(&self) -> Vec<Vec<Option<String>>> {
-        error_rows(&self.mysql.counters().commands)
-    }
-
-    fn mysql_free_connections(&self) -> Vec<Vec<Option<String>>> {
-        self.mysql
-            .pool()
-            .free_connections()
-            .into_iter()
-            .map(|f| {
-                vec![
-                    Some(f.thread_id.to_string()),
-                    Some(f.hostgroup.to_string()),
-                    Some(f.server.hostname.clone()),
-                    Some(f.server.port.to_string()),
-                    Some(f.user),
-                    f.schema,
-                    None,
-                    f.time_zone,
-                    f.sql_mode,
-                    f.autocommit,
-                    Some(f.idle_ms.to_string()),
-                    None,
-                    None,
-                ]
-            })
-            .collect()
-    }
-
-    fn query_digests(&self, p: Protocol, reset: bool) -> Vec<DigestRow> {
-        let d = &self.query_stats(p).digests;
-        if reset { d.take_rows() } else { d.rows() }
-    }
-
-    fn query_rule_hits(&self, p: Protocol) -> Vec<(u32, u64)> {
-        self.query_stats(p).rule_hits()
+    fn mysql_free_connection_rows(&self) -> Vec<FreeConnection> {
+        self.mysql.pool().free_connections()
     }
 
     fn query_globals(&self, p: Protocol) -> Vec<(String, String)> {
@@ -269,6 +231,68 @@ impl LiveStats for Live {
         v
     }
 
+    fn pgsql_global_rows(&self) -> Vec<(String, String)> {
+        let servers = self.pgsql_connection_pool_rows();
+        let mut rows = vec![("ProxySQL_Uptime".to_string(), self.uptime())];
+        rows.extend(global_rows(&self.metrics_of(Protocol::Pgsql, &servers)));
+        rows
+    }
+}
+
+impl LiveStats for Live {
+    fn connection_pool(&self, p: Protocol) -> Vec<PoolRow> {
+        match p {
+            Protocol::Mysql => self.mysql_connection_pool_rows(),
+            Protocol::Pgsql => self.pgsql_connection_pool_rows(),
+        }
+    }
+
+    fn processlist(&self, p: Protocol) -> Vec<ProcessRow> {
+        match p {
+            Protocol::Mysql => self.mysql_processlist_rows(),
+            Protocol::Pgsql => self.pgsql_processlist_rows(),
+        }
+    }
+
+    fn globals(&self, p: Protocol) -> Vec<(String, String)> {
+        let mut rows = match p {
+            Protocol::Mysql => self.mysql_global_rows(),
+            Protocol::Pgsql => self.pgsql_global_rows(),
+        };
+        rows.extend(self.query_globals(p));
+        rows
+    }
+
+    fn commands_counters(&self, p: Protocol) -> Vec<CommandCount> {
+        match p {
+            Protocol::Mysql => self.mysql.counters().commands.commands(),
+            Protocol::Pgsql => self.pgsql.commands().commands(),
+        }
+    }
+
+    fn errors(&self, p: Protocol) -> Vec<ErrorCount> {
+        match p {
+            Protocol::Mysql => self.mysql.counters().commands.errors(),
+            Protocol::Pgsql => self.pgsql.server_stats().errors.errors(),
+        }
+    }
+
+    fn free_connections(&self, p: Protocol) -> Vec<FreeConnection> {
+        match p {
+            Protocol::Mysql => self.mysql_free_connection_rows(),
+            Protocol::Pgsql => self.pgsql.pool().free_connections(),
+        }
+    }
+
+    fn query_digests(&self, p: Protocol, reset: bool) -> Vec<DigestRow> {
+        let d = &self.query_stats(p).digests;
+        if reset { d.take_rows() } else { d.rows() }
+    }
+
+    fn query_rule_hits(&self, p: Protocol) -> Vec<(u32, u64)> {
+        self.query_stats(p).rule_hits()
+    }
+
     fn monitor_log(&self, p: Protocol, kind: CheckKind) -> Vec<CheckRow> {
         self.monitor(p).log.rows(kind)
     }
@@ -281,34 +305,18 @@ impl LiveStats for Live {
         })
     }
 
-    fn pgsql_processlist(&self) -> Vec<ProcessRow> {
-        self.pgsql_processlist_rows()
+    fn listen_channels(&self) -> Vec<ListenChannelRow> {
+        self.pgsql.listen_channels()
     }
 
-    fn pgsql_listen_channels(&self) -> Vec<Vec<Option<String>>> {
-        self.pgsql_listen_channels_rows()
-    }
-
-    fn pgsql_listeners(&self) -> Vec<Vec<Option<String>>> {
-        self.pgsql_listeners_rows()
-    }
-
-    fn pgsql_errors(&self) -> Vec<Vec<Option<String>>> {
-        error_rows(&self.pgsql.server_stats().errors)
-    }
-
-    fn pgsql_free_connections(&self) -> Vec<Vec<Option<String>>> {
-        self.pgsql_free_connections_rows()
-    }
-
-    fn pgsql_connection_pool(&self) -> Vec<PoolRow> {
-        self.pgsql_connection_pool_rows()
+    fn listeners(&self) -> Vec<ListenerRow> {
+        self.pgsql.listeners()
     }
 
     fn write_metrics(&self, out: &mut Exposition) {
-        let my_servers = self.mysql_connection_pool();
+        let my_servers = self.mysql_connection_pool_rows();
         write_protocol(out, &self.metrics_of(Protocol::Mysql, &my_servers));
-        let pg_servers = self.pgsql_connection_pool();
+        let pg_servers = self.pgsql_connection_pool_rows();
         write_protocol(out, &self.metrics_of(Protocol::Pgsql, &pg_servers));
         self.mcp_stats.write_metrics(out);
         let rt = self.config.load();
@@ -336,10 +344,6 @@ impl LiveStats for Live {
 
     fn mcp_tables(&self) -> Vec<(&'static str, sluice_core::admin::AdminRows)> {
         self.mcp_stats.tables()
-    }
-
-    fn rag_sync(&self, source_id: u32) -> Result<String, ControlError> {
-        Ok(self.mcp.service().rag_sync(source_id)?)
     }
 
     fn memory_metrics(&self) -> Vec<(String, String)> {
@@ -394,30 +398,12 @@ impl LiveStats for Live {
         self.pgsql_hostgroup_traffic_rows()
     }
 
-    fn reload_tls(&self) -> Result<(), ControlError> {
-        let rt = self.config.load();
-        if let Some(t) = self.mysql.tls() {
-            t.reload(&rt.mysql.variables.frontend_tls())?;
-        }
-        if let Some(t) = self.pgsql.tls() {
-            t.reload(&rt.pgsql.variables.frontend_tls())?;
-        }
-        Ok(())
-    }
-
     fn uptime_seconds(&self) -> u64 {
         self.started.elapsed().as_secs()
     }
 
     fn paused(&self) -> bool {
         self.mysql.paused().load(Ordering::Relaxed)
-    }
-
-    fn pgsql_global(&self) -> Vec<(String, String)> {
-        let servers = self.pgsql_connection_pool();
-        let mut rows = vec![("ProxySQL_Uptime".to_string(), self.uptime())];
-        rows.extend(global_rows(&self.metrics_of(Protocol::Pgsql, &servers)));
-        rows
     }
 
     fn clients_connected(&self, p: Protocol) -> u64 {
@@ -437,15 +423,32 @@ impl LiveStats for Live {
         sluice_core::readiness::writers_without_online_server(&self.config.load())
     }
 
+    fn client_hosts(&self, p: Protocol) -> Vec<sluice_core::login_throttle::ClientHostRow> {
+        self.login_throttle(p).rows()
+    }
+}
+
+impl Control for Live {
+    fn rag_sync(&self, source_id: u32) -> Result<String, ControlError> {
+        Ok(self.mcp.service().rag_sync(source_id)?)
+    }
+
+    fn reload_tls(&self) -> Result<(), ControlError> {
+        let rt = self.config.load();
+        if let Some(t) = self.mysql.tls() {
+            t.reload(&rt.mysql.variables.frontend_tls())?;
+        }
+        if let Some(t) = self.pgsql.tls() {
+            t.reload(&rt.pgsql.variables.frontend_tls())?;
+        }
+        Ok(())
+    }
+
     fn flush_query_cache(&self, p: Protocol) -> usize {
         match p {
             Protocol::Mysql => self.mysql.counters().cache.flush(),
             Protocol::Pgsql => self.pgsql.cache().flush(),
         }
-    }
-
-    fn client_hosts(&self, p: Protocol) -> Vec<sluice_core::login_throttle::ClientHostRow> {
-        self.login_throttle(p).rows()
     }
 
     fn flush_client_hosts(&self, p: Protocol) -> usize {
@@ -474,42 +477,4 @@ impl LiveStats for Live {
     fn set_paused(&self, paused: bool) {
         self.mysql.paused().store(paused, Ordering::Relaxed);
     }
-}
-
-/// `stats_*_commands_counters` rows.
-fn command_rows(c: &sluice_core::query::commands::CommandCounters) -> Vec<Vec<Option<String>>> {
-    c.commands()
-        .into_iter()
-        .map(|c| {
-            let mut row = vec![
-                Some(c.command.to_string()),
-                Some(c.total_time_us.to_string()),
-                Some(c.total_cnt.to_string()),
-            ];
-            row.extend(c.buckets.iter().map(|b| Some(b.to_string())));
-            row
-        })
-        .collect()
-}
-
-/// `stats_*_errors` rows.
-fn error_rows(c: &sluice_core::query::commands::CommandCounters) -> Vec<Vec<Option<String>>> {
-    c.errors()
-        .into_iter()
-        .map(|e| {
-            vec![
-                Some(e.hostgroup.to_string()),
-                Some(e.hostname),
-                Some(e.port.to_string()),
-                Some(e.username),
-                Some(e.client_address),
-                Some(e.schemaname),
-                Some(e.errno),
-                Some(e.count_star.to_string()),
-                Some(e.first_seen.to_string()),
-                Some(e.last_seen.to_string()),
-                Some(e.last_error),
-            ]
-        })
-        .collect()
 }

@@ -1,7 +1,7 @@
-//! The PostgreSQL side's rows of `LiveStats`: sessions, LISTEN channels, pools and traffic.
+//! The PostgreSQL side's rows of `LiveStats`: sessions, pools and traffic.
 
 use super::Live;
-use sluice_core::admin::{HostgroupTraffic, PoolRow, ProcessRow};
+use sluice_core::live::{HostgroupTraffic, PoolRow, ProcessRow};
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
@@ -24,74 +24,6 @@ impl Live {
                     .map(|(class, since)| (class, since.elapsed().as_millis() as u64)),
                 thread: p.thread,
                 listening: p.listening,
-            })
-            .collect()
-    }
-
-    pub(super) fn pgsql_listen_channels_rows(&self) -> Vec<Vec<Option<String>>> {
-        self.pgsql
-            .listen_channels()
-            .into_iter()
-            .map(|c| {
-                vec![
-                    Some(c.database),
-                    Some(c.channel),
-                    Some(c.listeners.to_string()),
-                    Some(c.received.to_string()),
-                    Some(c.delivered.to_string()),
-                    Some(c.dropped.to_string()),
-                ]
-            })
-            .collect()
-    }
-
-    pub(super) fn pgsql_listeners_rows(&self) -> Vec<Vec<Option<String>>> {
-        self.pgsql
-            .listeners()
-            .into_iter()
-            .map(|l| {
-                let (host, port) = match &l.server {
-                    Some(s) => s
-                        .rsplit_once(':')
-                        .map(|(h, p)| (Some(h.to_string()), Some(p.to_string())))
-                        .unwrap_or((Some(s.clone()), None)),
-                    None => (None, None),
-                };
-                vec![
-                    Some(l.hostgroup.to_string()),
-                    host,
-                    port,
-                    Some(l.database),
-                    l.backend_pid.map(|p| p.to_string()),
-                    Some(l.channels.to_string()),
-                    Some(l.reconnects.to_string()),
-                    l.last_error,
-                ]
-            })
-            .collect()
-    }
-
-    pub(super) fn pgsql_free_connections_rows(&self) -> Vec<Vec<Option<String>>> {
-        self.pgsql
-            .pool()
-            .free_connections()
-            .into_iter()
-            .map(|(k, pid, idle_ms)| {
-                vec![
-                    Some(pid.to_string()),
-                    Some(k.hostgroup.to_string()),
-                    Some(k.server.hostname.clone()),
-                    Some(k.server.port.to_string()),
-                    Some(k.user),
-                    Some(k.database),
-                    None,
-                    None,
-                    None,
-                    None,
-                    Some(idle_ms.to_string()),
-                    None,
-                    None,
-                ]
             })
             .collect()
     }

@@ -3,7 +3,7 @@
 //! Sluice's own `sluice_*` families (latency histograms, pool wait, pins, rule hits).
 
 use super::{Exposition, FrontendStats, PoolStats};
-use crate::admin::PoolRow;
+use crate::live::PoolRow;
 use crate::query::commands::CommandCounters;
 use crate::query::{QueryCache, QueryProcessorStats};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};

@@ -10,6 +10,7 @@ mod handoff;
 use crate::conn::{BackendConn, BackendSecret, REPLY_SHAPING_CAPS};
 use hashbrown::{Equivalent, HashMap};
 use sluice_core::kill_registry::KillRegistry;
+use sluice_core::live::FreeConnection;
 use sluice_core::metrics::{PoolStats, TrafficRegistry};
 use sluice_core::runtime::{HostgroupServer, ServerKey};
 use sluice_core::util::lock;
@@ -218,29 +219,6 @@ impl CheckoutRequest<'_> {
     }
 }
 
-/// An idle connection, as `stats_mysql_free_connections` lists it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FreeConnection {
-    /// The hostgroup the connection was checked out for.
-    pub hostgroup: u32,
-    /// The server it is open to.
-    pub server: ServerKey,
-    /// The account it is logged in as.
-    pub user: String,
-    /// The server's thread id.
-    pub thread_id: u32,
-    /// The schema the server has selected on it now.
-    pub schema: Option<String>,
-    /// `time_zone` set on it, if any.
-    pub time_zone: Option<String>,
-    /// `sql_mode` set on it, if any.
-    pub sql_mode: Option<String>,
-    /// `autocommit` set on it, if any.
-    pub autocommit: Option<String>,
-    /// Time in the pool (ms).
-    pub idle_ms: u64,
-}
-
 /// Open/idle counts of one (hostgroup, server), for stats.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerPoolStats {
@@ -394,11 +372,11 @@ impl MysqlPool {
         for (k, conns) in &g.idle {
             for IdleConn { conn: c, .. } in conns {
                 out.push(FreeConnection {
+                    backend_id: c.thread_id,
                     hostgroup: k.hostgroup,
                     server: k.server.clone(),
                     user: k.user.clone(),
-                    thread_id: c.thread_id,
-                    schema: c.state.schema.clone(),
+                    database: c.state.schema.clone(),
                     time_zone: c.state.vars.get("time_zone").cloned(),
                     sql_mode: c.state.vars.get("sql_mode").cloned(),
                     autocommit: c.state.vars.get("autocommit").cloned(),
@@ -406,7 +384,7 @@ impl MysqlPool {
                 });
             }
         }
-        out.sort_by_key(|f| f.thread_id);
+        out.sort_by_key(|f| f.backend_id);
         out
     }
 

@@ -5,6 +5,7 @@
 
 use super::mailbox::{ChannelCounters, Mailbox};
 use crate::frontend::PgFrontend;
+use sluice_core::live::{ListenChannelRow, ListenerRow};
 use sluice_core::util::lock;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
@@ -183,42 +184,6 @@ impl ListenHub {
         v.sort_by(|a, b| a.key.cmp(&b.key));
         v
     }
-}
-
-/// One row of `stats_pgsql_listen_channels`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ListenChannelRow {
-    /// The database of the listener connection.
-    pub database: String,
-    /// The channel.
-    pub channel: String,
-    /// Sessions listening to it.
-    pub listeners: usize,
-    /// Notifications received on it.
-    pub received: u64,
-    /// Notifications written to clients.
-    pub delivered: u64,
-    /// Notifications lost with sessions ended for not reading them.
-    pub dropped: u64,
-}
-
-/// One row of `stats_pgsql_listeners`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ListenerRow {
-    /// The writer hostgroup.
-    pub hostgroup: u32,
-    /// The server connected to (`host:port`), while connected.
-    pub server: Option<String>,
-    /// The database.
-    pub database: String,
-    /// The listener connection's backend pid, while connected.
-    pub backend_pid: Option<u32>,
-    /// Channels listened to.
-    pub channels: usize,
-    /// Times it was opened again after a loss or a writer change.
-    pub reconnects: u64,
-    /// Why it was last lost, if it was.
-    pub last_error: Option<String>,
 }
 
 impl ListenHub {

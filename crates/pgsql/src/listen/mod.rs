@@ -11,9 +11,9 @@ mod listener;
 mod mailbox;
 mod statement;
 
-pub use hub::{ListenChannelRow, ListenerRow};
 pub(crate) use hub::{ListenHub, ListenerKey, Refused};
 pub(crate) use mailbox::{Mail, Overflow};
+pub use sluice_core::live::{ListenChannelRow, ListenerRow};
 pub(crate) use statement::{
     ListenRequest, ListenStatement, may_notify, parse, quoted as quoted_identifier,
     sends_notification,
