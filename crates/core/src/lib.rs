@@ -7,7 +7,8 @@
 //! - [`login_throttle`]: failed logins per client address, and the spacing of their attempts.
 //! - [`kill_registry`]: every open backend connection per server, to kill them when it is shunned.
 //! - [`monitor`]: health checks' scheduling, logs and decisions (shunning, read_only placement).
-//! - [`query`]: the query processor: digests, rules, hints, the query cache and its stats.
+//! - [`query`]: the query processor: digests, rules, hints, the query cache and its stats — the
+//!   `sluice-query` crate, re-exported.
 //! - [`live`]: the data path's live state as typed views ([`live::LiveStats`]) and the admin's
 //!   commands on the running process ([`live::Control`]).
 //! - [`advisory`]: a session's advisory locks per key (what pins a connection until released).
@@ -27,7 +28,7 @@ pub mod login_throttle;
 pub mod metrics;
 pub mod monitor;
 mod protocol;
-pub mod query;
+pub use sluice_query as query;
 pub mod readiness;
 pub mod runtime;
 pub mod util;

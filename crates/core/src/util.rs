@@ -1,9 +1,6 @@
 //! Small helpers every crate used to carry its own copy of, and the process facts the metrics
 //! report (resident memory, open file descriptors).
 
-use std::sync::{Mutex, MutexGuard};
-use std::time::{SystemTime, UNIX_EPOCH};
-
 /// `bytes` as text: borrowed when they are UTF-8 (statement texts are: the servers check), else
 /// with U+FFFD for the invalid parts. `str::from_utf8` checks ASCII a word at a time, where
 /// `String::from_utf8_lossy` walks byte by byte; this runs on every statement.
@@ -14,18 +11,7 @@ pub fn text(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
     }
 }
 
-/// Locks `m`, going on with the data when another thread panicked while holding it: the
-/// counters and maps Sluice guards stay usable, and one panic never takes every session down.
-pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// Seconds since the Unix epoch (0 if the clock is before it), as the stats tables show times.
-pub fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
+pub use sluice_query::util::{lock, unix_now};
 
 /// The process's resident memory in bytes (Linux `/proc/self/statm`); `None` elsewhere.
 pub fn rss_bytes() -> Option<u64> {
@@ -42,20 +28,6 @@ pub fn open_fds() -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_poisoned_lock_still_gives_its_data() {
-        let m = std::sync::Arc::new(Mutex::new(5));
-        let m2 = m.clone();
-        let _ = std::thread::spawn(move || {
-            let _g = lock(&m2);
-            panic!("poison it");
-        })
-        .join();
-        assert!(m.is_poisoned());
-        assert_eq!(*lock(&m), 5);
-        assert!(unix_now() > 1_700_000_000);
-    }
 
     #[test]
     fn text_borrows_utf8_and_replaces_what_is_not() {

@@ -5,14 +5,13 @@
 
 mod fine;
 mod notify;
-mod per_thread;
 mod render;
 
 pub(crate) use fine::bucket_of;
 pub use fine::{FINE_BUCKETS, FineHistogram, FineSnapshot, WindowedHistogram, fine_bound_s};
 pub use notify::NotifyStats;
-pub use per_thread::{Counter, PerThread, thread_slot};
 pub use render::{ProtocolMetrics, global_rows, write_process, write_protocol};
+pub use sluice_query::counters::{Counter, PerThread, thread_slot};
 
 use crate::util::lock;
 use std::collections::BTreeMap;

@@ -1,10 +1,20 @@
-//! The query processor, shared by both protocols: a digest per query ([`digest`](mod@digest)), the rules
-//! that decide where it goes and what happens to it ([`rules`]), first-comment hints
-//! ([`hints`]), the result cache ([`cache`]), the statistics ([`stats`]) and a word filter the
-//! sessions' state trackers run first ([`WordSet`]).
+//! sluice-query: the query processor both protocols share: a digest per query
+//! ([`digest`](mod@digest)), the rules that decide where it goes and what happens to it
+//! ([`rules`]), first-comment hints ([`hints`]), the result cache ([`cache`]), the statistics
+//! ([`stats`], [`commands`]) and a word filter the sessions' state trackers run first
+//! ([`WordSet`]). It knows only the config model (`sluice-config`): no sockets, no wire bytes,
+//! no runtime. `sluice-core` re-exports it as `sluice_core::query`.
+//!
+//! ```
+//! use sluice_query::{Dialect, digest};
+//! let d = digest("SELECT c FROM sbtest1 WHERE id = 4711", Dialect::Mysql, 2048);
+//! assert_eq!(d.text, "SELECT c FROM sbtest1 WHERE id = ?");
+//! assert_eq!(d.tables, ["sbtest1"]);
+//! ```
 
 pub mod cache;
 pub mod commands;
+pub mod counters;
 pub mod digest;
 pub mod hints;
 pub mod hook;
@@ -12,6 +22,7 @@ mod keywords;
 mod memo;
 pub mod rules;
 pub mod stats;
+pub mod util;
 mod words;
 
 #[cfg(test)]
@@ -26,7 +37,7 @@ pub use rules::{QueryAction, QueryContext, RuleSet};
 pub use stats::{DigestRow, DigestSample, DigestStats, QueryProcessorStats};
 pub use words::WordSet;
 
-use crate::config::QueryVariables;
+use sluice_config::QueryVariables;
 use std::sync::Arc;
 
 /// Everything the processor decided about one query.

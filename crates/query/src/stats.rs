@@ -3,7 +3,7 @@
 //! `stats_*_query_rules`, and the delayed-query counter.
 
 use super::digest::fnv1a;
-use crate::metrics::PerThread;
+use crate::counters::PerThread;
 use crate::util::lock;
 use std::collections::HashMap;
 use std::sync::Mutex;

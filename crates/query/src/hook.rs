@@ -4,7 +4,7 @@
 //! [`LocalReply`] in its own protocol.
 //!
 //! ```
-//! use sluice_core::query::hook::{HookDecision, HookStatement, LocalReply, StatementHook};
+//! use sluice_query::hook::{HookDecision, HookStatement, LocalReply, StatementHook};
 //!
 //! /// Answers `SELECT app_version()` itself; sends reports to hostgroup 2.
 //! struct AppHook;

@@ -5,9 +5,9 @@
 //! following rules see. When no rule chose a hostgroup, `*_query_rules_fast_routing` is asked.
 
 use super::digest::Digest;
-use crate::config::{CausalMode, FastRoute, QueryRule};
-use crate::error::RuleError;
 use regex::Regex;
+use sluice_config::RuleError;
+use sluice_config::{CausalMode, FastRoute, QueryRule};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -144,7 +144,7 @@ impl RuleSet {
                 match_pattern: parts.match_pattern,
                 replacement: r.replace_pattern.as_deref().map(replacement_syntax),
                 global: parts.global,
-                workload_class: crate::config::rule_class(
+                workload_class: sluice_config::rule_class(
                     r.workload_class.as_deref(),
                     &r.attributes,
                 )

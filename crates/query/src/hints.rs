@@ -18,7 +18,7 @@ pub struct Hints {
     /// cannot take a statement out of the class a rule put it in).
     pub workload: Option<String>,
     /// `causal_reads=none|local|user|global`: whose writes this read must see.
-    pub causal_reads: Option<crate::config::CausalMode>,
+    pub causal_reads: Option<sluice_config::CausalMode>,
     /// `min_gtid=0-1-100` (ProxySQL's name) or `min_lsn=0/3000060`: the position this read
     /// must see, from the application (a token it kept itself).
     pub min_position: Option<String>,
@@ -39,7 +39,7 @@ impl Hints {
                 "query_timeout" => h.query_timeout_ms = v.parse().ok(),
                 "cache_ttl" => h.cache_ttl_ms = v.parse().ok(),
                 "query_retries" => h.retries = v.parse().ok(),
-                "causal_reads" => h.causal_reads = crate::config::CausalMode::parse(v),
+                "causal_reads" => h.causal_reads = sluice_config::CausalMode::parse(v),
                 "min_gtid" | "min_lsn" => {
                     h.min_position = Some(v.to_string()).filter(|v| {
                         !v.is_empty()
@@ -50,7 +50,7 @@ impl Hints {
                 }
                 "workload" | "workload_class" => {
                     h.workload = Some(v.to_string())
-                        .filter(|v| crate::config::WorkloadClass::new(v).check().is_ok());
+                        .filter(|v| sluice_config::WorkloadClass::new(v).check().is_ok());
                 }
                 _ => {}
             }
@@ -84,7 +84,7 @@ mod tests {
         assert_eq!(Hints::parse("workload=a'b").workload, None);
         // One GTID domain per hint: `,` separates hints, as in ProxySQL.
         let h = Hints::parse("causal_reads=user;min_gtid=0-1-100");
-        assert_eq!(h.causal_reads, Some(crate::config::CausalMode::User));
+        assert_eq!(h.causal_reads, Some(sluice_config::CausalMode::User));
         assert_eq!(h.min_position.as_deref(), Some("0-1-100"));
         assert_eq!(Hints::parse("min_gtid=0-1-1');DROP").min_position, None);
         assert_eq!(Hints::parse("causal_reads=maybe").causal_reads, None);

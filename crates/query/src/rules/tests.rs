@@ -1,8 +1,8 @@
 //! Unit tests of the parent module.
 
 use super::*;
-use crate::config::Config;
-use crate::query::{Dialect, digest::digest};
+use crate::{Dialect, digest::digest};
+use sluice_config::Config;
 
 fn rules(toml: &str) -> RuleSet {
     let cfg = Config::parse(toml).expect("config");

@@ -1,7 +1,7 @@
 //! Counters the admin's stats tables read: per-command counts and latency histograms
 //! (`stats_{mysql,pgsql}_commands_counters`) and backend errors (`stats_mysql_errors`).
 
-use crate::metrics::PerThread;
+use crate::counters::PerThread;
 use crate::util::lock;
 use crate::util::unix_now;
 use std::collections::HashMap;
