@@ -2,10 +2,11 @@
 
 use super::SetOutcome;
 use super::cluster::ClusterVariables;
-use super::declared::{Bool, Int, OneHost, Shaped, Trimmed, VariableRow, variables};
-use super::mysql_variables::HOST_PORTS;
+use super::declared::{
+    Bool, HOST_PORT_LIST, Int, OneHost, Shaped, Trimmed, VariableRow, variables,
+};
 use super::proxysql_names::PROXYSQL_ADMIN_VARIABLES;
-use super::values::{VariableError, check_host_ports};
+use super::values::VariableError;
 use std::collections::BTreeMap;
 
 variables! {
@@ -20,10 +21,10 @@ variables! {
             Shaped { check: check_creds, takes: CREDENTIALS };
         /// Where the MySQL-protocol admin listens (Sluice default: loopback only).
         mysql_ifaces: String = "127.0.0.1:6032".into() => "mysql_ifaces",
-            Shaped { check: check_host_ports, takes: HOST_PORTS }, restart;
+            HOST_PORT_LIST, restart;
         /// Where the PostgreSQL-protocol admin listens (Sluice default: loopback only).
         pgsql_ifaces: String = "127.0.0.1:6132".into() => "pgsql_ifaces",
-            Shaped { check: check_host_ports, takes: HOST_PORTS }, restart;
+            HOST_PORT_LIST, restart;
         /// Serve `/metrics`, `/healthz` and `/readyz` over HTTP (ProxySQL's REST API switch; off
         /// by default, as in ProxySQL).
         restapi_enabled: bool = false => "restapi_enabled", Bool, restart;

@@ -209,6 +209,12 @@ impl Codec<String> for Shaped {
     }
 }
 
+/// A listener list: `;`-separated `host:port`, or empty for no listener of that kind.
+pub(crate) const HOST_PORT_LIST: Shaped = Shaped {
+    check: super::values::check_host_ports,
+    takes: "a ';'-separated host:port list (empty: no listener)",
+};
+
 /// One host name or address (no list), kept trimmed.
 pub(crate) struct OneHost;
 

@@ -3,9 +3,9 @@
 //! Values are set from text (`set`), the way ProxySQL's `global_variables` table stores them, so
 //! the config file and (later) the admin `SET` share one parser.
 
-use super::declared::{Bool, Int, Level, Shaped, Text, variables};
+use super::declared::{Bool, HOST_PORT_LIST, Int, Level, Shaped, Text, variables};
 use super::proxysql_names::PROXYSQL_MYSQL_VARIABLES;
-use super::values::{VariableError, check_host_ports};
+use super::values::VariableError;
 use std::collections::BTreeMap;
 
 variables! {
@@ -14,7 +14,7 @@ variables! {
     pub struct MysqlVariables for _prefix {
         /// `;`-separated `host:port` list the MySQL frontend listens on.
         interfaces: String = "0.0.0.0:6033".into()
-            => "interfaces", Shaped { check: check_host_ports, takes: HOST_PORTS }, restart;
+            => "interfaces", HOST_PORT_LIST, restart;
         /// Version string advertised to clients in the handshake.
         server_version: String = "8.0.11".into() => "server_version", Text;
         /// Global cap on client connections.
@@ -96,9 +96,6 @@ impl Default for MysqlVariables {
         MysqlVariables::defaults_for("mysql")
     }
 }
-
-/// What the listener lists take.
-pub(crate) const HOST_PORTS: &str = "a ';'-separated host:port list (empty: no listener)";
 
 fn auth_plugin(prefix: &str, name: &str, v: &str) -> Result<(), VariableError> {
     match v {

@@ -1,8 +1,7 @@
 //! `pgsql_servers`, `pgsql_users` rows and `pgsql-*` variables.
 
 use super::SetOutcome;
-use super::declared::{Bool, Int, LowerCase, Shaped, Text, variables};
-use super::mysql_variables::HOST_PORTS;
+use super::declared::{Bool, HOST_PORT_LIST, Int, LowerCase, Shaped, Text, variables};
 use super::values::*;
 use serde::{Deserialize, Serialize};
 
@@ -99,7 +98,7 @@ variables! {
     pub struct PgsqlVariables for _prefix {
         /// Where the PostgreSQL frontend listens (`;`-separated host:port).
         interfaces: String = "0.0.0.0:6133".into()
-            => "interfaces", Shaped { check: check_host_ports, takes: HOST_PORTS }, restart;
+            => "interfaces", HOST_PORT_LIST, restart;
         /// `server_version` reported to clients before a backend says otherwise.
         server_version: String = "16.1".into() => "server_version", Text;
         /// Client connection cap.

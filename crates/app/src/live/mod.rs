@@ -196,10 +196,6 @@ impl Live {
         rows
     }
 
-    fn mysql_free_connection_rows(&self) -> Vec<FreeConnection> {
-        self.mysql.pool().free_connections()
-    }
-
     fn query_globals(&self, p: Protocol) -> Vec<(String, String)> {
         let q = self.query_stats(p);
         let l = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed).to_string();
@@ -279,7 +275,7 @@ impl LiveStats for Live {
 
     fn free_connections(&self, p: Protocol) -> Vec<FreeConnection> {
         match p {
-            Protocol::Mysql => self.mysql_free_connection_rows(),
+            Protocol::Mysql => self.mysql.pool().free_connections(),
             Protocol::Pgsql => self.pgsql.pool().free_connections(),
         }
     }
