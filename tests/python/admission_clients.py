@@ -130,6 +130,20 @@ def each(kind, port, statements):
         run(kind, conn, sql)
 
 
+def replica_reports_lag(rep, limit):
+    """When the replica's `Seconds_Behind_Master` is a number again (monotonic time), or None."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        with rep.cursor() as cur:
+            cur.execute("SHOW SLAVE STATUS")
+            row = cur.fetchone()
+            names = [d[0] for d in cur.description or []]
+        if row and "Seconds_Behind_Master" in names and row[names.index("Seconds_Behind_Master")] is not None:
+            return time.monotonic()
+        time.sleep(0.05)
+    return None
+
+
 def lag(port, http_port, primary, replica):
     import subprocess
     root = connect("mysql", primary, direct=True)
@@ -200,7 +214,14 @@ def lag(port, http_port, primary, replica):
     run("mysql", rep, "STOP SLAVE")
     run("mysql", rep, "CHANGE MASTER TO MASTER_DELAY = 8")
     run("mysql", rep, "START SLAVE")
-    until("reconfiguring", lambda s, v: s == 200 and v is not None and v < 1, 20)
+    # The NULL reading can come after START SLAVE returns (the threads are still connecting), so
+    # a check that says "closed, lag 0" right away may be the monitor's reading from before the
+    # stop (a clean-clone CI failure: the guard opened on NULL just after the writers resumed).
+    # Wait until the replica itself reports a lag again, then for a closed guard the monitor saw
+    # after that: three of its polls (monitor_replication_lag_interval = 200 ms) later.
+    resumed = replica_reports_lag(rep, 20)
+    until("reconfiguring", lambda s, v: resumed is not None and time.monotonic() >= resumed + 0.6
+          and s == 200 and v is not None and v < 1, 20)
     paused.clear()
     opened = until("lagging", lambda s, v: s == 429 and v is not None and 6 <= v <= 9, 40)
     hold_while_open("lagging")
