@@ -14,7 +14,12 @@ pub const FLOORS: &[&[&str]] = &[
     &["sluice-config", "sluice-mysql-proto", "sluice-pgsql-proto"],
     &["sluice-query"],
     &["sluice-core"],
-    &["sluice-net", "sluice-rag", "sluice-import"],
+    &[
+        "sluice-net",
+        "sluice-monitor",
+        "sluice-rag",
+        "sluice-import",
+    ],
     &[
         "sluice-mysql-backend",
         "sluice-pgsql-backend",
@@ -78,6 +83,16 @@ pub const NEVER: &[(&str, &str, &str)] = &[
         "sluice-import",
         "sluice-net",
         "translating a config file opens no socket",
+    ),
+    (
+        "sluice-monitor",
+        "sluice-net",
+        "the monitor schedules and decides; the backend crates' checkers open the sockets",
+    ),
+    (
+        "sluice-net",
+        "sluice-monitor",
+        "the shared networking knows no monitor: a checker maps its TLS errors",
     ),
     (
         "sluice-rag",

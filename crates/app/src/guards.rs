@@ -2,9 +2,10 @@
 //! replication lag and load probes, a class's p99) and admission control applies what follows.
 
 use sluice_core::ConfigHandle;
+use sluice_core::admission::LoadSignal;
 use sluice_core::admission::{Admission, GuardSignals};
-use sluice_core::monitor::{LoadSignal, Monitor};
 use sluice_core::{PerProtocol, Protocol};
+use sluice_monitor::Monitor;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;

@@ -6,7 +6,9 @@
 //! - [`hostgroup`]: server selection inside a hostgroup (weights, status, `max_connections`).
 //! - [`login_throttle`]: failed logins per client address, and the spacing of their attempts.
 //! - [`kill_registry`]: every open backend connection per server, to kill them when it is shunned.
-//! - [`monitor`]: health checks' scheduling, logs and decisions (shunning, read_only placement).
+//! - [`topology`]: the monitor's verdicts (shunned, read_only, lag, cluster members) and the pure
+//!   function that lays them over the configured hostgroups; the `sluice-monitor` crate runs
+//!   the checks that reach them.
 //! - [`query`]: the query processor: digests, rules, hints, the query cache and its stats — the
 //!   `sluice-query` crate, re-exported.
 //! - [`live`]: the data path's live state as typed views ([`live::LiveStats`]) and the admin's
@@ -26,11 +28,11 @@ pub mod kill_registry;
 pub mod live;
 pub mod login_throttle;
 pub mod metrics;
-pub mod monitor;
 mod protocol;
 pub use sluice_query as query;
 pub mod readiness;
 pub mod runtime;
+pub mod topology;
 pub mod util;
 
 pub use error::Error;

@@ -7,10 +7,10 @@
 use crate::Protocol;
 use crate::login_throttle::ClientHostRow;
 use crate::metrics::{Exposition, HistogramSnapshot};
-use crate::monitor::{CheckKind, CheckRow};
 use crate::query::DigestRow;
 use crate::query::commands::{CommandCount, ErrorCount};
 use crate::runtime::{HostgroupServer, ServerKey};
+use crate::topology::{CheckKind, CheckRow};
 use std::collections::BTreeMap;
 
 /// The error of a control the process carries out for an admin command (its own crate's type,

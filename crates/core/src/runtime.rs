@@ -1,7 +1,7 @@
 //! The runtime snapshot the data path reads, and the handle that publishes a new one atomically.
 
 use crate::config::{Config, MysqlServer, MysqlUser, MysqlVariables, ServerStatus};
-use crate::monitor::topology::{Clusters, Topology, apply};
+use crate::topology::{Clusters, Topology, apply};
 use crate::{PerProtocol, Protocol};
 use arc_swap::ArcSwap;
 use std::collections::{BTreeMap, HashMap};

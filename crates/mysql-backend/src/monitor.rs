@@ -1,15 +1,15 @@
-//! The MySQL monitor checks (`sluice_core::monitor::Checker`): connect, a heartbeat
+//! The MySQL monitor checks (`sluice_monitor::Checker`): connect, a heartbeat
 //! (COM_PING) on a kept monitor connection per server, and the `read_only` variables the
 //! replication pair's `check_type` names.
 
 use crate::conn::{BackendConn, BackendSecret, ConnectParams};
-use sluice_core::monitor::cluster::{GaleraStatus, MemberState};
-use sluice_core::monitor::load::gtid_backlog;
-use sluice_core::monitor::{
+use sluice_core::runtime::ServerKey;
+use sluice_monitor::gtid_backlog;
+use sluice_monitor::{
     CheckError, CheckFuture, CheckTarget, Checker, KeptConnections, MonitorConnector, ServerLoad,
     parse_number,
 };
-use sluice_core::runtime::ServerKey;
+use sluice_monitor::{GaleraStatus, MemberState};
 use sluice_mysql_proto::consts::com;
 use sluice_mysql_proto::reply::ReplyKind;
 use sluice_net::client_tls::TlsSource;
@@ -37,7 +37,8 @@ impl MonitorConnector for MysqlConnector {
     type Params = ConnectParams;
 
     fn params(&self, t: &CheckTarget) -> Result<ConnectParams, CheckError> {
-        let tls = TlsSource::for_check(self.tls.as_deref(), t)?;
+        let tls = TlsSource::for_check(self.tls.as_deref(), t.use_ssl, &t.ssl_params, &t.username)
+            .map_err(CheckError::tls)?;
         Ok(ConnectParams {
             host: t.server.hostname.clone(),
             port: t.server.port,

@@ -213,17 +213,17 @@ impl TlsSource {
         &self.default
     }
 
-    /// The TLS a monitor check of `target` connects with: none unless its server has
-    /// `use_ssl=1` and TLS is configured, else [`TlsSource::config_for`] the monitor user.
+    /// The TLS a monitor check connects with as `user` to a server with `rows` (its
+    /// `*_servers_ssl_params`): none unless the server has `use_ssl=1` and TLS is configured,
+    /// else [`TlsSource::config_for`] the monitor user.
     pub fn for_check(
         source: Option<&TlsSource>,
-        target: &sluice_core::monitor::CheckTarget,
-    ) -> Result<Option<Arc<rustls::ClientConfig>>, sluice_core::monitor::CheckError> {
+        use_ssl: bool,
+        rows: &[Arc<ServerSslParams>],
+        user: &str,
+    ) -> Result<Option<Arc<rustls::ClientConfig>>, crate::Error> {
         match source {
-            Some(src) if target.use_ssl => src
-                .config_for(&target.ssl_params, &target.username)
-                .map(Some)
-                .map_err(|e| sluice_core::monitor::CheckError::Tls(Box::new(e))),
+            Some(src) if use_ssl => src.config_for(rows, user).map(Some),
             _ => Ok(None),
         }
     }

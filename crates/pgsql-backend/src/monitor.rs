@@ -1,14 +1,14 @@
-//! The PostgreSQL monitor checks (`sluice_core::monitor::Checker`): connect, a heartbeat
+//! The PostgreSQL monitor checks (`sluice_monitor::Checker`): connect, a heartbeat
 //! (`SELECT 1`) on a kept monitor connection per server, and `pg_is_in_recovery()` for
 //! read_only placement.
 
 use crate::Error;
 use crate::conn::{ConnectParams, PgConn};
-use sluice_core::monitor::{
+use sluice_core::runtime::ServerKey;
+use sluice_monitor::{
     CheckError, CheckFuture, CheckTarget, Checker, KeptConnections, MonitorConnector, ServerLoad,
     parse_number,
 };
-use sluice_core::runtime::ServerKey;
 use sluice_net::client_tls::TlsSource;
 use std::sync::Arc;
 use std::time::Instant;
@@ -31,7 +31,8 @@ impl MonitorConnector for PgConnector {
     type Params = ConnectParams;
 
     fn params(&self, t: &CheckTarget) -> Result<ConnectParams, CheckError> {
-        let tls = TlsSource::for_check(self.tls.as_deref(), t)?;
+        let tls = TlsSource::for_check(self.tls.as_deref(), t.use_ssl, &t.ssl_params, &t.username)
+            .map_err(CheckError::tls)?;
         Ok(ConnectParams {
             host: t.server.hostname.clone(),
             port: t.server.port,

@@ -48,7 +48,7 @@ pub struct PgPool {
     /// TLS for servers with `use_ssl=1`.
     tls: Option<Arc<sluice_net::client_tls::TlsSource>>,
     /// Told about each failed connect (not refused logins): the monitor's error shunning.
-    connect_errors: std::sync::OnceLock<sluice_core::monitor::ConnectErrorHook>,
+    connect_errors: std::sync::OnceLock<sluice_monitor::ConnectErrorHook>,
     /// Every open connection's socket, by server, to kill them when the server is shunned.
     sockets: sluice_core::kill_registry::KillRegistry<crate::stream::KillHandle>,
     /// Connections opened and refused, checkouts and their waits.
@@ -204,7 +204,7 @@ impl PgPool {
     }
 
     /// Installs the hook told about failed connects (once; later calls are ignored).
-    pub fn on_connect_error(&self, hook: sluice_core::monitor::ConnectErrorHook) {
+    pub fn on_connect_error(&self, hook: sluice_monitor::ConnectErrorHook) {
         let _ = self.connect_errors.set(hook);
     }
 

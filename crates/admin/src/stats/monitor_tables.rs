@@ -17,7 +17,7 @@ pub(crate) async fn refresh_monitor_tables(
     cfg: &Config,
     sql_lower: &str,
 ) -> Result<(), AdminError> {
-    use sluice_core::monitor::CheckKind;
+    use sluice_core::topology::CheckKind;
     let mut sql = Vec::new();
     for (p, proto) in [(Protocol::Mysql, "mysql"), (Protocol::Pgsql, "pgsql")] {
         for kind in CheckKind::ALL {
@@ -53,7 +53,7 @@ fn yes_no(b: bool) -> Option<String> {
 
 /// `mysql_server_galera_log`.
 fn galera_log_rows(live: &dyn LiveStats, p: Protocol) -> AdminRows {
-    use sluice_core::monitor::CheckKind;
+    use sluice_core::topology::CheckKind;
     rows(
         &[
             "hostname",
@@ -110,7 +110,7 @@ fn galera_log_rows(live: &dyn LiveStats, p: Protocol) -> AdminRows {
 
 /// `mysql_server_group_replication_log`.
 fn group_replication_log_rows(live: &dyn LiveStats, p: Protocol) -> AdminRows {
-    use sluice_core::monitor::CheckKind;
+    use sluice_core::topology::CheckKind;
     rows(
         &[
             "hostname",
@@ -145,9 +145,9 @@ fn group_replication_log_rows(live: &dyn LiveStats, p: Protocol) -> AdminRows {
 fn check_log_rows(
     live: &dyn LiveStats,
     p: Protocol,
-    kind: sluice_core::monitor::CheckKind,
+    kind: sluice_core::topology::CheckKind,
 ) -> AdminRows {
-    use sluice_core::monitor::CheckKind;
+    use sluice_core::topology::CheckKind;
     let (ok_col, err_col) = match kind {
         CheckKind::Connect => ("connect_success_time_us", "connect_error"),
         CheckKind::Ping => ("ping_success_time_us", "ping_error"),

@@ -6,11 +6,12 @@ use sluice_core::live::{
     LiveStats, PoolRow, ProcessRow,
 };
 use sluice_core::metrics::{Exposition, ProtocolMetrics, global_rows, write_protocol};
-use sluice_core::monitor::{CheckKind, CheckRow, Monitor};
 use sluice_core::query::commands::{CommandCount, ErrorCount};
 use sluice_core::query::{DigestRow, QueryProcessorStats};
 use sluice_core::runtime::HostgroupServer;
+use sluice_core::topology::{CheckKind, CheckRow};
 use sluice_core::{PerProtocol, Protocol};
+use sluice_monitor::Monitor;
 use sluice_mysql::MysqlFrontend;
 use std::collections::BTreeMap;
 use std::sync::Arc;

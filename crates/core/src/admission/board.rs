@@ -3,12 +3,11 @@
 //! state change is a log line with its cause.
 
 use super::Admission;
-use super::guard::{Effect, GuardLive, GuardSignals, GuardState, operator_hand};
+use super::guard::{Effect, GuardLive, GuardSignals, GuardState, LoadSignal, operator_hand};
 use crate::Protocol;
 use crate::admin::AdminRows;
 use crate::config::{WorkloadClass, WorkloadGuard};
 use crate::metrics::Exposition;
-use crate::monitor::LoadSignal;
 use crate::util::{lock, unix_now};
 use std::collections::HashMap;
 use std::sync::Arc;

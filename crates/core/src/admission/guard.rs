@@ -9,7 +9,6 @@
 
 use crate::Protocol;
 use crate::config::WorkloadGuard;
-use crate::monitor::LoadSignal;
 use std::fmt;
 use std::time::{Duration, Instant};
 
@@ -21,6 +20,31 @@ pub trait GuardSignals: Send + Sync {
     /// The worst `signal` among the servers of `hostgroup` the monitor's load probe read
     /// lately; `None` when it has no fresh reading.
     fn server_load(&self, protocol: Protocol, hostgroup: u32, signal: LoadSignal) -> Option<f64>;
+}
+
+/// The load signals a guard can watch, read by the monitor's load probe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoadSignal {
+    /// Statements running on the server (MySQL `Threads_running`; PostgreSQL active client
+    /// backends).
+    ThreadsRunning,
+    /// Received but not yet applied on a replica: transactions (MariaDB) or WAL bytes
+    /// (PostgreSQL).
+    ReplicaBacklog,
+    /// Milliseconds since the newest heartbeat the server holds was written on the writer.
+    HeartbeatLag,
+}
+
+impl LoadSignal {
+    /// The guard's `signal` column, when it names a load signal.
+    pub fn of(signal: &str) -> Option<LoadSignal> {
+        match signal {
+            "threads_running" => Some(LoadSignal::ThreadsRunning),
+            "replica_backlog" => Some(LoadSignal::ReplicaBacklog),
+            "heartbeat_lag" => Some(LoadSignal::HeartbeatLag),
+            _ => None,
+        }
+    }
 }
 
 /// The probability of shedding when a guard has just opened.

@@ -35,7 +35,7 @@ mod statement;
 
 pub use board::{GUARD_COLUMNS, ThrottleAnswer};
 pub use gate::{ClassGate, Permit};
-pub use guard::{GuardLive, GuardSignals, GuardState};
+pub use guard::{GuardLive, GuardSignals, GuardState, LoadSignal};
 pub use refusal::{
     ERR_GUARD_OPEN, ERR_QUEUE_FULL, ERR_QUEUE_TIMEOUT, Refusal, SQLSTATE_REFUSED, ShedReason,
 };

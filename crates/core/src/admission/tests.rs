@@ -129,12 +129,7 @@ impl GuardSignals for Lagging {
     fn replica_lag_s(&self, _: crate::Protocol, _: u32) -> Option<f64> {
         Some(10.0)
     }
-    fn server_load(
-        &self,
-        _: crate::Protocol,
-        _: u32,
-        _: crate::monitor::LoadSignal,
-    ) -> Option<f64> {
+    fn server_load(&self, _: crate::Protocol, _: u32, _: super::LoadSignal) -> Option<f64> {
         None
     }
 }

@@ -141,7 +141,7 @@ pub struct MysqlPool {
     inner: Mutex<Inner>,
     tls: Option<Arc<sluice_net::client_tls::TlsSource>>,
     /// Told about each failed connect (not refused logins): the monitor's error shunning.
-    connect_errors: std::sync::OnceLock<sluice_core::monitor::ConnectErrorHook>,
+    connect_errors: std::sync::OnceLock<sluice_monitor::ConnectErrorHook>,
     /// Every open connection's socket, by server, to kill them when the server is shunned.
     sockets: KillRegistry<crate::stream::KillHandle>,
     /// Connections opened and refused, checkouts and their waits.
@@ -279,7 +279,7 @@ impl MysqlPool {
     }
 
     /// Installs the hook told about failed connects (once; later calls are ignored).
-    pub fn on_connect_error(&self, hook: sluice_core::monitor::ConnectErrorHook) {
+    pub fn on_connect_error(&self, hook: sluice_monitor::ConnectErrorHook) {
         let _ = self.connect_errors.set(hook);
     }
 

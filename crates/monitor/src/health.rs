@@ -4,7 +4,7 @@
 
 /// What the monitor remembers about one server between checks.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ServerHealth {
+pub(crate) struct ServerHealth {
     /// Heartbeats missed in a row.
     pub ping_failures: u32,
     /// When missed heartbeats shunned it (until it answers one).
@@ -26,14 +26,14 @@ pub struct ServerHealth {
     /// When connect errors shunned it (until `shun_recovery_time_sec` later).
     pub error_shunned_at: Option<std::time::Instant>,
     /// Group Replication state last reported (or UNREACHABLE after failed checks).
-    pub group: Option<super::cluster::MemberState>,
+    pub group: Option<sluice_core::topology::MemberState>,
     /// Group Replication checks failed in a row.
     pub group_failures: u32,
 }
 
 /// A change worth acting on (and logging).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// Missed `missed` heartbeats: shun it, kill its connections, pause its other checks.
     Shun {
         /// Heartbeats missed in a row.
@@ -49,9 +49,9 @@ pub enum Verdict {
     /// A Group Replication member's state or role changed.
     Group {
         /// Before.
-        from: Option<super::cluster::MemberState>,
+        from: Option<sluice_core::topology::MemberState>,
         /// Now.
-        to: super::cluster::MemberState,
+        to: sluice_core::topology::MemberState,
     },
     /// Lag back under the threshold.
     UnshunLag {
@@ -72,7 +72,7 @@ pub enum Verdict {
 impl ServerHealth {
     /// What the monitor last saw of the server, for the log line of a status or membership
     /// change ("read_only=1, replication lag 31 s"); empty when nothing is known yet.
-    pub fn facts(&self) -> String {
+    pub(crate) fn facts(&self) -> String {
         let mut f = Vec::new();
         if self.shunned_at.is_some() {
             f.push(format!("missed {} heartbeats", self.ping_failures));
@@ -99,7 +99,7 @@ impl ServerHealth {
     }
 
     /// A heartbeat's outcome at `now`: `Ok(latency µs)` or a failure.
-    pub fn ping(
+    pub(crate) fn ping(
         &mut self,
         now: std::time::Instant,
         outcome: Result<u64, ()>,
@@ -128,7 +128,11 @@ impl ServerHealth {
     }
 
     /// A read_only check's outcome.
-    pub fn read_only(&mut self, outcome: Result<bool, ()>, max_failures: u32) -> Option<Verdict> {
+    pub(crate) fn read_only(
+        &mut self,
+        outcome: Result<bool, ()>,
+        max_failures: u32,
+    ) -> Option<Verdict> {
         let previous = self.read_only;
         match outcome {
             Ok(v) => {
@@ -159,9 +163,9 @@ impl ServerHealth {
 impl ServerHealth {
     /// A Group Replication check's outcome; `max_failures` failed checks in a row make the
     /// member UNREACHABLE (it goes to the offline hostgroup).
-    pub fn group_replication(
+    pub(crate) fn group_replication(
         &mut self,
-        outcome: Result<super::cluster::MemberState, ()>,
+        outcome: Result<sluice_core::topology::MemberState, ()>,
         max_failures: u32,
     ) -> Option<Verdict> {
         let next = match outcome {
@@ -174,7 +178,7 @@ impl ServerHealth {
                 if self.group_failures < max_failures.max(1) {
                     return None;
                 }
-                super::cluster::MemberState {
+                sluice_core::topology::MemberState {
                     state: "UNREACHABLE".into(),
                     role: self
                         .group
@@ -195,7 +199,7 @@ impl ServerHealth {
 
 /// Lag thresholds and how to read a NULL.
 #[derive(Debug, Clone, Copy)]
-pub struct LagPolicy {
+pub(crate) struct LagPolicy {
     /// `max_replication_lag` (s); 0 never shuns.
     pub max: u64,
     /// Checks over the limit in a row before the server is shunned
@@ -209,7 +213,7 @@ impl ServerHealth {
     /// A replication lag check's outcome: `Ok(Some(s))`, `Ok(None)` for NULL (replication not
     /// running), or a failure. A failed check changes nothing: unlike ProxySQL (which reads a
     /// timeout as "-2" and unshuns), a server that stopped answering stays out while lagging.
-    pub fn replication_lag(
+    pub(crate) fn replication_lag(
         &mut self,
         outcome: Result<Option<u64>, ()>,
         p: LagPolicy,
@@ -239,7 +243,11 @@ impl ServerHealth {
 impl ServerHealth {
     /// A data-path connect error at `now`: `shun_on_failures` of them within one second shun
     /// the server. Returns the count that shunned it.
-    pub fn connect_error(&mut self, now: std::time::Instant, shun_on_failures: u32) -> Option<u32> {
+    pub(crate) fn connect_error(
+        &mut self,
+        now: std::time::Instant,
+        shun_on_failures: u32,
+    ) -> Option<u32> {
         let window = std::time::Duration::from_secs(1);
         while self
             .connect_errors
@@ -263,7 +271,7 @@ impl ServerHealth {
 
     /// True once an error shun is older than `recovery` and is lifted (the server gets traffic
     /// again; new errors shun it again).
-    pub fn error_shun_expired(
+    pub(crate) fn error_shun_expired(
         &mut self,
         now: std::time::Instant,
         recovery: std::time::Duration,

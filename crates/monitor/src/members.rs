@@ -1,9 +1,9 @@
 //! Which servers the monitor checks, and how: every configured server, lag thresholds,
 //! cluster and replication-pair membership.
 
-use crate::Protocol;
-use crate::config::ReplicationHostgroup;
-use crate::runtime::{HostgroupServer, RuntimeConfig, ServerKey};
+use sluice_core::Protocol;
+use sluice_core::config::ReplicationHostgroup;
+use sluice_core::runtime::{HostgroupServer, RuntimeConfig, ServerKey};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Every configured server once.
@@ -39,7 +39,7 @@ pub(super) fn lag_thresholds(
 pub(super) fn groups(
     rt: &RuntimeConfig,
     p: Protocol,
-) -> &[crate::config::GroupReplicationHostgroup] {
+) -> &[sluice_core::config::GroupReplicationHostgroup] {
     match p {
         Protocol::Mysql => &rt.mysql.group_replication,
         Protocol::Pgsql => &[],
@@ -50,7 +50,7 @@ pub(super) fn groups(
 pub(super) fn galera(
     rt: &RuntimeConfig,
     p: Protocol,
-) -> &[crate::config::GroupReplicationHostgroup] {
+) -> &[sluice_core::config::GroupReplicationHostgroup] {
     match p {
         Protocol::Mysql => &rt.mysql.galera,
         Protocol::Pgsql => &[],
@@ -60,7 +60,7 @@ pub(super) fn galera(
 /// Servers configured in an active Group Replication definition's hostgroups.
 pub(super) fn group_members(
     hostgroups: &BTreeMap<u32, Vec<HostgroupServer>>,
-    groups: &[crate::config::GroupReplicationHostgroup],
+    groups: &[sluice_core::config::GroupReplicationHostgroup],
 ) -> HashSet<ServerKey> {
     groups
         .iter()

@@ -10,10 +10,11 @@
 use super::CheckError;
 use super::checker::{CheckTarget, Checker};
 use super::scheduler::Monitor;
-use crate::Protocol;
-use crate::config::WorkloadGuard;
-use crate::runtime::{RuntimeConfig, ServerKey};
-use crate::util::lock;
+use sluice_core::Protocol;
+use sluice_core::admission::LoadSignal;
+use sluice_core::config::WorkloadGuard;
+use sluice_core::runtime::{RuntimeConfig, ServerKey};
+use sluice_core::util::lock;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -40,33 +41,13 @@ pub struct ServerLoad {
     pub heartbeat_age_ms: Option<u64>,
 }
 
-/// The load signals a guard can watch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LoadSignal {
-    /// [`ServerLoad::threads_running`].
-    ThreadsRunning,
-    /// [`ServerLoad::replica_backlog`].
-    ReplicaBacklog,
-    /// [`ServerLoad::heartbeat_age_ms`].
-    HeartbeatLag,
-}
-
-impl LoadSignal {
-    /// The guard's `signal` column, when it names a load signal.
-    pub fn of(signal: &str) -> Option<LoadSignal> {
+impl ServerLoad {
+    /// This reading's value of `signal`, when the probe read it.
+    fn reading(&self, signal: LoadSignal) -> Option<u64> {
         match signal {
-            "threads_running" => Some(LoadSignal::ThreadsRunning),
-            "replica_backlog" => Some(LoadSignal::ReplicaBacklog),
-            "heartbeat_lag" => Some(LoadSignal::HeartbeatLag),
-            _ => None,
-        }
-    }
-
-    fn value(self, load: &ServerLoad) -> Option<u64> {
-        match self {
-            LoadSignal::ThreadsRunning => Some(load.threads_running),
-            LoadSignal::ReplicaBacklog => load.replica_backlog,
-            LoadSignal::HeartbeatLag => load.heartbeat_age_ms,
+            LoadSignal::ThreadsRunning => Some(self.threads_running),
+            LoadSignal::ReplicaBacklog => self.replica_backlog,
+            LoadSignal::HeartbeatLag => self.heartbeat_age_ms,
         }
     }
 }
@@ -123,7 +104,7 @@ impl Monitor {
             .iter()
             .filter_map(|s| latest.get(s))
             .filter(|(at, _)| now.saturating_duration_since(*at) < STALE_AFTER)
-            .filter_map(|(_, load)| signal.value(load))
+            .filter_map(|(_, load)| load.reading(signal))
             .max()
     }
 
@@ -315,8 +296,8 @@ mod tests {
 
     #[test]
     fn a_heartbeat_guard_writes_on_the_pairs_writer_and_reads_on_its_readers() {
-        use crate::config::{Flag, ReplicationHostgroup};
-        use crate::runtime::HostgroupServer;
+        use sluice_core::config::{Flag, ReplicationHostgroup};
+        use sluice_core::runtime::HostgroupServer;
         let mut rt = RuntimeConfig::default();
         let server = |h: &str, hg| HostgroupServer::new(h, 3306, hg);
         rt.mysql.hostgroups.insert(0, vec![server("writer", 0)]);
@@ -330,7 +311,7 @@ mod tests {
             check_type: "read_only".into(),
             comment: String::new(),
         });
-        let guard = |id, signal: &str, hg| crate::config::WorkloadGuard {
+        let guard = |id, signal: &str, hg| sluice_core::config::WorkloadGuard {
             guard_id: id,
             active: Flag(true),
             classes: "c".into(),

@@ -3,6 +3,12 @@
 //! or reader hostgroup by their `read_only` verdict, and servers that missed their heartbeats are
 //! SHUNNED. The configuration itself is never changed; a LOAD keeps the monitor's view.
 
+mod check_row;
+pub mod cluster;
+
+pub use check_row::{CheckKind, CheckRow};
+pub use cluster::{GaleraStatus, MemberState};
+
 use crate::config::{ReplicationHostgroup, ServerStatus};
 use crate::runtime::{HostgroupServer, ServerKey};
 use std::collections::{BTreeMap, BTreeSet};
@@ -18,7 +24,7 @@ pub struct Topology {
     /// Servers over their `max_replication_lag`.
     pub lag_shunned: BTreeSet<ServerKey>,
     /// Group Replication members' last states.
-    pub groups: BTreeMap<ServerKey, super::cluster::MemberState>,
+    pub groups: BTreeMap<ServerKey, cluster::MemberState>,
     /// Last ping times (ms) of servers slower than `default_max_latency_ms` or a row's
     /// `max_latency_ms` (only those: faster ones need no mark).
     pub slow: BTreeMap<ServerKey, u64>,
@@ -99,14 +105,14 @@ pub fn apply(
 }
 
 /// Replaces the memberships of a Group Replication cluster's members that reported a state with
-/// the placement [`super::cluster::place_group`] computes.
+/// the placement [`cluster::place_group`] computes.
 fn place_group_members(
     out: &mut BTreeMap<u32, Vec<HostgroupServer>>,
     configured: &BTreeMap<u32, Vec<HostgroupServer>>,
     g: &crate::config::GroupReplicationHostgroup,
     t: &Topology,
 ) {
-    let mut members: Vec<(HostgroupServer, super::cluster::MemberState)> = Vec::new();
+    let mut members: Vec<(HostgroupServer, cluster::MemberState)> = Vec::new();
     for hg in g.hostgroups() {
         for s in configured.get(&hg).into_iter().flatten() {
             if members.iter().any(|(m, _)| m.key == s.key) {
@@ -125,7 +131,7 @@ fn place_group_members(
             list.retain(|s| !members.iter().any(|(m, _)| m.key == s.key));
         }
     }
-    for (hg, row) in super::cluster::place_group(g, &members) {
+    for (hg, row) in cluster::place_group(g, &members) {
         out.entry(hg).or_default().push(row);
     }
 }

@@ -5,8 +5,8 @@
 
 use super::CheckError;
 use super::checker::{CheckFuture, CheckTarget};
-use crate::runtime::ServerKey;
-use crate::util::lock;
+use sluice_core::runtime::ServerKey;
+use sluice_core::util::lock;
 use std::collections::HashMap;
 use std::future::Future;
 use std::ops::{Deref, DerefMut};

@@ -1,9 +1,9 @@
 //! The seam the backend crates implement: the checks ([`Checker`]), where and as whom they
 //! run ([`CheckTarget`]) and the hooks the pools call. The monitor connections they keep are
-//! [`super::KeptConnections`].
+//! [`crate::KeptConnections`].
 
 use super::CheckError;
-use crate::runtime::ServerKey;
+use sluice_core::runtime::ServerKey;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -34,7 +34,7 @@ pub struct CheckTarget {
     pub use_ssl: bool,
     /// The server's `*_servers_ssl_params` rows (the one for the monitor user, else the one
     /// for every user, overrides the `ssl_p2s_*` variables).
-    pub ssl_params: Vec<std::sync::Arc<crate::config::ServerSslParams>>,
+    pub ssl_params: Vec<std::sync::Arc<sluice_core::config::ServerSslParams>>,
 }
 
 /// The checks a backend crate implements.
@@ -49,7 +49,10 @@ pub trait Checker: Send + Sync + 'static {
     /// replicas the worst channel.
     fn replication_lag(&self, t: CheckTarget) -> CheckFuture<Option<u64>>;
     /// The member's Group Replication state, role and applier queue (MySQL only).
-    fn group_replication(&self, _t: CheckTarget) -> CheckFuture<super::cluster::MemberState> {
+    fn group_replication(
+        &self,
+        _t: CheckTarget,
+    ) -> CheckFuture<sluice_core::topology::MemberState> {
         Box::pin(async {
             Err(CheckError::Unsupported(
                 "Group Replication is a MySQL feature",
@@ -57,15 +60,15 @@ pub trait Checker: Send + Sync + 'static {
         })
     }
     /// The node's Galera state (`wsrep_*`; MySQL/MariaDB only).
-    fn galera(&self, _t: CheckTarget) -> CheckFuture<super::cluster::GaleraStatus> {
+    fn galera(&self, _t: CheckTarget) -> CheckFuture<sluice_core::topology::GaleraStatus> {
         Box::pin(async { Err(CheckError::Unsupported("Galera is a MySQL/MariaDB feature")) })
     }
-    /// The server's load for workload guards ([`super::load`]).
+    /// The server's load for workload guards ([`crate::ServerLoad`], [`crate::Monitor::load_signal`]).
     fn server_load(&self, _t: CheckTarget) -> CheckFuture<super::load::ServerLoad> {
         Box::pin(async { Err(CheckError::Unsupported("this checker reads no server load")) })
     }
     /// Writes the heartbeat row on a writer, creating its table when missing
-    /// ([`super::load`]).
+    /// ([`crate::ServerLoad`], [`crate::Monitor::load_signal`]).
     fn write_heartbeat(&self, _t: CheckTarget) -> CheckFuture<()> {
         Box::pin(async { Err(CheckError::Unsupported("this checker writes no heartbeat")) })
     }

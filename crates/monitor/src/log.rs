@@ -1,75 +1,11 @@
 //! The monitor's check logs (the `monitor.*_log` tables), bounded by `monitor_history` and a
 //! row cap, and its OK/ERR counters (`MySQL_Monitor_*_check_OK/ERR`, `PgSQL_Monitor_*`).
 
-use crate::runtime::ServerKey;
-use crate::util::lock;
+use sluice_core::topology::{CheckKind, CheckRow};
+use sluice_core::util::lock;
 use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-
-/// The kinds of health check the monitor runs, each with its log table.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum CheckKind {
-    /// Open a monitor connection.
-    Connect,
-    /// Heartbeat on the monitor connection.
-    Ping,
-    /// read_only / pg_is_in_recovery().
-    ReadOnly,
-    /// Replication lag (Seconds_Behind_Master / replay lag).
-    ReplicationLag,
-    /// Group Replication member state (MySQL).
-    GroupReplication,
-    /// Galera node state (MariaDB / Percona XtraDB Cluster).
-    Galera,
-}
-
-impl CheckKind {
-    /// All kinds, in counter order.
-    pub const ALL: [CheckKind; 6] = [
-        CheckKind::Connect,
-        CheckKind::Ping,
-        CheckKind::ReadOnly,
-        CheckKind::ReplicationLag,
-        CheckKind::GroupReplication,
-        CheckKind::Galera,
-    ];
-
-    /// The name in counters and table names.
-    pub fn name(self) -> &'static str {
-        match self {
-            CheckKind::Connect => "connect",
-            CheckKind::Ping => "ping",
-            CheckKind::ReadOnly => "read_only",
-            CheckKind::ReplicationLag => "replication_lag",
-            CheckKind::GroupReplication => "group_replication",
-            CheckKind::Galera => "galera",
-        }
-    }
-
-    fn index(self) -> usize {
-        self as usize
-    }
-}
-
-/// One check's row.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CheckRow {
-    /// The server checked.
-    pub server: ServerKey,
-    /// Start (µs since the epoch).
-    pub time_start_us: u64,
-    /// Duration when it succeeded (µs), else 0.
-    pub success_time_us: u64,
-    /// The value read: read_only 0/1, or the lag in seconds (`None`: NULL or not applicable).
-    pub value: Option<i64>,
-    /// What went wrong.
-    pub error: Option<String>,
-    /// Group Replication: the member's state and role.
-    pub member: Option<(String, String)>,
-    /// Galera: what the node reported.
-    pub galera: Option<super::cluster::GaleraStatus>,
-}
 
 /// Most rows kept per check kind, whatever `monitor_history` says.
 const MAX_ROWS: usize = 20_000;
@@ -85,7 +21,7 @@ pub struct MonitorLog {
 impl MonitorLog {
     /// Records a check; rows older than `history_ms` (and beyond the cap) are dropped.
     pub fn record(&self, kind: CheckKind, row: CheckRow, history_ms: u64) {
-        let i = kind.index();
+        let i = kind as usize;
         if row.error.is_some() {
             self.err[i].fetch_add(1, Ordering::Relaxed);
         } else {
@@ -106,7 +42,7 @@ impl MonitorLog {
 
     /// The rows of one kind, oldest first.
     pub fn rows(&self, kind: CheckKind) -> Vec<CheckRow> {
-        lock(&self.rows[kind.index()]).iter().cloned().collect()
+        lock(&self.rows[kind as usize]).iter().cloned().collect()
     }
 
     /// (check kind, successes, failures) of every kind, for the metrics endpoint.
@@ -114,7 +50,7 @@ impl MonitorLog {
         CheckKind::ALL
             .iter()
             .map(|k| {
-                let i = k.index();
+                let i = *k as usize;
                 (
                     k.name(),
                     self.ok[i].load(Ordering::Relaxed),
@@ -128,7 +64,7 @@ impl MonitorLog {
     pub fn counters(&self, prefix: &str) -> Vec<(String, String)> {
         let mut v = Vec::new();
         for k in CheckKind::ALL {
-            let i = k.index();
+            let i = k as usize;
             v.push((
                 format!("{prefix}_{}_check_OK", k.name()),
                 self.ok[i].load(Ordering::Relaxed).to_string(),
@@ -145,6 +81,7 @@ impl MonitorLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sluice_core::runtime::ServerKey;
 
     fn row(t: u64, error: Option<&str>) -> CheckRow {
         CheckRow {

@@ -40,6 +40,11 @@ impl CheckError {
         CheckError::Connection(Box::new(e))
     }
 
+    /// The server's TLS settings cannot be used (`sluice-net`'s error, say).
+    pub fn tls(e: impl std::error::Error + Send + Sync + 'static) -> Self {
+        CheckError::Tls(Box::new(e))
+    }
+
     /// The server's refusal, with its message only.
     pub fn refused(message: impl Into<String>) -> Self {
         CheckError::Refused {

@@ -3,9 +3,9 @@
 
 use super::CheckError;
 use super::checker::{CheckTarget, Checker};
-use super::log::CheckKind;
-use crate::config::MonitorVariables;
-use crate::runtime::{HostgroupServer, ServerKey};
+use sluice_core::config::MonitorVariables;
+use sluice_core::runtime::{HostgroupServer, ServerKey};
+use sluice_core::topology::CheckKind;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -23,9 +23,9 @@ pub(super) struct Done {
     pub(super) started_us: u64,
     pub(super) outcome: Result<(u64, Option<i64>), CheckError>,
     /// Group Replication and Galera checks: what the member reported.
-    pub(super) member: Option<super::cluster::MemberState>,
+    pub(super) member: Option<sluice_core::topology::MemberState>,
     /// Galera checks: the node's raw status.
-    pub(super) galera: Option<super::cluster::GaleraStatus>,
+    pub(super) galera: Option<sluice_core::topology::GaleraStatus>,
 }
 
 /// A check of `server` as the monitor user, over TLS when a row of the server says
