@@ -2,6 +2,8 @@
 //! `LOAD`/`SAVE` with all of ProxySQL's aliases, `SET <prefix>-<var> = <value>`, `SHOW ...`,
 //! `PROXYSQL ...`, `KILL CONNECTION n`, `SAVE CONFIG TO FILE`.
 
+use sluice_core::query::lexer::{self, Syntax};
+
 /// A configuration module moved by LOAD/SAVE.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Module {
@@ -190,10 +192,11 @@ fn like_pattern(sql: &str) -> Option<String> {
     Some(unquote(p))
 }
 
+/// The command's words, upper-cased: what is written together, comments skipped
+/// (`sluice-query`'s lexer in SQLite's syntax, the admin's language), trailing `;` dropped.
 fn words(sql: &str) -> Vec<String> {
-    sql.trim()
-        .trim_end_matches(';')
-        .split_whitespace()
+    lexer::words(sql.trim().trim_end_matches(';'), Syntax::Sqlite, &[])
+        .into_iter()
         .map(|w| w.to_ascii_uppercase())
         .collect()
 }

@@ -5,6 +5,9 @@
 //! ProxySQL's admin documents them. Read from tokens, so comments, quoting and case do not hide
 //! anything, in every statement of a multi-statement string.
 
+use sluice_core::query::lexer::{Lexer, Syntax, Token};
+use std::borrow::Cow;
+
 /// PRAGMAs that only report, allowed with an argument (`PRAGMA table_info(mysql_servers)`).
 const READ_PRAGMAS: [&str; 12] = [
     "table_info",
@@ -21,8 +24,8 @@ const READ_PRAGMAS: [&str; 12] = [
     "compile_options",
 ];
 
-/// One token: a word (keyword or identifier, lower-cased), a string literal's content
-/// (lower-cased: SQLite takes `FROM 'name'` as a table name) or a punctuation byte.
+/// One token: a word (keyword, identifier or quoted name, lower-cased), a string literal's
+/// value (lower-cased: SQLite takes `FROM 'name'` as a table name) or a punctuation byte.
 #[derive(Debug, PartialEq, Eq)]
 enum Tok {
     Word(String),
@@ -30,83 +33,31 @@ enum Tok {
     Punct(u8),
 }
 
-/// Splits `sql` into statements of tokens; comments are skipped, quoted identifiers become
-/// words.
+/// Splits `sql` into statements of tokens, read by `sluice-query`'s lexer in SQLite's syntax
+/// (`"…"`, `` `…` `` and `[…]` names; no backslash escapes): comments are skipped, quoted
+/// names become words. A text that stops lexing (an open string) is read up to there: SQLite
+/// runs nothing of a statement it cannot parse.
 fn statements(sql: &str) -> Vec<Vec<Tok>> {
-    let b = sql.as_bytes();
     let mut out = vec![Vec::new()];
-    let mut i = 0;
-    while i < b.len() {
-        let c = b[i];
-        match c {
-            b'\'' => {
-                let end = skip_quoted(b, i, b'\'');
-                let inner = sql.get(i + 1..end.saturating_sub(1)).unwrap_or("");
-                push(&mut out, Tok::Str(inner.to_ascii_lowercase()));
-                i = end;
+    for token in Lexer::new(sql, Syntax::Sqlite).map_while(Result::ok) {
+        let Some(stmt) = out.last_mut() else {
+            break;
+        };
+        match token {
+            Token::Punct(";") => out.push(Vec::new()),
+            Token::Punct(p) | Token::Placeholder(p) => stmt.extend(p.bytes().map(Tok::Punct)),
+            Token::Str(_) => {
+                let value = token.string_value(Syntax::Sqlite).unwrap_or_default();
+                stmt.push(Tok::Str(value.to_ascii_lowercase()));
             }
-            b'"' | b'`' | b'[' => {
-                let close = if c == b'[' { b']' } else { c };
-                let end = skip_quoted(b, i, close);
-                let inner = sql.get(i + 1..end.saturating_sub(1)).unwrap_or("");
-                push(&mut out, Tok::Word(inner.to_ascii_lowercase()));
-                i = end;
-            }
-            b'-' if b.get(i + 1) == Some(&b'-') => {
-                while i < b.len() && b[i] != b'\n' {
-                    i += 1;
-                }
-            }
-            b'/' if b.get(i + 1) == Some(&b'*') => {
-                i += 2;
-                while i + 1 < b.len() && !(b[i] == b'*' && b[i + 1] == b'/') {
-                    i += 1;
-                }
-                i += 2;
-            }
-            b';' => {
-                out.push(Vec::new());
-                i += 1;
-            }
-            c if c.is_ascii_alphanumeric() || c == b'_' || c >= 0x80 => {
-                let start = i;
-                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] >= 0x80)
-                {
-                    i += 1;
-                }
-                push(&mut out, Tok::Word(sql[start..i].to_ascii_lowercase()));
-            }
-            c if c.is_ascii_whitespace() => i += 1,
-            c => {
-                push(&mut out, Tok::Punct(c));
-                i += 1;
+            _ => {
+                let name = token.identifier().unwrap_or(Cow::Borrowed(token.text()));
+                stmt.push(Tok::Word(name.to_ascii_lowercase()));
             }
         }
     }
     out.retain(|s| !s.is_empty());
     out
-}
-
-fn push(out: &mut [Vec<Tok>], t: Tok) {
-    if let Some(last) = out.last_mut() {
-        last.push(t);
-    }
-}
-
-/// The index after the quoted section starting at `start` (doubled quotes stay inside).
-fn skip_quoted(b: &[u8], start: usize, close: u8) -> usize {
-    let mut i = start + 1;
-    while i < b.len() {
-        if b[i] == close {
-            if b.get(i + 1) == Some(&close) {
-                i += 2;
-                continue;
-            }
-            return i + 1;
-        }
-        i += 1;
-    }
-    b.len()
 }
 
 fn is_word(t: Option<&Tok>, w: &str) -> bool {

@@ -14,6 +14,7 @@
 //! assert!(!held.held());
 //! ```
 
+use crate::query::lexer::{Lexer, Syntax, Token};
 use std::collections::BTreeMap;
 
 /// One call that takes or gives back an advisory lock, with its key as written.
@@ -63,118 +64,80 @@ impl AdvisoryLocks {
     }
 }
 
-/// Every call of function `name` in `sql` (case-insensitive name, not part of a longer
-/// identifier): where it starts and its argument text, nested parentheses kept (`1, 2` for
-/// `f(1, 2)`). Text inside quotes is not looked into for calls. Bounded by the statement's
-/// length.
-pub fn call_args<'a>(sql: &'a str, name: &str) -> Vec<(usize, &'a str)> {
-    let bytes = sql.as_bytes();
+/// The tokens of `sql` with where each begins and ends, up to where it stops lexing.
+fn spanned<'a>(sql: &'a str, syntax: Syntax) -> Vec<(usize, usize, Token<'a>)> {
+    let mut lexer = Lexer::new(sql, syntax);
+    let mut out = Vec::new();
+    while let Some(Ok(t)) = lexer.next() {
+        out.push((lexer.token_start(), lexer.offset(), t));
+    }
+    out
+}
+
+/// Every call of function `name` in `sql` (case-insensitive name, not qualified, not part of a
+/// longer identifier): where it starts and its argument text, nested parentheses kept (`1, 2`
+/// for `f(1, 2)`). Read with `syntax`'s lexer, so strings, quoted names and comments hide
+/// nothing and fake nothing (a backslash-escaped quote in a MySQL string does not end it).
+pub fn call_args<'a>(sql: &'a str, name: &str, syntax: Syntax) -> Vec<(usize, &'a str)> {
+    let tokens = spanned(sql, syntax);
     let mut out = Vec::new();
     let mut i = 0;
-    let mut quote: Option<u8> = None;
-    while i < bytes.len() {
-        let c = bytes[i];
-        if let Some(q) = quote {
-            if c == q {
-                quote = None;
-            }
-            i += 1;
+    while i < tokens.len() {
+        let (at, _, t) = tokens[i];
+        let called = matches!(t, Token::Word(w) if w.eq_ignore_ascii_case(name))
+            && !(i > 0 && tokens[i - 1].2.is_punct("."))
+            && tokens.get(i + 1).is_some_and(|(_, _, n)| n.is_punct("("));
+        if called && let Some(close) = closing_paren(&tokens, i + 1) {
+            let (open_end, close_start) = (tokens[i + 1].1, tokens[close].0);
+            out.push((at, sql[open_end..close_start].trim()));
+            i = close + 1;
             continue;
-        }
-        if matches!(c, b'\'' | b'"' | b'`') {
-            quote = Some(c);
-            i += 1;
-            continue;
-        }
-        let starts_word = i == 0 || !is_ident(bytes[i - 1]);
-        let named = bytes
-            .get(i..i + name.len())
-            .is_some_and(|w| w.eq_ignore_ascii_case(name.as_bytes()));
-        if starts_word && named {
-            let mut j = i + name.len();
-            while bytes.get(j).is_some_and(u8::is_ascii_whitespace) {
-                j += 1;
-            }
-            if bytes.get(j) == Some(&b'(')
-                && let Some(end) = closing_paren(bytes, j)
-            {
-                out.push((i, sql[j + 1..end].trim()));
-                i = end + 1;
-                continue;
-            }
         }
         i += 1;
     }
     out
 }
 
-/// The key an argument text names: its text with whitespace outside quotes removed, or `None`
-/// for a bound parameter (`$1`, `?`), whose value differs from call to call.
-pub fn lock_key(arg: &str) -> Option<String> {
+/// The key an argument text names: its tokens as written, without the whitespace and comments
+/// between them, or `None` for a bound parameter (`$1`, `?`), whose value differs from call to
+/// call.
+pub fn lock_key(arg: &str, syntax: Syntax) -> Option<String> {
     let mut key = String::with_capacity(arg.len());
-    let mut quote: Option<char> = None;
-    for c in arg.chars() {
-        match quote {
-            Some(q) => {
-                key.push(c);
-                if c == q {
-                    quote = None;
-                }
-            }
-            None if c == '$' || c == '?' => return None,
-            None if c.is_whitespace() => {}
-            None => {
-                if matches!(c, '\'' | '"' | '`') {
-                    quote = Some(c);
-                }
-                key.push(c);
-            }
+    for (start, end, t) in spanned(arg, syntax) {
+        if matches!(t, Token::Placeholder(_)) {
+            return None;
         }
+        key.push_str(&arg[start..end]);
     }
     Some(key)
 }
 
-/// The first argument of an argument list (up to a comma outside parentheses and quotes).
-pub fn first_arg(args: &str) -> &str {
+/// The first argument of an argument list (up to a comma outside parentheses, strings and
+/// comments).
+pub fn first_arg(args: &str, syntax: Syntax) -> &str {
     let mut depth = 0u32;
-    let mut quote: Option<char> = None;
-    for (i, c) in args.char_indices() {
-        match (quote, c) {
-            (Some(q), c) if c == q => quote = None,
-            (Some(_), _) => {}
-            (None, '\'' | '"' | '`') => quote = Some(c),
-            (None, '(') => depth += 1,
-            (None, ')') => depth = depth.saturating_sub(1),
-            (None, ',') if depth == 0 => return args[..i].trim(),
+    for (start, _, t) in spanned(args, syntax) {
+        match t.text() {
+            "(" if matches!(t, Token::Punct(_)) => depth += 1,
+            ")" if matches!(t, Token::Punct(_)) => depth = depth.saturating_sub(1),
+            "," if depth == 0 && matches!(t, Token::Punct(_)) => return args[..start].trim(),
             _ => {}
         }
     }
     args.trim()
 }
 
-fn is_ident(c: u8) -> bool {
-    c.is_ascii_alphanumeric() || c == b'_' || c == b'$' || c == b'.'
-}
-
-/// The index of the `)` closing the `(` at `open`, quotes respected; `None` when unclosed.
-fn closing_paren(b: &[u8], open: usize) -> Option<usize> {
+/// The index of the `)` token closing the `(` at `open`; `None` when unclosed.
+fn closing_paren(tokens: &[(usize, usize, Token<'_>)], open: usize) -> Option<usize> {
     let mut depth = 0u32;
-    let mut quote: Option<u8> = None;
-    for (i, &c) in b.iter().enumerate().skip(open) {
-        match quote {
-            Some(q) if c == q => quote = None,
-            Some(_) => {}
-            None => match c {
-                b'\'' | b'"' | b'`' => quote = Some(c),
-                b'(' => depth += 1,
-                b')' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        return Some(i);
-                    }
-                }
-                _ => {}
-            },
+    for (i, (_, _, t)) in tokens.iter().enumerate().skip(open) {
+        if t.is_punct("(") {
+            depth += 1;
+        } else if t.is_punct(")") {
+            depth = depth.saturating_sub(1);
+            if depth == 0 {
+                return Some(i);
+            }
         }
     }
     None
@@ -188,25 +151,61 @@ mod tests {
     fn calls_are_found_with_their_arguments() {
         let sql = "SELECT pg_advisory_lock(1), PG_ADVISORY_LOCK ( hashtext('a)b') ), \
                    pg_advisory_lock_shared(2, 3), 'pg_advisory_lock(9)', x.pg_advisory_lock(4)";
-        let args = |name| -> Vec<&str> { call_args(sql, name).into_iter().map(|c| c.1).collect() };
+        let args = |name| -> Vec<&str> {
+            call_args(sql, name, Syntax::Pgsql)
+                .into_iter()
+                .map(|c| c.1)
+                .collect()
+        };
         assert_eq!(args("pg_advisory_lock"), vec!["1", "hashtext('a)b')"]);
         assert_eq!(args("pg_advisory_lock_shared"), vec!["2, 3"]);
         assert_eq!(
-            call_args(sql, "pg_advisory_lock")[0].0,
+            call_args(sql, "pg_advisory_lock", Syntax::Pgsql)[0].0,
             7,
             "where the call starts"
         );
-        assert!(call_args("select f(1", "f").is_empty(), "unclosed");
-        assert_eq!(first_arg("'a,b', 10"), "'a,b'");
-        assert_eq!(first_arg("concat('x', y), 5"), "concat('x', y)");
+        assert!(
+            call_args("select f(1", "f", Syntax::Pgsql).is_empty(),
+            "unclosed"
+        );
+        assert_eq!(first_arg("'a,b', 10", Syntax::Mysql), "'a,b'");
+        assert_eq!(
+            first_arg("concat('x', y), 5", Syntax::Mysql),
+            "concat('x', y)"
+        );
+    }
+
+    #[test]
+    fn quotes_are_read_as_the_server_reads_them() {
+        // A backslash-escaped quote does not end a MySQL string: the call after it is a call.
+        let mysql = r"SELECT 'it\'s', GET_LOCK('job', 10)";
+        assert_eq!(
+            call_args(mysql, "GET_LOCK", Syntax::Mysql),
+            [(16, "'job', 10")]
+        );
+        // Nor an E'' string's in PostgreSQL; and a dollar-quoted string or a comment hides one.
+        let pg =
+            r"SELECT E'\'', pg_advisory_lock(1), $$pg_advisory_lock(2)$$ -- pg_advisory_lock(3)";
+        let args: Vec<_> = call_args(pg, "pg_advisory_lock", Syntax::Pgsql)
+            .into_iter()
+            .map(|c| c.1)
+            .collect();
+        assert_eq!(args, ["1"]);
+        assert_eq!(first_arg("'a\\',b', 2", Syntax::Mysql), "'a\\',b'");
     }
 
     #[test]
     fn keys_are_the_text_without_spaces_and_parameters_are_unknown() {
-        assert_eq!(lock_key("1 ,  2").as_deref(), Some("1,2"));
-        assert_eq!(lock_key("'my lock'").as_deref(), Some("'my lock'"));
-        assert_eq!(lock_key("$1"), None);
-        assert_eq!(lock_key("?"), None);
+        let key = |arg| lock_key(arg, Syntax::Pgsql);
+        assert_eq!(key("1 ,  2").as_deref(), Some("1,2"));
+        assert_eq!(key("'my lock'").as_deref(), Some("'my lock'"));
+        assert_eq!(
+            key("hashtext( 'a b' ) /* why */").as_deref(),
+            Some("hashtext('a b')")
+        );
+        assert_eq!(key("$1"), None);
+        assert_eq!(lock_key("?", Syntax::Mysql), None);
+        assert_eq!(lock_key("CONCAT('job', ?)", Syntax::Mysql), None);
     }
 
     #[test]

@@ -13,6 +13,7 @@ use pgwire::api::{ClientInfo, PgWireServerHandlers, Type};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use sluice_core::admin::{AdminError, AdminExecutor, AdminReply, AdminRole};
 use sluice_core::login_throttle::Admission;
+use sluice_core::query::lexer::{Syntax, split_statements};
 use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -210,7 +211,7 @@ impl SimpleQueryHandler for AdminQuery {
             .find(|c| c.user == user)
             .map_or(AdminRole::Stats, |c| c.role);
         let mut out = Vec::new();
-        for stmt in crate::split::statements(query) {
+        for stmt in split_statements(query, Syntax::Pgsql) {
             let stmt = pgbouncer_dialect(stmt);
             let reply = self.0.execute(role, stmt).await.map_err(to_pg_error)?;
             out.push(reply_to_response(stmt, reply)?);

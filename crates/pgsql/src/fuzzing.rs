@@ -3,6 +3,7 @@
 
 use crate::session::pins::PinSet;
 use crate::session::statements::SessionStatements;
+use sluice_core::query::lexer::{Syntax, split_statements};
 use sluice_pgsql_backend::prepared::PreparedSet;
 use sluice_pgsql_proto::frame::{complete_len, parse_pairs};
 use sluice_pgsql_proto::tag::{client, server};
@@ -23,7 +24,7 @@ pub fn sql(text: &[u8]) {
     let _ = crate::session::sets::classify(text, false);
     let _ = crate::session::signals::parse(text);
     if let Ok(s) = std::str::from_utf8(text) {
-        let _ = crate::split::statements(s);
+        let _ = split_statements(s, Syntax::Pgsql);
         let mut pins = PinSet::default();
         pins.apply(s);
         let _ = pins.reason();

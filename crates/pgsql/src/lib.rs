@@ -20,7 +20,6 @@ mod login;
 mod pids;
 mod session;
 pub mod sessions;
-mod split;
 
 pub use admin::{PgAdmin, serve_admin};
 pub use error::Error;

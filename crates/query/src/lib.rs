@@ -1,8 +1,8 @@
 //! sluice-query: the query processor both protocols share: a digest per query
 //! ([`digest`](mod@digest)), the rules that decide where it goes and what happens to it
 //! ([`rules`]), first-comment hints ([`hints`]), the result cache ([`cache`]), the statistics
-//! ([`stats`], [`commands`]) and a word filter the sessions' state trackers run first
-//! ([`WordSet`]). It knows only the config model (`sluice-config`): no sockets, no wire bytes,
+//! ([`stats`], [`commands`]), a word filter the sessions' state trackers run first
+//! ([`WordSet`]) and the one SQL [`lexer`] every other reader of statement text uses. It knows only the config model (`sluice-config`): no sockets, no wire bytes,
 //! no runtime. `sluice-core` re-exports it as `sluice_core::query`.
 //!
 //! ```
@@ -19,6 +19,7 @@ pub mod digest;
 pub mod hints;
 pub mod hook;
 mod keywords;
+pub mod lexer;
 mod memo;
 pub mod rules;
 pub mod stats;

@@ -5,6 +5,7 @@
 use super::lexer::{Lexer, Tok};
 use super::set::{SetParse, parse_set};
 use sluice_core::advisory::{LockCall, call_args, first_arg, lock_key};
+use sluice_core::query::lexer::Syntax;
 
 /// A query Sluice answers without a backend.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,20 +86,22 @@ pub(crate) struct Effects {
 /// Reads `KILL [HARD|SOFT] [CONNECTION|QUERY] id` (MySQL and MariaDB forms).
 fn parse_kill(t: &[Tok<'_>]) -> KillRequest {
     let mut i = 1;
-    if t.get(i).is_some_and(|x| x.is_kw("HARD") || x.is_kw("SOFT")) {
+    if t.get(i)
+        .is_some_and(|x| x.is_keyword("HARD") || x.is_keyword("SOFT"))
+    {
         i += 1;
     }
     let mut query = false;
-    if t.get(i).is_some_and(|x| x.is_kw("QUERY")) {
+    if t.get(i).is_some_and(|x| x.is_keyword("QUERY")) {
         query = true;
         i += 1;
-        if t.get(i).is_some_and(|x| x.is_kw("ID")) {
+        if t.get(i).is_some_and(|x| x.is_keyword("ID")) {
             return KillRequest::Unsupported("KILL QUERY ID (by query id)");
         }
-    } else if t.get(i).is_some_and(|x| x.is_kw("CONNECTION")) {
+    } else if t.get(i).is_some_and(|x| x.is_keyword("CONNECTION")) {
         i += 1;
     }
-    if t.get(i).is_some_and(|x| x.is_kw("USER")) {
+    if t.get(i).is_some_and(|x| x.is_keyword("USER")) {
         return KillRequest::Unsupported("KILL USER");
     }
     let rest = match &t[i.min(t.len())..] {
@@ -134,15 +137,15 @@ fn column_text(sql: &str, toks: &[Tok<'_>]) -> String {
     toks.iter()
         .map(|t| match t {
             Tok::SysVar(v) => format!("@@{v}"),
-            Tok::Word(w) | Tok::Punct(w) | Tok::Num(w) | Tok::Str(w) => w.to_string(),
-            Tok::Quoted(q) => q.to_string(),
             Tok::UserVar(v) => format!("@{v}"),
+            Tok::Quoted(_) => t.name().unwrap_or_default().to_string(),
+            _ => t.text().to_string(),
         })
         .collect()
 }
 
 fn proxy_answer(sql: &str, t: &[Tok<'_>]) -> Option<ProxyAnswer> {
-    if !t.first()?.is_kw("SELECT") {
+    if !t.first()?.is_keyword("SELECT") {
         return None;
     }
     let mut body = &t[1..];
@@ -151,15 +154,15 @@ fn proxy_answer(sql: &str, t: &[Tok<'_>]) -> Option<ProxyAnswer> {
     }
     // Optional LIMIT n at the end (the mysql CLI sends `select @@version_comment limit 1`).
     if body.len() >= 2
-        && body[body.len() - 2].is_kw("LIMIT")
+        && body[body.len() - 2].is_keyword("LIMIT")
         && matches!(body[body.len() - 1], Tok::Num(_))
     {
         body = &body[..body.len() - 2];
     }
     // Optional [AS] alias.
     let (expr, alias) = match body {
-        [e @ .., a, Tok::Word(n)] if a.is_kw("AS") => (e, Some(n.to_string())),
-        [e @ .., a, Tok::Quoted(n)] if a.is_kw("AS") => (e, Some(n.to_string())),
+        [e @ .., a, Tok::Word(n)] if a.is_keyword("AS") => (e, Some(n.to_string())),
+        [e @ .., a, q @ Tok::Quoted(_)] if a.is_keyword("AS") => (e, q.name().map(str::to_string)),
         _ => (body, None),
     };
     let name = || alias.clone().unwrap_or_else(|| column_text(sql, expr));
@@ -172,13 +175,13 @@ fn proxy_answer(sql: &str, t: &[Tok<'_>]) -> Option<ProxyAnswer> {
         [Tok::SysVar(v)] if v.eq_ignore_ascii_case("version_comment") => {
             Some(ProxyAnswer::VersionComment(name()))
         }
-        [f, o, c] if f.is_kw("VERSION") && o.is_punct("(") && c.is_punct(")") => {
+        [f, o, c] if f.is_keyword("VERSION") && o.is_punct("(") && c.is_punct(")") => {
             Some(ProxyAnswer::Version(name()))
         }
-        [f, o, c] if f.is_kw("LAST_INSERT_ID") && o.is_punct("(") && c.is_punct(")") => {
+        [f, o, c] if f.is_keyword("LAST_INSERT_ID") && o.is_punct("(") && c.is_punct(")") => {
             Some(ProxyAnswer::LastInsertId(name()))
         }
-        [f, o, c] if f.is_kw("CONNECTION_ID") && o.is_punct("(") && c.is_punct(")") => {
+        [f, o, c] if f.is_keyword("CONNECTION_ID") && o.is_punct("(") && c.is_punct(")") => {
             Some(ProxyAnswer::ConnectionId(name()))
         }
         _ => None,
@@ -189,13 +192,19 @@ fn proxy_answer(sql: &str, t: &[Tok<'_>]) -> Option<ProxyAnswer> {
 /// (`?`: unknown). A `GET_LOCK` counts as taken whatever it returned (the safe side).
 fn user_lock_calls(sql: &str) -> Vec<LockCall> {
     let mut out: Vec<(usize, LockCall)> = Vec::new();
-    for (at, args) in call_args(sql, "GET_LOCK") {
-        out.push((at, LockCall::Lock(lock_key(first_arg(args)))));
+    for (at, args) in call_args(sql, "GET_LOCK", Syntax::Mysql) {
+        out.push((
+            at,
+            LockCall::Lock(lock_key(first_arg(args, Syntax::Mysql), Syntax::Mysql)),
+        ));
     }
-    for (at, args) in call_args(sql, "RELEASE_LOCK") {
-        out.push((at, LockCall::Unlock(lock_key(first_arg(args)))));
+    for (at, args) in call_args(sql, "RELEASE_LOCK", Syntax::Mysql) {
+        out.push((
+            at,
+            LockCall::Unlock(lock_key(first_arg(args, Syntax::Mysql), Syntax::Mysql)),
+        ));
     }
-    for (at, _) in call_args(sql, "RELEASE_ALL_LOCKS") {
+    for (at, _) in call_args(sql, "RELEASE_ALL_LOCKS", Syntax::Mysql) {
         out.push((at, LockCall::UnlockAll));
     }
     out.sort_by_key(|(at, _)| *at);
@@ -209,21 +218,23 @@ fn show_processlist(sql: &str, t: &[Tok<'_>]) -> Option<ProxyAnswer> {
         _ => t,
     };
     match body {
-        [_, p] if p.is_kw("PROCESSLIST") => Some(ProxyAnswer::Processlist {
+        [_, p] if p.is_keyword("PROCESSLIST") => Some(ProxyAnswer::Processlist {
             full: false,
             text: sql.trim().to_string(),
         }),
-        [_, f, p] if f.is_kw("FULL") && p.is_kw("PROCESSLIST") => Some(ProxyAnswer::Processlist {
-            full: true,
-            text: sql.trim().to_string(),
-        }),
+        [_, f, p] if f.is_keyword("FULL") && p.is_keyword("PROCESSLIST") => {
+            Some(ProxyAnswer::Processlist {
+                full: true,
+                text: sql.trim().to_string(),
+            })
+        }
         _ => None,
     }
 }
 
 /// The tables of `DROP [TEMPORARY] TABLE [IF EXISTS] a, b …`, the first name at `i`.
 fn dropped_tables(toks: &[Tok<'_>], mut i: usize) -> Vec<String> {
-    let kw = |i: usize, k: &str| toks.get(i).is_some_and(|t| t.is_kw(k));
+    let kw = |i: usize, k: &str| toks.get(i).is_some_and(|t| t.is_keyword(k));
     if kw(i, "IF") && kw(i + 1, "EXISTS") {
         i += 2;
     }
@@ -266,9 +277,10 @@ fn calls_and_variables(sql: &str, toks: &[Tok<'_>], e: &mut Effects) {
             Tok::UserVar(_) => {
                 let assigned = toks.get(i + 1).is_some_and(|n| n.is_punct(":="))
                     || (i > 0
-                        && (toks[i - 1].is_kw("INTO")
+                        && (toks[i - 1].is_keyword("INTO")
                             || toks[i - 1].is_punct(",") && e.assigns_user_var))
-                    || (first.is_kw("SET") && toks.get(i + 1).is_some_and(|n| n.is_punct("=")));
+                    || (first.is_keyword("SET")
+                        && toks.get(i + 1).is_some_and(|n| n.is_punct("=")));
                 if assigned {
                     e.assigns_user_var = true;
                 }
@@ -283,12 +295,12 @@ pub(crate) fn classify(sql: &str) -> Effects {
     let toks: Vec<Tok<'_>> = Lexer::new(sql).collect();
     let mut e = Effects::default();
     let Some(first) = toks.first() else { return e };
-    let kw = |i: usize, k: &str| toks.get(i).is_some_and(|t| t.is_kw(k));
-    if first.is_kw("SET") {
+    let kw = |i: usize, k: &str| toks.get(i).is_some_and(|t| t.is_keyword(k));
+    if first.is_keyword("SET") {
         e.set = Some(parse_set(sql));
-    } else if first.is_kw("USE") {
+    } else if first.is_keyword("USE") {
         e.use_schema = toks.get(1).and_then(Tok::name).map(str::to_string);
-    } else if first.is_kw("CREATE") && kw(1, "TEMPORARY") && kw(2, "TABLE") {
+    } else if first.is_keyword("CREATE") && kw(1, "TEMPORARY") && kw(2, "TABLE") {
         let mut i = 3;
         if kw(i, "IF") && kw(i + 1, "NOT") && kw(i + 2, "EXISTS") {
             i += 3;
@@ -296,37 +308,38 @@ pub(crate) fn classify(sql: &str) -> Effects {
         if let (Some(n), _) = last_name(&toks, i) {
             e.temp_created.push(n);
         }
-    } else if first.is_kw("DROP") && (kw(1, "TABLE") || (kw(1, "TEMPORARY") && kw(2, "TABLE"))) {
+    } else if first.is_keyword("DROP") && (kw(1, "TABLE") || (kw(1, "TEMPORARY") && kw(2, "TABLE")))
+    {
         e.dropped = dropped_tables(&toks, if kw(1, "TABLE") { 2 } else { 3 });
-    } else if first.is_kw("LOCK") && (kw(1, "TABLES") || kw(1, "TABLE")) {
+    } else if first.is_keyword("LOCK") && (kw(1, "TABLES") || kw(1, "TABLE")) {
         e.lock_tables = true;
-    } else if first.is_kw("LOCK") {
+    } else if first.is_keyword("LOCK") {
         e.untrackable = Some("LOCK INSTANCE");
-    } else if first.is_kw("FLUSH") && toks.iter().any(|t| t.is_kw("LOCK")) {
+    } else if first.is_keyword("FLUSH") && toks.iter().any(|t| t.is_keyword("LOCK")) {
         e.lock_tables = true;
-    } else if first.is_kw("UNLOCK") && (kw(1, "TABLES") || kw(1, "TABLE")) {
+    } else if first.is_keyword("UNLOCK") && (kw(1, "TABLES") || kw(1, "TABLE")) {
         e.unlock_tables = true;
-    } else if first.is_kw("PREPARE") {
+    } else if first.is_keyword("PREPARE") {
         e.sql_prepare = toks.get(1).and_then(Tok::name).map(str::to_ascii_lowercase);
         e.sql_prepare_text = match toks.get(2..) {
-            Some([from, Tok::Str(text)]) if from.is_kw("FROM") && text.starts_with('\'') => {
+            Some([from, Tok::Str(text)]) if from.is_keyword("FROM") && text.starts_with('\'') => {
                 Some((*text).to_string())
             }
             _ => None,
         };
-    } else if (first.is_kw("DEALLOCATE") || first.is_kw("DROP")) && kw(1, "PREPARE") {
+    } else if (first.is_keyword("DEALLOCATE") || first.is_keyword("DROP")) && kw(1, "PREPARE") {
         e.sql_deallocate = toks.get(2).and_then(Tok::name).map(str::to_ascii_lowercase);
-    } else if first.is_kw("XA") {
+    } else if first.is_keyword("XA") {
         e.untrackable = Some("XA transaction");
-    } else if first.is_kw("HANDLER") {
+    } else if first.is_keyword("HANDLER") {
         e.untrackable = Some("HANDLER");
-    } else if first.is_kw("SELECT") {
+    } else if first.is_keyword("SELECT") {
         e.answer = proxy_answer(sql, &toks);
-    } else if first.is_kw("SHOW") {
+    } else if first.is_keyword("SHOW") {
         e.answer = show_processlist(sql, &toks);
-    } else if first.is_kw("KILL") {
+    } else if first.is_keyword("KILL") {
         e.kill = Some(parse_kill(&toks));
-    } else if first.is_kw("LOAD") && (kw(1, "DATA") || kw(1, "XML")) {
+    } else if first.is_keyword("LOAD") && (kw(1, "DATA") || kw(1, "XML")) {
         let at = if kw(2, "LOW_PRIORITY") || kw(2, "CONCURRENT") {
             3
         } else {

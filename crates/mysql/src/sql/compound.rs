@@ -40,25 +40,25 @@ const BLOCKS: [&str; 6] = ["IF", "CASE", "LOOP", "WHILE", "REPEAT", "FOR"];
 pub(crate) fn compound(sql: &str) -> Option<Compound> {
     let toks: Vec<Tok<'_>> = Lexer::new(sql).take(16).collect();
     let first = toks.first()?;
-    let kw = |i: usize, k: &str| toks.get(i).is_some_and(|t| t.is_kw(k));
-    if first.is_kw("CREATE") {
+    let kw = |i: usize, k: &str| toks.get(i).is_some_and(|t| t.is_keyword(k));
+    if first.is_keyword("CREATE") {
         for t in &toks[1..] {
-            if t.is_punct("(") || OTHER_OBJECTS.iter().any(|k| t.is_kw(k)) {
+            if t.is_punct("(") || OTHER_OBJECTS.iter().any(|k| t.is_keyword(k)) {
                 return None;
             }
-            if PROGRAMS.iter().any(|k| t.is_kw(k)) {
+            if PROGRAMS.iter().any(|k| t.is_keyword(k)) {
                 return Some(Compound::Definition);
             }
         }
         return None;
     }
-    if first.is_kw("ALTER") && kw(1, "EVENT") {
+    if first.is_keyword("ALTER") && kw(1, "EVENT") {
         return Some(Compound::Definition);
     }
-    if first.is_kw("BEGIN") && kw(1, "NOT") && kw(2, "ATOMIC") {
+    if first.is_keyword("BEGIN") && kw(1, "NOT") && kw(2, "ATOMIC") {
         return Some(Compound::Block);
     }
-    if BLOCKS.iter().any(|k| first.is_kw(k)) {
+    if BLOCKS.iter().any(|k| first.is_keyword(k)) {
         return Some(Compound::Block);
     }
     // `label: BEGIN …`, `label: LOOP …`.

@@ -78,7 +78,7 @@ pub(crate) fn parse_set(sql: &str) -> SetParse {
     let Some((first, rest)) = toks.split_first() else {
         return SetParse::NotSet;
     };
-    if !first.is_kw("SET") {
+    if !first.is_keyword("SET") {
         return SetParse::NotSet;
     }
     match parse_items(rest) {
@@ -89,7 +89,10 @@ pub(crate) fn parse_set(sql: &str) -> SetParse {
 
 fn parse_items(mut t: &[Tok<'_>]) -> Option<Vec<SetItem>> {
     if t.first().is_some_and(|x| {
-        x.is_kw("PASSWORD") || x.is_kw("ROLE") || x.is_kw("STATEMENT") || x.is_kw("DEFAULT")
+        x.is_keyword("PASSWORD")
+            || x.is_keyword("ROLE")
+            || x.is_keyword("STATEMENT")
+            || x.is_keyword("DEFAULT")
     }) {
         return None;
     }
@@ -99,10 +102,10 @@ fn parse_items(mut t: &[Tok<'_>]) -> Option<Vec<SetItem>> {
     if let Some(s) = t.first().and_then(scope_of) {
         scope = s;
         t = &t[1..];
-        if t.first().is_some_and(|x| x.is_kw("TRANSACTION")) {
+        if t.first().is_some_and(|x| x.is_keyword("TRANSACTION")) {
             return transaction(&t[1..], scope).map(|i| vec![i]);
         }
-    } else if t.first().is_some_and(|x| x.is_kw("TRANSACTION")) {
+    } else if t.first().is_some_and(|x| x.is_keyword("TRANSACTION")) {
         return transaction(&t[1..], Scope::Next).map(|i| vec![i]);
     }
     loop {
@@ -124,9 +127,9 @@ enum Scope {
 }
 
 fn scope_of(t: &Tok<'_>) -> Option<Scope> {
-    if t.is_kw("SESSION") || t.is_kw("LOCAL") {
+    if t.is_keyword("SESSION") || t.is_keyword("LOCAL") {
         Some(Scope::Session)
-    } else if t.is_kw("GLOBAL") || t.is_kw("PERSIST") || t.is_kw("PERSIST_ONLY") {
+    } else if t.is_keyword("GLOBAL") || t.is_keyword("PERSIST") || t.is_keyword("PERSIST_ONLY") {
         Some(Scope::Global)
     } else {
         None
@@ -138,33 +141,33 @@ fn transaction(t: &[Tok<'_>], scope: Scope) -> Option<SetItem> {
     let mut read_only = None;
     let mut i = 0;
     while i < t.len() {
-        if t[i].is_kw("ISOLATION") && t.get(i + 1)?.is_kw("LEVEL") {
+        if t[i].is_keyword("ISOLATION") && t.get(i + 1)?.is_keyword("LEVEL") {
             let a = t.get(i + 2)?;
-            let level = if a.is_kw("READ") {
+            let level = if a.is_keyword("READ") {
                 let b = t.get(i + 3)?;
                 i += 4;
-                if b.is_kw("COMMITTED") {
+                if b.is_keyword("COMMITTED") {
                     "READ COMMITTED"
-                } else if b.is_kw("UNCOMMITTED") {
+                } else if b.is_keyword("UNCOMMITTED") {
                     "READ UNCOMMITTED"
                 } else {
                     return None;
                 }
-            } else if a.is_kw("REPEATABLE") && t.get(i + 3)?.is_kw("READ") {
+            } else if a.is_keyword("REPEATABLE") && t.get(i + 3)?.is_keyword("READ") {
                 i += 4;
                 "REPEATABLE READ"
-            } else if a.is_kw("SERIALIZABLE") {
+            } else if a.is_keyword("SERIALIZABLE") {
                 i += 3;
                 "SERIALIZABLE"
             } else {
                 return None;
             };
             isolation = Some(level.to_string());
-        } else if t[i].is_kw("READ") {
+        } else if t[i].is_keyword("READ") {
             let b = t.get(i + 1)?;
-            read_only = Some(if b.is_kw("ONLY") {
+            read_only = Some(if b.is_keyword("ONLY") {
                 true
-            } else if b.is_kw("WRITE") {
+            } else if b.is_keyword("WRITE") {
                 false
             } else {
                 return None;
@@ -221,31 +224,31 @@ fn value<'t, 'a>(t: &'t [Tok<'a>]) -> Option<(SetValue, &'t [Tok<'a>])> {
 
 fn assignment<'t, 'a>(t: &'t [Tok<'a>], default_scope: Scope) -> Option<(SetItem, &'t [Tok<'a>])> {
     let (first, rest) = t.split_first()?;
-    if first.is_kw("NAMES") {
+    if first.is_keyword("NAMES") {
         let (cs, mut rest) = rest.split_first()?;
-        let charset = if cs.is_kw("DEFAULT") {
+        let charset = if cs.is_keyword("DEFAULT") {
             None
         } else {
             Some(unquote(cs_text(cs)?))
         };
         let mut collation = None;
-        if rest.first().is_some_and(|x| x.is_kw("COLLATE")) {
+        if rest.first().is_some_and(|x| x.is_keyword("COLLATE")) {
             let c = rest.get(1)?;
             collation = Some(unquote(cs_text(c)?));
             rest = &rest[2..];
         }
         return Some((SetItem::Names { charset, collation }, rest));
     }
-    if first.is_kw("CHARSET")
-        || (first.is_kw("CHARACTER") && rest.first().is_some_and(|x| x.is_kw("SET")))
+    if first.is_keyword("CHARSET")
+        || (first.is_keyword("CHARACTER") && rest.first().is_some_and(|x| x.is_keyword("SET")))
     {
-        let rest = if first.is_kw("CHARSET") {
+        let rest = if first.is_keyword("CHARSET") {
             rest
         } else {
             &rest[1..]
         };
         let (cs, rest) = rest.split_first()?;
-        let charset = if cs.is_kw("DEFAULT") {
+        let charset = if cs.is_keyword("DEFAULT") {
             None
         } else {
             Some(unquote(cs_text(cs)?))
@@ -273,8 +276,7 @@ fn assignment<'t, 'a>(t: &'t [Tok<'a>], default_scope: Scope) -> Option<(SetItem
                 (false, scope, lower)
             }
         }
-        Tok::Word(w) | Tok::Quoted(w) => (false, scope, w.to_ascii_lowercase()),
-        _ => return None,
+        t => (false, scope, t.name()?.to_ascii_lowercase()),
     };
     let (op, rest) = rest.split_first()?;
     if !(op.is_punct("=") || op.is_punct(":=")) {
@@ -296,8 +298,8 @@ fn assignment<'t, 'a>(t: &'t [Tok<'a>], default_scope: Scope) -> Option<(SetItem
 
 fn cs_text<'a>(t: &Tok<'a>) -> Option<&'a str> {
     match t {
-        Tok::Word(w) | Tok::Quoted(w) | Tok::Str(w) => Some(w),
-        _ => None,
+        Tok::Str(w) => Some(w),
+        _ => t.name(),
     }
 }
 

@@ -4,6 +4,8 @@
 //! Query, the extended protocol — goes to the server as before, where a LISTEN pins the session
 //! (see `pins.rs`).
 
+use sluice_core::query::lexer::{Lexer, Syntax, Token};
+
 /// A LISTEN-family statement, its channel as PostgreSQL names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum ListenStatement {
@@ -39,119 +41,68 @@ impl ListenStatement {
 const MAX_IDENTIFIER: usize = 63;
 
 /// The statement of a Query message (`msg` starts with `Q`), when it is one LISTEN, UNLISTEN or
-/// query of the session's channels.
+/// query of the session's channels, read with `sluice-query`'s lexer (PostgreSQL syntax).
 pub(crate) fn parse(msg: &[u8]) -> Option<ListenRequest> {
     let sql = std::str::from_utf8(sluice_pgsql_proto::message::Query::read(msg)?.sql).ok()?;
-    let sql = skip_comments(sql)?;
-    let (verb, rest) = split_word(sql);
-    if verb.eq_ignore_ascii_case("select") {
-        return lists_channels(rest).then_some(ListenRequest::ListChannels);
+    let mut tokens = Lexer::new(sql, Syntax::Pgsql);
+    let mut next = move || tokens.next()?.ok();
+    let verb = next()?;
+    if verb.is_keyword("select") {
+        return lists_channels(&mut next).then_some(ListenRequest::ListChannels);
     }
-    let listen = if verb.eq_ignore_ascii_case("listen") {
+    let listen = if verb.is_keyword("listen") {
         true
-    } else if verb.eq_ignore_ascii_case("unlisten") {
+    } else if verb.is_keyword("unlisten") {
         false
     } else {
         return None;
     };
-    let rest = rest.trim_start();
-    if !listen && let Some(after) = rest.strip_prefix('*') {
-        return at_end(after).then_some(ListenRequest::Change(ListenStatement::UnlistenAll));
-    }
-    let (channel, after) = identifier(rest)?;
-    if !at_end(after) {
+    let target = next()?;
+    if !at_end(&mut next) {
         return None;
     }
-    Some(ListenRequest::Change(if listen {
-        ListenStatement::Listen(channel)
-    } else {
-        ListenStatement::Unlisten(channel)
+    Some(ListenRequest::Change(match target {
+        t if !listen && t.is_punct("*") => ListenStatement::UnlistenAll,
+        t if listen => ListenStatement::Listen(identifier(&t)?),
+        t => ListenStatement::Unlisten(identifier(&t)?),
     }))
 }
 
 /// Whether what follows `SELECT` is `[* FROM] [pg_catalog.]pg_listening_channels()` and the end.
-fn lists_channels(rest: &str) -> bool {
-    let mut s = rest.trim_start();
-    if let Some(after) = s.strip_prefix('*') {
-        let (from, after) = split_word(after.trim_start());
-        if !from.eq_ignore_ascii_case("from") {
+fn lists_channels<'a>(next: &mut impl FnMut() -> Option<Token<'a>>) -> bool {
+    let mut t = next();
+    if t.is_some_and(|t| t.is_punct("*")) {
+        if !next().is_some_and(|t| t.is_keyword("from")) {
             return false;
         }
-        s = after.trim_start();
+        t = next();
     }
-    if s.get(..11)
-        .is_some_and(|p| p.eq_ignore_ascii_case("pg_catalog."))
-    {
-        s = &s[11..];
-    }
-    const CALL: &str = "pg_listening_channels";
-    let Some(name) = s.get(..CALL.len()) else {
-        return false;
-    };
-    if !name.eq_ignore_ascii_case(CALL) {
-        return false;
-    }
-    let s = s[CALL.len()..].trim_start();
-    let Some(s) = s.strip_prefix('(') else {
-        return false;
-    };
-    s.trim_start().strip_prefix(')').is_some_and(at_end)
-}
-
-/// `s` past leading whitespace and comments; `None` for an unterminated block comment.
-fn skip_comments(mut s: &str) -> Option<&str> {
-    loop {
-        s = s.trim_start();
-        if let Some(rest) = s.strip_prefix("/*") {
-            s = &rest[rest.find("*/")? + 2..];
-        } else if let Some(rest) = s.strip_prefix("--") {
-            s = rest.find('\n').map_or("", |i| &rest[i + 1..]);
-        } else {
-            return Some(s);
+    if t.is_some_and(|t| t.is_keyword("pg_catalog")) {
+        if !next().is_some_and(|t| t.is_punct(".")) {
+            return false;
         }
+        t = next();
+    }
+    t.is_some_and(|t| t.is_keyword("pg_listening_channels"))
+        && next().is_some_and(|t| t.is_punct("("))
+        && next().is_some_and(|t| t.is_punct(")"))
+        && at_end(next)
+}
+
+/// Whether only one optional `;` remains.
+fn at_end<'a>(next: &mut impl FnMut() -> Option<Token<'a>>) -> bool {
+    match next() {
+        None => true,
+        Some(t) => t.is_punct(";") && next().is_none(),
     }
 }
 
-/// The leading run of letters and the rest.
-fn split_word(s: &str) -> (&str, &str) {
-    let end = s
-        .find(|c: char| !c.is_ascii_alphabetic())
-        .unwrap_or(s.len());
-    s.split_at(end)
-}
-
-/// Whether only whitespace, one optional `;` and whitespace remain.
-fn at_end(s: &str) -> bool {
-    let s = s.trim();
-    s.is_empty() || s == ";"
-}
-
-/// An identifier at the start of `s`, as PostgreSQL names it: an unquoted one folded to lower
-/// case, a quoted one as written (`""` is a quote); truncated to 63 bytes.
-fn identifier(s: &str) -> Option<(String, &str)> {
-    let (mut name, rest) = if let Some(q) = s.strip_prefix('"') {
-        let mut name = String::new();
-        let mut chars = q.char_indices();
-        loop {
-            let (i, c) = chars.next()?;
-            if c != '"' {
-                name.push(c);
-            } else if q[i + 1..].starts_with('"') {
-                name.push('"');
-                chars.next();
-            } else {
-                break (name, &q[i + 1..]);
-            }
-        }
-    } else {
-        let first = s.chars().next()?;
-        if !(first.is_alphabetic() || first == '_') {
-            return None;
-        }
-        let end = s
-            .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '$'))
-            .unwrap_or(s.len());
-        (s[..end].to_lowercase(), &s[end..])
+/// The identifier a token names, as PostgreSQL names it: an unquoted one folded to lower case,
+/// a quoted one as written (`""` is a quote); truncated to 63 bytes.
+fn identifier(t: &Token<'_>) -> Option<String> {
+    let mut name = match t {
+        Token::Word(w) => w.to_lowercase(),
+        _ => t.identifier()?.into_owned(),
     };
     if name.is_empty() {
         return None;
@@ -163,7 +114,7 @@ fn identifier(s: &str) -> Option<(String, &str)> {
         }
         name.truncate(cut);
     }
-    Some((name, rest))
+    Some(name)
 }
 
 /// Whether `sql` calls `pg_notify(`, in any case.

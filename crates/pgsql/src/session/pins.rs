@@ -6,6 +6,7 @@
 
 use sluice_core::advisory::{AdvisoryLocks, LockCall, call_args, lock_key};
 use sluice_core::query::WordSet;
+use sluice_core::query::lexer::{Syntax, split_statements, words};
 use std::collections::BTreeSet;
 
 /// The session-scoped things a server connection holds for one client.
@@ -24,10 +25,12 @@ pub(crate) struct PinSet {
     pub sticky: Option<&'static str>,
 }
 
-/// Identifier words of a statement, lower-cased, quotes removed, punctuation as separators.
-fn words(stmt: &str) -> Vec<String> {
-    stmt.split(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | '(' | ')'))
-        .filter(|w| !w.is_empty())
+/// The words of a statement, lower-cased (`sluice-query`'s [`words`]): tokens written together
+/// make one word (`pg_temp.t`, `*`), `,` `;` `(` `)` and spaces separate them, a quoted name
+/// loses its outer quotes, comments are skipped (`LISTEN /* x */ jobs` listens to `jobs`).
+fn statement_words(stmt: &str) -> Vec<String> {
+    words(stmt, Syntax::Pgsql, &[",", ";", "(", ")"])
+        .into_iter()
         .map(|w| w.trim_matches('"').to_ascii_lowercase())
         .collect()
 }
@@ -122,7 +125,7 @@ impl PinSet {
             // One statement (the common case): no list to build.
             return self.statement(one.trim());
         }
-        for stmt in crate::split::statements(sql) {
+        for stmt in split_statements(sql, Syntax::Pgsql) {
             self.statement(stmt);
         }
     }
@@ -221,7 +224,7 @@ impl PinSet {
             return;
         }
         let lower = stmt.to_ascii_lowercase();
-        let w = words(stmt);
+        let w = statement_words(stmt);
         let first = w.first().map(String::as_str).unwrap_or("");
         match first {
             "listen" => {
@@ -287,13 +290,14 @@ fn advisory_calls(stmt: &str) -> Vec<LockCall> {
         ("pg_advisory_lock_shared", true, true),
         ("pg_try_advisory_lock_shared", true, true),
     ];
-    let mut out: Vec<(usize, LockCall)> = call_args(stmt, "pg_advisory_unlock_all")
+    let mut out: Vec<(usize, LockCall)> = call_args(stmt, "pg_advisory_unlock_all", Syntax::Pgsql)
         .into_iter()
         .map(|(at, _)| (at, LockCall::UnlockAll))
         .collect();
     for (function, shared, takes) in CALLS {
-        for (at, args) in call_args(stmt, function) {
-            let key = lock_key(args).map(|k| if shared { format!("shared {k}") } else { k });
+        for (at, args) in call_args(stmt, function, Syntax::Pgsql) {
+            let key = lock_key(args, Syntax::Pgsql)
+                .map(|k| if shared { format!("shared {k}") } else { k });
             out.push((
                 at,
                 if takes {
@@ -505,6 +509,30 @@ mod tests {
         };
         p.apply("DISCARD ALL");
         assert_eq!(p.reason(), Some("session state"));
+    }
+
+    #[test]
+    fn comments_and_quotes_are_not_words() {
+        let mut p = PinSet::default();
+        p.apply("LISTEN /* the queue */ jobs");
+        p.apply("UNLISTEN \"jobs\"");
+        assert_eq!(p.reason(), None, "one channel, listened to and left");
+        assert_eq!(
+            statement_words("DROP TABLE pg_temp.t, \"Odd\" -- x"),
+            ["drop", "table", "pg_temp.t", "odd"]
+        );
+    }
+
+    #[test]
+    fn a_function_body_is_not_read_as_statements() {
+        // The body's `;` are inside a dollar-quoted string: one CREATE FUNCTION, no temp table.
+        let create = "CREATE FUNCTION f() RETURNS void AS $body$ SELECT 1; \
+                      CREATE TEMP TABLE scratch (a int); $body$ LANGUAGE sql; SELECT 1";
+        assert_eq!(after(&[create]), None);
+        assert_eq!(
+            after(&["SELECT 1; CREATE TEMP TABLE scratch (a int)"]),
+            Some("temporary table")
+        );
     }
 
     #[test]

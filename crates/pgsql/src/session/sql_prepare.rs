@@ -6,6 +6,7 @@
 //! Only a Query holding exactly one such statement is followed; others (several statements, the
 //! extended protocol) pin the session as before (`pins.rs`).
 
+use sluice_core::query::lexer::{Syntax, split_statements};
 use std::collections::{BTreeMap, VecDeque};
 
 /// What one followed statement does.
@@ -40,7 +41,7 @@ pub(crate) fn parse(sql: &[u8]) -> Option<SqlOp> {
         return None;
     }
     let sql = std::str::from_utf8(sql).ok()?;
-    let mut stmts = crate::split::statements(sql);
+    let mut stmts = split_statements(sql, Syntax::Pgsql);
     if stmts.len() != 1 {
         return None;
     }
