@@ -25,6 +25,12 @@ const PIN_CASES: &[(&str, &str, &str)] = &[
         "SELECT RELEASE_LOCK('sluice_not_held')",
         "SELECT RELEASE_LOCK('sluice_pin2')",
     ),
+    // A backslash-escaped quote before the call does not end the string: the call is seen.
+    (
+        r"SELECT 'it\'s', GET_LOCK('sluice_pin3', 1)",
+        "SELECT IS_USED_LOCK('sluice_pin3') = CONNECTION_ID()",
+        r"SELECT 'it\'s', RELEASE_LOCK('sluice_pin3')",
+    ),
     (
         "LOCK TABLES pin_t READ",
         "SELECT COUNT(*) FROM pin_t",
