@@ -24,6 +24,7 @@ mod rag;
 mod reader;
 mod reference;
 mod row_error;
+mod rows;
 mod server_ssl_params;
 mod tls_settings;
 mod topology_tables;

@@ -2,94 +2,42 @@
 
 use super::SetOutcome;
 use super::declared::{Bool, HOST_PORT_LIST, Int, LowerCase, Shaped, Text, variables};
+use super::rows::{server_row, user_row};
 use super::values::*;
 use serde::{Deserialize, Serialize};
 
-/// One row of `pgsql_servers`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PgsqlServer {
-    /// The hostgroup this row puts the server in.
-    #[serde(default)]
-    pub hostgroup_id: HostgroupId,
-    /// Host name or IP.
-    pub hostname: String,
-    /// Port (default 5432).
-    #[serde(default = "pg_port")]
-    pub port: Port,
-    /// ONLINE, SHUNNED, OFFLINE_SOFT or OFFLINE_HARD; the monitor may override it at runtime.
-    #[serde(default)]
-    pub status: ServerStatus,
-    /// Share of new connections relative to the hostgroup's other servers.
-    #[serde(default)]
-    pub weight: Weight,
-    /// Accepted; must be 0.
-    #[serde(default)]
-    pub compression: Flag,
-    /// Cap on backend connections.
-    #[serde(default)]
-    pub max_connections: ServerMaxConnections,
-    /// Accepted (monitor issue).
-    #[serde(default)]
-    pub max_replication_lag: ReplicationLag,
-    /// TLS to this server.
-    #[serde(default)]
-    pub use_ssl: Flag,
-    /// Accepted (monitor issue).
-    #[serde(default)]
-    pub max_latency_ms: LatencyMs,
-    /// The operator's note; Sluice ignores it.
-    #[serde(default)]
-    pub comment: String,
+server_row! {
+    /// One row of `pgsql_servers`: a backend server in a hostgroup.
+    pub struct PgsqlServer {
+        port {
+            /// TCP port (default 5432).
+            #[serde(default = "pg_port")]
+        }
+        after_port {}
+    }
 }
 
 fn pg_port() -> Port {
     Port(5432)
 }
 
-/// One row of `pgsql_users`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PgsqlUser {
-    /// The role clients log in as (and, with `backend=1`, Sluice logs in to servers as).
-    pub username: String,
-    /// Cleartext password (needed for SCRAM towards clients and backends).
-    #[serde(default)]
-    pub password: String,
-    /// Inactive users cannot log in.
-    #[serde(default = "yes")]
-    pub active: Flag,
-    /// The client must use TLS.
-    #[serde(default)]
-    pub use_ssl: Flag,
-    /// Hostgroup of the user's traffic.
-    #[serde(default)]
-    pub default_hostgroup: HostgroupId,
-    /// Accepted (query-processor issue).
-    #[serde(default = "yes")]
-    pub transaction_persistent: Flag,
-    /// 1: session pooling (the session keeps its backend connection).
-    #[serde(default)]
-    pub fast_forward: Flag,
-    /// Credentials towards backends.
-    #[serde(default = "yes")]
-    pub backend: Flag,
-    /// Clients may log in.
-    #[serde(default = "yes")]
-    pub frontend: Flag,
-    /// Per-user client cap.
-    #[serde(default)]
-    pub max_connections: UserMaxConnections,
-    /// JSON object of per-user options (e.g. `{"authentication_method": 3}`).
-    #[serde(default)]
-    pub attributes: String,
-    /// The operator's note; Sluice ignores it.
-    #[serde(default)]
-    pub comment: String,
-}
-
-fn yes() -> Flag {
-    Flag(true)
+user_row! {
+    /// One row of `pgsql_users`: the roles clients log in as and Sluice uses towards servers.
+    pub struct PgsqlUser {
+        username {
+            /// The role clients log in as (and, with `backend=1`, Sluice logs in to servers as).
+        }
+        password {
+            /// Cleartext password (needed for SCRAM towards clients and backends).
+        }
+        after_default_hostgroup {}
+        fast_forward {
+            /// 1: session pooling (the session keeps its backend connection).
+        }
+        attributes {
+            /// JSON object of per-user options (e.g. `{"authentication_method": 3}`).
+        }
+    }
 }
 
 variables! {
