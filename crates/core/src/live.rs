@@ -5,10 +5,10 @@
 //! endpoint; `sluice-admin` turns the rows into its tables, naming each side's columns.
 
 use crate::Protocol;
-use crate::login_throttle::ClientHostRow;
-use crate::metrics::{Exposition, HistogramSnapshot};
-use crate::query::DigestRow;
+use crate::login_throttle::{ClientHostRow, LoginThrottle};
+use crate::metrics::{Exposition, FrontendStats, HistogramSnapshot, ProtocolMetrics};
 use crate::query::commands::{CommandCount, ErrorCount};
+use crate::query::{DigestRow, QueryCache, QueryProcessorStats};
 use crate::runtime::{HostgroupServer, ServerKey};
 use crate::topology::{CheckKind, CheckRow};
 use std::collections::BTreeMap;
@@ -165,6 +165,55 @@ pub struct ListenerRow {
     pub reconnects: u64,
     /// Why it was last lost, if it was.
     pub last_error: Option<String>,
+}
+
+/// What the monitor measured of one server, for the pool rows (`sluice-monitor`'s `Monitor`
+/// implements it).
+pub trait ServerReadings: Send + Sync {
+    /// The last ping time (µs); 0 when none.
+    fn latency_us(&self, server: &ServerKey) -> u64;
+    /// The last replication lag (s) measured; `None` when none.
+    fn replication_lag(&self, server: &ServerKey) -> Option<u64>;
+}
+
+/// One protocol side's frontend as the live views read it. `sluice-mysql`'s `MysqlFrontend`
+/// and `sluice-pgsql`'s `PgFrontend` implement it in their own crates, over their own sessions,
+/// pools and counters; a [`LiveStats`] picks the side by [`Protocol`].
+pub trait FrontendView: Send + Sync {
+    /// `stats_*_connection_pool`: every server of the live hostgroups with its pool's
+    /// connections and traffic, and `readings`' latency and lag.
+    fn connection_pool(&self, readings: &dyn ServerReadings) -> Vec<PoolRow>;
+    /// `stats_*_processlist`: one row per client session.
+    fn processlist(&self) -> Vec<ProcessRow>;
+    /// `stats_*_commands_counters`.
+    fn commands_counters(&self) -> Vec<CommandCount>;
+    /// `stats_*_errors`.
+    fn errors(&self) -> Vec<ErrorCount>;
+    /// `stats_*_free_connections`: the idle pooled connections.
+    fn free_connections(&self) -> Vec<FreeConnection>;
+    /// Clients, statements, transactions and their latency.
+    fn frontend_stats(&self) -> &FrontendStats;
+    /// The query processor's statistics (digests, rule hits, counters).
+    fn query_stats(&self) -> &QueryProcessorStats;
+    /// The query cache.
+    fn query_cache(&self) -> &QueryCache;
+    /// What the metrics and `stats_*_global` read; `servers` are its [`connection_pool`] rows,
+    /// `monitor_checks` its monitor's (kind, successes, failures).
+    ///
+    /// [`connection_pool`]: FrontendView::connection_pool
+    fn metrics<'a>(
+        &'a self,
+        servers: &'a [PoolRow],
+        monitor_checks: Vec<(&'static str, u64, u64)>,
+    ) -> ProtocolMetrics<'a>;
+    /// `stats_*_global` rows only this side has (MySQL's `Stmt_Cached`, `Paused`, …).
+    fn own_globals(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+    /// Clients connected now.
+    fn clients_connected(&self) -> u64;
+    /// The failed-login table of this side's ports.
+    fn login_throttle(&self) -> &LoginThrottle;
 }
 
 /// What the data path shows: each view as typed rows. The defaults answer "nothing" for an

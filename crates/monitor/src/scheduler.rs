@@ -498,3 +498,13 @@ struct Side<'a> {
     pairs: &'a [ReplicationHostgroup],
     vars: &'a MonitorVariables,
 }
+
+impl sluice_core::live::ServerReadings for Monitor {
+    fn latency_us(&self, server: &ServerKey) -> u64 {
+        Monitor::latency_us(self, server)
+    }
+
+    fn replication_lag(&self, server: &ServerKey) -> Option<u64> {
+        Monitor::replication_lag(self, server)
+    }
+}

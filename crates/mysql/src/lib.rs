@@ -18,6 +18,7 @@ mod error;
 pub mod fuzzing;
 mod handshake;
 mod listener;
+mod live_view;
 pub mod registry;
 mod session;
 mod sql;

@@ -16,6 +16,7 @@ mod frontend;
 pub mod fuzzing;
 pub mod listen;
 mod listener;
+mod live_view;
 mod login;
 mod pids;
 mod session;
