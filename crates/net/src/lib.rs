@@ -50,6 +50,6 @@ pub use error::Error;
 pub use graceful::Serve;
 pub use kill::{KillHandle, with_kill_handle};
 pub use listen::{bind_all, listen};
-pub use step_block::StepBlock;
+pub use step_block::{StepBlock, StepRun};
 pub use stream::MaybeTls;
 pub use workers::{Worker, Workers};

@@ -5,40 +5,40 @@
 //! clients would each carry it. Boxing each command keeps the task small but allocates once per
 //! statement. A [`StepBlock`] keeps one block for a busy session, reused in place for every
 //! command (the session hands itself into the step and gets itself back, so every step has the
-//! same type and layout), and gives it back when the session goes idle.
+//! same type), and gives it back when the session goes idle.
 
 use std::future::Future;
-use tokio_util::sync::ReusableBoxFuture;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
-/// One session's reusable block for its steps, each producing a `T` (typically the session
-/// handed back and the step's outcome).
-pub struct StepBlock<'a, T> {
-    block: Option<ReusableBoxFuture<'a, T>>,
+/// One session's reusable block for its steps: every step is the same future type `F`
+/// (typically a session handed in and handed back with the step's outcome), so the block holds
+/// that type itself — no type erasure, no vtable call per poll — and a new step is written into
+/// it in place.
+pub struct StepBlock<F> {
+    block: Option<Pin<Box<Option<F>>>>,
 }
 
-impl<T> Default for StepBlock<'_, T> {
+impl<F> Default for StepBlock<F> {
     fn default() -> Self {
         StepBlock { block: None }
     }
 }
 
-impl<'a, T> StepBlock<'a, T> {
-    /// Moves `step` into the block and returns it to be awaited: no allocation once a step of
-    /// the same type ran here before and the block was not released since. Not an `async fn`
-    /// on purpose: that would hold `step` inline in the caller's future until it is moved,
-    /// which is the very size the block keeps out of the session's task.
-    pub fn run<F>(&mut self, step: F) -> &mut ReusableBoxFuture<'a, T>
-    where
-        F: Future<Output = T> + Send + 'a,
-    {
-        let block = match self.block.take() {
-            Some(mut block) => {
-                block.set(step);
-                block
+impl<F: Future> StepBlock<F> {
+    /// Puts `step` in the block and returns it to be awaited: no allocation once the block is
+    /// held (it is kept from step to step until [`StepBlock::release`]). Not an `async fn` on
+    /// purpose: that would hold `step` inline in the caller's future until it is moved, which
+    /// is the very size the block keeps out of the session's task.
+    pub fn run(&mut self, step: F) -> StepRun<'_, F> {
+        let slot = match &mut self.block {
+            Some(block) => {
+                block.as_mut().set(Some(step));
+                block.as_mut()
             }
-            None => ReusableBoxFuture::new(step),
+            none => none.insert(Box::pin(Some(step))).as_mut(),
         };
-        self.block.insert(block)
+        StepRun { slot }
     }
 
     /// Gives the block back (a session going idle keeps no command state).
@@ -49,6 +49,27 @@ impl<'a, T> StepBlock<'a, T> {
     /// Whether a block is held.
     pub fn is_held(&self) -> bool {
         self.block.is_some()
+    }
+}
+
+/// The step running in a [`StepBlock`]; its output is the step's. The finished step is dropped
+/// as it completes, so nothing it held outlives it.
+pub struct StepRun<'b, F> {
+    slot: Pin<&'b mut Option<F>>,
+}
+
+impl<F: Future> Future for StepRun<'_, F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let slot = &mut self.get_mut().slot;
+        // `None` only after this step completed: a finished future is not polled again.
+        let Some(step) = slot.as_mut().as_pin_mut() else {
+            return Poll::Pending;
+        };
+        let out = std::task::ready!(step.poll(cx));
+        slot.set(None);
+        Poll::Ready(out)
     }
 }
 

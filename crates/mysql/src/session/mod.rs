@@ -207,7 +207,7 @@ impl Session {
     async fn serve(mut self: Box<Self>) {
         let killed = self.slot.killed();
         let mut waiting_since = Instant::now();
-        let mut steps: sluice_net::StepBlock<'static, (Box<Session>, Next)> = Default::default();
+        let mut steps = sluice_net::StepBlock::default();
         // One timer for the session's life, moved at every wait: tokio moves a pending timer
         // later with a compare-and-swap, where a new timer per wait locks the timer wheel to
         // insert it and again to remove it.

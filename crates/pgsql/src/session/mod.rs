@@ -153,8 +153,7 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
         // A step's state lives in the session's step block, not in its task (memory per idle
         // client), reused from step to step (no allocation per message) and given back with
         // the read buffer once the client goes idle.
-        let mut steps: sluice_net::StepBlock<'a, (Box<Self>, Result<Step, Error>)> =
-            Default::default();
+        let mut steps = sluice_net::StepBlock::default();
         // One timer for the session's life, moved later at every idle wait: tokio moves a
         // pending timer later with a compare-and-swap, where a new timer per wait locks the
         // timer wheel to insert it and again to remove it.
