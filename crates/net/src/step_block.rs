@@ -30,6 +30,7 @@ impl<F: Future> StepBlock<F> {
     /// held (it is kept from step to step until [`StepBlock::release`]). Not an `async fn` on
     /// purpose: that would hold `step` inline in the caller's future until it is moved, which
     /// is the very size the block keeps out of the session's task.
+    #[inline(always)]
     pub fn run(&mut self, step: F) -> StepRun<'_, F> {
         let slot = match &mut self.block {
             Some(block) => {
