@@ -279,7 +279,12 @@ impl Session {
             }
             // Before the connection can go back to the pool, and after any KILL in flight.
             self.unpublish_running().await;
-            match self.handle_outcome(outcome, retryable).await {
+            // The common end, a whole reply, without building the failure paths' future.
+            let handled = match outcome {
+                RelayOutcome::Complete(t) => self.completed(t),
+                other => self.handle_outcome(other, retryable).await,
+            };
+            match handled {
                 Outcome::Done(t) => return t,
                 Outcome::Retry => continue,
             }
