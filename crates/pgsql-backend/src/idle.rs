@@ -32,7 +32,7 @@ pub(crate) struct IdleConns {
 }
 
 /// The hasher of the pool's maps looked up at every checkout and release, whose keys need no
-/// hashing: the idle map's are fingerprints already (FNV-1a over the pool's fields), the
+/// hashing: the idle map's are fingerprints already (a fold over the pool's fields), the
 /// budgets' are hostgroup ids (few, and told apart by comparison). SipHash on them cost ~140
 /// instructions a lookup.
 pub(crate) type PassThrough = BuildHasherDefault<PassThroughHasher>;
@@ -72,23 +72,20 @@ pub(crate) struct KeyRef<'a> {
 }
 
 impl KeyRef<'_> {
-    /// FNV-1a over the fields, each followed by a separator byte that cannot occur in them.
+    /// A hash of the fields, eight bytes at a step (each field led by its length, so that
+    /// `ab`+`c` and `a`+`bc` differ): run at every checkout and release, where FNV-1a's byte at
+    /// a time cost ~200 instructions a lookup. A collision only costs a comparison of keys.
     fn fingerprint(&self) -> u64 {
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        let parts: [&[u8]; 5] = [
-            &self.hostgroup.to_le_bytes(),
-            &self.server.port.to_le_bytes(),
+        let mut h = Fold(0);
+        h.word(u64::from(self.hostgroup) | u64::from(self.server.port) << 32);
+        for field in [
             self.server.hostname.as_bytes(),
             self.user.as_bytes(),
             self.database.as_bytes(),
-        ];
-        for part in parts {
-            for b in part.iter().chain(&[0xff]) {
-                h ^= u64::from(*b);
-                h = h.wrapping_mul(0x0000_0100_0000_01b3);
-            }
+        ] {
+            h.bytes(field);
         }
-        h
+        h.0
     }
 
     fn matches(&self, k: &PgKey) -> bool {
@@ -96,6 +93,29 @@ impl KeyRef<'_> {
             && k.server == *self.server
             && k.user == self.user
             && k.database == self.database
+    }
+}
+
+/// A multiply-rotate fold over 64-bit words (FxHash's step).
+struct Fold(u64);
+
+impl Fold {
+    fn word(&mut self, w: u64) {
+        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+
+    fn bytes(&mut self, b: &[u8]) {
+        self.word(b.len() as u64);
+        let mut words = b.chunks_exact(8);
+        for w in &mut words {
+            self.word(<[u8; 8]>::try_from(w).map_or(0, u64::from_le_bytes));
+        }
+        let rest = words.remainder();
+        if !rest.is_empty() {
+            let mut last = [0u8; 8];
+            last[..rest.len()].copy_from_slice(rest);
+            self.word(u64::from_le_bytes(last));
+        }
     }
 }
 
