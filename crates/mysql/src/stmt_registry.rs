@@ -3,9 +3,9 @@
 //! map entries to their server-side ids (see `sluice_mysql_backend::StmtCache`).
 
 use bytes::Bytes;
+use hashbrown::{Equivalent, HashMap};
 use sluice_core::util::lock;
 use sluice_mysql_backend::Prepared;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -42,7 +42,33 @@ pub struct StmtMeta {
 
 /// User, schema, whether column definitions carry MariaDB's extended metadata (they differ in
 /// shape, so clients that negotiated it never share an entry with those that did not), text.
-type Key = (String, String, bool, Bytes);
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct Key {
+    user: String,
+    schema: String,
+    extended_metadata: bool,
+    sql: Bytes,
+}
+
+/// A [`Key`] of borrowed parts: it hashes and compares as the owned key (the fields in the same
+/// order; `&str` hashes as `String`, `&[u8]` as `Bytes`), so a lookup — one per execution when
+/// a client prepares and closes its statement every time — clones no strings.
+#[derive(Hash)]
+struct KeyRef<'a> {
+    user: &'a str,
+    schema: &'a str,
+    extended_metadata: bool,
+    sql: &'a [u8],
+}
+
+impl Equivalent<Key> for KeyRef<'_> {
+    fn equivalent(&self, k: &Key) -> bool {
+        self.extended_metadata == k.extended_metadata
+            && self.sql == k.sql.as_ref()
+            && self.user == k.user
+            && self.schema == k.schema
+    }
+}
 
 /// The first three parts of an entry's key.
 #[derive(Debug, Clone, Copy)]
@@ -55,14 +81,23 @@ pub struct StmtScope<'a> {
     pub extended_metadata: bool,
 }
 
-impl StmtScope<'_> {
+impl<'a> StmtScope<'a> {
     fn key(&self, sql: &Bytes) -> Key {
-        (
-            self.user.to_string(),
-            self.schema.to_string(),
-            self.extended_metadata,
-            sql.clone(),
-        )
+        Key {
+            user: self.user.to_string(),
+            schema: self.schema.to_string(),
+            extended_metadata: self.extended_metadata,
+            sql: sql.clone(),
+        }
+    }
+
+    fn key_ref(&self, sql: &'a [u8]) -> KeyRef<'a> {
+        KeyRef {
+            user: self.user,
+            schema: self.schema,
+            extended_metadata: self.extended_metadata,
+            sql,
+        }
     }
 }
 
@@ -109,14 +144,13 @@ impl StmtRegistry {
 
     /// The entry for a statement, if known.
     pub fn get(&self, scope: StmtScope<'_>, sql: &Bytes) -> Option<Arc<StmtMeta>> {
-        lock(&self.map).get(&scope.key(sql)).cloned()
+        lock(&self.map).get(&scope.key_ref(sql)).cloned()
     }
 
     /// Registers a statement just prepared on a backend (or returns the existing entry).
     pub fn insert(&self, scope: StmtScope<'_>, sql: Bytes, p: &Prepared) -> Arc<StmtMeta> {
         let mut map = lock(&self.map);
-        let key = scope.key(&sql);
-        if let Some(m) = map.get(&key) {
+        if let Some(m) = map.get(&scope.key_ref(&sql)) {
             return m.clone();
         }
         if map.len() >= self.max_unreferenced {
@@ -136,7 +170,7 @@ impl StmtRegistry {
             backend_prepares: AtomicU64::new(1),
             executions: AtomicU64::new(0),
         });
-        map.insert(key, meta.clone());
+        map.insert(scope.key(&meta.sql), meta.clone());
         meta
     }
 

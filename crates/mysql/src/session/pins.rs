@@ -2,9 +2,9 @@
 //! Pure data: the session feeds it statement effects and reply status flags.
 
 use crate::sql::classify::Effects;
+use hashbrown::HashSet;
 use sluice_core::advisory::AdvisoryLocks;
 use sluice_mysql_proto::consts::status;
-use std::collections::HashSet;
 
 /// The session-scoped things a backend connection holds for one client.
 #[derive(Debug, Clone, Default)]
