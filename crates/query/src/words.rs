@@ -10,6 +10,11 @@ pub struct WordSet {
     /// Per byte, the words that start with it in either case (bit `i` for `words[i]`): only
     /// at offsets holding such a byte are those words compared.
     first: [u32; 256],
+    /// Per pair of bytes (65,536 bits), whether a word may start with that pair in any case (a
+    /// one-byte word with any byte after it): most offsets of a statement are passed over on
+    /// one table lookup, where the first byte alone (`first`) matched many (`s`, `l`, `c`, `t`
+    /// start words).
+    pairs: [u64; 1024],
     /// When every word holds a byte that is not a letter (`_`, `@`, a digit…), at most three
     /// distinct ones: those bytes, and each word's first such byte's offset. The text is then
     /// searched for them with `memchr` (many bytes per instruction) instead of byte by byte,
@@ -24,6 +29,15 @@ struct Anchors {
     bytes: [u8; 3],
     /// Per word, the offset of its anchor byte.
     offsets: [usize; 32],
+}
+
+/// The bit of a pair of bytes in [`WordSet::pairs`].
+const fn pair_index(a: u8, b: u8) -> usize {
+    (a as usize) << 8 | b as usize
+}
+
+const fn set_bit(bits: &mut [u64], i: usize) {
+    bits[i / 64] |= 1 << (i % 64);
 }
 
 /// The offset of the first byte of `w` that is not an ASCII letter.
@@ -82,40 +96,79 @@ impl WordSet {
     pub const fn new(words: &'static [&'static [u8]]) -> WordSet {
         assert!(words.len() <= 32, "a WordSet holds at most 32 words");
         let mut first = [0u32; 256];
+        let mut pairs = [0u64; 1024];
         let mut i = 0;
         while i < words.len() {
-            if let Some(&b) = words[i].first() {
+            let w = words[i];
+            if let Some(&b) = w.first() {
                 first[b.to_ascii_lowercase() as usize] |= 1 << i;
                 first[b.to_ascii_uppercase() as usize] |= 1 << i;
+                if w.len() == 1 {
+                    let mut next = 0;
+                    while next < 256 {
+                        set_bit(&mut pairs, pair_index(b.to_ascii_lowercase(), next as u8));
+                        set_bit(&mut pairs, pair_index(b.to_ascii_uppercase(), next as u8));
+                        next += 1;
+                    }
+                } else {
+                    let cases = [
+                        (w[0].to_ascii_lowercase(), w[1].to_ascii_lowercase()),
+                        (w[0].to_ascii_lowercase(), w[1].to_ascii_uppercase()),
+                        (w[0].to_ascii_uppercase(), w[1].to_ascii_lowercase()),
+                        (w[0].to_ascii_uppercase(), w[1].to_ascii_uppercase()),
+                    ];
+                    let mut c = 0;
+                    while c < cases.len() {
+                        set_bit(&mut pairs, pair_index(cases[c].0, cases[c].1));
+                        c += 1;
+                    }
+                }
             }
             i += 1;
         }
         WordSet {
             words,
             first,
+            pairs,
             anchors: anchors(words),
         }
     }
 
-    /// Whether any of the words occurs in `text`, ignoring ASCII case. One pass over the text
-    /// that compares a word only where its first byte is: comparing every word at every
-    /// offset cost ~12,000 instructions for a MySQL point select (callgrind,
-    /// docs/benchmarks.md).
+    /// Whether any of the words occurs in `text`, ignoring ASCII case. One pass over the text,
+    /// one table lookup per pair of bytes, that compares words only where a pair starts one:
+    /// comparing every word at every offset cost ~12,000 instructions for a MySQL point select,
+    /// and where the first byte alone matched ~1,200 (callgrind, docs/benchmarks.md).
     pub fn occurs_in(&self, text: &[u8]) -> bool {
         if let Some(a) = &self.anchors {
             return self.occurs_around_anchors(a, text);
         }
-        for (i, &b) in text.iter().enumerate() {
-            let mut candidates = self.first[b as usize];
-            while candidates != 0 {
-                let w = self.words[candidates.trailing_zeros() as usize];
-                candidates &= candidates - 1;
-                if text
-                    .get(i..i + w.len())
-                    .is_some_and(|t| t.eq_ignore_ascii_case(w))
-                {
-                    return true;
-                }
+        let after = text.get(1..).unwrap_or_default();
+        for (i, (&b, &next)) in text.iter().zip(after).enumerate() {
+            let pair = pair_index(b, next);
+            if self.pairs[pair / 64] >> (pair % 64) & 1 == 1 && self.word_at(text, i) {
+                return true;
+            }
+        }
+        // The last byte: only a one-byte word fits there.
+        text.len()
+            .checked_sub(1)
+            .is_some_and(|last| self.word_at(text, last))
+    }
+
+    /// Whether one of the words starts at `text[i]`.
+    fn word_at(&self, text: &[u8], i: usize) -> bool {
+        let Some(&b) = text.get(i) else {
+            return false;
+        };
+        let mut candidates = self.first[b as usize];
+        while candidates != 0 {
+            let w = self.words[candidates.trailing_zeros() as usize];
+            candidates &= candidates - 1;
+            if text
+                .get(i..i + w.len())
+                .is_some_and(|t| t.eq_ignore_ascii_case(w))
+            {
+                return true;
             }
         }
         false
