@@ -39,10 +39,12 @@ fn start_node(state: &Path, i: usize, bootstrap: bool) -> Result<()> {
         return Ok(());
     }
     let data = n.dir.join("data");
+    std::fs::create_dir_all(&n.dir).map_err(|e| format!("{}: {e}", n.dir.display()))?;
+    let tmp = proc::mariadb_tmpdir(&n.dir)?;
     if !data.join("mysql").exists() {
-        std::fs::create_dir_all(&n.dir).map_err(|e| format!("{}: {e}", n.dir.display()))?;
         run_capture(
             Command::new("mariadb-install-db")
+                .env("TMPDIR", &tmp)
                 .arg("--no-defaults")
                 .arg("--user=root")
                 .arg(format!("--datadir={}", data.display()))
@@ -69,6 +71,7 @@ fn start_node(state: &Path, i: usize, bootstrap: bool) -> Result<()> {
     cmd.arg("mariadbd")
         .args(["--no-defaults", "--user=root"])
         .arg(format!("--datadir={}", data.display()))
+        .arg(format!("--tmpdir={}", tmp.display()))
         .arg(format!("--port={}", n.port))
         .arg("--bind-address=127.0.0.1")
         .arg(format!("--socket={}", n.dir.join("mysqld.sock").display()))

@@ -103,6 +103,7 @@ impl MariaDb {
         let data = self.dir.join("data");
         let fresh = !data.join("mysql").exists();
         std::fs::create_dir_all(&self.dir).map_err(|e| format!("{}: {e}", self.dir.display()))?;
+        let tmp = proc::mariadb_tmpdir(&self.dir)?;
         if fresh {
             if data.exists() {
                 std::fs::remove_dir_all(&data).map_err(|e| format!("{}: {e}", data.display()))?;
@@ -114,6 +115,7 @@ impl MariaDb {
             ));
             run_capture(
                 Command::new("mariadb-install-db")
+                    .env("TMPDIR", &tmp)
                     .arg("--no-defaults")
                     .arg("--user=root")
                     .arg(format!("--datadir={}", data.display()))
@@ -136,6 +138,7 @@ impl MariaDb {
             .arg("--no-defaults")
             .arg("--user=root")
             .arg(format!("--datadir={}", data.display()))
+            .arg(format!("--tmpdir={}", tmp.display()))
             .arg(format!("--port={}", self.port))
             .arg("--bind-address=127.0.0.1")
             .arg(format!("--socket={}", self.socket().display()))

@@ -210,6 +210,21 @@ pub fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// A MariaDB server's own temporary directory, `dir/tmp`, world-writable like `/tmp`. Every
+/// server the harness starts gets one: at startup MariaDB deletes every `#sql*` file in its
+/// tmpdir as a leftover of its own earlier run, so servers sharing `/tmp` delete each other's
+/// in-use temporary tables — a server starting while another ran a query on
+/// `information_schema.PROCESSLIST` (an Aria temporary table) crashed the latter with SIGSEGV in
+/// `ha_maria::drop_table` (clean-clone CI of 258c09a, the lifecycle suite).
+pub fn mariadb_tmpdir(dir: &Path) -> Result<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = dir.join("tmp");
+    std::fs::create_dir_all(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o1777))
+        .map_err(|e| format!("{}: {e}", tmp.display()))?;
+    Ok(tmp)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
