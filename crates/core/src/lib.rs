@@ -28,6 +28,7 @@ pub mod kill_registry;
 pub mod live;
 pub mod login_throttle;
 pub mod metrics;
+pub mod pool;
 mod protocol;
 pub use sluice_query as query;
 pub mod readiness;

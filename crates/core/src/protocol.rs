@@ -20,6 +20,14 @@ impl Protocol {
             Protocol::Pgsql => "pgsql",
         }
     }
+
+    /// `MySQL` or `PostgreSQL`, as log lines name the protocol.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Protocol::Mysql => "MySQL",
+            Protocol::Pgsql => "PostgreSQL",
+        }
+    }
 }
 
 /// One `T` per protocol, read by [`Protocol`]:

@@ -80,19 +80,7 @@ pub trait Checker: Send + Sync + 'static {
     fn drop_connection(&self, server: &ServerKey);
 }
 
-/// Called by the pools after each connect attempt: the server and whether it worked (error
-/// shunning, and its lifting when a shunned server answers again).
-#[derive(Clone)]
-pub struct ConnectErrorHook(pub Arc<ConnectOutcomeFn>);
-
-/// The function behind a [`ConnectErrorHook`]: (server, connected?).
-pub type ConnectOutcomeFn = dyn Fn(&ServerKey, bool) + Send + Sync;
-
-impl std::fmt::Debug for ConnectErrorHook {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ConnectErrorHook")
-    }
-}
+pub use sluice_core::pool::{ConnectErrorHook, ConnectOutcomeFn};
 
 /// Called when a server is shunned, to close the data path's connections to it.
 pub type OnShun = Arc<dyn Fn(&ServerKey) + Send + Sync>;

@@ -7,7 +7,7 @@
 //! ```
 //! Arguments: `host:port user password` (defaults: the test primary, app/app).
 
-use sluice_core::config::Priority;
+use sluice_core::pool::PoolOptions;
 use sluice_core::runtime::HostgroupServer;
 use sluice_mysql_backend::{BackendSecret, CheckoutRequest, MysqlPool};
 use std::time::Duration;
@@ -32,13 +32,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         secret: &secret,
         charset: COLLATION,
         client_caps: 0,
-        connect_timeout: Duration::from_secs(1),
-        connect_timeout_max: Duration::from_secs(5),
-        retry_delay: Duration::from_millis(10),
         max_packet: 64 << 20,
-        config: None,
-        worker: None,
-        priority: Priority::Regular,
+        options: PoolOptions::with_timeouts(
+            Duration::from_secs(1),
+            Duration::from_secs(5),
+            Duration::from_millis(10),
+        ),
     };
     let mut threads = Vec::new();
     for _ in 0..3 {

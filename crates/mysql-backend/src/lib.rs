@@ -9,7 +9,7 @@
 //!   `sluice_net::client_tls`).
 //!
 //! ```no_run
-//! use sluice_core::config::Priority;
+//! use sluice_core::pool::PoolOptions;
 //! use sluice_core::runtime::HostgroupServer;
 //! use sluice_mysql_backend::{BackendSecret, CheckoutRequest, MysqlPool};
 //! use std::time::Duration;
@@ -25,13 +25,14 @@
 //!     secret: &secret,
 //!     charset: 45, // utf8mb4_general_ci
 //!     client_caps: 0,
-//!     connect_timeout: Duration::from_secs(1),
-//!     connect_timeout_max: Duration::from_secs(5),
-//!     retry_delay: Duration::from_millis(10),
 //!     max_packet: 64 << 20,
-//!     config: None,
-//!     worker: None, // not on a session thread
-//!     priority: Priority::Regular, // served in arrival order among equals
+//!     // One attempt 1 s, the whole checkout 5 s, 10 ms between rounds over the servers; not
+//!     // on a session thread, regular priority (served in arrival order among equals).
+//!     options: PoolOptions::with_timeouts(
+//!         Duration::from_secs(1),
+//!         Duration::from_secs(5),
+//!         Duration::from_millis(10),
+//!     ),
 //! };
 //! let mut conn = pool.checkout(&request).await?;
 //! let answer = conn.conn().query_table("SELECT 20 + 22").await?;

@@ -228,6 +228,23 @@ impl TlsSource {
         }
     }
 
+    /// The TLS a data-path connection to `server` opens with as `user`: none for `use_ssl=0`,
+    /// else [`TlsSource::config_for`] the user — and an error when the server asks for TLS
+    /// and no client TLS is configured (a connection must not fall back to plain text).
+    pub fn for_server(
+        source: Option<&TlsSource>,
+        server: &sluice_core::runtime::HostgroupServer,
+        user: &str,
+    ) -> Result<Option<Arc<rustls::ClientConfig>>, crate::Error> {
+        match source {
+            None if server.use_ssl => Err(crate::Error::Tls {
+                setting: "use_ssl=1".into(),
+                why: "no TLS client configuration".into(),
+            }),
+            _ => Self::for_check(source, server.use_ssl, &server.ssl_params, user),
+        }
+    }
+
     /// The configuration for a connection as `user` to a server with `rows` (its
     /// `*_servers_ssl_params`): the user's row, else the row for every user, else the variables'.
     pub fn config_for(

@@ -7,9 +7,9 @@
 //! ```
 //! Arguments: `host:port user password database` (defaults: the test primary, app/app/app).
 
-use sluice_core::config::Priority;
+use sluice_core::pool::PoolOptions;
 use sluice_core::runtime::HostgroupServer;
-use sluice_pgsql_backend::{PgCheckout, PgPool};
+use sluice_pgsql_backend::{PgCheckout, PgPool, ROUND_PAUSE};
 use sluice_pgsql_proto::scram::ClientSecret;
 use std::time::Duration;
 
@@ -30,11 +30,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         secret: &ClientSecret::Password(password),
         database: &database,
         session: None,
-        worker: None,
-        connect_timeout: Duration::from_secs(1),
-        connect_timeout_max: Duration::from_secs(5),
-        config: None,
-        priority: Priority::Regular,
+        options: PoolOptions::with_timeouts(
+            Duration::from_secs(1),
+            Duration::from_secs(5),
+            ROUND_PAUSE,
+        ),
     };
     let mut pids = Vec::new();
     for _ in 0..3 {

@@ -13,9 +13,9 @@
 //! A share's waiting sessions are served by their statement's workload-class priority, then
 //! arrival, each overtaken a bounded number of times (`sluice_core::admission::by_priority`).
 
-use crate::idle::Headroom;
 use sluice_core::admission::by_priority::{self, PriorityWaiter};
 use sluice_core::config::Priority;
+use sluice_core::pool::Headroom;
 use sluice_core::util::lock;
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, SeqCst};

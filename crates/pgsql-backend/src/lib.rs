@@ -3,9 +3,9 @@
 //! `sluice-pgsql-proto`.
 //!
 //! ```no_run
-//! use sluice_core::config::Priority;
+//! use sluice_core::pool::PoolOptions;
 //! use sluice_core::runtime::HostgroupServer;
-//! use sluice_pgsql_backend::{PgCheckout, PgPool};
+//! use sluice_pgsql_backend::{PgCheckout, PgPool, ROUND_PAUSE};
 //! use sluice_pgsql_proto::scram::ClientSecret;
 //! use std::time::Duration;
 //!
@@ -19,11 +19,12 @@
 //!     secret: &ClientSecret::Password("app".into()),
 //!     database: "app",
 //!     session: None,
-//!     worker: None,
-//!     connect_timeout: Duration::from_secs(1),
-//!     connect_timeout_max: Duration::from_secs(5),
-//!     config: None,
-//!     priority: Priority::Regular, // served in arrival order among equals
+//!     // One attempt 1 s, the whole checkout 5 s; no session thread, regular priority.
+//!     options: PoolOptions::with_timeouts(
+//!         Duration::from_secs(1),
+//!         Duration::from_secs(5),
+//!         ROUND_PAUSE,
+//!     ),
 //! };
 //! let mut conn = pool.checkout(&request).await?;
 //! let answer = conn.conn().query_value("SELECT 20 + 22").await?;
@@ -42,7 +43,7 @@ pub mod prepared;
 mod stream;
 
 pub use conn::{ConnectParams, PgConn, query_message, send_cancel};
-pub use pool::{PgCheckout, PgKey, PgPool, PgPooled};
+pub use pool::{PgCheckout, PgKey, PgPool, PgPooled, ROUND_PAUSE, pool_options};
 pub(crate) use sluice_pgsql_proto::{frame, md5auth, scram};
 
 /// Errors talking to a PostgreSQL server or client.
@@ -63,6 +64,15 @@ pub enum Error {
     /// Authentication failed or is not supported.
     #[error("authentication: {0}")]
     Auth(String),
+    /// The server asks for TLS (`use_ssl=1`) and no client configuration serves it.
+    #[error("TLS to {server}: {source}")]
+    Tls {
+        /// `host:port`.
+        server: String,
+        /// Why.
+        #[source]
+        source: sluice_net::Error,
+    },
     /// No connection within `pgsql-connect_timeout_server_max`.
     #[error(
         "Max connect timeout reached while reaching hostgroup {hostgroup} after {elapsed_ms}ms"

@@ -6,20 +6,23 @@
 use crate::Error;
 use crate::budget::{Budget, Slot};
 use crate::conn::{ConnectParams, PgConn};
-use crate::idle::{Headroom, IdleConns, KeyRef, PassThrough};
+use crate::idle::{KeyRef, PassThrough};
+use crate::stream::KillHandle;
 use sluice_core::Protocol;
 use sluice_core::checkout::{Attempt, CheckoutBudget};
 use sluice_core::hostgroup::{pick, random_u64};
 use sluice_core::live::FreeConnection;
 use sluice_core::metrics::{PoolStats, TrafficRegistry};
+use sluice_core::pool::{ConnectFailure, Headroom, IdleLists, PoolOptions, PoolShared};
 use sluice_core::runtime::{HostgroupServer, ServerKey};
 use sluice_core::util::lock;
+use sluice_net::client_tls::TlsSource;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tracing::{debug, info, warn};
+use tracing::{info, warn};
 
 /// Which idle connections can serve a client.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -39,22 +42,30 @@ pub struct PgKey {
 type Slots = HashMap<u32, Vec<(ServerKey, Arc<Budget>)>, PassThrough>;
 
 /// All PostgreSQL pools.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct PgPool {
-    idle: Mutex<IdleConns>,
+    idle: Mutex<IdleLists<PgKey, PgConn>>,
     slots: Mutex<Slots>,
     /// Session threads the budgets are split between (0 until told: one share).
     session_threads: AtomicUsize,
     /// TLS for servers with `use_ssl=1`.
-    tls: Option<Arc<sluice_net::client_tls::TlsSource>>,
-    /// Told about each failed connect (not refused logins): the monitor's error shunning.
-    connect_errors: std::sync::OnceLock<sluice_monitor::ConnectErrorHook>,
-    /// Every open connection's socket, by server, to kill them when the server is shunned.
-    sockets: sluice_core::kill_registry::KillRegistry<crate::stream::KillHandle>,
-    /// Connections opened and refused, checkouts and their waits.
-    stats: PoolStats,
-    /// Statements and bytes per (hostgroup, server).
-    traffic: TrafficRegistry,
+    tls: Option<Arc<TlsSource>>,
+    /// The connect hook, kill registry and counters.
+    shared: PoolShared<KillHandle>,
+}
+
+/// Pause between checkout rounds when no server is usable (PostgreSQL has no
+/// `connect_retries_delay`).
+pub const ROUND_PAUSE: Duration = Duration::from_millis(50);
+
+/// The options of a checkout under `vars` (their connect timeouts, [`ROUND_PAUSE`]), for a
+/// caller to add its session thread, priority and failover re-read to.
+pub fn pool_options(vars: &sluice_core::config::PgsqlVariables) -> PoolOptions<'static> {
+    PoolOptions::with_timeouts(
+        Duration::from_millis(vars.connect_timeout_server),
+        Duration::from_millis(vars.connect_timeout_server_max),
+        ROUND_PAUSE,
+    )
 }
 
 /// What a session asks for.
@@ -75,21 +86,10 @@ pub struct PgCheckout<'a> {
     /// are opened with neutral startup parameters (only user and database): a session's own
     /// settings are applied by the frontend, never baked into a pooled connection.
     pub session: Option<u64>,
-    /// The session thread asking (`pgsql-threads`): connections opened there are preferred and
-    /// others are moved to its poll. `None` on a shared runtime.
-    pub worker: Option<usize>,
-    /// Time allowed for one connect attempt (`pgsql-connect_timeout_server`).
-    pub connect_timeout: Duration,
-    /// Time allowed for the whole checkout, waits and retries included
-    /// (`pgsql-connect_timeout_server_max`).
-    pub connect_timeout_max: Duration,
-    /// Where to re-read the hostgroup's servers while waiting for one to answer: the monitor
-    /// may move a new writer in (failover). `None` keeps `servers`.
-    pub config: Option<&'a sluice_core::runtime::ConfigHandle>,
-    /// The workload-class priority of the statement asking: when the server is at
-    /// `max_connections`, a session thread's waiting sessions are served by priority, then
-    /// arrival (a waiter is overtaken a bounded number of times).
-    pub priority: sluice_core::config::Priority,
+    /// Timeouts, session thread (connections opened there are preferred and others are moved
+    /// to its poll; `None` on a shared runtime), priority (a session thread's waiting sessions
+    /// are served by it when the server is at `max_connections`) and failover re-read.
+    pub options: PoolOptions<'a>,
 }
 
 impl PgCheckout<'_> {
@@ -115,16 +115,19 @@ pub struct PgPooled {
 
 impl PgPool {
     /// The TLS configurations towards servers with `use_ssl=1` (the monitor uses them too).
-    pub fn tls(&self) -> Option<&Arc<sluice_net::client_tls::TlsSource>> {
+    pub fn tls(&self) -> Option<&Arc<TlsSource>> {
         self.tls.as_ref()
     }
 
     /// An empty pool set; `tls` serves servers with `use_ssl=1` (per server, with its
     /// `pgsql_servers_ssl_params`).
-    pub fn new(tls: Option<Arc<sluice_net::client_tls::TlsSource>>) -> Arc<Self> {
+    pub fn new(tls: Option<Arc<TlsSource>>) -> Arc<Self> {
         Arc::new(PgPool {
+            idle: Mutex::default(),
+            slots: Mutex::default(),
+            session_threads: AtomicUsize::new(0),
             tls,
-            ..PgPool::default()
+            shared: PoolShared::new(Protocol::Pgsql),
         })
     }
 
@@ -163,12 +166,8 @@ impl PgPool {
             .flat_map(|(hg, servers)| servers.iter().map(move |s| (*hg, s)))
             .map(|(hg, (server, budget))| {
                 let used = budget.in_use();
-                let free = idle
-                    .iter()
-                    .filter(|(k, _)| k.hostgroup == hg && &k.server == server)
-                    .map(|(_, v)| v.len() as u32)
-                    .sum();
-                (hg, server.clone(), used, free)
+                let free = idle.count(|k| k.hostgroup == hg && &k.server == server);
+                (hg, server.clone(), used, free as u32)
             })
             .collect()
     }
@@ -195,22 +194,22 @@ impl PgPool {
 
     /// Connections opened and refused, checkouts and their waits (`proxysql_connpool_*`).
     pub fn pool_stats(&self) -> &PoolStats {
-        &self.stats
+        self.shared.stats()
     }
 
     /// Statements and bytes per (hostgroup, server) (`stats_pgsql_connection_pool`).
     pub fn traffic(&self) -> &TrafficRegistry {
-        &self.traffic
+        self.shared.traffic()
     }
 
     /// Installs the hook told about failed connects (once; later calls are ignored).
-    pub fn on_connect_error(&self, hook: sluice_monitor::ConnectErrorHook) {
-        let _ = self.connect_errors.set(hook);
+    pub fn on_connect_error(&self, hook: sluice_core::pool::ConnectErrorHook) {
+        self.shared.on_connect_error(hook);
     }
 
     /// Closes the idle connections to `server` (it was shunned: they are likely dead).
     pub fn purge_idle(&self, server: &ServerKey) {
-        let doomed = lock(&self.idle).remove_server(server);
+        let doomed = lock(&self.idle).remove(|k| &k.server == server);
         if !doomed.is_empty() {
             info!(server = %server, closed = doomed.len(), "closed idle PostgreSQL connections to a shunned server");
         }
@@ -220,14 +219,15 @@ impl PgPool {
     /// in flight ends with an error instead of waiting on a server that stopped answering.
     /// Returns how many were killed.
     pub fn kill_server(&self, server: &ServerKey) -> usize {
-        self.sockets.kill_server(server, "PostgreSQL")
+        self.shared.kill_server(server)
     }
 
     /// Gets a connection for the request: an idle one when possible, else a new one under the
     /// server's `max_connections` (waiting in line for a slot); servers that fail are skipped
     /// and retried until `connect_timeout_max` is spent.
     pub async fn checkout(self: &Arc<Self>, req: &PgCheckout<'_>) -> Result<PgPooled, Error> {
-        let budget = CheckoutBudget::starting_now(req.connect_timeout_max, ROUND_PAUSE);
+        let opts = &req.options;
+        let budget = CheckoutBudget::starting_now(opts.connect_timeout_max, opts.retry_delay);
         let attempts = PgAttempts { pool: self, req };
         sluice_core::checkout::checkout(&attempts, req.servers, budget).await
     }
@@ -240,15 +240,16 @@ impl PgPool {
         let in_use = |s: &HostgroupServer| self.budget(req.hostgroup, s).in_use();
         let server = pick(req.servers, in_use, |_| false, random_u64(), Instant::now()).ok()?;
         let budget = self.budget(req.hostgroup, server);
-        let permit = budget.try_take(req.worker)?;
+        let permit = budget.try_take(req.options.worker)?;
         let wanted = req.key_ref(server);
         let room = budget.headroom();
-        let (key, idle) = self.take_idle(wanted, req.worker, req.session, room);
+        let (key, idle) = self.take_idle(wanted, req.options.worker, req.session, room);
         // No idle connection: the slot goes back (to a waiting session first) and the full
         // checkout opens one.
         let conn = idle?;
-        self.stats.get_conn_immediate.add(1);
-        self.stats.get_conn_success.add(1);
+        let stats = self.shared.stats();
+        stats.get_conn_immediate.add(1);
+        stats.get_conn_success.add(1);
         Some(PgPooled {
             conn: Some(conn),
             permit: Some(permit),
@@ -267,7 +268,7 @@ impl PgPool {
     ) -> Attempt<PgPooled, Error> {
         let wanted = req.key_ref(server);
         let room = self.budget(req.hostgroup, server).headroom();
-        let (key, idle) = self.take_idle(wanted, req.worker, req.session, room);
+        let (key, idle) = self.take_idle(wanted, req.options.worker, req.session, room);
         let pooled = |conn| PgPooled {
             conn: Some(conn),
             permit: Some(permit),
@@ -275,67 +276,43 @@ impl PgPool {
             pool: self.clone(),
         };
         if let Some(conn) = idle {
-            self.stats.get_conn_immediate.add(1);
+            self.shared.stats().get_conn_immediate.add(1);
             return Attempt::Ready(pooled(conn));
         }
-        let tls = match (server.use_ssl, &self.tls) {
-            (false, _) => None,
-            (true, Some(src)) => match src.config_for(&server.ssl_params, req.user) {
-                Ok(c) => Some(c),
-                Err(e) => return Attempt::Fatal(Error::Auth(format!("{}: {e}", server.key))),
+        let tls = match TlsSource::for_server(self.tls.as_deref(), server, req.user) {
+            Ok(tls) => tls,
+            Err(source) => {
+                let server = server.key.to_string();
+                return Attempt::Fatal(Error::Tls { server, source });
+            }
+        };
+        let dial = |timeout| {
+            let params = ConnectParams {
+                host: server.key.hostname.clone(),
+                port: server.key.port,
+                user: req.user.to_string(),
+                secret: req.secret.clone(),
+                database: req.database.to_string(),
+                options: Vec::new(),
+                timeout,
+                tls,
+            };
+            async move { PgConn::connect(&params).await }
+        };
+        let opened = self
+            .shared
+            .open(server, req.hostgroup, &req.options, deadline, dial)
+            .await;
+        match opened {
+            Ok(conn) => Attempt::Ready(pooled(Box::new(conn))),
+            // A server refusing the login, or a login Sluice cannot perform (a SCRAM verifier
+            // the server does not share, a method it cannot answer): retrying another
+            // connection would fail the same way; the client is told why at once.
+            Err(e) if !e.is_retryable() => Attempt::Fatal(e),
+            Err(e) => Attempt::Failed {
+                server: server.key.clone(),
+                error: e.to_string(),
             },
-            (true, None) => {
-                return Attempt::Fatal(Error::Auth(format!(
-                    "{}: use_ssl=1 but no TLS client configuration",
-                    server.key
-                )));
-            }
-        };
-        let params = ConnectParams {
-            host: server.key.hostname.clone(),
-            port: server.key.port,
-            user: req.user.to_string(),
-            secret: req.secret.clone(),
-            database: req.database.to_string(),
-            options: Vec::new(),
-            timeout: req
-                .connect_timeout
-                .min(deadline.saturating_duration_since(Instant::now()))
-                .max(Duration::from_millis(1)),
-            tls,
-        };
-        // Boxed: opening a connection is rare next to the transactions that reuse one, and the
-        // login's state (TLS included) would otherwise be part of every step's future, which
-        // the session moves into its reused block for every message.
-        match Box::pin(PgConn::connect(&params)).await {
-            Ok(mut conn) => {
-                conn.home = req.worker;
-                let server_name = server.key.to_string();
-                conn.traffic = self
-                    .traffic
-                    .count_connect(req.hostgroup, &server_name, true);
-                debug!(server = %server.key, hostgroup = req.hostgroup, "opened PostgreSQL backend connection");
-                self.sockets.register(&server.key, &conn.kill_handle);
-                self.connect_outcome(&server.key, true);
-                Attempt::Ready(pooled(Box::new(conn)))
-            }
-            Err(e) => {
-                let server_name = server.key.to_string();
-                self.traffic
-                    .count_connect(req.hostgroup, &server_name, false);
-                // A server refusing the login, or a login Sluice cannot perform (a SCRAM
-                // verifier the server does not share, a method it cannot answer): retrying
-                // another connection would fail the same way; the client is told why at once.
-                if !e.is_retryable() {
-                    return Attempt::Fatal(e);
-                }
-                warn!(server = %server.key, hostgroup = req.hostgroup, "error connecting to PostgreSQL backend: {e}; trying again");
-                self.connect_outcome(&server.key, false);
-                Attempt::Failed {
-                    server: server.key.clone(),
-                    error: e.to_string(),
-                }
-            }
         }
     }
 
@@ -350,7 +327,7 @@ impl PgPool {
     ) -> (Arc<PgKey>, Option<Box<PgConn>>) {
         let now = Instant::now();
         loop {
-            let (key, c) = lock(&self.idle).take(wanted, worker, session, room);
+            let (key, c) = lock(&self.idle).take(&wanted, worker, session, room);
             let Some(mut c) = c else { return (key, None) };
             // Like PgBouncer's server_check_delay: a connection used moments ago is trusted
             // without the extra syscall; one idle longer is checked for a server-side close.
@@ -372,24 +349,7 @@ impl PgPool {
             return (key, Some(c));
         }
     }
-
-    /// Counts a connect and tells the monitor's hook how it went.
-    fn connect_outcome(&self, server: &ServerKey, ok: bool) {
-        let counter = if ok {
-            &self.stats.connections_created
-        } else {
-            &self.stats.connections_aborted
-        };
-        counter.fetch_add(1, Relaxed);
-        if let Some(h) = self.connect_errors.get() {
-            (h.0)(server, ok);
-        }
-    }
 }
-
-/// Pause between checkout rounds when no server is usable (PostgreSQL has no
-/// `connect_retries_delay`).
-const ROUND_PAUSE: Duration = Duration::from_millis(50);
 
 /// One checkout's attempts, for the shared loop.
 struct PgAttempts<'a> {
@@ -418,11 +378,12 @@ impl sluice_core::checkout::Connector for PgAttempts<'_> {
             return Attempt::Exhausted;
         };
         let budget = pool.budget(req.hostgroup, server);
-        let permit = match budget.try_take(req.worker) {
+        let opts = &req.options;
+        let permit = match budget.try_take(opts.worker) {
             Some(slot) => Some(slot),
             None => {
-                let _waiting = pool.stats.waiting();
-                budget.take(req.worker, req.priority, deadline).await
+                let _waiting = pool.shared.stats().waiting();
+                budget.take(opts.worker, opts.priority, deadline).await
             }
         };
         let Some(permit) = permit else {
@@ -432,12 +393,12 @@ impl sluice_core::checkout::Connector for PgAttempts<'_> {
     }
 
     fn reread(&self) -> Option<Vec<HostgroupServer>> {
-        let cfg = self.req.config?;
+        let cfg = self.req.options.config?;
         Some(cfg.hostgroup_servers(Protocol::Pgsql, self.req.hostgroup))
     }
 
     fn stats(&self) -> &PoolStats {
-        &self.pool.stats
+        self.pool.shared.stats()
     }
 
     fn timed_out(&self, elapsed: Duration, last_error: Option<String>) -> Error {
@@ -490,5 +451,11 @@ impl PgPooled {
             }
             drop(p);
         });
+    }
+}
+
+impl ConnectFailure for Error {
+    fn is_retryable(&self) -> bool {
+        Error::is_retryable(self)
     }
 }

@@ -186,22 +186,8 @@ impl McpService {
         server: &sluice_core::runtime::HostgroupServer,
         login: &str,
     ) -> Result<Option<Arc<rustls::ClientConfig>>, Error> {
-        if !server.use_ssl {
-            return Ok(None);
-        }
-        let source = self
-            .backend_tls
-            .get()
-            .and_then(|t| t[protocol].clone())
-            .ok_or_else(|| {
-                Error::Backend(format!(
-                    "{}: use_ssl=1 and no TLS client configuration",
-                    server.key
-                ))
-            })?;
-        source
-            .config_for(&server.ssl_params, login)
-            .map(Some)
+        let source = self.backend_tls.get().and_then(|t| t[protocol].as_deref());
+        sluice_net::client_tls::TlsSource::for_server(source, server, login)
             .map_err(|e| Error::Backend(format!("TLS to {}: {e}", server.key)))
     }
 

@@ -2,29 +2,46 @@
 //! `max_connections`, or queue for one; retry other servers until the budget is spent.
 
 use super::handoff::{self, Handoff, Waiter};
-use super::{CheckoutRequest, MysqlPool, PooledConn, lock};
+use super::{CheckoutRequest, MysqlPool, PoolKey, PooledConn, lock};
 use crate::conn::{BackendConn, ConnectParams, REPLY_SHAPING_CAPS};
 use crate::error::Error;
 use sluice_core::Protocol;
 use sluice_core::checkout::{Attempt, CheckoutBudget, Connector};
 use sluice_core::hostgroup::{NoServer, pick, random_u64};
+use sluice_core::pool::{BorrowedKey, Headroom};
 use sluice_core::runtime::{HostgroupServer, ServerKey};
+use sluice_net::client_tls::TlsSource;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
-use tracing::{debug, warn};
+use tracing::debug;
 
-// A value of one checkout on the stack: boxing the connection would allocate per checkout.
+/// An idle connection taken out of the pool, with its pool's key.
+type Idle = (Arc<PoolKey>, Box<BackendConn>);
+
+// A value of one checkout on the stack: boxing the server would allocate per checkout.
 #[allow(clippy::large_enum_variant)]
 enum Decision {
-    Reuse(super::IdleConn),
+    Reuse(Idle),
     /// A slot is counted for this server: open a connection.
     Connect(HostgroupServer),
     /// Queued (every server at max_connections).
     Wait(oneshot::Receiver<Handoff>),
     /// Nothing usable now (servers offline or failing): pause and try again.
     Retry,
+}
+
+impl super::Inner {
+    /// An idle connection of the pool `req` asks for on `server`: the most recently used one
+    /// opened on the asking session thread, else the most recently used one.
+    fn take_idle(&mut self, req: &CheckoutRequest<'_>, server: &HostgroupServer) -> Option<Idle> {
+        let worker = req.options.worker;
+        let (key, conn) = self
+            .idle
+            .take(&req.key_ref(server), worker, None, Headroom::NONE);
+        Some((key, conn?))
+    }
 }
 
 impl MysqlPool {
@@ -38,7 +55,7 @@ impl MysqlPool {
             std::time::Instant::now(),
         );
         match picked {
-            Ok(s) => match g.pop_idle(&req.key_ref(s), req.worker) {
+            Ok(s) => match g.take_idle(req, s) {
                 Some(idle) => Decision::Reuse(idle),
                 None => {
                     *g.open.entry((req.hostgroup, s.key.clone())).or_insert(0) += 1;
@@ -49,20 +66,15 @@ impl MysqlPool {
                 // Servers at max_connections may still hold idle connections: ours to reuse,
                 // or another user's to close so that ours can be opened in its slot.
                 for s in req.servers {
-                    if let Some(idle) = g.pop_idle(&req.key_ref(s), req.worker) {
+                    if let Some(idle) = g.take_idle(req, s) {
                         return Decision::Reuse(idle);
                     }
                 }
                 for s in req.servers.iter().filter(|s| !failed.contains(&s.key)) {
                     let victim = g
                         .idle
-                        .iter_mut()
-                        .find(|(k, v)| {
-                            k.hostgroup == req.hostgroup && k.server == s.key && !v.is_empty()
-                        })
-                        .and_then(|(_, v)| v.pop())
-                        .map(|i| i.conn);
-                    if let Some(old) = victim {
+                        .pop_any(|k| k.hostgroup == req.hostgroup && k.server == s.key);
+                    if let Some((_, old)) = victim {
                         debug!(server = %s.key, "closing an idle connection of another user to make room");
                         tokio::spawn(old.quit());
                         return Decision::Connect(s.clone());
@@ -75,11 +87,9 @@ impl MysqlPool {
                     .filter(|s| !failed.contains(&s.key))
                     .map(|s| s.key.clone())
                     .collect();
-                let key = req.key_for(&req.servers[0]);
-                handoff::enqueue(
-                    &mut g,
-                    Waiter::new(key, servers, tx, req.worker, req.priority),
-                );
+                let key = req.key_ref(&req.servers[0]).to_key();
+                let (worker, priority) = (req.options.worker, req.options.priority);
+                handoff::enqueue(&mut g, Waiter::new(key, servers, tx, worker, priority));
                 Decision::Wait(rx)
             }
             Err(_) => Decision::Retry,
@@ -93,76 +103,45 @@ impl MysqlPool {
         server: &HostgroupServer,
         deadline: Instant,
     ) -> Result<PooledConn, Error> {
-        let tls = match (server.use_ssl, &self.tls) {
-            (false, _) => None,
-            (true, Some(src)) => match src.config_for(&server.ssl_params, req.user) {
-                Ok(c) => Some(c),
-                Err(e) => {
-                    self.release_slot(req.hostgroup, &server.key);
-                    return Err(Error::Tls {
-                        server: server.key.to_string(),
-                        why: e.to_string(),
-                    });
-                }
-            },
-            (true, None) => {
+        let tls = match TlsSource::for_server(self.tls.as_deref(), server, req.user) {
+            Ok(tls) => tls,
+            Err(e) => {
                 self.release_slot(req.hostgroup, &server.key);
                 return Err(Error::Tls {
                     server: server.key.to_string(),
-                    why: "no TLS client configuration".into(),
+                    why: e.to_string(),
                 });
             }
         };
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        let params = ConnectParams {
-            host: server.key.hostname.clone(),
-            port: server.key.port,
-            user: req.user.to_string(),
-            secret: req.secret.clone(),
-            schema: None,
-            charset: req.charset,
-            client_caps: req.client_caps & REPLY_SHAPING_CAPS,
-            tls,
-            compress: server.compression,
-            timeout: req
-                .connect_timeout
-                .min(remaining)
-                .max(Duration::from_millis(1)),
-            max_packet: req.max_packet,
-            multi_statements: true,
-            track_gtid: true,
+        let dial = |timeout| {
+            let params = ConnectParams {
+                host: server.key.hostname.clone(),
+                port: server.key.port,
+                user: req.user.to_string(),
+                secret: req.secret.clone(),
+                schema: None,
+                charset: req.charset,
+                client_caps: req.client_caps & REPLY_SHAPING_CAPS,
+                tls,
+                compress: server.compression,
+                timeout,
+                max_packet: req.max_packet,
+                multi_statements: true,
+                track_gtid: true,
+            };
+            async move { BackendConn::connect(&params).await }
         };
-        // Boxed: opening a connection is rare next to the statements that reuse one, and the
-        // login's state (TLS included) would otherwise be part of every command's future, which
-        // the session moves into its reused block for every statement.
-        match Box::pin(BackendConn::connect(&params)).await {
-            Ok(mut conn) => {
-                let server_name = server.key.to_string();
-                conn.traffic = self
-                    .traffic
-                    .count_connect(req.hostgroup, &server_name, true);
-                conn.home = req.worker;
-                debug!(server = %server.key, hostgroup = req.hostgroup, thread_id = conn.thread_id, session_thread = ?req.worker, "opened backend connection");
-                self.connect_outcome(&server.key, true);
-                self.sockets.register(&server.key, &conn.kill_handle);
-                Ok(PooledConn::new(
-                    Box::new(conn),
-                    req.key_for(server),
-                    self.clone(),
-                    false,
-                ))
+        let opened = self
+            .shared
+            .open(server, req.hostgroup, &req.options, deadline, dial)
+            .await;
+        match opened {
+            Ok(conn) => {
+                let key = lock(&self.inner).idle.key_of(&req.key_ref(server));
+                Ok(PooledConn::new(Box::new(conn), key, self.clone(), false))
             }
             Err(e) => {
                 self.release_slot(req.hostgroup, &server.key);
-                let server_name = server.key.to_string();
-                self.traffic
-                    .count_connect(req.hostgroup, &server_name, false);
-                if !e.is_retryable() {
-                    warn!(server = %server.key, hostgroup = req.hostgroup, user = req.user, "backend refused the login: {e}");
-                } else {
-                    warn!(server = %server.key, hostgroup = req.hostgroup, "error connecting to backend: {e}; trying again");
-                    self.connect_outcome(&server.key, false);
-                }
                 Err(e)
             }
         }
@@ -183,16 +162,18 @@ impl MysqlPool {
                 Instant::now(),
             )
             .ok()?;
-            g.pop_idle(&req.key_ref(picked), req.worker)?
+            g.take_idle(req, picked)?
         };
-        if idle.conn.looks_dead() {
-            debug!(server = %idle.key.server, "dropping idle backend connection closed by the server");
-            self.release_slot(req.hostgroup, &idle.key.server);
+        let (key, conn) = idle;
+        if conn.looks_dead() {
+            debug!(server = %key.server, "dropping idle backend connection closed by the server");
+            self.release_slot(req.hostgroup, &key.server);
             return None;
         }
-        self.stats.get_conn_immediate.add(1);
-        self.stats.get_conn_success.add(1);
-        Some(PooledConn::new(idle.conn, idle.key, self.clone(), true))
+        let stats = self.shared.stats();
+        stats.get_conn_immediate.add(1);
+        stats.get_conn_success.add(1);
+        Some(PooledConn::new(conn, key, self.clone(), true))
     }
 
     /// Gets a connection: an idle one when possible, else a new one, else a place in the queue;
@@ -201,7 +182,8 @@ impl MysqlPool {
         self: &Arc<Self>,
         req: &CheckoutRequest<'_>,
     ) -> Result<PooledConn, Error> {
-        let budget = CheckoutBudget::starting_now(req.connect_timeout_max, req.retry_delay);
+        let opts = &req.options;
+        let budget = CheckoutBudget::starting_now(opts.connect_timeout_max, opts.retry_delay);
         let attempts = MysqlAttempts { pool: self, req };
         sluice_core::checkout::checkout(&attempts, req.servers, budget).await
     }
@@ -231,7 +213,7 @@ impl MysqlPool {
         deadline: Instant,
     ) -> Attempt<PooledConn, Error> {
         let remaining = deadline.saturating_duration_since(Instant::now());
-        let waiting = self.stats.waiting();
+        let waiting = self.shared.stats().waiting();
         let handed = match tokio::time::timeout(remaining, &mut rx).await {
             Ok(r) => r.ok(),
             // A connection or slot handed over just as the wait timed out is still ours: take
@@ -280,14 +262,14 @@ impl Connector for MysqlAttempts<'_> {
             ..self.req.clone()
         };
         match pool.decide(req, failed) {
-            Decision::Reuse(idle) if idle.conn.looks_dead() => {
-                debug!(server = %idle.key.server, "dropping idle backend connection closed by the server");
-                pool.release_slot(req.hostgroup, &idle.key.server);
+            Decision::Reuse((key, conn)) if conn.looks_dead() => {
+                debug!(server = %key.server, "dropping idle backend connection closed by the server");
+                pool.release_slot(req.hostgroup, &key.server);
                 Attempt::Again
             }
-            Decision::Reuse(idle) => {
-                pool.stats.get_conn_immediate.add(1);
-                Attempt::Ready(PooledConn::new(idle.conn, idle.key, pool.clone(), true))
+            Decision::Reuse((key, conn)) => {
+                pool.shared.stats().get_conn_immediate.add(1);
+                Attempt::Ready(PooledConn::new(conn, key, pool.clone(), true))
             }
             Decision::Connect(server) => pool.connect_attempt(req, &server, deadline).await,
             Decision::Wait(rx) => pool.wait_in_line(req, rx, deadline).await,
@@ -297,12 +279,12 @@ impl Connector for MysqlAttempts<'_> {
     }
 
     fn reread(&self) -> Option<Vec<HostgroupServer>> {
-        let cfg = self.req.config?;
+        let cfg = self.req.options.config?;
         Some(cfg.hostgroup_servers(Protocol::Mysql, self.req.hostgroup))
     }
 
     fn stats(&self) -> &sluice_core::metrics::PoolStats {
-        &self.pool.stats
+        self.pool.shared.stats()
     }
 
     fn timed_out(&self, elapsed: Duration, last_error: Option<String>) -> Error {

@@ -18,6 +18,7 @@ use crate::conn::BackendConn;
 use sluice_core::admission::by_priority::{self, PriorityWaiter};
 use sluice_core::config::Priority;
 use sluice_core::runtime::ServerKey;
+use std::sync::Arc;
 use tokio::sync::oneshot;
 use tracing::debug;
 
@@ -25,7 +26,7 @@ use tracing::debug;
 #[derive(Debug)]
 pub(super) enum Handoff {
     /// A live connection, ready to use.
-    Conn(PoolKey, Box<BackendConn>),
+    Conn(Arc<PoolKey>, Box<BackendConn>),
     /// The right to open a new connection to this server (already counted as open).
     Slot(ServerKey),
 }
@@ -101,19 +102,19 @@ impl Waiter {
     }
 }
 
-/// Gives a freed connection to a waiter; returns it when nobody waits for it.
+/// Gives a freed connection of pool `key` to a waiter; returns it when nobody waits for it.
 pub(super) fn give_conn(
     g: &mut Inner,
-    key: PoolKey,
+    key: &Arc<PoolKey>,
     conn: Box<BackendConn>,
-) -> Option<(PoolKey, Box<BackendConn>)> {
+) -> Option<Box<BackendConn>> {
     g.waiters.retain(|w| !w.tx.is_closed());
     if g.waiters.is_empty() {
         // The usual case, and no allocation for it.
-        return Some((key, conn));
+        return Some(conn);
     }
-    let own_thread = own_thread_waiter(g, &key, conn.home);
-    let mut item = Handoff::Conn(key, conn);
+    let own_thread = own_thread_waiter(g, key, conn.home);
+    let mut item = Handoff::Conn(key.clone(), conn);
     if let Some((first, own)) = own_thread
         && let Some(w) = g.waiters.remove(own)
     {
@@ -155,7 +156,7 @@ pub(super) fn give_conn(
         }
     }
     match item {
-        Handoff::Conn(k, c) => Some((k, c)),
+        Handoff::Conn(_, c) => Some(c),
         Handoff::Slot(_) => None,
     }
 }

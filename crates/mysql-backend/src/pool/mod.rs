@@ -8,15 +8,19 @@ mod checkout;
 mod handoff;
 
 use crate::conn::{BackendConn, BackendSecret, REPLY_SHAPING_CAPS};
+use crate::stream::KillHandle;
 use hashbrown::{Equivalent, HashMap};
-use sluice_core::kill_registry::KillRegistry;
+use sluice_core::Protocol;
 use sluice_core::live::FreeConnection;
-use sluice_core::metrics::{PoolStats, TrafficRegistry};
+use sluice_core::metrics::{PoolStats, ServerTraffic, TrafficRegistry};
+use sluice_core::pool::{
+    BorrowedKey, ConnectFailure, IdleConnection, IdleLists, PoolOptions, PoolShared,
+    ServerConnection,
+};
 use sluice_core::runtime::{HostgroupServer, ServerKey};
 use sluice_core::util::lock;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 use tracing::debug;
 
 /// Which idle connections can serve a client: same server, user and reply-shaping settings.
@@ -37,24 +41,6 @@ pub struct PoolKey {
     pub tls: bool,
 }
 
-impl PoolKey {
-    /// A key that owns nothing (empty strings do not allocate): what a released
-    /// [`PooledConn`] leaves behind when its key moves back to the pool.
-    fn placeholder() -> Self {
-        PoolKey {
-            hostgroup: 0,
-            server: ServerKey {
-                hostname: String::new(),
-                port: 0,
-            },
-            user: String::new(),
-            caps: 0,
-            charset: 0,
-            tls: false,
-        }
-    }
-}
-
 /// A [`PoolKey`] made of borrowed parts: it hashes and compares as the owned key (the field
 /// order and types match, `&str` hashes as `String`), so finding a pool clones no strings.
 #[derive(Hash)]
@@ -67,14 +53,27 @@ struct PoolKeyRef<'a> {
     tls: bool,
 }
 
-impl Equivalent<PoolKey> for PoolKeyRef<'_> {
-    fn equivalent(&self, k: &PoolKey) -> bool {
+impl Equivalent<Arc<PoolKey>> for PoolKeyRef<'_> {
+    fn equivalent(&self, k: &Arc<PoolKey>) -> bool {
         self.hostgroup == k.hostgroup
             && *self.server == k.server
             && self.user == k.user
             && self.caps == k.caps
             && self.charset == k.charset
             && self.tls == k.tls
+    }
+}
+
+impl BorrowedKey<PoolKey> for PoolKeyRef<'_> {
+    fn to_key(&self) -> PoolKey {
+        PoolKey {
+            hostgroup: self.hostgroup,
+            server: self.server.clone(),
+            user: self.user.to_string(),
+            caps: self.caps,
+            charset: self.charset,
+            tls: self.tls,
+        }
     }
 }
 
@@ -88,19 +87,9 @@ impl Equivalent<(u32, ServerKey)> for ServerSlot<'_> {
     }
 }
 
-/// An idle connection with its key, which goes with it to the next session (so a checkout
-/// does not build one). Boxed, here and checked out: a connection moves in and out of the pool
-/// at every statement that is not pinned, and moving a box copies a pointer where moving the
-/// connection copied its every byte several times over.
-#[derive(Debug)]
-struct IdleConn {
-    key: PoolKey,
-    conn: Box<BackendConn>,
-}
-
 #[derive(Debug, Default)]
 struct Inner {
-    idle: HashMap<PoolKey, Vec<IdleConn>>,
+    idle: IdleLists<PoolKey, BackendConn>,
     open: HashMap<(u32, ServerKey), u32>,
     waiters: VecDeque<handoff::Waiter>,
 }
@@ -118,21 +107,6 @@ impl Inner {
     fn open_mut(&mut self, hostgroup: u32, server: &ServerKey) -> Option<&mut u32> {
         self.open.get_mut(&ServerSlot(hostgroup, server))
     }
-
-    /// Takes an idle connection of `key`'s pool: the most recently used one opened on
-    /// `worker`'s thread, else the most recently used one.
-    fn pop_idle(&mut self, key: &PoolKeyRef<'_>, worker: Option<usize>) -> Option<IdleConn> {
-        let list = self.idle.get_mut(key)?;
-        let last = list.len().checked_sub(1)?;
-        let at = match worker {
-            Some(w) if list[last].conn.home != Some(w) => list
-                .iter()
-                .rposition(|i| i.conn.home == Some(w))
-                .unwrap_or(last),
-            _ => last,
-        };
-        Some(list.remove(at))
-    }
 }
 
 /// All backend pools of the process.
@@ -140,14 +114,8 @@ impl Inner {
 pub struct MysqlPool {
     inner: Mutex<Inner>,
     tls: Option<Arc<sluice_net::client_tls::TlsSource>>,
-    /// Told about each failed connect (not refused logins): the monitor's error shunning.
-    connect_errors: std::sync::OnceLock<sluice_monitor::ConnectErrorHook>,
-    /// Every open connection's socket, by server, to kill them when the server is shunned.
-    sockets: KillRegistry<crate::stream::KillHandle>,
-    /// Connections opened and refused, checkouts and their waits.
-    stats: PoolStats,
-    /// Statements and bytes per (hostgroup, server).
-    traffic: TrafficRegistry,
+    /// The connect hook, kill registry and counters.
+    shared: PoolShared<KillHandle>,
     /// When a client's `SET GLOBAL` last changed a server's defaults: connections opened before
     /// carry the old values in their session and are closed instead of pooled again, so a
     /// client that comes later sees the new defaults, as on a direct connection.
@@ -171,26 +139,14 @@ pub struct CheckoutRequest<'a> {
     pub charset: u8,
     /// Client capabilities (only the bits that shape replies, e.g. `CLIENT_DEPRECATE_EOF`, matter).
     pub client_caps: u64,
-    /// `mysql-connect_timeout_server` (per attempt).
-    pub connect_timeout: Duration,
-    /// `mysql-connect_timeout_server_max` (whole budget).
-    pub connect_timeout_max: Duration,
-    /// Pause between rounds over the hostgroup's servers when none could be used
-    /// (`mysql-connect_retries_delay`).
-    pub retry_delay: Duration,
     /// Largest packet accepted from the server.
     pub max_packet: usize,
-    /// Where to re-read the hostgroup's servers after a round in which all failed: the monitor
-    /// may have moved a new writer in meanwhile (failover). `None` keeps `servers`.
-    pub config: Option<&'a sluice_core::runtime::ConfigHandle>,
-    /// The session thread asking (`mysql-threads`): an idle connection opened on it is taken
-    /// before one of another thread, whose poll would have to wake that thread for every reply.
-    /// `None` off the worker threads.
-    pub worker: Option<usize>,
-    /// The workload-class priority of the statement asking: when every server is at
-    /// `max_connections`, waiting sessions are served by priority, then arrival (a waiter is
-    /// overtaken a bounded number of times).
-    pub priority: sluice_core::config::Priority,
+    /// Timeouts (`mysql-connect_timeout_server`, `…_max`), `mysql-connect_retries_delay`, the
+    /// session thread (an idle connection opened on it is taken before one of another thread,
+    /// whose poll would have to wake that thread for every reply), the priority (waiting
+    /// sessions are served by it when every server is at `max_connections`) and the failover
+    /// re-read.
+    pub options: PoolOptions<'a>,
 }
 
 impl CheckoutRequest<'_> {
@@ -200,18 +156,6 @@ impl CheckoutRequest<'_> {
             hostgroup: self.hostgroup,
             server: &s.key,
             user: self.user,
-            caps: self.client_caps & REPLY_SHAPING_CAPS,
-            charset: self.charset,
-            tls: s.use_ssl,
-        }
-    }
-
-    /// The pool of this request on server `s`, owned (for a new connection or a new pool).
-    fn key_for(&self, s: &HostgroupServer) -> PoolKey {
-        PoolKey {
-            hostgroup: self.hostgroup,
-            server: s.key.clone(),
-            user: self.user.to_string(),
             caps: self.client_caps & REPLY_SHAPING_CAPS,
             charset: self.charset,
             tls: s.use_ssl,
@@ -244,10 +188,7 @@ impl MysqlPool {
         Arc::new(MysqlPool {
             inner: Mutex::new(Inner::default()),
             tls,
-            connect_errors: std::sync::OnceLock::new(),
-            sockets: KillRegistry::default(),
-            stats: PoolStats::default(),
-            traffic: TrafficRegistry::default(),
+            shared: PoolShared::new(Protocol::Mysql),
             globals_changed: Mutex::default(),
             any_globals_changed: Default::default(),
         })
@@ -275,34 +216,22 @@ impl MysqlPool {
     /// in flight ends with a lost-connection error instead of waiting on a server that stopped
     /// answering. Returns how many were killed.
     pub fn kill_server(&self, server: &ServerKey) -> usize {
-        self.sockets.kill_server(server, "MySQL")
+        self.shared.kill_server(server)
     }
 
     /// Installs the hook told about failed connects (once; later calls are ignored).
-    pub fn on_connect_error(&self, hook: sluice_monitor::ConnectErrorHook) {
-        let _ = self.connect_errors.set(hook);
-    }
-
-    fn connect_outcome(&self, server: &ServerKey, ok: bool) {
-        let counter = if ok {
-            &self.stats.connections_created
-        } else {
-            &self.stats.connections_aborted
-        };
-        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        if let Some(h) = self.connect_errors.get() {
-            (h.0)(server, ok);
-        }
+    pub fn on_connect_error(&self, hook: sluice_core::pool::ConnectErrorHook) {
+        self.shared.on_connect_error(hook);
     }
 
     /// Connections opened and refused, checkouts and their waits (`proxysql_connpool_*`).
     pub fn pool_stats(&self) -> &PoolStats {
-        &self.stats
+        self.shared.stats()
     }
 
     /// Statements and bytes per (hostgroup, server) (`stats_mysql_connection_pool`).
     pub fn traffic(&self) -> &TrafficRegistry {
-        &self.traffic
+        self.shared.traffic()
     }
 
     /// Per-server counts, for stats and tests.
@@ -315,12 +244,7 @@ impl MysqlPool {
                 hostgroup: *hg,
                 server: server.clone(),
                 open: *open,
-                idle: g
-                    .idle
-                    .iter()
-                    .filter(|(k, _)| k.hostgroup == *hg && &k.server == server)
-                    .map(|(_, v)| v.len() as u32)
-                    .sum(),
+                idle: g.idle.count(|k| k.hostgroup == *hg && &k.server == server) as u32,
             })
             .collect();
         out.sort_by(|a, b| (a.hostgroup, &a.server).cmp(&(b.hostgroup, &b.server)));
@@ -340,7 +264,7 @@ impl MysqlPool {
     }
 
     /// A connection is free: to the first waiting session that can use it, else idle.
-    fn put_idle(&self, key: PoolKey, conn: Box<BackendConn>) {
+    fn put_idle(&self, key: &Arc<PoolKey>, conn: Box<BackendConn>) {
         if self.opened_before_globals_changed(&key.server, &conn) {
             debug!(server = %conn.server, "closing a backend connection opened before a SET GLOBAL");
             self.release_slot(key.hostgroup, &key.server);
@@ -348,29 +272,19 @@ impl MysqlPool {
             return;
         }
         let mut g = lock(&self.inner);
-        let Some((key, mut conn)) = handoff::give_conn(&mut g, key, conn) else {
+        let Some(mut conn) = handoff::give_conn(&mut g, key, conn) else {
             return;
         };
         conn.idle_since = Some(std::time::Instant::now());
-        match g.idle.get_mut(&key) {
-            Some(list) => list.push(IdleConn { key, conn }),
-            None => {
-                // The pool's first connection: the only time a key is copied.
-                let list = vec![IdleConn {
-                    key: key.clone(),
-                    conn,
-                }];
-                g.idle.insert(key, list);
-            }
-        }
+        g.idle.put(key, conn);
     }
 
     /// The idle connections, for `stats_mysql_free_connections`.
     pub fn free_connections(&self) -> Vec<FreeConnection> {
         let g = lock(&self.inner);
         let mut out = Vec::new();
-        for (k, conns) in &g.idle {
-            for IdleConn { conn: c, .. } in conns {
+        for (k, conns) in g.idle.iter() {
+            for c in conns {
                 out.push(FreeConnection {
                     backend_id: c.thread_id,
                     hostgroup: k.hostgroup,
@@ -390,25 +304,8 @@ impl MysqlPool {
 
     /// Closes idle connections to servers `keep` rejects (removed or OFFLINE_HARD after a reload).
     pub fn purge_idle(&self, keep: impl Fn(u32, &ServerKey) -> bool) {
-        let mut closed = Vec::new();
-        {
-            let mut g = lock(&self.inner);
-            let doomed: Vec<PoolKey> = g
-                .idle
-                .keys()
-                .filter(|k| !keep(k.hostgroup, &k.server))
-                .cloned()
-                .collect();
-            for k in doomed {
-                if let Some(v) = g.idle.remove(&k) {
-                    if let Some(n) = g.open_mut(k.hostgroup, &k.server) {
-                        *n = n.saturating_sub(v.len() as u32);
-                    }
-                    closed.extend(v.into_iter().map(|i| i.conn));
-                }
-            }
-        }
-        for c in closed {
+        let closed = self.remove_idle(|k| !keep(k.hostgroup, &k.server));
+        for (_, c) in closed {
             debug!(server = %c.server, "closing idle connection to a server no longer in service");
             tokio::spawn(c.quit());
         }
@@ -416,19 +313,21 @@ impl MysqlPool {
 
     /// Closes every idle connection (used at shutdown).
     pub async fn close_idle(&self) {
-        let conns: Vec<IdleConn> = {
-            let mut g = lock(&self.inner);
-            let drained: Vec<IdleConn> = g.idle.drain().flat_map(|(_, v)| v).collect();
-            for i in &drained {
-                if let Some(n) = g.open_mut(i.key.hostgroup, &i.key.server) {
-                    *n = n.saturating_sub(1);
-                }
-            }
-            drained
-        };
-        for i in conns {
-            i.conn.quit().await;
+        for (_, c) in self.remove_idle(|_| true) {
+            c.quit().await;
         }
+    }
+
+    /// Takes the idle connections of the pools `of` selects out of the pool and the counts.
+    fn remove_idle(&self, of: impl Fn(&PoolKey) -> bool) -> Vec<(Arc<PoolKey>, Box<BackendConn>)> {
+        let mut g = lock(&self.inner);
+        let removed = g.idle.remove(of);
+        for (k, _) in &removed {
+            if let Some(n) = g.open_mut(k.hostgroup, &k.server) {
+                *n = n.saturating_sub(1);
+            }
+        }
+        removed
     }
 }
 
@@ -437,14 +336,14 @@ impl MysqlPool {
 #[derive(Debug)]
 pub struct PooledConn {
     conn: Option<Box<BackendConn>>,
-    key: PoolKey,
+    key: Arc<PoolKey>,
     pool: Arc<MysqlPool>,
     /// True when it came from the idle list (it may have died while idle).
     pub reused: bool,
 }
 
 impl PooledConn {
-    fn new(conn: Box<BackendConn>, key: PoolKey, pool: Arc<MysqlPool>, reused: bool) -> Self {
+    fn new(conn: Box<BackendConn>, key: Arc<PoolKey>, pool: Arc<MysqlPool>, reused: bool) -> Self {
         PooledConn {
             conn: Some(conn),
             key,
@@ -475,8 +374,7 @@ impl PooledConn {
     /// own state (only the differences). For connections without pinned state.
     pub fn release_clean(mut self) {
         if let Some(conn) = self.conn.take() {
-            let key = std::mem::replace(&mut self.key, PoolKey::placeholder());
-            self.pool.put_idle(key, conn);
+            self.pool.put_idle(&self.key, conn);
         }
     }
 
@@ -487,10 +385,10 @@ impl PooledConn {
             return;
         };
         let pool = self.pool.clone();
-        let key = std::mem::replace(&mut self.key, PoolKey::placeholder());
+        let key = self.key.clone();
         tokio::spawn(async move {
             match conn.reset().await {
-                Ok(true) => pool.put_idle(key, conn),
+                Ok(true) => pool.put_idle(&key, conn),
                 Ok(false) | Err(_) => {
                     debug!(server = %conn.server, "backend connection failed to reset; closing it");
                     pool.release_slot(key.hostgroup, &key.server);
@@ -505,5 +403,34 @@ impl Drop for PooledConn {
         if self.conn.take().is_some() {
             self.pool.release_slot(self.key.hostgroup, &self.key.server);
         }
+    }
+}
+
+impl IdleConnection for BackendConn {
+    fn home(&self) -> Option<usize> {
+        self.home
+    }
+}
+
+impl ServerConnection for BackendConn {
+    type KillHandle = KillHandle;
+
+    fn kill_handle(&self) -> &Arc<KillHandle> {
+        &self.kill_handle
+    }
+
+    fn backend_id(&self) -> u64 {
+        u64::from(self.thread_id)
+    }
+
+    fn settle(&mut self, traffic: Arc<ServerTraffic>, home: Option<usize>) {
+        self.traffic = traffic;
+        self.home = home;
+    }
+}
+
+impl ConnectFailure for crate::Error {
+    fn is_retryable(&self) -> bool {
+        crate::Error::is_retryable(self)
     }
 }

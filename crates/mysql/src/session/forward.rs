@@ -5,6 +5,7 @@ use super::Session;
 use crate::error::{Error, LOST_BACKEND};
 use sluice_core::admission::Permit;
 use sluice_core::config::{Priority, is_native_hash};
+use sluice_core::pool::PoolOptions;
 use sluice_core::runtime::RuntimeConfig;
 use sluice_mysql_backend::{BackendSecret, CheckoutRequest, PooledConn, RelayOutcome};
 use sluice_mysql_proto::framing::Packet;
@@ -136,21 +137,23 @@ impl Session {
             .get(&hostgroup)
             .map(Vec::as_slice)
             .unwrap_or(&[]);
-        CheckoutRequest {
+        let mut req = checkout_request(
+            &rt.mysql.variables,
+            hostgroup,
+            servers,
+            (&self.login.user.username, secret),
+            (self.login.charset, self.login.client_caps()),
+        );
+        req.options = PoolOptions {
             config: Some(&self.fe.config),
             worker: self.login.worker,
             priority: self
                 .admission
                 .as_ref()
                 .map_or(Priority::Regular, Permit::priority),
-            ..checkout_request(
-                &rt.mysql.variables,
-                hostgroup,
-                servers,
-                (&self.login.user.username, secret),
-                (self.login.charset, self.login.client_caps()),
-            )
-        }
+            ..req.options
+        };
+        req
     }
 
     /// The pool's full checkout (open a connection, queue for one, retry other servers), then
@@ -440,13 +443,12 @@ pub(super) fn checkout_request<'a>(
         secret,
         charset,
         client_caps,
-        connect_timeout: Duration::from_millis(vars.connect_timeout_server),
-        connect_timeout_max: Duration::from_millis(vars.connect_timeout_server_max),
-        retry_delay: Duration::from_millis(vars.connect_retries_delay),
         max_packet: (vars.max_allowed_packet as usize).max(64 << 20),
-        config: None,
-        worker: None,
-        priority: Priority::Regular,
+        options: PoolOptions::with_timeouts(
+            Duration::from_millis(vars.connect_timeout_server),
+            Duration::from_millis(vars.connect_timeout_server_max),
+            Duration::from_millis(vars.connect_retries_delay),
+        ),
     }
 }
 

@@ -142,7 +142,6 @@ async fn sleep_unless_shutdown(ctx: &Ctx, d: Duration) -> bool {
 /// A server connection of the writer hostgroup, accounted in the pool.
 async fn open(ctx: &Ctx, key: &ListenerKey) -> Result<PgPooled, sluice_pgsql_backend::Error> {
     let rt = ctx.config.load();
-    let v = &rt.pgsql.variables;
     let servers = rt
         .pgsql
         .hostgroups
@@ -156,11 +155,11 @@ async fn open(ctx: &Ctx, key: &ListenerKey) -> Result<PgPooled, sluice_pgsql_bac
         secret: &ctx.login.secret,
         database: &key.database,
         session: None,
-        worker: ctx.login.worker,
-        connect_timeout: Duration::from_millis(v.connect_timeout_server),
-        connect_timeout_max: Duration::from_millis(v.connect_timeout_server_max),
-        config: Some(&ctx.config),
-        priority: sluice_core::config::Priority::Regular,
+        options: sluice_core::pool::PoolOptions {
+            worker: ctx.login.worker,
+            config: Some(&ctx.config),
+            ..sluice_pgsql_backend::pool_options(&rt.pgsql.variables)
+        },
     };
     ctx.pool.checkout(&req).await
 }

@@ -3,9 +3,9 @@
 use crate::frontend::PgFrontend;
 use crate::login::Login;
 use sluice_core::config::Priority;
+use sluice_core::pool::PoolOptions;
 use sluice_pgsql_backend::Error as PgError;
-use sluice_pgsql_backend::{PgCheckout, PgPooled};
-use std::time::Duration;
+use sluice_pgsql_backend::{PgCheckout, PgPooled, pool_options};
 
 /// Gets a server connection for the session.
 pub(crate) async fn checkout(
@@ -22,7 +22,6 @@ pub(crate) async fn checkout(
         .get(&hg)
         .map(Vec::as_slice)
         .unwrap_or(&[]);
-    let v = &rt.pgsql.variables;
     let req = PgCheckout {
         hostgroup: hg,
         servers,
@@ -30,11 +29,12 @@ pub(crate) async fn checkout(
         secret: &l.secret,
         database: &l.database,
         session: Some(session),
-        worker: l.worker,
-        connect_timeout: Duration::from_millis(v.connect_timeout_server),
-        connect_timeout_max: Duration::from_millis(v.connect_timeout_server_max),
-        config: Some(&fe.config),
-        priority,
+        options: PoolOptions {
+            worker: l.worker,
+            config: Some(&fe.config),
+            priority,
+            ..pool_options(&rt.pgsql.variables)
+        },
     };
     match fe.pool.try_checkout_idle(&req) {
         Some(c) => Ok(c),
