@@ -93,7 +93,10 @@ impl Entry {
 
 #[derive(Default)]
 struct Shard {
-    map: HashMap<u64, Entry>,
+    /// By [`key_hash`], hashed again with foldhash (seeded per process, so clients cannot aim
+    /// their statements at one bucket), where SipHash cost ~140 instructions per recorded
+    /// statement.
+    map: HashMap<u64, Entry, hashbrown::DefaultHashBuilder>,
     tick: u64,
     bytes: usize,
 }
