@@ -294,7 +294,25 @@ fn the_admin_shows_the_same_metrics_status_and_memory() {
     assert!(value("ConnPool_get_conn_success") >= 30, "{status}");
     // One client's statements one after another: nearly all find its connection idle at once.
     assert!(value("ConnPool_get_conn_immediate") >= 25, "{status}");
-    assert!(value("Query_Processor_time_nsec") > 0, "{status}");
+    // Not timed by default (two clock reads per statement), as in ProxySQL; timed once
+    // `*-stats_time_query_processor` is on, on each side.
+    assert_eq!(value("Query_Processor_time_nsec"), 0, "{status}");
+    let processor_ns = |table: &str| -> u64 {
+        let sql = format!(
+            "SELECT Variable_Value FROM {table} WHERE Variable_Name = 'Query_Processor_time_nsec';"
+        );
+        let v = s.admin_ok(&sql);
+        v.trim().parse().unwrap_or_else(|_| panic!("{table}: {v}"))
+    };
+    assert_eq!(processor_ns("stats_pgsql_global"), 0);
+    s.admin_ok(
+        "SET mysql-stats_time_query_processor='true'; SET pgsql-stats_time_query_processor='true'; \
+         LOAD MYSQL VARIABLES TO RUNTIME; LOAD PGSQL VARIABLES TO RUNTIME;",
+    );
+    ok_stdout(&mariadb(s.port, "app", "app", &["--skip-ssl"], &statements));
+    ok_stdout(&psql_app(s.pg_port, &statements));
+    assert!(processor_ns("stats_mysql_global") > 0);
+    assert!(processor_ns("stats_pgsql_global") > 0);
     // (The harness's port probe, a connect without a login, already counts as aborted.)
     let aborted = value("Client_Connections_aborted");
     let wrong = mariadb(s.port, "app", "nope", &["--skip-ssl"], "SELECT 1;");

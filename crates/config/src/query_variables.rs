@@ -36,6 +36,9 @@ variables! {
             => "default_query_timeout", Int(1000, 1_728_000_000);
         /// Throttle: every query forwarded to a backend waits this long first (ms; 0 = off).
         default_query_delay: u64 = 0 => "default_query_delay", Int(0, 3_600_000);
+        /// Time the query processor (digest, rules, hints) into `Query_Processor_time_nsec`:
+        /// two clock reads per statement, so off by default, as in ProxySQL.
+        stats_time_query_processor: bool = false => "stats_time_query_processor", Bool;
     }
 }
 

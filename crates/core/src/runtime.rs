@@ -7,7 +7,6 @@ use arc_swap::ArcSwap;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-
 /// Users by name, looked up at every statement that takes a server connection (the backend
 /// account): foldhash, seeded per process, where std's SipHash cost ~170 instructions per
 /// lookup of a short name.

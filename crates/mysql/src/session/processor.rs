@@ -49,8 +49,10 @@ impl Session {
         if self.login.user.fast_forward.0 {
             return None;
         }
-        let started = std::time::Instant::now();
         let vars = &rt.mysql.variables.query;
+        let started = vars
+            .stats_time_query_processor
+            .then(std::time::Instant::now);
         let ctx = QueryContext {
             user: &self.login.user.username,
             schema: self.state.schema.as_deref().unwrap_or(""),
@@ -95,7 +97,9 @@ impl Session {
                 schema = self.state.schema.as_deref().unwrap_or(""), client = %self.io.peer,
                 digest = %d.digest.hex(), rules = ?a.matched, "query: {}", d.text(sql));
         }
-        self.fe.counters.stats.processor_time(started);
+        if let Some(started) = started {
+            self.fe.counters.stats.processor_time(started);
+        }
         Some(d)
     }
 

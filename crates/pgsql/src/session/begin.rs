@@ -170,7 +170,9 @@ pub(crate) async fn start(
     // Borrowed when it is UTF-8, as statement texts are (the server checks).
     let sql = sluice_core::util::text(sql);
     let mut d = s.qp.decide(rt, &fe.query, &sql);
-    fe.stats.processor_time(started);
+    if qvars.stats_time_query_processor {
+        fe.stats.processor_time(started);
+    }
     let simple = f.message[0] == client::QUERY;
     if d.action.log {
         info!(target: "sluice::query_log", user = %user.username, database, digest = %d.digest.hex(),

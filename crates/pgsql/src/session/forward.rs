@@ -181,9 +181,12 @@ pub(crate) async fn forward(
                 sql.map(|q| {
                     // Borrowed when it is UTF-8, as statement texts are (the server checks).
                     let q = String::from_utf8_lossy(q);
-                    let t0 = std::time::Instant::now();
+                    let timed = rt.pgsql.variables.query.stats_time_query_processor;
+                    let t0 = timed.then(std::time::Instant::now);
                     let d = s.qp.decide(rt, &fe.query, &q);
-                    fe.stats.processor_time(t0);
+                    if let Some(t0) = t0 {
+                        fe.stats.processor_time(t0);
+                    }
                     rewritten = d.action.rewritten.as_deref().and_then(|t| with_query(m, t));
                     match (d.action.multiplex, d.action.sticky_conn) {
                         (Some(0), _) | (_, Some(true)) => s.pinned.sticky = Some(RULE_PIN),
