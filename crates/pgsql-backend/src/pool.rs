@@ -10,13 +10,14 @@ use crate::idle::{KeyRef, PassThrough};
 use crate::stream::KillHandle;
 use sluice_core::Protocol;
 use sluice_core::checkout::{Attempt, CheckoutBudget};
-use sluice_core::hostgroup::{pick, random_u64};
+use sluice_core::hostgroup::{NoServer, pick, random_u64};
 use sluice_core::live::FreeConnection;
 use sluice_core::metrics::{PoolStats, TrafficRegistry};
 use sluice_core::pool::{ConnectFailure, Headroom, IdleLists, PoolOptions, PoolShared};
 use sluice_core::runtime::{HostgroupServer, ServerKey};
 use sluice_core::util::lock;
 use sluice_net::client_tls::TlsSource;
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::Relaxed;
@@ -237,9 +238,7 @@ impl PgPool {
     /// waits. This is a busy pool's common case, and it needs none of the checkout's retry and
     /// waiting state, which a session would otherwise carry in every step's future.
     pub fn try_checkout_idle(self: &Arc<Self>, req: &PgCheckout<'_>) -> Option<PgPooled> {
-        let in_use = |s: &HostgroupServer| self.budget(req.hostgroup, s).in_use();
-        let server = pick(req.servers, in_use, |_| false, random_u64(), Instant::now()).ok()?;
-        let budget = self.budget(req.hostgroup, server);
+        let (server, budget) = self.pick(req.hostgroup, req.servers, |_| false).ok()?;
         let permit = budget.try_take(req.options.worker)?;
         let wanted = req.key_ref(server);
         let room = budget.headroom();
@@ -256,6 +255,30 @@ impl PgPool {
             key,
             pool: self.clone(),
         })
+    }
+
+    /// The server the balancer picks among `servers` by their connections in use (skipping
+    /// those `skip` names), with its budget. The budget the balancer read last is kept: on a
+    /// hostgroup of one server — a writer's — a checkout looks its budget up once, not twice.
+    fn pick<'s>(
+        &self,
+        hostgroup: u32,
+        servers: &'s [HostgroupServer],
+        skip: impl Fn(&HostgroupServer) -> bool,
+    ) -> Result<(&'s HostgroupServer, Arc<Budget>), NoServer> {
+        let last_read: RefCell<Option<(*const HostgroupServer, Arc<Budget>)>> = RefCell::default();
+        let in_use = |s: &HostgroupServer| {
+            let budget = self.budget(hostgroup, s);
+            let used = budget.in_use();
+            *last_read.borrow_mut() = Some((s, budget));
+            used
+        };
+        let server = pick(servers, in_use, skip, random_u64(), Instant::now())?;
+        let budget = match last_read.into_inner() {
+            Some((read, budget)) if std::ptr::eq(read, server) => budget,
+            _ => self.budget(hostgroup, server),
+        };
+        Ok((server, budget))
     }
 
     /// A connection from the pool or a new one, for `server` whose `permit` the session holds.
@@ -368,16 +391,15 @@ impl sluice_core::checkout::Connector for PgAttempts<'_> {
         deadline: Instant,
     ) -> Attempt<PgPooled, Error> {
         let (pool, req) = (self.pool, self.req);
-        let now = Instant::now();
-        let in_use = |s: &HostgroupServer| pool.budget(req.hostgroup, s).in_use();
         let skip = |s: &HostgroupServer| failed.contains(&s.key);
         // Prefer a server with room; when all are full, queue on a random usable one.
-        let server = pick(servers, in_use, skip, random_u64(), now)
-            .or_else(|_| pick(servers, |_| 0, skip, random_u64(), now));
-        let Ok(server) = server else {
+        let server = pool.pick(req.hostgroup, servers, skip).or_else(|_| {
+            let server = pick(servers, |_| 0, skip, random_u64(), Instant::now())?;
+            Ok::<_, NoServer>((server, pool.budget(req.hostgroup, server)))
+        });
+        let Ok((server, budget)) = server else {
             return Attempt::Exhausted;
         };
-        let budget = pool.budget(req.hostgroup, server);
         let opts = &req.options;
         let permit = match budget.try_take(opts.worker) {
             Some(slot) => Some(slot),
