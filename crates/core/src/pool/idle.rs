@@ -143,12 +143,18 @@ impl<K: Hash + Eq, C: IdleConnection> IdleLists<K, C> {
             .sum()
     }
 
-    /// Takes out every idle connection of the pools `of` selects, with its key.
+    /// Takes out every idle connection of the pools `of` selects, with its key, and forgets
+    /// those pools (a server gone from the configuration leaves no key behind; a connection
+    /// still checked out files its key again when it comes back).
     pub fn remove(&mut self, of: impl Fn(&K) -> bool) -> Vec<(Arc<K>, Box<C>)> {
         let mut out = Vec::new();
-        for (k, conns) in self.map.iter_mut().filter(|(k, _)| of(k)) {
+        self.map.retain(|k, conns| {
+            if !of(k) {
+                return true;
+            }
             out.extend(conns.drain(..).map(|c| (k.clone(), c)));
-        }
+            false
+        });
         out
     }
 
@@ -312,5 +318,16 @@ mod tests {
             .collect();
         assert_eq!(gone, [1, 2]);
         assert_eq!(idle.count(|_| true), 0);
+        assert_eq!(
+            idle.iter().count(),
+            1,
+            "server 1's pool forgotten, server 2's kept"
+        );
+        idle.put(&a, conn(4, 0, 0));
+        assert_eq!(
+            idle.count(|k| k.server == 1),
+            1,
+            "a returning connection refiles its key"
+        );
     }
 }
