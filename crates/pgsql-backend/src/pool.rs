@@ -10,7 +10,7 @@ use crate::idle::{KeyRef, PassThrough};
 use crate::stream::KillHandle;
 use sluice_core::Protocol;
 use sluice_core::checkout::{Attempt, CheckoutBudget};
-use sluice_core::hostgroup::{NoServer, pick, random_u64};
+use sluice_core::hostgroup::{NoServer, balance_random, pick};
 use sluice_core::live::FreeConnection;
 use sluice_core::metrics::{PoolStats, TrafficRegistry};
 use sluice_core::pool::{ConnectFailure, Headroom, IdleLists, PoolOptions, PoolShared};
@@ -273,7 +273,7 @@ impl PgPool {
             *last_read.borrow_mut() = Some((s, budget));
             used
         };
-        let server = pick(servers, in_use, skip, random_u64(), Instant::now())?;
+        let server = pick(servers, in_use, skip, balance_random, Instant::now)?;
         let budget = match last_read.into_inner() {
             Some((read, budget)) if std::ptr::eq(read, server) => budget,
             _ => self.budget(hostgroup, server),
@@ -394,7 +394,7 @@ impl sluice_core::checkout::Connector for PgAttempts<'_> {
         let skip = |s: &HostgroupServer| failed.contains(&s.key);
         // Prefer a server with room; when all are full, queue on a random usable one.
         let server = pool.pick(req.hostgroup, servers, skip).or_else(|_| {
-            let server = pick(servers, |_| 0, skip, random_u64(), Instant::now())?;
+            let server = pick(servers, |_| 0, skip, balance_random, Instant::now)?;
             Ok::<_, NoServer>((server, pool.budget(req.hostgroup, server)))
         });
         let Ok((server, budget)) = server else {

@@ -431,10 +431,11 @@ impl<'a> Tokenizer<'a> {
     fn word(&mut self) {
         let s = self.src;
         let start = self.i;
-        let mut j = self.i;
-        while j < s.len() && is_ident_byte(s[j]) {
-            j += 1;
-        }
+        // `position` over the slice: no bounds check per byte.
+        let j = s[start..]
+            .iter()
+            .position(|&b| !is_ident_byte(b))
+            .map_or(s.len(), |n| start + n);
         let w = &s[start..j];
         // Prefixed strings: X'..', B'..', N'..', E'..' (PG), _charset'..' (MySQL).
         if s.get(j) == Some(&b'\'') {

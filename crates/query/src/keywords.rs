@@ -128,6 +128,22 @@ const fn pack_upper(w: &[u8]) -> u128 {
     v
 }
 
+/// Sixteen packed bytes upper-cased, `None` when one is not ASCII (no keyword is). Each byte is
+/// below 0x80, so adding to it never carries into the next: a byte's top bit after adding
+/// 0x80 − `a` says it is ≥ `a`, after adding 0x80 − (`z` + 1) that it is > `z`; the lower-case
+/// letters lose their 0x20 bit.
+fn upper_ascii_packed(v: u128) -> Option<u128> {
+    const EACH: u128 = u128::MAX / 0xFF; // 0x0101…01
+    const TOP: u128 = EACH * 0x80;
+    if v & TOP != 0 {
+        return None;
+    }
+    let at_least_a = v + EACH * (0x80 - u128::from(b'a'));
+    let above_z = v + EACH * (0x80 - u128::from(b'z') - 1);
+    let lower = at_least_a & !above_z & TOP;
+    Some(v ^ (lower >> 2))
+}
+
 /// The longest keyword's length: longer words (most identifiers) are not looked up.
 const MAX_KEYWORD_LEN: usize = {
     let mut max = 0;
@@ -141,17 +157,18 @@ const MAX_KEYWORD_LEN: usize = {
     max
 };
 
+// A keyword is packed into sixteen bytes.
+const _: () = assert!(MAX_KEYWORD_LEN <= 16);
+
 /// The keyword `w` is, in any case.
 pub(super) fn keyword(w: &[u8]) -> Option<&'static str> {
     if w.is_empty() || w.len() > MAX_KEYWORD_LEN {
         return None;
     }
-    // The same packing as `pack_upper`, with one load instead of sixteen shifts.
+    // The same packing as `pack_upper`: one copy, then all sixteen bytes upper-cased at once.
     let mut buf = [0u8; 16];
-    for (d, s) in buf.iter_mut().zip(w) {
-        *d = s.to_ascii_uppercase();
-    }
-    let v = u128::from_be_bytes(buf);
+    buf[..w.len()].copy_from_slice(w);
+    let v = upper_ascii_packed(u128::from_be_bytes(buf))?;
     let mut slot = slot_of(v);
     loop {
         let (k, i) = TABLE[slot];
@@ -162,5 +179,49 @@ pub(super) fn keyword(w: &[u8]) -> Option<&'static str> {
             return None;
         }
         slot = (slot + 1) % SLOTS;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packed_upper_case_is_bytewise_upper_case() {
+        // Every ASCII byte in every position, beside neighbours that would carry if any did.
+        for b in 0u8..0x80 {
+            for pos in 0..16 {
+                let mut bytes = [b'z'; 16];
+                bytes[pos] = b;
+                let want = u128::from_be_bytes(bytes.map(|c| c.to_ascii_uppercase()));
+                assert_eq!(
+                    upper_ascii_packed(u128::from_be_bytes(bytes)),
+                    Some(want),
+                    "{b:#x}"
+                );
+            }
+        }
+        let mut bytes = [b'a'; 16];
+        bytes[3] = 0xC3;
+        assert_eq!(upper_ascii_packed(u128::from_be_bytes(bytes)), None);
+    }
+
+    #[test]
+    fn every_keyword_in_any_case_and_nothing_else() {
+        for k in KEYWORDS {
+            assert_eq!(keyword(k.as_bytes()), Some(*k));
+            assert_eq!(keyword(k.to_ascii_lowercase().as_bytes()), Some(*k));
+        }
+        for w in [
+            "selec",
+            "selects",
+            "abalance",
+            "pgbench_accounts",
+            "sélect",
+            "",
+            "_select",
+        ] {
+            assert_eq!(keyword(w.as_bytes()), None, "{w}");
+        }
     }
 }

@@ -408,8 +408,8 @@ impl McpService {
             &servers,
             |_| 0,
             |_| false,
-            sluice_core::hostgroup::random_u64(),
-            Instant::now(),
+            sluice_core::hostgroup::balance_random,
+            Instant::now,
         )
         .map_err(|e| Error::Target {
             target: target.id.clone(),

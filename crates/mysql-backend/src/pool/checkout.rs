@@ -7,7 +7,7 @@ use crate::conn::{BackendConn, ConnectParams, REPLY_SHAPING_CAPS};
 use crate::error::Error;
 use sluice_core::Protocol;
 use sluice_core::checkout::{Attempt, CheckoutBudget, Connector};
-use sluice_core::hostgroup::{NoServer, pick, random_u64};
+use sluice_core::hostgroup::{NoServer, balance_random, pick};
 use sluice_core::pool::{BorrowedKey, Headroom};
 use sluice_core::runtime::{HostgroupServer, ServerKey};
 use sluice_net::client_tls::TlsSource;
@@ -51,8 +51,8 @@ impl MysqlPool {
             req.servers,
             |s| g.open_count(req.hostgroup, &s.key),
             |s| failed.contains(&s.key),
-            random_u64(),
-            std::time::Instant::now(),
+            balance_random,
+            std::time::Instant::now,
         );
         match picked {
             Ok(s) => match g.take_idle(req, s) {
@@ -158,8 +158,8 @@ impl MysqlPool {
                 req.servers,
                 |s| g.open_count(req.hostgroup, &s.key),
                 |_| false,
-                random_u64(),
-                Instant::now(),
+                balance_random,
+                Instant::now,
             )
             .ok()?;
             g.take_idle(req, picked)?
