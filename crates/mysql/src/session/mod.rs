@@ -115,6 +115,18 @@ enum Next {
     Close,
 }
 
+/// What ended a session's wait for its client.
+enum Woke {
+    /// A packet from the client, or why none could be read.
+    Read(Result<sluice_mysql_proto::framing::Packet, Error>),
+    /// The wait's timer: `wait_timeout`, a hold running out or the idle buffer's release.
+    Timer,
+    /// Sluice is shutting down and the session is outside a transaction.
+    Shutdown,
+    /// `KILL CONNECTION`.
+    Killed,
+}
+
 impl Session {
     /// A session for a client that just logged in.
     pub(crate) fn new(
@@ -205,7 +217,12 @@ impl Session {
     }
 
     async fn serve(mut self: Box<Self>) {
-        let killed = self.slot.killed();
+        // One registration for the session's life, not one per command; polled after the
+        // client's socket (`biased`, see `sluice_net::signals`).
+        let (killed, shutdown) = (self.slot.killed(), self.fe.shutdown.clone());
+        let (killed, shutdown) = (killed.cancelled(), shutdown.cancelled());
+        tokio::pin!(killed, shutdown);
+        let mut turns = sluice_net::SignalTurns::default();
         let mut waiting_since = Instant::now();
         let mut steps = sluice_net::StepBlock::default();
         // One timer for the session's life, moved at every wait: tokio moves a pending timer
@@ -229,20 +246,34 @@ impl Session {
                 .min()
                 .unwrap_or(idle_deadline);
             timer.as_mut().reset(wake.into());
-            let read = tokio::select! {
-                biased;
-                // A transaction ends first (COMMIT or ROLLBACK from the client), up to the
-                // shutdown timeout.
-                _ = self.fe.shutdown.cancelled(), if !self.pins.in_transaction() => {
+            // A transaction ends first (COMMIT or ROLLBACK from the client), up to the shutdown
+            // timeout.
+            let idle_now = !self.pins.in_transaction();
+            let signals_first = turns.next_wait();
+            let woke = if signals_first && idle_now && sluice_net::fired(shutdown.as_mut()).await {
+                Woke::Shutdown
+            } else if signals_first && sluice_net::fired(killed.as_mut()).await {
+                Woke::Killed
+            } else {
+                tokio::select! {
+                    biased;
+                    r = self.io.read() => Woke::Read(r),
+                    _ = &mut shutdown, if idle_now => Woke::Shutdown,
+                    _ = &mut killed => Woke::Killed,
+                    _ = &mut timer => Woke::Timer,
+                }
+            };
+            let read = match woke {
+                Woke::Read(r) => Some(r),
+                Woke::Timer => None,
+                Woke::Shutdown => {
                     debug!(session = self.id, "closing idle session: shutting down");
                     break;
                 }
-                _ = killed.cancelled() => {
+                Woke::Killed => {
                     info!(session = self.id, user = %self.login.user.username, "session killed (KILL CONNECTION from the admin or a client)");
                     break;
                 }
-                r = self.io.read() => Some(r),
-                _ = &mut timer => None,
             };
             let Some(read) = read else {
                 let now = Instant::now();
@@ -286,14 +317,15 @@ impl Session {
             // per idle client), reused from command to command (no allocation per command).
             let next;
             (self, next) = steps.run(self.step(pk)).await;
+            // One clock read for the command's time and the next wait's start.
+            waiting_since = Instant::now();
             if let Some(c) = command {
-                self.count_command(c, started);
+                self.count_command(c, waiting_since.saturating_duration_since(started));
             }
             self.after_command();
             if matches!(next, Next::Close) || self.client_gone {
                 break;
             }
-            waiting_since = Instant::now();
         }
         self.finish();
     }
@@ -316,9 +348,9 @@ impl Session {
         }
     }
 
-    /// A command's time in `stats_mysql_commands_counters` and the statement statistics.
-    fn count_command(&self, command: usize, started: Instant) {
-        let took = started.elapsed();
+    /// A command's time (`took`) in `stats_mysql_commands_counters` and the statement
+    /// statistics.
+    fn count_command(&self, command: usize, took: Duration) {
         self.fe.counters.commands.record(command, took);
         let slow_us = self.fe.config.load().mysql.variables.query.long_query_time * 1000;
         let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);

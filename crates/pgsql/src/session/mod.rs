@@ -162,11 +162,22 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
         // On the heap, so that handing it to a step and back moves a pointer, not the session
         // (a copy of its every byte twice per step, 12 % of a simple Query's instructions).
         let mut s = Box::new(self);
+        // The sockets are polled before the signals (`biased`): see `sluice_net::signals`.
+        let mut turns = sluice_net::SignalTurns::default();
         loop {
             s.publish_pin();
+            let signals_first = turns.next_wait();
             let input = match &mut s.backend {
                 Backend::Idle => {
                     // Idle between transactions: wait for the client only.
+                    if signals_first {
+                        if sluice_net::fired(shutdown.as_mut()).await {
+                            return Ok(());
+                        }
+                        if sluice_net::fired(terminated.as_mut()).await {
+                            return terminate(s.tcp).await.map(drop);
+                        }
+                    }
                     let idle_buffer = s.reader.has_idle_buffer();
                     if idle_buffer {
                         release
@@ -174,9 +185,12 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
                             .reset(tokio::time::Instant::now() + IDLE_BUFFER_RELEASE);
                     }
                     tokio::select! {
+                        biased;
+                        m = s.reader.message(s.tcp) => Input::Idle(m?),
+                        _ = listening::mail(&s.listen) => Input::Mail,
+                        o = listening::overflowed(&s.listen) => Input::Overflow(o),
                         _ = &mut shutdown => return Ok(()),
                         _ = &mut terminated => return terminate(s.tcp).await.map(drop),
-                        m = s.reader.message(s.tcp) => Input::Idle(m?),
                         _ = &mut release, if idle_buffer => {
                             // Reading is cancel-safe: an empty buffer is given back, so an
                             // idle client costs none; a busy one keeps its buffer.
@@ -184,20 +198,24 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
                             steps.release();
                             continue;
                         }
-                        _ = listening::mail(&s.listen) => Input::Mail,
-                        o = listening::overflowed(&s.listen) => Input::Overflow(o),
                     }
+                }
+                Backend::Held(_)
+                    if signals_first && sluice_net::fired(terminated.as_mut()).await =>
+                {
+                    Input::Held(Ev::Terminated)
                 }
                 Backend::Held(h) => {
                     // On a connection it keeps, a client with nothing in flight is idle too.
                     let deliver = s.listen.is_some() && h.quiet();
                     let conn = h.conn.conn();
                     tokio::select! {
-                        m = s.reader.message(s.tcp) => Input::Held(Ev::Client(m.map_err(Error::Client))),
+                        biased;
                         r = conn.reader.fill(&mut conn.stream) => Input::Held(Ev::Server(r.map_err(Error::server_wire))),
-                        _ = &mut terminated => Input::Held(Ev::Terminated),
+                        m = s.reader.message(s.tcp) => Input::Held(Ev::Client(m.map_err(Error::Client))),
                         _ = listening::mail(&s.listen), if deliver => Input::Mail,
                         o = listening::overflowed(&s.listen) => Input::Overflow(o),
+                        _ = &mut terminated => Input::Held(Ev::Terminated),
                     }
                 }
             };
