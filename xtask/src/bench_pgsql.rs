@@ -14,7 +14,8 @@
 //! default had before 2026-12-05 and what a host dedicating its cores to Sluice would set.
 //! `pgbouncer+tls` and `sluice+tls` are the same PgBouncer (its client TLS on, test-CA
 //! certificate) and the same `sluice` (`pgsql-have_ssl`, its own certificate) with pgbench
-//! connecting over TLS (`sslmode=require`); their ratio column is to `pgbouncer+tls`.
+//! connecting over TLS (`sslmode=require`); their ratio column is to `pgbouncer+tls`. With
+//! `BENCH_BASELINE_BIN`, `sluice-baseline+tls` is the baseline build over TLS.
 
 use crate::bench::{build_release, cpu_ticks, env_num, spawn_sluice, spawn_sluice_bin};
 use std::path::{Path, PathBuf};
@@ -26,7 +27,7 @@ const PGBOUNCER_PORT: u16 = 16433;
 const SLUICE_PORT: u16 = 16434;
 const BASELINE_PORT: u16 = 16435;
 const PER_CPU_PORT: u16 = 16436;
-const TARGETS: [&str; 7] = [
+const TARGETS: [&str; 8] = [
     "direct",
     "pgbouncer",
     "sluice",
@@ -34,6 +35,7 @@ const TARGETS: [&str; 7] = [
     "sluice-baseline",
     "pgbouncer+tls",
     "sluice+tls",
+    "sluice-baseline+tls",
 ];
 const MODES: [&str; 2] = ["simple", "extended"];
 
@@ -267,6 +269,7 @@ pub(crate) fn pgsql() -> xtask::Result<()> {
             ];
             if let Some(b) = sluices.get(2) {
                 targets.push(("sluice-baseline", BASELINE_PORT, Some(b.id())));
+                targets.push(("sluice-baseline+tls", BASELINE_PORT, Some(b.id())));
             }
             crate::bench::shuffle_round(&mut targets, |t| t.0, round, mode);
             for (target, port, pid) in targets {

@@ -249,9 +249,10 @@ async fn upgrade_to_tls(mut io: ClientIo, tls: Option<&TlsAcceptor>) -> Result<C
     let ClientSocket::Plain(tcp) = io.stream.into_inner() else {
         return Err(Error::Unsupported("TLS requested twice".into()));
     };
+    // Clients may send the ClientHello right behind the SSLRequest: those bytes sit in the
+    // packet buffer and start the handshake.
     let early = io.reader.take_buffered();
-    let tls_stream = acceptor
-        .accept(crate::stream::Prefixed::new(early, tcp))
+    let tls_stream = sluice_net::ServerTls::accept(acceptor.config().clone(), tcp, &early)
         .await
         .map_err(|e| Error::Protocol(e.into()))?;
     io.stream = ClientStream::new(ClientSocket::Tls(Box::new(tls_stream)));

@@ -10,7 +10,11 @@
 //! - [`stream`]: a socket that is plain TCP or TLS, for clients and servers of both protocols;
 //! - [`handover`]: listening sockets passed to a new process (`sluice --takeover`);
 //! - [`tls`]: the frontends' TLS acceptor (configured certificate, or a generated one kept in
-//!   the datadir); [`keylog`]: the TLS key log (`admin-ssl_keylog_file`).
+//!   the datadir); [`keylog`]: the TLS key log (`admin-ssl_keylog_file`);
+//! - [`server_tls`]: [`ServerTls`], the client connections' TLS stream, which holds no buffer
+//!   while its client is quiet (`ServerTls::accept(acceptor.config().clone(), tcp, &[])`);
+//! - [`signals`]: how a session loop polls its sockets before its signals (shutdown, KILL);
+//! - [`step_block`]: the reused heap block a session runs its commands in.
 //!
 //! Errors are [`Error`]: a port that cannot be opened, a TLS file that cannot be used.
 //!
@@ -40,6 +44,7 @@ pub mod handover;
 pub mod keylog;
 pub mod kill;
 pub mod listen;
+pub mod server_tls;
 pub mod signals;
 pub mod step_block;
 pub mod stream;
@@ -51,6 +56,7 @@ pub use error::Error;
 pub use graceful::Serve;
 pub use kill::{KillHandle, with_kill_handle};
 pub use listen::{bind_all, listen};
+pub use server_tls::ServerTls;
 pub use signals::{SignalTurns, fired};
 pub use step_block::{StepBlock, StepRun};
 pub use stream::MaybeTls;

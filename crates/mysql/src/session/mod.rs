@@ -31,6 +31,7 @@ use sluice_mysql_proto::consts::com;
 use sluice_mysql_proto::framing::Packet;
 use sluice_mysql_proto::packets::{err_payload, ok_payload};
 use sluice_mysql_proto::reply::ReplyKind;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::{debug, info, warn};
@@ -246,24 +247,8 @@ impl Session {
                 .min()
                 .unwrap_or(idle_deadline);
             timer.as_mut().reset(wake.into());
-            // A transaction ends first (COMMIT or ROLLBACK from the client), up to the shutdown
-            // timeout.
-            let idle_now = !self.pins.in_transaction();
-            let signals_first = turns.next_wait();
-            let woke = if signals_first && idle_now && sluice_net::fired(shutdown.as_mut()).await {
-                Woke::Shutdown
-            } else if signals_first && sluice_net::fired(killed.as_mut()).await {
-                Woke::Killed
-            } else {
-                tokio::select! {
-                    biased;
-                    r = self.io.read() => Woke::Read(r),
-                    _ = &mut shutdown, if idle_now => Woke::Shutdown,
-                    _ = &mut killed => Woke::Killed,
-                    _ = &mut timer => Woke::Timer,
-                }
-            };
-            let read = match woke {
+            let signals = (turns.next_wait(), shutdown.as_mut(), killed.as_mut());
+            let read = match self.wait(signals, timer.as_mut()).await {
                 Woke::Read(r) => Some(r),
                 Woke::Timer => None,
                 Woke::Shutdown => {
@@ -328,6 +313,36 @@ impl Session {
             }
         }
         self.finish();
+    }
+
+    /// The session's wait: the client's next packet, the wait's timer, or a signal — shutdown,
+    /// KILL — polled after the client's socket, or first when `signals_first` (see
+    /// `sluice_net::signals`).
+    async fn wait(
+        &mut self,
+        (signals_first, mut shutdown, mut killed): (
+            bool,
+            Pin<&mut impl Future<Output = ()>>,
+            Pin<&mut impl Future<Output = ()>>,
+        ),
+        timer: Pin<&mut tokio::time::Sleep>,
+    ) -> Woke {
+        // A transaction ends first (COMMIT or ROLLBACK from the client), up to the shutdown
+        // timeout.
+        let idle_now = !self.pins.in_transaction();
+        if signals_first && idle_now && sluice_net::fired(shutdown.as_mut()).await {
+            return Woke::Shutdown;
+        }
+        if signals_first && sluice_net::fired(killed.as_mut()).await {
+            return Woke::Killed;
+        }
+        tokio::select! {
+            biased;
+            r = self.io.read() => Woke::Read(r),
+            _ = shutdown, if idle_now => Woke::Shutdown,
+            _ = killed => Woke::Killed,
+            _ = timer => Woke::Timer,
+        }
     }
 
     /// The client said nothing for `wait_timeout`: it gets error 4031, as from MySQL 8.

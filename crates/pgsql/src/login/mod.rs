@@ -9,6 +9,7 @@ use crate::Error;
 use crate::frontend::PgFrontend;
 use crate::pids::forward_cancel;
 use bytes::Bytes;
+use sluice_net::ServerTls;
 use sluice_pgsql_proto::Error as ProtoError;
 use sluice_pgsql_proto::frame::{Reader, auth, error_response, parse_pairs};
 use sluice_pgsql_proto::md5auth;
@@ -19,7 +20,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio_rustls::server::TlsStream;
 use tracing::{debug, warn};
 
 /// A client that logged in: its user row, database and startup settings.
@@ -50,7 +50,7 @@ pub(crate) enum Opening {
     /// A StartupMessage in plaintext.
     Startup(TcpStream, Bytes),
     /// The client asked for TLS and the handshake completed.
-    Tls(Box<TlsStream<TcpStream>>),
+    Tls(Box<ServerTls<TcpStream>>),
     /// A CancelRequest (handled) or a refused opening: nothing more to do.
     Done,
 }
@@ -80,7 +80,7 @@ pub(crate) async fn opening(fe: &PgFrontend, mut tcp: TcpStream, reader: &mut Re
                 if tcp.write_all(b"S").await.is_err() {
                     return Opening::Done;
                 }
-                return match acceptor.accept(tcp).await {
+                return match ServerTls::accept(acceptor.config().clone(), tcp, &[]).await {
                     Ok(s) => Opening::Tls(Box::new(s)),
                     Err(e) => {
                         debug!("pgsql TLS handshake failed: {e}");
