@@ -37,6 +37,9 @@ def login(port, password="app"):
     s.sendall(msg(b"p", password.encode() + b"\0"))
     until_ready(s)
     return s
+def select_one(s):
+    s.sendall(msg(b"Q", b"SELECT 1\0"))
+    return [k for k, _ in until_ready(s)]
 def field(err, code):
     for part in err.split(b"\0"):
         if part[:1] == code: return part[1:].decode()
@@ -103,8 +106,7 @@ u.sendall((lambda p: struct.pack("!I", len(p) + 4) + p)(struct.pack("!I", 196608
 read(u)
 u.sendall(msg(b"p", b"app\0"))
 print("unknown database", [field(b, b"C") for k, b in until_ready(u) if k == "E"])
-other.sendall(msg(b"Q", b"SELECT 1\0"))
-print("other session", [k for k, _ in until_ready(other)])
+print("other session", select_one(other))
 "#,
         port = s.pg_port
     );
@@ -405,4 +407,70 @@ assert (cur1.fetchone(), cur2.fetchone()) == ((1,), (2,))
 print("ok")
 "#;
     assert_eq!(python_pg_pair(script, s.pg_port), "ok", "{}", s.log());
+}
+
+#[test]
+fn clients_that_stall_before_completing_their_login_are_disconnected() {
+    if !backends_ready(Servers::Postgres) {
+        return;
+    }
+    let config = format!(
+        "[pgsql_variables]\ninterfaces = \"127.0.0.1:{{pg_port}}\"\nconnect_timeout_client = 1000\n{}",
+        cleartext_config()
+    );
+    let s = Sluice::start(&config);
+    // Three clients stall at three points of the login: before any byte, after the TLS
+    // handshake (before the StartupMessage), and when asked for their password. A fourth logs
+    // in meanwhile and is served before and after they are gone.
+    let script = format!(
+        r#"{RAW}
+import ssl
+def stalled(kind):
+    s = socket.create_connection(("127.0.0.1", {port}))
+    if kind == "after TLS":
+        s.sendall(struct.pack("!II", 8, 80877103))
+        assert s.recv(1) == b"S"
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        s = ctx.wrap_socket(s)
+    elif kind == "at the password":
+        s.sendall((lambda p: struct.pack("!I", len(p) + 4) + p)(struct.pack("!I", 196608) + b"user\0app\0database\0app\0\0"))
+        k, b = read(s)
+        assert k == b"R", k
+    return s
+stalls = [(kind, stalled(kind)) for kind in ("silent", "after TLS", "at the password")]
+other = login({port})
+print("other session", select_one(other))
+for kind, c in stalls:
+    c.settimeout(30)
+    try:
+        got = "closed" if c.recv(1) == b"" else "data"
+    except socket.timeout:
+        got = "still open after 30 s"
+    except (ConnectionResetError, ssl.SSLError):
+        got = "closed"
+    print(kind, got)
+print("other session", select_one(other))
+"#,
+        port = s.pg_port
+    );
+    let out = ok_stdout(&python(&script, &[]));
+    assert_eq!(
+        out,
+        "other session ['T', 'D', 'C', 'Z']\n\
+         silent closed\n\
+         after TLS closed\n\
+         at the password closed\n\
+         other session ['T', 'D', 'C', 'Z']\n"
+    );
+    let log = s.log();
+    let warned = log
+        .matches("did not complete its login within pgsql-connect_timeout_client (1000ms)")
+        .count();
+    assert_eq!(warned, 3, "{log}");
+    let aborted = s.admin_ok(
+        "SELECT Variable_Value FROM stats_pgsql_global WHERE Variable_Name = 'Client_Connections_aborted'",
+    );
+    assert_eq!(aborted.trim(), "3");
 }

@@ -51,6 +51,9 @@ variables! {
         server_version: String = "16.1".into() => "server_version", Text;
         /// Client connection cap.
         max_connections: u32 = 10_000 => "max_connections", Int(1, 1_000_000);
+        /// Time a client has from its connection to a completed login — SSLRequest, TLS
+        /// handshake, StartupMessage, authentication (ms).
+        connect_timeout_client: u64 = 10_000 => "connect_timeout_client", Int(500, 3_600_000);
         /// Per-attempt backend connect timeout (ms).
         connect_timeout_server: u64 = 1_000 => "connect_timeout_server", Int(10, 120_000);
         /// Budget to get a backend connection (ms).

@@ -19,6 +19,7 @@ use sluice_pgsql_proto::tag::{server, status};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tracing::{debug, info, warn};
@@ -51,30 +52,67 @@ async fn session(fe: Arc<PgFrontend>, tcp: TcpStream, peer: SocketAddr, worker: 
     let mut reader = Reader::default();
     let local = tcp.local_addr().unwrap_or(peer);
     let ends = (peer, local);
-    match opening(&fe, tcp, &mut reader).await {
+    // The whole login runs against one deadline (`pgsql-connect_timeout_client`), as MySQL's
+    // connection phase does: a client that connects and stalls holds a task and a socket.
+    let limit = Duration::from_millis(fe.config.load().pgsql.variables.connect_timeout_client);
+    let login_by = LoginDeadline(tokio::time::Instant::now() + limit, limit);
+    // Boxed: the opening's state (and its timer) lives only while it runs.
+    let Ok(opened) = login_by
+        .bound(Box::pin(opening(&fe, tcp, &mut reader)))
+        .await
+    else {
+        return login_by.ran_out(&fe, peer);
+    };
+    match opened {
         Opening::Startup(tcp, slice) => {
             // A copy of its own: the slice would keep the reader's whole first buffer alive
             // for the session, so an idle session could not give it back.
             let startup = bytes::Bytes::copy_from_slice(&slice);
             drop(slice);
-            run(fe, tcp, reader, &startup, false, ends, worker).await
+            run(fe, tcp, reader, &startup, (false, login_by), ends, worker).await
         }
         Opening::Tls(mut tls) => {
             // The SSLRequest's reader emptied, not a second one beside it: that kept its
             // 16 KiB buffer for the whole session (dhat: an idle TLS client's largest).
             reader = Reader::default();
-            match reader.startup(&mut tls).await {
+            let Ok(read) = login_by.bound(reader.startup(&mut tls)).await else {
+                return login_by.ran_out(&fe, peer);
+            };
+            match read {
                 Ok(slice) if slice.len() >= 8 && slice[4..8] == 196_608u32.to_be_bytes() => {
                     let p = bytes::Bytes::copy_from_slice(&slice);
                     drop(slice);
                     // Boxed: the TLS stream's state is large; plain sessions' tasks stay small.
-                    Box::pin(run(fe, *tls, reader, &p, true, ends, worker)).await
+                    Box::pin(run(fe, *tls, reader, &p, (true, login_by), ends, worker)).await
                 }
                 Ok(_) => fail(&mut tls, "08P01", "expected a StartupMessage after TLS").await,
                 Err(e) => debug!(client = %peer, "pgsql session ended during startup: {e}"),
             }
         }
         Opening::Done => {}
+    }
+}
+
+/// When a client's login must be complete (`pgsql-connect_timeout_client`), and the limit.
+#[derive(Debug, Clone, Copy)]
+struct LoginDeadline(tokio::time::Instant, Duration);
+
+impl LoginDeadline {
+    /// `step` of the login, given until the deadline.
+    async fn bound<F: Future>(&self, step: F) -> Result<F::Output, tokio::time::error::Elapsed> {
+        tokio::time::timeout_at(self.0, step).await
+    }
+
+    /// The deadline moved by `waited`: Sluice's own wait (failed-login throttling) is not the
+    /// client's time.
+    fn after(self, waited: Duration) -> Self {
+        LoginDeadline(self.0 + waited, self.1)
+    }
+
+    /// The client ran out of time: counted and logged; the caller drops the connection.
+    fn ran_out(&self, fe: &PgFrontend, peer: SocketAddr) {
+        fe.stats.client_connections_aborted.fetch_add(1, Relaxed);
+        warn!(client = %peer, "closing a PostgreSQL client that did not complete its login within pgsql-connect_timeout_client ({}ms)", self.1.as_millis());
     }
 }
 
@@ -136,16 +174,29 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin + Send>(
     mut io: S,
     mut reader: Reader,
     startup: &[u8],
-    tls: bool,
+    (tls, login_by): (bool, LoginDeadline),
     (peer, local): (SocketAddr, SocketAddr),
     worker: Option<usize>,
 ) {
+    let throttled = std::time::Instant::now();
     if !admitted(&fe, &mut io, peer).await {
         return;
     }
+    let login_by = login_by.after(throttled.elapsed());
     // The login, first checkout and handoff are boxed: their state lives only while they run,
     // so the task an idle session leaves behind is small (memory per idle client).
-    let l = match Box::pin(login(&fe, &mut io, &mut reader, startup, tls, peer)).await {
+    let logged_in = login_by.bound(Box::pin(login(
+        &fe,
+        &mut io,
+        &mut reader,
+        startup,
+        tls,
+        peer,
+    )));
+    let Ok(logged_in) = logged_in.await else {
+        return login_by.ran_out(&fe, peer);
+    };
+    let l = match logged_in {
         Ok(mut l) => {
             fe.login.succeeded(peer.ip());
             l.worker = worker;
