@@ -26,6 +26,12 @@ impl SignalTurns {
         self.0 = self.0.wrapping_add(1);
         self.0.is_multiple_of(SIGNALS_FIRST_EVERY)
     }
+
+    /// The number of the current wait (counting from 1, wrapping): a wait that finds the
+    /// number it noted earlier unchanged knows the session has not woken since.
+    pub fn waits(&self) -> u32 {
+        self.0
+    }
 }
 
 /// Whether `signal` has fired, polled once with the task's waker: when it fires later, the task

@@ -238,11 +238,21 @@ impl PgPool {
     /// waits. This is a busy pool's common case, and it needs none of the checkout's retry and
     /// waiting state, which a session would otherwise carry in every step's future.
     pub fn try_checkout_idle(self: &Arc<Self>, req: &PgCheckout<'_>) -> Option<PgPooled> {
+        self.try_checkout_idle_at(req, Instant::now())
+    }
+
+    /// [`PgPool::try_checkout_idle`] for a caller that read the clock (`now`) just before: a
+    /// session's statement reads it once for its start, its checkout and its send.
+    pub fn try_checkout_idle_at(
+        self: &Arc<Self>,
+        req: &PgCheckout<'_>,
+        now: Instant,
+    ) -> Option<PgPooled> {
         let (server, budget) = self.pick(req.hostgroup, req.servers, |_| false).ok()?;
         let permit = budget.try_take(req.options.worker)?;
         let wanted = req.key_ref(server);
         let room = budget.headroom();
-        let (key, idle) = self.take_idle(wanted, req.options.worker, req.session, room);
+        let (key, idle) = self.take_idle(wanted, req, room, now);
         // No idle connection: the slot goes back (to a waiting session first) and the full
         // checkout opens one.
         let conn = idle?;
@@ -291,7 +301,7 @@ impl PgPool {
     ) -> Attempt<PgPooled, Error> {
         let wanted = req.key_ref(server);
         let room = self.budget(req.hostgroup, server).headroom();
-        let (key, idle) = self.take_idle(wanted, req.options.worker, req.session, room);
+        let (key, idle) = self.take_idle(wanted, req, room, Instant::now());
         let pooled = |conn| PgPooled {
             conn: Some(conn),
             permit: Some(permit),
@@ -344,11 +354,11 @@ impl PgPool {
     fn take_idle(
         &self,
         wanted: KeyRef<'_>,
-        worker: Option<usize>,
-        session: Option<u64>,
+        req: &PgCheckout<'_>,
         room: Headroom,
+        now: Instant,
     ) -> (Arc<PgKey>, Option<Box<PgConn>>) {
-        let now = Instant::now();
+        let (worker, session) = (req.options.worker, req.session);
         loop {
             let (key, c) = lock(&self.idle).take(&wanted, worker, session, room);
             let Some(mut c) = c else { return (key, None) };

@@ -226,9 +226,9 @@ impl Session {
         let mut turns = sluice_net::SignalTurns::default();
         let mut waiting_since = Instant::now();
         let mut steps = sluice_net::StepBlock::default();
-        // One timer for the session's life, moved at every wait: tokio moves a pending timer
-        // later with a compare-and-swap, where a new timer per wait locks the timer wheel to
-        // insert it and again to remove it.
+        // One timer for the session's life. It is moved only to an earlier instant, or once it
+        // has fired: moving it later at every wait cost a timer-wheel update per command, and
+        // a timer that fires early only makes the loop look at its deadlines and set it again.
         let timer = tokio::time::sleep_until(waiting_since.into());
         tokio::pin!(timer);
         loop {
@@ -246,7 +246,9 @@ impl Session {
                 .flatten()
                 .min()
                 .unwrap_or(idle_deadline);
-            timer.as_mut().reset(wake.into());
+            if timer.is_elapsed() || wake < timer.deadline().into_std() {
+                timer.as_mut().reset(wake.into());
+            }
             let signals = (turns.next_wait(), shutdown.as_mut(), killed.as_mut());
             let read = match self.wait(signals, timer.as_mut()).await {
                 Woke::Read(r) => Some(r),

@@ -8,7 +8,7 @@ use crate::Error;
 use crate::error::error_for;
 use crate::frontend::PgFrontend;
 use crate::pids::{BackendKey, set_target};
-use crate::session::checkout::checkout;
+use crate::session::checkout::timed_checkout;
 use crate::session::forward::SessionIo;
 use crate::session::forward::forward;
 use crate::session::processor::{SessionProcessor, query_text, with_query};
@@ -17,6 +17,7 @@ use sluice_core::RuntimeConfig;
 use sluice_core::config::PgsqlUser;
 use sluice_core::config::Priority;
 use sluice_core::query::{CacheKey, Decision, QueryCache, StatementKind, digest::fnv1a};
+use sluice_core::util::EventClock;
 use sluice_pgsql_backend::send_cancel;
 use sluice_pgsql_proto::frame::{complete_len, error_response, message, ready};
 use sluice_pgsql_proto::tag::{self, client, server, status};
@@ -66,6 +67,9 @@ pub(crate) struct Forward {
     pub admit: crate::session::admit::Admit,
     /// A first statement that reads: what read-your-writes asks of it.
     pub causal: Option<crate::session::causal::ReadWants>,
+    /// The statement's clock: it starts, is checked out for and sent at one instant unless it
+    /// waits (a rule's delay, a class's slot, a connection).
+    pub clock: EventClock,
 }
 
 /// A reply being copied for the query cache.
@@ -151,6 +155,7 @@ pub(crate) async fn start(
         pin: None,
         admit: Default::default(),
         causal: None,
+        clock: EventClock::default(),
     };
     let sql = match f.message[0] {
         client::BIND => s.stmts.bound_query(&f.message),
@@ -165,7 +170,7 @@ pub(crate) async fn start(
         f.hostgroup = routed.unwrap_or(f.hostgroup);
         return Start::Forward(f);
     };
-    let started = Instant::now();
+    let started = f.clock.now();
     let qvars = &rt.pgsql.variables.query;
     // Borrowed when it is UTF-8, as statement texts are (the server checks).
     let sql = sluice_core::util::text(sql);
@@ -196,6 +201,7 @@ pub(crate) async fn start(
     if delay > 0 {
         fe.query.delayed.fetch_add(1, Ordering::Relaxed);
         tokio::time::sleep(Duration::from_millis(delay)).await;
+        f.clock.reset();
     }
     let class = d.action.workload_class.as_deref();
     let admit = crate::session::admit::Admit {
@@ -418,9 +424,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
             pin,
             admit,
             causal,
+            mut clock,
         } = f;
         // No class configured (or a statement that never waits): no admission future at all.
         let taken = if admit.waits {
+            clock.reset();
             crate::session::admit::take(&fe.admission, &rt.workload_classes, self.io.entry, &admit)
                 .await
         } else {
@@ -441,7 +449,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
             }
         };
         let (timeout, hostgroup) = self.admitted(permit, (timeout, hostgroup), pin);
-        let waiting = Instant::now();
         // Waiting for a server connection, the class's priority orders the queue.
         let priority = self
             .admission
@@ -454,11 +461,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
         let gate = causal.and_then(|wants| {
             crate::session::causal::plan(fe, rt, user, &mut self.causal_token, hostgroup, &wants)
         });
-        let checked_out = checkout(fe, rt, self.l, hostgroup, self.owner, priority).await;
-        let hg = i64::from(hostgroup);
-        let waited = u64::try_from(waiting.elapsed().as_micros()).unwrap_or(u64::MAX);
-        fe.stats.wait_us.add(hg, waited);
-        fe.stats.transactions.add(hg, 1);
+        let checked_out = timed_checkout(
+            fe,
+            rt,
+            self.l,
+            (hostgroup, self.owner, priority),
+            &mut clock,
+        )
+        .await;
         let mut c = match checked_out {
             Ok(c) => c,
             Err(e) => return self.checkout_failed(&e, m[0]).await,
@@ -469,6 +479,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
                 Some(ready) => c = ready,
                 None => return Ok(()),
             }
+            clock.reset();
         }
         let conn = c.conn();
         // Staged ahead of the client's messages, in the same write.
@@ -493,7 +504,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
         // Held from here: built in place, so no copy of it lives in this step's future.
         self.backend = Backend::Held(Held::new(c, staged, timer, fill));
         if let Backend::Held(held) = &mut self.backend {
-            forward(fe, rt, held, &mut self.io, self.reader, &m, decided).await?;
+            forward(
+                fe,
+                rt,
+                held,
+                &mut self.io,
+                self.reader,
+                (&m, decided, clock),
+            )
+            .await?;
         }
         Ok(())
     }

@@ -17,6 +17,7 @@ use crate::session::processor::{SessionProcessor, query_text, with_query};
 use crate::session::sets::{Change, Effect, classify};
 use crate::session::statements::SessionStatements;
 use bytes::Bytes;
+use sluice_core::util::EventClock;
 use sluice_pgsql_backend::PgConn;
 use sluice_pgsql_proto::frame::{Reader, complete_len};
 use sluice_pgsql_proto::message::{self, Parse, Query};
@@ -139,7 +140,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
         let m = rewritten.map_or(m, Bytes::from);
         if let Backend::Held(h) = &mut self.backend {
             let rt = self.fe.config.load();
-            forward(self.fe, &rt, h, &mut self.io, self.reader, &m, None).await?;
+            let first = (&m[..], None, EventClock::default());
+            forward(self.fe, &rt, h, &mut self.io, self.reader, first).await?;
         }
         Ok(Step::Continue)
     }
@@ -150,15 +152,15 @@ const KEEP_OUT: usize = 64 << 10;
 
 /// Forwards `first` and every further complete client message already buffered (up to a
 /// Terminate, which the pump handles) in one write: a pipelined Parse/Bind/Describe/Execute/Sync
-/// costs one syscall, not five.
+/// costs one syscall, not five. `first` comes with its digest when the caller computed it, and
+/// the clock of the event that sends it (statements are timed from it).
 pub(crate) async fn forward(
     fe: &PgFrontend,
     rt: &sluice_core::runtime::RuntimeConfig,
     held: &mut Held,
     s: &mut SessionIo<'_>,
     reader: &mut Reader,
-    first: &[u8],
-    first_digest: Option<(u64, String)>,
+    (first, first_digest, mut clock): (&[u8], Option<(u64, String)>, EventClock),
 ) -> Result<(), Error> {
     let conn = held.conn.conn();
     let max = rt.pgsql.variables.max_prepared_statements as usize;
@@ -168,7 +170,8 @@ pub(crate) async fn forward(
     let mut add = |s: &mut SessionIo<'_>,
                    m: &[u8],
                    digest: Option<(u64, String)>,
-                   out: &mut Vec<u8>| {
+                   out: &mut Vec<u8>,
+                   clock: &mut EventClock| {
         // Rules run on every statement (rewrite, stats); routing only mattered at checkout.
         let mut rewritten = None;
         let digest = match digest {
@@ -215,14 +218,14 @@ pub(crate) async fn forward(
         if tag::ends_with_ready(m[0]) {
             held.replies.sent_sync();
         }
-        s.qp.sent(m[0], digest);
+        s.qp.sent(m[0], digest, clock);
         stage(conn, s.stmts, m, max, &mut held.batch_open, out);
         if let Some(op) = sql_op {
             let batch = s.stmts.batches_sent();
             s.stmts.sql.sent(op, batch);
         }
     };
-    add(s, first, first_digest, &mut out);
+    add(s, first, first_digest, &mut out, &mut clock);
     while let Some(n) = complete_len(&reader.buf)? {
         match reader.buf[0] {
             client::TERMINATE => break,
@@ -233,7 +236,7 @@ pub(crate) async fn forward(
             _ => {}
         }
         let m = reader.buf.split_to(n);
-        add(s, &m, None, &mut out);
+        add(s, &m, None, &mut out, &mut clock);
     }
     conn.traffic.sent(out.len());
     conn.stream

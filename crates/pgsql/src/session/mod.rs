@@ -154,11 +154,14 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
         // client), reused from step to step (no allocation per message) and given back with
         // the read buffer once the client goes idle.
         let mut steps = sluice_net::StepBlock::default();
-        // One timer for the session's life, moved later at every idle wait: tokio moves a
-        // pending timer later with a compare-and-swap, where a new timer per wait locks the
-        // timer wheel to insert it and again to remove it.
+        // One timer for the session's life, moved only when it fires (moving it at every wait
+        // cost a clock reading and a timer-wheel update per statement): it gives the read
+        // buffer back if the session has not woken since it was set, else it is set again, so
+        // an idle client's buffer goes back 1–2 × IDLE_BUFFER_RELEASE after its last message.
         let release = tokio::time::sleep(IDLE_BUFFER_RELEASE);
         tokio::pin!(release);
+        // The wait the timer was set in, while it is set.
+        let mut release_set_in: Option<u32> = None;
         // On the heap, so that handing it to a step and back moves a pointer, not the session
         // (a copy of its every byte twice per step, 12 % of a simple Query's instructions).
         let mut s = Box::new(self);
@@ -179,10 +182,11 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
                         }
                     }
                     let idle_buffer = s.reader.has_idle_buffer();
-                    if idle_buffer {
+                    if idle_buffer && release_set_in.is_none() {
                         release
                             .as_mut()
                             .reset(tokio::time::Instant::now() + IDLE_BUFFER_RELEASE);
+                        release_set_in = Some(turns.waits());
                     }
                     tokio::select! {
                         biased;
@@ -192,10 +196,13 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
                         _ = &mut shutdown => return Ok(()),
                         _ = &mut terminated => return terminate(s.tcp).await.map(drop),
                         _ = &mut release, if idle_buffer => {
-                            // Reading is cancel-safe: an empty buffer is given back, so an
-                            // idle client costs none; a busy one keeps its buffer.
-                            s.reader.release_if_empty();
-                            steps.release();
+                            // Idle since the timer was set: reading is cancel-safe, an empty
+                            // buffer is given back, so an idle client costs none; a busy one
+                            // keeps its buffer. Woken since: the next wait sets it again.
+                            if release_set_in.take() == Some(turns.waits()) {
+                                s.reader.release_if_empty();
+                                steps.release();
+                            }
                             continue;
                         }
                     }

@@ -35,7 +35,8 @@ struct Execution<'a> {
     text: &'a str,
     /// The hostgroup it ran on (-1: answered by Sluice).
     hostgroup: i64,
-    started: Instant,
+    /// How long it took, and when it ended.
+    took: std::time::Duration,
     ended: Instant,
     /// Rows affected and sent.
     rows: (u64, u64),
@@ -196,12 +197,13 @@ impl SessionProcessor {
         d: &Decision,
         started: Instant,
     ) {
+        let ended = Instant::now();
         let run = Execution {
             hash: d.digest.hash,
             text: &d.digest.text,
             hostgroup: -1,
-            started,
-            ended: Instant::now(),
+            took: ended.saturating_duration_since(started),
+            ended,
             rows: (0, 0),
         };
         self.record(rt, stats, &run);
@@ -213,7 +215,7 @@ impl SessionProcessor {
             hash,
             text,
             hostgroup,
-            started,
+            took,
             ended,
             rows,
         } = *run;
@@ -235,16 +237,21 @@ impl SessionProcessor {
             },
             digest: hash,
             text,
-            duration_us: ended.saturating_duration_since(started).as_micros() as u64,
+            duration_us: u64::try_from(took.as_micros()).unwrap_or(u64::MAX),
             rows_affected: rows.0,
             rows_sent: rows.1,
             now: self.epoch.1 + ended.saturating_duration_since(self.epoch.0).as_secs(),
         });
     }
 
-    /// A client message went to the server: Query/Sync/FunctionCall start a timed entry.
-    /// `digest` is the statement's (hash, text) when the caller computed it.
-    pub(crate) fn sent(&mut self, kind: u8, digest: Option<(u64, String)>) {
+    /// A client message went to the server: Query/Sync/FunctionCall start a timed entry, at the
+    /// `clock`'s instant. `digest` is the statement's (hash, text) when the caller computed it.
+    pub(crate) fn sent(
+        &mut self,
+        kind: u8,
+        digest: Option<(u64, String)>,
+        clock: &mut sluice_core::util::EventClock,
+    ) {
         match kind {
             client::PARSE | client::BIND if digest.is_some() => self.batch = digest,
             client::QUERY | client::SYNC | client::FUNCTION_CALL => {
@@ -258,7 +265,7 @@ impl SessionProcessor {
                     command: commands::query_command(text.as_bytes()),
                     hash,
                     text,
-                    started: Instant::now(),
+                    started: clock.now(),
                     hostgroup: self.hostgroup,
                 });
             }
@@ -295,7 +302,7 @@ impl SessionProcessor {
                         hash: t.hash,
                         text: &t.text,
                         hostgroup: t.hostgroup,
-                        started: t.started,
+                        took,
                         ended: now,
                         rows,
                     };
