@@ -49,6 +49,47 @@ async fn sigterm_lets_the_running_statement_finish_then_exits_0() {
     );
 }
 
+/// Idle sessions of both protocols are told of the shutdown (each session's signal, raised by
+/// its frontend's registry) and close at once: the process exits well before the 30 s it would
+/// give busy sessions.
+#[tokio::test]
+async fn sigterm_closes_idle_sessions_of_both_protocols_at_once() {
+    if !backends_ready(Servers::Both) {
+        return;
+    }
+    let mut s = Sluice::start(&standard_config("", ""));
+    let mut my = mysql_async::Conn::from_url(s.url("app", "app", "app"))
+        .await
+        .expect("connect");
+    let one: Option<i64> = my.query_first("SELECT 1").await.expect("mysql select");
+    assert_eq!(one, Some(1));
+    let (pg, pg_conn) = tokio_postgres::connect(
+        &format!(
+            "host=127.0.0.1 port={} user=app password=app dbname=app",
+            s.pg_port
+        ),
+        tokio_postgres::NoTls,
+    )
+    .await
+    .expect("pgsql connect");
+    let pg_closed = tokio::spawn(pg_conn);
+    let row = pg.query_one("SELECT 1", &[]).await.expect("pgsql select");
+    assert_eq!(row.get::<_, i32>(0), 1);
+    // Both sessions idle, holding nothing.
+    s.terminate();
+    let status = s.wait_exit(Duration::from_secs(10)).expect("sluice exits");
+    assert_eq!(status.code(), Some(0));
+    // Closed as before this change: the socket, without a message.
+    let _ = pg_closed.await.expect("connection task");
+    assert!(pg.is_closed(), "the PostgreSQL session is closed");
+    assert!(
+        my.query_drop("SELECT 1").await.is_err(),
+        "the MySQL session is closed"
+    );
+    let log = s.log();
+    assert!(!log.contains("still busy"), "{log}");
+}
+
 #[tokio::test]
 async fn backend_stopped_and_restarted() {
     if !backends_ready(Servers::MariaDb) {

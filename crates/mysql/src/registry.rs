@@ -2,8 +2,9 @@
 //! what `KILL [QUERY|CONNECTION] id` needs to reach a session by the id its client was given.
 
 use sluice_core::util::lock;
+use sluice_net::{SessionSignal, Signal};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Counts of connected clients.
@@ -14,13 +15,16 @@ pub struct SessionRegistry {
     next_id: AtomicU32,
     processes: Mutex<HashMap<u32, ProcessInfo>>,
     kills: Mutex<HashMap<u32, KillTarget>>,
+    /// Set by [`SessionRegistry::shut_down_all`]: sessions entering after it are told at once.
+    shutting_down: AtomicBool,
 }
 
 /// What another session needs to stop this one.
 #[derive(Debug, Clone)]
 pub(crate) struct KillTarget {
-    /// Cancelled to end the session (`KILL CONNECTION`, the admin's `KILL CONNECTION`).
-    pub(crate) killed: tokio_util::sync::CancellationToken,
+    /// Raised to end the session (`KILL CONNECTION`, the admin's `KILL CONNECTION`) and at
+    /// shutdown.
+    pub(crate) signal: Arc<SessionSignal>,
     /// The statement running now on a backend connection, if any. A killer holds the lock while
     /// its `KILL QUERY` reaches the server, and the session takes it before its backend
     /// connection may go back to the pool: the kill can never hit another client's statement.
@@ -109,10 +113,14 @@ impl SessionRegistry {
         };
         lock(&self.processes).insert(id, info);
         let target = KillTarget {
-            killed: tokio_util::sync::CancellationToken::new(),
+            signal: Arc::default(),
             running: Arc::default(),
         };
         lock(&self.kills).insert(id, target.clone());
+        // After the insert: a shutdown either saw this session or is seen here.
+        if self.shutting_down.load(Ordering::Acquire) {
+            target.signal.raise(Signal::Shutdown);
+        }
         Some(SessionSlot {
             registry: self.clone(),
             user: None,
@@ -125,10 +133,19 @@ impl SessionRegistry {
     pub fn kill(&self, id: u32) -> bool {
         match lock(&self.kills).get(&id) {
             Some(t) => {
-                t.killed.cancel();
+                t.signal.raise(Signal::End);
                 true
             }
             None => false,
+        }
+    }
+
+    /// Tells every session, and each that enters from now on, that Sluice is shutting down:
+    /// each closes at its next idle point.
+    pub fn shut_down_all(&self) {
+        self.shutting_down.store(true, Ordering::Release);
+        for t in lock(&self.kills).values() {
+            t.signal.raise(Signal::Shutdown);
         }
     }
 
@@ -149,9 +166,10 @@ impl SessionRegistry {
 }
 
 impl SessionSlot {
-    /// Cancelled when the admin or a client's `KILL CONNECTION` kills this session.
-    pub fn killed(&self) -> tokio_util::sync::CancellationToken {
-        self.target.killed.clone()
+    /// This session's signals: [`Signal::End`] when the admin or a client's `KILL CONNECTION`
+    /// kills it, [`Signal::Shutdown`] when Sluice shuts down.
+    pub fn signal(&self) -> &Arc<SessionSignal> {
+        &self.target.signal
     }
 
     /// Where this session publishes the statement it is running (see [`KillTarget::running`]).
@@ -234,5 +252,22 @@ mod tests {
         assert!(b.assign_user("u", 1), "freed by drop");
         assert_eq!(r.total(), 1);
         assert_eq!(r.processlist().len(), 1);
+    }
+
+    #[test]
+    fn kill_and_shutdown_reach_the_sessions_they_name() {
+        let r = SessionRegistry::new();
+        let a = r.enter(10, 1, "c1").expect("a");
+        let b = r.enter(10, 2, "c2").expect("b");
+        assert!(r.kill(2));
+        assert!(!r.kill(9), "no such session");
+        assert!(!a.signal().is_raised(Signal::End));
+        assert!(b.signal().is_raised(Signal::End));
+        r.shut_down_all();
+        let late = r.enter(10, 3, "c3").expect("entering after the shutdown");
+        for s in [&a, &b, &late] {
+            assert!(s.signal().is_raised(Signal::Shutdown));
+        }
+        assert!(!late.signal().is_raised(Signal::End));
     }
 }

@@ -48,6 +48,29 @@ impl<F: Future<Output = ()>> Serve<F> {
     }
 }
 
+/// `accepting` (a port's accept loop), which first starts a task — tracked by `tasks`, so a
+/// graceful shutdown waits for it — that calls `fan_out` once `shutdown` is cancelled: the
+/// frontend raises the shutdown signal of each of its sessions there
+/// ([`crate::SessionSignal`]), as they do not watch the shutdown token themselves.
+pub fn with_shutdown_fanned_out<F, G>(
+    accepting: F,
+    (shutdown, tasks): (&CancellationToken, &TaskTracker),
+    fan_out: G,
+) -> impl Future<Output = ()> + use<F, G>
+where
+    F: Future<Output = ()>,
+    G: FnOnce() + Send + 'static,
+{
+    let (shutdown, tasks) = (shutdown.clone(), tasks.clone());
+    async move {
+        tasks.spawn(async move {
+            shutdown.cancelled().await;
+            fan_out();
+        });
+        accepting.await
+    }
+}
+
 impl<F: Future<Output = ()>> IntoFuture for Serve<F> {
     type Output = ();
     type IntoFuture = F;

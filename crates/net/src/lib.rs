@@ -13,7 +13,7 @@
 //!   the datadir); [`keylog`]: the TLS key log (`admin-ssl_keylog_file`);
 //! - [`server_tls`]: [`ServerTls`], the client connections' TLS stream, which holds no buffer
 //!   while its client is quiet (`ServerTls::accept(acceptor.config().clone(), tcp, &[])`);
-//! - [`signals`]: how a session loop polls its sockets before its signals (shutdown, KILL);
+//! - [`signals`]: a session's signals (shutdown, KILL) as one atomic word and one waker;
 //! - [`step_block`]: the reused heap block a session runs its commands in.
 //!
 //! Errors are [`Error`]: a port that cannot be opened, a TLS file that cannot be used.
@@ -53,11 +53,11 @@ pub mod workers;
 
 pub use accept::{AcceptControl, serve};
 pub use error::Error;
-pub use graceful::Serve;
+pub use graceful::{Serve, with_shutdown_fanned_out};
 pub use kill::{KillHandle, with_kill_handle};
 pub use listen::{bind_all, listen};
 pub use server_tls::ServerTls;
-pub use signals::{SignalTurns, fired};
+pub use signals::{SessionSignal, Signal};
 pub use step_block::{StepBlock, StepRun};
 pub use stream::MaybeTls;
 pub use workers::{Worker, Workers};

@@ -1,64 +1,120 @@
-//! A session's signals — shutdown, `KILL`, `pg_terminate_backend` — polled after its sockets.
+//! A session's signals — shutdown, `KILL CONNECTION`, `pg_terminate_backend` — as one atomic
+//! word and one waker per session.
 //!
-//! A session waits on its client, its server and its signals at once. Polled in a random order
-//! (`tokio::select!`'s default), every wake-up for a message — nearly all of them — also polls
-//! the signals: each a cancellation token's lock and its waiter list, ~700 instructions per
-//! PostgreSQL statement, and `select!`'s random start besides. Polled after the sockets
-//! (`biased`), a wake-up for a message polls none of them; the signals are still polled, and
-//! their wakers kept, whenever the sockets have nothing. So that a client that never stops
-//! sending (a `COPY`, a pipeline) cannot keep a signal waiting, every [`SIGNALS_FIRST_EVERY`]th
-//! wait polls the signals first ([`SignalTurns`], [`fired`]).
+//! A session waits on its client, its server and its signals at once. Cancellation tokens made
+//! every wait pay for the signals: a token's future takes the token's mutex and its `Notify`'s
+//! waiter list each time it is polled, and a session polls its signals at every wait (to leave
+//! its waker with them), twice per statement. A [`SessionSignal`] is polled with an atomic load
+//! and, when nothing is raised, an [`AtomicWaker`] registration of the waker it already holds.
+//! Raising a signal sets its bit and wakes the session's task. Shutdown reaches every session
+//! because the frontend's session registry raises it on each (and on each session that enters
+//! after it): see the frontends' `shut_down_all`.
+//!
+//! Because a raised signal is one atomic load away, a session looks at its signals before its
+//! sockets at every wait: a client that never stops sending (a `COPY`, a pipeline) cannot keep
+//! a KILL or a shutdown waiting, and the `select!` polls the signals after the sockets only to
+//! leave its waker.
 
+use atomic_waker::AtomicWaker;
 use std::future::Future;
 use std::pin::Pin;
-use std::task::Poll;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::task::{Context, Poll};
 
-/// Every how many waits a session polls its signals before its sockets.
-pub const SIGNALS_FIRST_EVERY: u32 = 16;
+/// What a session can be told from outside its task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    /// End the session (`KILL CONNECTION`, `pg_terminate_backend`, the admin's `KILL`).
+    End = 1,
+    /// Sluice is shutting down: the session closes at its next idle point.
+    Shutdown = 2,
+}
 
-/// Counts a session's waits and says which ones poll the signals first.
+/// The signals of one session: raised by anyone, awaited by the session's own task only (one
+/// waker is kept: the last task to poll is the one woken).
 #[derive(Debug, Default)]
-pub struct SignalTurns(u32);
+pub struct SessionSignal {
+    raised: AtomicU8,
+    waker: AtomicWaker,
+}
 
-impl SignalTurns {
-    /// Counts one wait; true when this one polls the signals first.
-    pub fn next_wait(&mut self) -> bool {
-        self.0 = self.0.wrapping_add(1);
-        self.0.is_multiple_of(SIGNALS_FIRST_EVERY)
+impl SessionSignal {
+    /// Raises `signal` and wakes the session's task.
+    pub fn raise(&self, signal: Signal) {
+        self.raised.fetch_or(signal as u8, Ordering::AcqRel);
+        self.waker.wake();
     }
 
-    /// The number of the current wait (counting from 1, wrapping): a wait that finds the
-    /// number it noted earlier unchanged knows the session has not woken since.
-    pub fn waits(&self) -> u32 {
-        self.0
+    /// Whether `signal` was raised.
+    pub fn is_raised(&self, signal: Signal) -> bool {
+        self.raised.load(Ordering::Acquire) & signal as u8 != 0
+    }
+
+    /// Resolves once `signal` is raised (at once if it was). Cheap to make and drop: a session
+    /// makes one per wait.
+    pub fn raised(&self, signal: Signal) -> Raised<'_> {
+        Raised { of: self, signal }
     }
 }
 
-/// Whether `signal` has fired, polled once with the task's waker: when it fires later, the task
-/// is still woken (and polls it in its `select!`).
-pub async fn fired<F: Future>(mut signal: Pin<&mut F>) -> bool {
-    std::future::poll_fn(|cx| Poll::Ready(signal.as_mut().poll(cx).is_ready())).await
+/// The future of [`SessionSignal::raised`].
+#[derive(Debug)]
+#[must_use = "futures do nothing unless polled"]
+pub struct Raised<'a> {
+    of: &'a SessionSignal,
+    signal: Signal,
+}
+
+impl Future for Raised<'_> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.of.is_raised(self.signal) {
+            return Poll::Ready(());
+        }
+        self.of.waker.register(cx.waker());
+        // Raised between the load and the registration: its wake may have missed the waker.
+        if self.of.is_raised(self.signal) {
+            return Poll::Ready(());
+        }
+        Poll::Pending
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tokio_util::sync::CancellationToken;
+    use std::sync::Arc;
 
-    #[test]
-    fn one_wait_in_every_sixteen_polls_the_signals_first() {
-        let mut turns = SignalTurns::default();
-        let first: Vec<u32> = (1..=48).filter(|_| turns.next_wait()).collect();
-        assert_eq!(first, [16, 32, 48]);
+    #[tokio::test]
+    async fn a_raised_signal_wakes_the_waiting_task_and_stays_raised() {
+        let signal = Arc::new(SessionSignal::default());
+        let waiting = {
+            let signal = signal.clone();
+            tokio::spawn(async move {
+                signal.raised(Signal::End).await;
+                signal.is_raised(Signal::Shutdown)
+            })
+        };
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished());
+        signal.raise(Signal::End);
+        assert!(
+            !waiting.await.expect("the waiting task"),
+            "only End was raised"
+        );
+        assert!(signal.is_raised(Signal::End));
+        // Raised before it is awaited: ready at once.
+        signal.raised(Signal::End).await;
     }
 
     #[tokio::test]
-    async fn fired_says_whether_the_signal_fired() {
-        let token = CancellationToken::new();
-        let signal = token.cancelled();
-        tokio::pin!(signal);
-        assert!(!fired(signal.as_mut()).await);
-        token.cancel();
-        assert!(fired(signal.as_mut()).await);
+    async fn a_signal_waits_only_for_its_own_kind() {
+        let signal = SessionSignal::default();
+        signal.raise(Signal::Shutdown);
+        let end = signal.raised(Signal::End);
+        let waited = tokio::time::timeout(std::time::Duration::from_millis(20), end).await;
+        assert!(waited.is_err(), "End was not raised");
+        signal.raised(Signal::Shutdown).await;
     }
 }

@@ -40,8 +40,12 @@ pub fn serve(
         workers: fe.workers.clone(),
     };
     let (shutdown, tasks) = (fe.shutdown.clone(), fe.tasks.clone());
-    let serving = sluice_net::serve(listeners, ctl, move |tcp, peer, worker| {
+    let sessions = fe.cancels.clone();
+    let accepting = sluice_net::serve(listeners, ctl, move |tcp, peer, worker| {
         session(fe.clone(), tcp, peer, worker)
+    });
+    let serving = sluice_net::with_shutdown_fanned_out(accepting, (&shutdown, &tasks), move || {
+        sessions.shut_down_all()
     });
     sluice_net::Serve::new(serving, shutdown, tasks)
 }

@@ -6,9 +6,10 @@
 //! session's statements signal is `session/signals.rs`.
 
 use sluice_core::util::lock;
+use sluice_net::{SessionSignal, Signal};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 /// The server connection a statement runs on, as a CancelRequest to the server names it.
@@ -45,8 +46,9 @@ struct Entry {
 pub(crate) struct SessionHandle {
     /// The server connection running its statement now (for cancels).
     pub(crate) target: CancelTarget,
-    /// Cancelled by `pg_terminate_backend`: the session ends.
-    pub(crate) terminate: CancellationToken,
+    /// [`Signal::End`] by `pg_terminate_backend` (the session ends), [`Signal::Shutdown`] when
+    /// Sluice shuts down.
+    pub(crate) signal: Arc<SessionSignal>,
 }
 
 /// Every logged-in PostgreSQL session by its Sluice pid, and which session each server
@@ -55,6 +57,8 @@ pub(crate) struct SessionHandle {
 pub(crate) struct SessionSignals {
     by_pid: Mutex<HashMap<u32, Entry>>,
     owners: Mutex<HashMap<(Arc<str>, u32), u32>>,
+    /// Set by [`SessionSignals::shut_down_all`]: sessions registered after it are told at once.
+    shutting_down: AtomicBool,
 }
 
 impl SessionSignals {
@@ -80,7 +84,21 @@ impl SessionSignals {
                     handle: handle.clone(),
                 },
             );
+            // Under the map's lock: a shutdown either saw this session or is seen here.
+            if self.shutting_down.load(Ordering::Acquire) {
+                handle.signal.raise(Signal::Shutdown);
+            }
             return (pid, secret, handle);
+        }
+    }
+
+    /// Tells every session, and each registered from now on, that Sluice is shutting down:
+    /// each closes at its next idle point.
+    pub(crate) fn shut_down_all(&self) {
+        let map = lock(&self.by_pid);
+        self.shutting_down.store(true, Ordering::Release);
+        for e in map.values() {
+            e.handle.signal.raise(Signal::Shutdown);
         }
     }
 
@@ -177,5 +195,18 @@ mod tests {
         assert_eq!(s.owner_of(&server, 5), Some(pid));
         s.remove(pid);
         assert_eq!(s.cancel_target(pid, secret), None);
+    }
+
+    #[test]
+    fn shutdown_reaches_every_session_and_those_registered_after() {
+        let s = SessionSignals::default();
+        let (_, _, before) = s.register("app");
+        assert!(!before.signal.is_raised(Signal::Shutdown));
+        s.shut_down_all();
+        let (_, _, after) = s.register("app");
+        for h in [&before, &after] {
+            assert!(h.signal.is_raised(Signal::Shutdown));
+            assert!(!h.signal.is_raised(Signal::End), "not terminated");
+        }
     }
 }

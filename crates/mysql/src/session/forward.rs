@@ -378,7 +378,7 @@ impl Session {
                 "pooled backend connection was dead ({error}); retrying on a new connection");
             return Outcome::Retry;
         }
-        if self.slot.killed().is_cancelled() {
+        if self.slot.signal().is_raised(sluice_net::Signal::End) {
             // KILL CONNECTION of this session: its backend connection was killed with
             // it; the client sees its connection close, as a directly killed one does.
             info!(session = self.id, server = %server, "session killed during a statement; closing it");

@@ -206,7 +206,7 @@ impl Session {
             if !query {
                 // Before the server drops its connection: the target then knows the loss is
                 // its own kill (it closes quietly instead of reporting a lost backend).
-                target.killed.cancel();
+                target.signal.raise(sluice_net::Signal::End);
             }
             if let Some(on) = running.as_ref().filter(|on| on.active)
                 && let Some(mut k) = self.kill_query_for(on)

@@ -26,11 +26,13 @@ use crate::listener::MysqlFrontend;
 use crate::registry::SessionSlot;
 use hashbrown::HashMap;
 use pins::Pins;
+use sluice_core::RuntimeConfig;
 use sluice_mysql_backend::{PooledConn, SessionState};
 use sluice_mysql_proto::consts::com;
 use sluice_mysql_proto::framing::Packet;
 use sluice_mysql_proto::packets::{err_payload, ok_payload};
 use sluice_mysql_proto::reply::ReplyKind;
+use sluice_net::{SessionSignal, Signal};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -203,8 +205,9 @@ impl Session {
         self.published_reason = reason;
     }
 
-    fn idle_timeout(&self) -> Duration {
-        let global = self.fe.config.load().mysql.variables.wait_timeout;
+    /// How long the session may wait for its client (`wait_timeout`) in the snapshot `rt`.
+    fn idle_timeout(&self, rt: &RuntimeConfig) -> Duration {
+        let global = rt.mysql.variables.wait_timeout;
         let ms = self.client_wait_timeout.map_or(global, |c| c.min(global));
         Duration::from_millis(ms.max(1))
     }
@@ -218,12 +221,8 @@ impl Session {
     }
 
     async fn serve(mut self: Box<Self>) {
-        // One registration for the session's life, not one per command; polled after the
-        // client's socket (`biased`, see `sluice_net::signals`).
-        let (killed, shutdown) = (self.slot.killed(), self.fe.shutdown.clone());
-        let (killed, shutdown) = (killed.cancelled(), shutdown.cancelled());
-        tokio::pin!(killed, shutdown);
-        let mut turns = sluice_net::SignalTurns::default();
+        // KILL and shutdown (see `sluice_net::signals`).
+        let signal = self.slot.signal().clone();
         let mut waiting_since = Instant::now();
         let mut steps = sluice_net::StepBlock::default();
         // One timer for the session's life. It is moved only to an earlier instant, or once it
@@ -231,8 +230,8 @@ impl Session {
         // a timer that fires early only makes the loop look at its deadlines and set it again.
         let timer = tokio::time::sleep_until(waiting_since.into());
         tokio::pin!(timer);
+        let mut idle = self.idle_timeout(&self.fe.config.load());
         loop {
-            let idle = self.idle_timeout();
             let idle_deadline = waiting_since + idle;
             // One timer per wait, at the earliest of: wait_timeout, a time-bounded hold running
             // out, and the moment an idle session gives its read buffer back.
@@ -249,8 +248,7 @@ impl Session {
             if timer.is_elapsed() || wake < timer.deadline().into_std() {
                 timer.as_mut().reset(wake.into());
             }
-            let signals = (turns.next_wait(), shutdown.as_mut(), killed.as_mut());
-            let read = match self.wait(signals, timer.as_mut()).await {
+            let read = match self.wait(&signal, timer.as_mut()).await {
                 Woke::Read(r) => Some(r),
                 Woke::Timer => None,
                 Woke::Shutdown => {
@@ -276,6 +274,7 @@ impl Session {
                     steps.release();
                 }
                 self.expire_holds(now);
+                idle = self.idle_timeout(&self.fe.config.load());
                 continue;
             };
             let pk = match read {
@@ -303,13 +302,17 @@ impl Session {
             // The command's state lives in the session's step block, not in its task (memory
             // per idle client), reused from command to command (no allocation per command).
             let next;
-            (self, next) = steps.run(self.step(pk)).await;
+            (self, next) = steps.run(self.step(pk, started)).await;
             // One clock read for the command's time and the next wait's start.
             waiting_since = Instant::now();
+            // One snapshot for the command's statistics and the next wait.
+            let rt = self.fe.config.load();
             if let Some(c) = command {
-                self.count_command(c, waiting_since.saturating_duration_since(started));
+                self.count_command(&rt, c, waiting_since.saturating_duration_since(started));
             }
             self.after_command();
+            idle = self.idle_timeout(&rt);
+            drop(rt);
             if matches!(next, Next::Close) || self.client_gone {
                 break;
             }
@@ -318,31 +321,24 @@ impl Session {
     }
 
     /// The session's wait: the client's next packet, the wait's timer, or a signal — shutdown,
-    /// KILL — polled after the client's socket, or first when `signals_first` (see
-    /// `sluice_net::signals`).
-    async fn wait(
-        &mut self,
-        (signals_first, mut shutdown, mut killed): (
-            bool,
-            Pin<&mut impl Future<Output = ()>>,
-            Pin<&mut impl Future<Output = ()>>,
-        ),
-        timer: Pin<&mut tokio::time::Sleep>,
-    ) -> Woke {
+    /// KILL. The signals are looked at first (an atomic load each), so a client that never
+    /// stops sending cannot hold them off; the `select!` polls them after the client's socket
+    /// only to leave its waker with them (see `sluice_net::signals`).
+    async fn wait(&mut self, signal: &SessionSignal, timer: Pin<&mut tokio::time::Sleep>) -> Woke {
         // A transaction ends first (COMMIT or ROLLBACK from the client), up to the shutdown
         // timeout.
         let idle_now = !self.pins.in_transaction();
-        if signals_first && idle_now && sluice_net::fired(shutdown.as_mut()).await {
+        if idle_now && signal.is_raised(Signal::Shutdown) {
             return Woke::Shutdown;
         }
-        if signals_first && sluice_net::fired(killed.as_mut()).await {
+        if signal.is_raised(Signal::End) {
             return Woke::Killed;
         }
         tokio::select! {
             biased;
             r = self.io.read() => Woke::Read(r),
-            _ = shutdown, if idle_now => Woke::Shutdown,
-            _ = killed => Woke::Killed,
+            _ = signal.raised(Signal::Shutdown), if idle_now => Woke::Shutdown,
+            _ = signal.raised(Signal::End) => Woke::Killed,
             _ = timer => Woke::Timer,
         }
     }
@@ -367,9 +363,9 @@ impl Session {
 
     /// A command's time (`took`) in `stats_mysql_commands_counters` and the statement
     /// statistics.
-    fn count_command(&self, command: usize, took: Duration) {
+    fn count_command(&self, rt: &RuntimeConfig, command: usize, took: Duration) {
         self.fe.counters.commands.record(command, took);
-        let slow_us = self.fe.config.load().mysql.variables.query.long_query_time * 1000;
+        let slow_us = rt.mysql.variables.query.long_query_time * 1000;
         let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
         let hostgroup = i64::from(self.route_hostgroup);
         self.fe.counters.stats.statement(hostgroup, us, slow_us);
@@ -439,17 +435,19 @@ impl Session {
     /// an `async fn`: the latter keeps the session twice in its future (the argument and the
     /// binding it is moved to), and the future is copied into the block at every statement.
     #[allow(clippy::manual_async_fn)] // the point: see above (1,488 bytes less to copy)
+    /// `started`: when the command was read (its statement is timed from it).
     fn step(
         mut self: Box<Self>,
         pk: Packet,
+        started: Instant,
     ) -> impl Future<Output = (Box<Session>, Next)> + Send + 'static {
         async move {
-            let next = self.dispatch(pk).await;
+            let next = self.dispatch(pk, started).await;
             (self, next)
         }
     }
 
-    async fn dispatch(&mut self, pk: Packet) -> Next {
+    async fn dispatch(&mut self, pk: Packet, started: Instant) -> Next {
         let Some(&cmd) = pk.payload.first() else {
             warn!(session = self.id, client = %self.io.peer, "closing client session: empty command packet");
             return Next::Close;
@@ -459,7 +457,7 @@ impl Session {
         match cmd {
             com::QUIT => Next::Close,
             com::PING => self.reply_ok(reply_seq).await,
-            com::QUERY => self.query(&pk).await,
+            com::QUERY => self.query(&pk, started).await,
             com::INIT_DB => {
                 let t = self.forward(&pk, ReplyKind::Single).await;
                 if t.as_ref().is_some_and(|t| !t.error) {
@@ -470,7 +468,7 @@ impl Session {
                 Next::Continue
             }
             com::STMT_PREPARE => self.stmt_prepare(&pk).await,
-            com::STMT_EXECUTE => self.stmt_execute(&pk).await,
+            com::STMT_EXECUTE => self.stmt_execute(&pk, started).await,
             com::STMT_SEND_LONG_DATA => self.stmt_send_long_data(&pk).await,
             com::STMT_RESET => self.stmt_reset(&pk).await,
             com::STMT_CLOSE => {

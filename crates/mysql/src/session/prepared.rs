@@ -163,7 +163,8 @@ impl Session {
         }
     }
 
-    pub(super) async fn stmt_execute(&mut self, pk: &Packet) -> Next {
+    /// COM_STMT_EXECUTE, read at `started`.
+    pub(super) async fn stmt_execute(&mut self, pk: &Packet, started: std::time::Instant) -> Next {
         let seq = pk.seq.wrapping_add(1);
         let Some(id) = stmt_id(&pk.payload) else {
             self.send_err(
@@ -180,7 +181,6 @@ impl Session {
         };
         // Rules see the statement's text at every execution, like a text query: routing,
         // blocking, delay and digest stats apply to prepared statements too.
-        let started = std::time::Instant::now();
         let sql = String::from_utf8_lossy(&cs.meta.sql);
         let rt = self.fe.config.load();
         let plan = self.plan_execute(&rt, &sql, &cs.meta);
@@ -200,6 +200,7 @@ impl Session {
         }
         self.delay(&rt, plan.as_ref()).await;
         let causal = self.causal_plan(&rt, plan.as_ref());
+        let timeout = Session::query_timeout(&rt, plan.as_ref());
         drop(rt);
         if let Some(gate) = causal
             && let Some(next) = Box::pin(self.causal_gate(gate, seq)).await
@@ -217,7 +218,7 @@ impl Session {
         cs.meta.executions.fetch_add(1, Ordering::Relaxed);
         let cursor = pk.payload.get(5).is_some_and(|f| f & 0x01 != 0);
         let killer = self
-            .class_timeout(self.query_timeout(plan.as_ref()))
+            .class_timeout(timeout)
             .and_then(|after| self.arm_killer(after));
         let kind = if cursor {
             ReplyKind::CursorResultSets

@@ -140,7 +140,7 @@ impl Session {
         } else {
             return None;
         };
-        self.record_digest(d, -1, started.elapsed(), None);
+        self.record_digest(&self.fe.config.load(), d, -1, started.elapsed(), None);
         Some(match self.io.write(seq, &payload).await {
             Ok(()) => Next::Continue,
             Err(_) => Next::Close,
@@ -178,7 +178,7 @@ impl Session {
         if self.io.stream.write_all(&bytes).await.is_err() {
             self.client_gone = true;
         }
-        self.record_digest(d, -1, started.elapsed(), None);
+        self.record_digest(&self.fe.config.load(), d, -1, started.elapsed(), None);
         true
     }
 
@@ -198,12 +198,13 @@ impl Session {
             .map_or(i64::from(self.route_hostgroup), |b| {
                 i64::from(b.key().hostgroup)
             });
-        self.record_digest(d, hostgroup, started.elapsed(), t);
+        // One snapshot for the statistics, the cache and the invalidation.
+        let rt = self.fe.config.load();
+        self.record_digest(&rt, d, hostgroup, started.elapsed(), t);
         let Some(t) = t else { return };
         if t.error {
             return;
         }
-        let rt = self.fe.config.load();
         let vars = &rt.mysql.variables.query;
         if let (Some(ttl), Some(bytes)) = (cache_ttl, captured) {
             let empty_ok = d
@@ -238,12 +239,12 @@ impl Session {
 
     fn record_digest(
         &self,
+        rt: &RuntimeConfig,
         d: &Decision,
         hostgroup: i64,
         took: Duration,
         t: Option<&ReplyTracker>,
     ) {
-        let rt = self.fe.config.load();
         let vars = &rt.mysql.variables.query;
         if !vars.query_digests {
             return;
@@ -269,16 +270,10 @@ impl Session {
         });
     }
 
-    /// The timeout this query runs under, when a timer is worth arming.
-    pub(super) fn query_timeout(&self, d: Option<&Decision>) -> Option<Duration> {
-        let global = self
-            .fe
-            .config
-            .load()
-            .mysql
-            .variables
-            .query
-            .default_query_timeout;
+    /// The timeout this query runs under (in the statement's snapshot `rt`), when a timer is
+    /// worth arming.
+    pub(super) fn query_timeout(rt: &RuntimeConfig, d: Option<&Decision>) -> Option<Duration> {
+        let global = rt.mysql.variables.query.default_query_timeout;
         let ms = d
             .and_then(|d| d.action.timeout_ms)
             .or((global < UNARMED_TIMEOUT_MS).then_some(global))?;

@@ -68,8 +68,8 @@ fn quote_literal(v: &str) -> String {
 }
 
 impl Session {
-    pub(super) async fn query(&mut self, pk: &Packet) -> Next {
-        let started = std::time::Instant::now();
+    /// COM_QUERY, read at `started`.
+    pub(super) async fn query(&mut self, pk: &Packet, started: std::time::Instant) -> Next {
         let reply_seq = pk.seq.wrapping_add(1);
         let original = sluice_core::util::text(&pk.payload[1..]);
         let routed = match self.consult_hook(&original, reply_seq).await {
@@ -126,6 +126,7 @@ impl Session {
             return next;
         }
         let causal = self.causal_plan(&rt, plan.as_ref());
+        let timeout = Session::query_timeout(&rt, plan.as_ref());
         drop(rt);
         if let Some(gate) = causal
             && let Some(next) = Box::pin(self.causal_gate(gate, reply_seq)).await
@@ -139,7 +140,7 @@ impl Session {
         if let Some(r) = plan.as_ref().and_then(|d| d.action.retries) {
             self.query_retries = r;
         }
-        let timeout = self.class_timeout(self.query_timeout(plan.as_ref()));
+        let timeout = self.class_timeout(timeout);
         let t = self.forward_timed(pk, rewritten.as_deref(), timeout).await;
         self.statement_done(started);
         let captured = self.capture.take();

@@ -436,17 +436,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
         };
         let permit = match taken {
             Ok(p) => p,
-            Err(refused) => {
-                let simple = matches!(m[0], client::QUERY | client::FUNCTION_CALL);
-                // The refusal is dropped here, not held in the step's state across the write.
-                let reply =
-                    crate::session::admit::refusal_reply(&refused, &self.l.user.username, simple);
-                drop(refused);
-                // An extended batch's other messages are dropped up to its Sync.
-                self.skip_until_sync = !simple;
-                self.tcp.write_all(&reply).await?;
-                return Ok(());
-            }
+            Err(refused) => return self.refused_admission(refused, m[0]).await,
         };
         let (timeout, hostgroup) = self.admitted(permit, (timeout, hostgroup), pin);
         // Waiting for a server connection, the class's priority orders the queue.
@@ -461,14 +451,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
         let gate = causal.and_then(|wants| {
             crate::session::causal::plan(fe, rt, user, &mut self.causal_token, hostgroup, &wants)
         });
-        let checked_out = timed_checkout(
-            fe,
-            rt,
-            self.l,
-            (hostgroup, self.owner, priority),
-            &mut clock,
-        )
-        .await;
+        let wanted = (hostgroup, self.owner, priority);
+        let checked_out = timed_checkout(fe, rt, self.l, wanted, &mut clock).await;
         let mut c = match checked_out {
             Ok(c) => c,
             Err(e) => return self.checkout_failed(&e, m[0]).await,
@@ -514,6 +498,23 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
             )
             .await?;
         }
+        Ok(())
+    }
+
+    /// The transaction's workload class refused it (`refused`, for a message of `kind`): the
+    /// client gets the class's error; an extended batch's other messages are dropped up to its
+    /// Sync.
+    async fn refused_admission(
+        &mut self,
+        refused: sluice_core::admission::Refusal,
+        kind: u8,
+    ) -> Result<(), Error> {
+        let simple = matches!(kind, client::QUERY | client::FUNCTION_CALL);
+        // The refusal is dropped here, not held in the step's state across the write.
+        let reply = crate::session::admit::refusal_reply(&refused, &self.l.user.username, simple);
+        drop(refused);
+        self.skip_until_sync = !simple;
+        self.tcp.write_all(&reply).await?;
         Ok(())
     }
 

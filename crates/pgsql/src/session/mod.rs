@@ -31,6 +31,7 @@ use crate::session::forward::SessionIo;
 use crate::session::sets::SessionVars;
 use bytes::Bytes;
 use held::Backend;
+use sluice_net::Signal;
 use sluice_pgsql_proto::frame::{Reader, error_response};
 use sluice_pgsql_proto::tag::status;
 use std::time::Instant;
@@ -144,12 +145,8 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
     where
         S: Send,
     {
-        let (fe, handle) = (self.fe, self.handle);
-        let terminated = handle.terminate.cancelled();
-        tokio::pin!(terminated);
-        // One registration for the session's life, not one per transaction.
-        let shutdown = fe.shutdown.cancelled();
-        tokio::pin!(shutdown);
+        // pg_terminate_backend and shutdown (see `sluice_net::signals`).
+        let signal = self.handle.signal.clone();
         // A step's state lives in the session's step block, not in its task (memory per idle
         // client), reused from step to step (no allocation per message) and given back with
         // the read buffer once the client goes idle.
@@ -162,44 +159,44 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
         tokio::pin!(release);
         // The wait the timer was set in, while it is set.
         let mut release_set_in: Option<u32> = None;
+        // Waits so far (wrapping): the release timer's measure of whether the session woke.
+        let mut waits: u32 = 0;
         // On the heap, so that handing it to a step and back moves a pointer, not the session
         // (a copy of its every byte twice per step, 12 % of a simple Query's instructions).
         let mut s = Box::new(self);
-        // The sockets are polled before the signals (`biased`): see `sluice_net::signals`.
-        let mut turns = sluice_net::SignalTurns::default();
+        // The signals are looked at before the sockets (an atomic load each); the `select!`s
+        // poll them after the sockets (`biased`) only to leave the task's waker with them.
         loop {
             s.publish_pin();
-            let signals_first = turns.next_wait();
+            waits = waits.wrapping_add(1);
             let input = match &mut s.backend {
                 Backend::Idle => {
                     // Idle between transactions: wait for the client only.
-                    if signals_first {
-                        if sluice_net::fired(shutdown.as_mut()).await {
-                            return Ok(());
-                        }
-                        if sluice_net::fired(terminated.as_mut()).await {
-                            return terminate(s.tcp).await.map(drop);
-                        }
+                    if signal.is_raised(Signal::Shutdown) {
+                        return Ok(());
+                    }
+                    if signal.is_raised(Signal::End) {
+                        return terminate(s.tcp).await.map(drop);
                     }
                     let idle_buffer = s.reader.has_idle_buffer();
                     if idle_buffer && release_set_in.is_none() {
                         release
                             .as_mut()
                             .reset(tokio::time::Instant::now() + IDLE_BUFFER_RELEASE);
-                        release_set_in = Some(turns.waits());
+                        release_set_in = Some(waits);
                     }
                     tokio::select! {
                         biased;
                         m = s.reader.message(s.tcp) => Input::Idle(m?),
                         _ = listening::mail(&s.listen) => Input::Mail,
                         o = listening::overflowed(&s.listen) => Input::Overflow(o),
-                        _ = &mut shutdown => return Ok(()),
-                        _ = &mut terminated => return terminate(s.tcp).await.map(drop),
+                        _ = signal.raised(Signal::Shutdown) => return Ok(()),
+                        _ = signal.raised(Signal::End) => return terminate(s.tcp).await.map(drop),
                         _ = &mut release, if idle_buffer => {
                             // Idle since the timer was set: reading is cancel-safe, an empty
                             // buffer is given back, so an idle client costs none; a busy one
                             // keeps its buffer. Woken since: the next wait sets it again.
-                            if release_set_in.take() == Some(turns.waits()) {
+                            if release_set_in.take() == Some(waits) {
                                 s.reader.release_if_empty();
                                 steps.release();
                             }
@@ -207,11 +204,7 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
                         }
                     }
                 }
-                Backend::Held(_)
-                    if signals_first && sluice_net::fired(terminated.as_mut()).await =>
-                {
-                    Input::Held(Ev::Terminated)
-                }
+                Backend::Held(_) if signal.is_raised(Signal::End) => Input::Held(Ev::Terminated),
                 Backend::Held(h) => {
                     // On a connection it keeps, a client with nothing in flight is idle too.
                     let deliver = s.listen.is_some() && h.quiet();
@@ -222,7 +215,7 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
                         m = s.reader.message(s.tcp) => Input::Held(Ev::Client(m.map_err(Error::Client))),
                         _ = listening::mail(&s.listen), if deliver => Input::Mail,
                         o = listening::overflowed(&s.listen) => Input::Overflow(o),
-                        _ = &mut terminated => Input::Held(Ev::Terminated),
+                        _ = signal.raised(Signal::End) => Input::Held(Ev::Terminated),
                     }
                 }
             };

@@ -197,7 +197,7 @@ pub(crate) fn terminate_bound(
         return None;
     }
     let running = lock(&handle.target).clone();
-    handle.terminate.cancel();
+    handle.signal.raise(sluice_net::Signal::End);
     tracing::info!(
         target_pid = pid,
         user,
@@ -286,7 +286,7 @@ pub(crate) async fn carry_out(
         sluice_pgsql_backend::send_cancel(&k.server, k.pid, k.secret).await;
     }
     if signal == Signal::Terminate {
-        handle.terminate.cancel();
+        handle.signal.raise(sluice_net::Signal::End);
     }
     tracing::info!(
         target_pid = pid,
