@@ -1,19 +1,24 @@
 //! A session's memory of its last statement's digest: drivers send the same text again and
 //! again (a connection pool's health check, every extended-protocol transaction re-parsing its
-//! statements, an ORM's repeated lookups), and a digest is the processor's largest cost.
+//! statements, an ORM's repeated lookups), applications the same statement with other values
+//! inline (`WHERE id = 42`, then `WHERE id = 7`), and a digest is the processor's largest cost.
 
-use super::digest::{self, Dialect, Digest};
+use super::digest::{self, Dialect, Digest, NumberSpans};
 
 /// Texts longer than this are not remembered: copying them would cost more than it saves, and
 /// the memo should not hold a large buffer for the whole of an idle session.
 pub const MEMO_MAX_SQL: usize = 4096;
 
-/// The last statement's text and, once the same text came twice in a row, its digest. A
-/// statement seen once is not worth a copy of its digest: texts that carry their values inline
-/// rarely repeat. One per session; it never crosses sessions, so no lock.
+/// The last statement's text and, once a text of the same shape came twice in a row, its
+/// digest. Texts have the same shape when they differ only in the digits of plain numeric
+/// literals (see `digest/numbers.rs`: their digest is the same, so it is not computed again).
+/// A statement seen once is not worth a copy of its digest. One per session; it never crosses
+/// sessions, so no lock.
 #[derive(Debug, Default)]
 pub struct DigestMemo {
     sql: String,
+    /// Where `sql`'s plain numeric literals lie.
+    numbers: NumberSpans,
     digest: Option<Digest>,
     /// `query_digests_max_digest_length` the digest was made with.
     limit: u32,
@@ -21,22 +26,27 @@ pub struct DigestMemo {
 
 impl DigestMemo {
     /// The digest of `sql` in `dialect` cut at `limit` bytes, written into `reuse`'s buffers
-    /// (no allocation once they are large enough): copied from the memo when `sql` is the text
-    /// of the last statement, computed otherwise. A session speaks one dialect, so the dialect
-    /// is not part of the key.
+    /// (no allocation once they are large enough): copied from the memo when `sql` has the
+    /// shape of the last statement, computed otherwise. A session speaks one dialect, so the
+    /// dialect is not part of the key.
     pub fn digest(&mut self, sql: &str, dialect: Dialect, limit: u32, mut reuse: Digest) -> Digest {
-        let repeated = self.limit == limit && self.sql == sql;
+        let repeated =
+            self.limit == limit && self.numbers.same_shape(self.sql.as_bytes(), sql.as_bytes());
         if repeated && let Some(d) = &self.digest {
             reuse.assign_from(d);
             return reuse;
         }
-        let d = digest::digest_reusing(sql, dialect, limit as usize, reuse);
         if repeated {
+            let d = digest::digest_reusing(sql, dialect, limit as usize, reuse);
             self.digest = Some(d.clone());
-        } else if sql.len() <= MEMO_MAX_SQL {
+            return d;
+        }
+        let (d, numbers) = digest::digest_noting_numbers(sql, dialect, limit as usize, reuse);
+        if sql.len() <= MEMO_MAX_SQL {
             // The text buffer is reused: no allocation once it is large enough.
             self.sql.clear();
             self.sql.push_str(sql);
+            self.numbers = numbers;
             self.digest = None;
             self.limit = limit;
         }
@@ -52,6 +62,7 @@ impl DigestMemo {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn check_dialect(dialect: Dialect, q1: &str, q2: &str) {
         let mut m = DigestMemo::default();
@@ -88,6 +99,102 @@ mod tests {
             "SELECT c FROM sbtest1 WHERE id=42",
             "UPDATE sbtest1 SET k=k+1 WHERE id=42",
         );
+    }
+
+    #[test]
+    fn texts_that_differ_only_in_plain_numbers_share_a_digest() {
+        let mut m = DigestMemo::default();
+        let fresh = |sql: &str| digest::digest(sql, Dialect::Pgsql, 2048);
+        let texts = [
+            "SELECT abalance FROM pgbench_accounts WHERE aid = 12345;",
+            "SELECT abalance FROM pgbench_accounts WHERE aid = 7;",
+            "SELECT abalance FROM pgbench_accounts WHERE aid = 99999999;",
+        ];
+        assert_eq!(
+            m.digest(texts[0], Dialect::Pgsql, 2048, Digest::default()),
+            fresh(texts[0])
+        );
+        assert!(!m.holds_digest(), "seen once: no copy kept");
+        assert_eq!(
+            m.digest(texts[1], Dialect::Pgsql, 2048, Digest::default()),
+            fresh(texts[1])
+        );
+        assert!(m.holds_digest(), "the same shape twice: kept");
+        assert_eq!(
+            m.digest(texts[2], Dialect::Pgsql, 2048, Digest::default()),
+            fresh(texts[2])
+        );
+        // Not a plain number: digested afresh, and it becomes the memo's text.
+        let other = "SELECT abalance FROM pgbench_accounts WHERE aid = 1e5;";
+        assert_eq!(
+            m.digest(other, Dialect::Pgsql, 2048, Digest::default()),
+            fresh(other)
+        );
+        assert!(!m.holds_digest());
+    }
+
+    /// Statements made of SQL pieces, then the same with each run of digits replaced by
+    /// another piece (digits, or something that is not a plain number): whatever the memo
+    /// reuses, every digest equals a fresh one.
+    fn statement_and_variants() -> impl Strategy<Value = (String, Vec<Vec<&'static str>>)> {
+        let atoms = prop::sample::select(vec![
+            "SELECT", " ", "'", "\"", "$", "$1", "--", "/*", "*/", "(", ")", ",", "1", "42", "0x",
+            "-", "+", ".", "e", "E", ";", "FROM", "t", "t1", "IN", "=", "\n", "é", "#",
+        ]);
+        let text = prop::collection::vec(atoms, 0..30).prop_map(|v| v.concat());
+        let piece = prop::sample::select(vec![
+            "7",
+            "0",
+            "123456789",
+            "00",
+            "",
+            "1e5",
+            "1.5",
+            "x",
+            "0x1",
+            "-2",
+            ".5",
+            "e",
+            "1_",
+            "'1'",
+            " 3",
+            "9 ",
+        ]);
+        let variants = prop::collection::vec(prop::collection::vec(piece, 8), 1..6);
+        (text, variants)
+    }
+
+    fn with_numbers_replaced(sql: &str, pieces: &[&str]) -> String {
+        let mut out = String::new();
+        let mut runs = 0;
+        let mut chars = sql.chars().peekable();
+        while let Some(c) = chars.next() {
+            if c.is_ascii_digit() {
+                while chars.peek().is_some_and(char::is_ascii_digit) {
+                    chars.next();
+                }
+                out.push_str(pieces[runs % pieces.len()]);
+                runs += 1;
+            } else {
+                out.push(c);
+            }
+        }
+        out
+    }
+
+    proptest! {
+        #[test]
+        fn a_reused_digest_is_always_the_fresh_one((sql, variants) in statement_and_variants()) {
+            for dialect in [Dialect::Mysql, Dialect::Pgsql] {
+                let mut m = DigestMemo::default();
+                let mut texts = vec![sql.clone(), sql.clone()];
+                texts.extend(variants.iter().map(|p| with_numbers_replaced(&sql, p)));
+                for t in &texts {
+                    let got = m.digest(t, dialect, 2048, Digest::default());
+                    prop_assert_eq!(got, digest::digest(t, dialect, 2048), "{:?} after {:?}", t, sql);
+                }
+            }
+        }
     }
 
     #[test]

@@ -181,7 +181,9 @@ impl Session {
         };
         // Rules see the statement's text at every execution, like a text query: routing,
         // blocking, delay and digest stats apply to prepared statements too.
-        let sql = String::from_utf8_lossy(&cs.meta.sql);
+        // Borrowed when it is UTF-8 (checked a word at a time; the lossy conversion walks it
+        // byte by byte).
+        let sql = sluice_core::util::text(&cs.meta.sql);
         let rt = self.fe.config.load();
         let plan = self.plan_execute(&rt, &sql, &cs.meta);
         if let Some(d) = &plan {

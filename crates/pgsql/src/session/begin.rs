@@ -72,6 +72,23 @@ pub(crate) struct Forward {
     pub clock: EventClock,
 }
 
+impl Forward {
+    /// `message` to the user's default `hostgroup`, before the processor's say.
+    fn new(message: Bytes, hostgroup: u32) -> Self {
+        Forward {
+            hostgroup,
+            message,
+            digest: None,
+            timeout: None,
+            fill: None,
+            pin: None,
+            admit: Default::default(),
+            causal: None,
+            clock: EventClock::default(),
+        }
+    }
+}
+
 /// A reply being copied for the query cache.
 pub(crate) struct CacheFill {
     sql: String,
@@ -146,34 +163,29 @@ pub(crate) async fn start(
     vars: &BTreeMap<String, String>,
     m: Bytes,
 ) -> Start {
-    let mut f = Forward {
-        hostgroup: user.default_hostgroup.0,
-        message: m,
-        digest: None,
-        timeout: None,
-        fill: None,
-        pin: None,
-        admit: Default::default(),
-        causal: None,
-        clock: EventClock::default(),
-    };
+    let mut f = Forward::new(m, user.default_hostgroup.0);
     let sql = match f.message[0] {
         client::BIND => s.stmts.bound_query(&f.message),
         _ => query_text(&f.message),
     };
+    // As text once, for the hook and the processor (a fast-forward user's statements need
+    // none unless a hook looks at them). Borrowed when it is UTF-8, as statement texts are
+    // (the server checks).
+    let text = sql
+        .filter(|_| fe.hook.is_some() || !user.fast_forward.0)
+        .map(sluice_core::util::text);
     let who = (user.username.as_str(), database);
-    let routed = match crate::session::hook::route(fe, s.entry.id, who, f.message[0], sql) {
+    let kind = f.message[0];
+    let routed = match crate::session::hook::route(fe, s.entry.id, who, kind, text.as_deref()) {
         Ok(routed) => routed,
         Err(answered) => return answered,
     };
-    let Some(sql) = sql.filter(|_| !user.fast_forward.0) else {
+    let Some(sql) = text.filter(|_| !user.fast_forward.0) else {
         f.hostgroup = routed.unwrap_or(f.hostgroup);
         return Start::Forward(f);
     };
     let started = f.clock.now();
     let qvars = &rt.pgsql.variables.query;
-    // Borrowed when it is UTF-8, as statement texts are (the server checks).
-    let sql = sluice_core::util::text(sql);
     let mut d = s.qp.decide(rt, &fe.query, &sql);
     if qvars.stats_time_query_processor {
         fe.stats.processor_time(started);

@@ -28,17 +28,16 @@ pub(crate) fn route(
     session: u32,
     (user, database): (&str, &str),
     kind: u8,
-    sql: Option<&[u8]>,
+    sql: Option<&str>,
 ) -> Result<Option<u32>, Start> {
     let (Some(sql), true) = (sql, fe.hook.is_some()) else {
         return Ok(None);
     };
-    let sql = sluice_core::util::text(sql);
     let stmt = HookStatement {
         session: u64::from(session),
         user,
         schema: database,
-        sql: &sql,
+        sql,
     };
     match consult(fe, &stmt, kind) {
         Hooked::Continue => Ok(None),

@@ -71,6 +71,7 @@ impl Tokenizer<'_> {
         while j < s.len() && s[j].is_ascii_digit() {
             j += 1;
         }
+        let digits_end = j;
         if j < s.len() && is_ident_byte(s[j]) && !matches!(s[j], b'e' | b'E') {
             // MySQL identifiers may start with digits (`1st_table`).
             self.i = start;
@@ -95,6 +96,9 @@ impl Tokenizer<'_> {
             }
         }
         self.i = j.max(start + 1);
+        if j == digits_end && j > start {
+            self.note_number(start, j);
+        }
         self.literal();
         true
     }
