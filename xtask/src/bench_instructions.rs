@@ -11,7 +11,10 @@
 //! `BENCH_INSTR_EVENTS` statements (default 5,000) and then all of them, each run between two
 //! dumps. Each run's count divided by its statements is the
 //! cost per statement; the two runs must agree (the table shows both), which shows that nothing
-//! but statements was counted. Kernel time is not counted, and `rep movsb` (large copies) counts
+//! but statements was counted. The last column is how often per statement Sluice's event loops
+//! parked (waited for events) in the larger run: a park is ~1,000 instructions of tokio's own,
+//! and the count moves with timing, not code (a MySQL row of one build measured 2.0 and 2.5), so
+//! two builds' rows compare at equal parks. Kernel time is not counted, and `rep movsb` (large copies) counts
 //! one instruction per byte. `BENCH_BASELINE_BIN=/path/to/sluice` measures that binary the same
 //! way in the same run; `BENCH_INSTR_FEATURES_IDLE=1` adds a `sluice-features-idle` column: the
 //! same build with the MCP port, workload classes and a RAG source configured but idle.
@@ -80,6 +83,11 @@ pub(crate) const STATEMENTS: [Statement; 5] = [
 pub(crate) struct Runs {
     pub(crate) small: f64,
     pub(crate) large: f64,
+    /// Times per statement a tokio event loop parked (waited for events) in the large run:
+    /// each park costs ~1,000 instructions of tokio's own, and how many a statement takes
+    /// moves with timing (whether a reply arrived before the loop ran out of work), so rows
+    /// of two builds are compared at equal parks.
+    pub(crate) parks: f64,
 }
 
 impl Runs {
@@ -162,8 +170,9 @@ impl Counted {
         Ok(counted)
     }
 
-    /// Instructions since the last dump: dumps the counters and reads the new file's summary.
-    fn dump(&self) -> xtask::Result<u64> {
+    /// Instructions and tokio event-loop parks since the last dump: dumps the counters and
+    /// reads the new file.
+    fn dump(&self) -> xtask::Result<(u64, u64)> {
         let before = self.dumps();
         let mut control = if self.as_postgres {
             let mut c = Command::new("runuser");
@@ -194,7 +203,9 @@ impl Counted {
             });
             summary.is_some()
         });
-        summary.ok_or_else(|| format!("no summary in {}", file.display()))
+        let summary = summary.ok_or_else(|| format!("no summary in {}", file.display()))?;
+        let text = std::fs::read_to_string(&file).map_err(|e| e.to_string())?;
+        Ok((summary, park_calls(&text)))
     }
 
     fn dumps(&self) -> Vec<PathBuf> {
@@ -300,18 +311,57 @@ fn count(
             client.run(small)?;
             counted.dump()?;
             client.run(small)?;
-            let a = counted.dump()?;
+            let (a, _) = counted.dump()?;
             client.run(large)?;
-            let b = counted.dump()?;
+            let (b, parks) = counted.dump()?;
             Ok(Runs {
                 small: a as f64 / small as f64,
                 large: b as f64 / large as f64,
+                parks: parks as f64 / large as f64,
             })
         })();
         client.quit();
         out.push(result?);
     }
     Ok(out)
+}
+
+/// Calls to a tokio scheduler's `Context::park` in a callgrind dump. Function names are
+/// compressed: `fn=(12) name` / `cfn=(12) name` define id 12, later `(12)` refers to it; a
+/// `calls=N …` line counts the calls to the `cfn` before it.
+fn park_calls(dump: &str) -> u64 {
+    let mut names: std::collections::HashMap<&str, &str> = std::collections::HashMap::new();
+    let mut to_park = false;
+    let mut calls = 0;
+    for line in dump.lines() {
+        let (is_callee, tok) = match (line.strip_prefix("cfn="), line.strip_prefix("fn=")) {
+            (Some(t), _) => (true, t),
+            (None, Some(t)) => (false, t),
+            (None, None) => {
+                if to_park && let Some(n) = line.strip_prefix("calls=") {
+                    calls += n
+                        .split_whitespace()
+                        .next()
+                        .and_then(|c| c.parse::<u64>().ok())
+                        .unwrap_or(0);
+                    to_park = false;
+                }
+                continue;
+            }
+        };
+        let name = match tok.strip_prefix('(').and_then(|t| t.split_once(')')) {
+            Some((id, rest)) if !rest.trim().is_empty() => {
+                names.insert(id, rest.trim());
+                rest.trim()
+            }
+            Some((id, _)) => names.get(id).copied().unwrap_or(""),
+            None => tok,
+        };
+        to_park = is_callee
+            && name.starts_with("tokio::runtime::scheduler::")
+            && name.ends_with("::Context::park");
+    }
+    calls
 }
 
 /// The client script, written where the bench keeps its state.
@@ -475,10 +525,12 @@ fn render(
          up before counting; runs of {small} and {large} statements counted apart, each cell the \
          two runs' mean, the two runs within {:.2} % of each other everywhere; Sluice's monitors \
          off; peer: HAProxy (TCP) for MySQL, PgBouncer (transaction pooling) for PostgreSQL)\n\n\
-         | statement | peer | {} | {} ÷ peer | runs ({small} / {large}) |\n|---|---|{}---|---|\n",
+         | statement | peer | {} | {} ÷ peer | runs ({small} / {large}) | event-loop parks per \
+         statement ({}) |\n|---|---|{}---|---|---|\n",
         worst * 100.0,
         names.join(" | "),
         names[0],
+        names.join("; "),
         "---|".repeat(names.len()),
     );
     for (i, s) in STATEMENTS.iter().enumerate() {
@@ -500,12 +552,43 @@ fn render(
                 "—".into(),
             ),
         };
+        let parks: Vec<String> = columns
+            .iter()
+            .map(|c| format!("{:.2}", c[i].parks))
+            .collect();
         t.push_str(&format!(
-            "| {} | {peer} | {} | {ratio} | {} |\n",
+            "| {} | {peer} | {} | {ratio} | {} | {} |\n",
             s.name,
             cells.join(" | "),
             runs.join("; "),
+            parks.join("; "),
         ));
     }
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::park_calls;
+
+    #[test]
+    fn park_calls_follow_compressed_names() {
+        let dump = "\
+fn=(1) tokio::runtime::scheduler::current_thread::CoreGuard::block_on
+cfn=(2) tokio::runtime::scheduler::current_thread::Context::park
+calls=7 0
+0 700
+cfn=(3) tokio::runtime::scheduler::current_thread::Context::park_yield
+calls=5 0
+0 50
+fn=(4) other
+cfn=(2)
+calls=3 0
+0 300
+cfn=(5) tokio::runtime::scheduler::multi_thread::worker::Context::park
+calls=2 0
+0 20
+";
+        assert_eq!(park_calls(dump), 12);
+    }
 }
