@@ -79,8 +79,14 @@ async fn sigterm_closes_idle_sessions_of_both_protocols_at_once() {
     s.terminate();
     let status = s.wait_exit(Duration::from_secs(10)).expect("sluice exits");
     assert_eq!(status.code(), Some(0));
-    // Closed as before this change: the socket, without a message.
-    let _ = pg_closed.await.expect("connection task");
+    // Told why, as PostgreSQL tells its clients at its own shutdown.
+    let ended = pg_closed.await.expect("connection task");
+    let err = ended.expect_err("the PostgreSQL session ends with an error");
+    assert_eq!(
+        err.code(),
+        Some(&tokio_postgres::error::SqlState::ADMIN_SHUTDOWN),
+        "{err}"
+    );
     assert!(pg.is_closed(), "the PostgreSQL session is closed");
     assert!(
         my.query_drop("SELECT 1").await.is_err(),

@@ -34,6 +34,14 @@ pub fn header_len(buf: &[u8]) -> usize {
 /// packet header and a short command.
 const FIRST_READ: usize = 64;
 
+/// The buffer a reader allocates when bytes come after it had none (a new connection, or a
+/// session woken from idle): most wake-ups are one short command, and a session that runs one
+/// and goes idle should not have taken (and left the allocator fragmented by) a full buffer.
+const FIRST_BUFFER: usize = 1024;
+
+/// The buffer of a reader that outgrew [`FIRST_BUFFER`]: reads of at least 4 KiB.
+const FULL_BUFFER: usize = 16 * 1024;
+
 /// One `read` into `buf`; a TLS peer that closes without close_notify reads as closed (0).
 async fn read_some<R: AsyncRead + Unpin>(r: &mut R, buf: &mut [u8]) -> Result<usize, Error> {
     match r.read(buf).await {
@@ -60,6 +68,9 @@ async fn read_buf_some<R: AsyncRead + Unpin>(
 pub struct PacketReader {
     buf: BytesMut,
     limit: usize,
+    /// The size the buffer was last reserved with: [`FIRST_BUFFER`] after a buffer-less wait,
+    /// [`FULL_BUFFER`] once a read found less than a quarter of that room left.
+    size: usize,
 }
 
 impl PacketReader {
@@ -69,6 +80,7 @@ impl PacketReader {
             // Allocated at the first read: a session that never sends costs no buffer.
             buf: BytesMut::new(),
             limit,
+            size: FIRST_BUFFER,
         }
     }
 
@@ -117,13 +129,17 @@ impl PacketReader {
             let mut first = [0u8; FIRST_READ];
             let n = read_some(r, &mut first).await?;
             if n > 0 {
-                self.buf.reserve(16 * 1024);
+                self.size = FIRST_BUFFER;
+                self.buf.reserve(FIRST_BUFFER);
                 self.buf.extend_from_slice(&first[..n]);
             }
             n
         } else {
-            if self.buf.capacity() - self.buf.len() < 4096 {
-                self.buf.reserve(16 * 1024);
+            // Room for a quarter of the size class at least; a small buffer that ran out grows
+            // to the full one (a burst, a long command, or a busy session).
+            if self.buf.capacity() - self.buf.len() < self.size / 4 {
+                self.size = FULL_BUFFER;
+                self.buf.reserve(FULL_BUFFER);
             }
             read_buf_some(r, &mut self.buf).await?
         };
@@ -248,6 +264,40 @@ mod tests {
         assert!(r.release_if_empty(), "an empty buffer is given back");
         assert!(!r.has_idle_buffer());
         assert!(matches!(r.read(&mut src).await, Err(Error::Closed)));
+    }
+
+    /// A reader woken with a short command takes a small buffer; one that receives more than
+    /// that holds grows to the full one and still reads every packet whole.
+    #[tokio::test]
+    async fn a_woken_reader_starts_small_and_grows_for_a_burst() {
+        let (mut client, mut server) = tokio::io::duplex(64 * 1024);
+        let mut r = PacketReader::new(64 << 20);
+        tokio::io::AsyncWriteExt::write_all(&mut client, &packet(0, b"\x03SELECT 1"))
+            .await
+            .expect("write");
+        let p = r.read(&mut server).await.expect("short");
+        assert_eq!(&p.payload[..], b"\x03SELECT 1");
+        drop(p);
+        assert!(
+            r.buf.capacity() <= FIRST_BUFFER,
+            "a short command took {} bytes of buffer",
+            r.buf.capacity()
+        );
+        let long = vec![b'x'; 40_000];
+        let mut burst = packet(0, &long);
+        burst.extend(packet(0, b"\x0e"));
+        tokio::io::AsyncWriteExt::write_all(&mut client, &burst)
+            .await
+            .expect("write");
+        assert_eq!(r.read(&mut server).await.expect("long").payload, long);
+        assert_eq!(
+            &r.read(&mut server).await.expect("ping").payload[..],
+            b"\x0e"
+        );
+        assert_eq!(
+            r.size, FULL_BUFFER,
+            "a burst grows the reader to its full buffer"
+        );
     }
 
     /// A reader that hands out `wire` at most `n` bytes per read, like a slow socket.

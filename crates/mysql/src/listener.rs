@@ -395,7 +395,7 @@ async fn handle(
     info!(session = id, user = %login.user.username, client = %peer, tls = io.stream.get_ref().is_tls(), compressed = io.stream.is_compressed(), schema = %login.schema, "client logged in");
     drop(rt);
     login.worker = worker;
-    Session::new(id, io, login, fe, slot).run().await;
+    Box::new(Session::new(id, io, login, fe, slot)).run().await;
 }
 
 #[cfg(test)]
@@ -406,7 +406,8 @@ mod task_size {
 
     /// Every client holds its session task for as long as it is connected, idle or not: the
     /// task is the size of its largest state, so the handshake and each command's handling are
-    /// boxed and live only while they run. Was 10.4 KiB before.
+    /// boxed and live only while they run, and the session runs boxed. Was 10.4 KiB before, 3,048
+    /// bytes (debug build) before the session was boxed by its caller.
     #[tokio::test]
     async fn an_idle_session_task_stays_small() {
         let cfg = Config::parse("").expect("an empty config is valid");
@@ -420,6 +421,6 @@ mod task_size {
         let tcp = TcpStream::connect(addr).await.expect("connect");
         let task = handle(fe, tcp, addr, None);
         let size = std::mem::size_of_val(&task);
-        assert!(size <= 6 * 1024, "a MySQL session task takes {size} bytes");
+        assert!(size <= 2048, "a MySQL session task takes {size} bytes");
     }
 }

@@ -13,11 +13,22 @@ pub const MAX_MESSAGE: usize = 1 << 30;
 /// header and a short query.
 const FIRST_READ: usize = 64;
 
+/// The buffer a reader allocates when bytes come after it had none (a new connection, or a
+/// session woken from idle): most wake-ups are one short statement, and a session that runs one
+/// and goes idle should not have taken (and left the allocator fragmented by) a full buffer.
+const FIRST_BUFFER: usize = 1024;
+
+/// The buffer of a reader that outgrew [`FIRST_BUFFER`]: reads of at least 4 KiB.
+const FULL_BUFFER: usize = 16 * 1024;
+
 /// Reads messages from a stream into a buffer.
 #[derive(Debug, Default)]
 pub struct Reader {
     /// Bytes received but not yet returned as messages.
     pub buf: BytesMut,
+    /// The size the buffer was last reserved with: [`FIRST_BUFFER`] after a buffer-less wait,
+    /// [`FULL_BUFFER`] once a read found less than a quarter of that room left.
+    size: usize,
 }
 
 /// Length of the complete message at the start of `b` (type byte + length + body), if complete.
@@ -60,13 +71,17 @@ impl Reader {
             let mut first = [0u8; FIRST_READ];
             let read = r.read(&mut first).await;
             if let Ok(n @ 1..) = read {
-                self.buf.reserve(16 * 1024);
+                self.size = FIRST_BUFFER;
+                self.buf.reserve(FIRST_BUFFER);
                 self.buf.extend_from_slice(&first[..n]);
             }
             read
         } else {
-            if self.buf.capacity() - self.buf.len() < 4096 {
-                self.buf.reserve(16 * 1024);
+            // Room for a quarter of the size class at least; a small buffer that ran out grows
+            // to the full one (a burst, a long statement, or a busy session).
+            if self.buf.capacity() - self.buf.len() < self.size.max(FIRST_BUFFER) / 4 {
+                self.size = FULL_BUFFER;
+                self.buf.reserve(FULL_BUFFER);
             }
             r.read_buf(&mut self.buf).await
         };
@@ -256,6 +271,39 @@ mod tests {
         let mut more = &message(b'S', b"")[..];
         let m = r.message(&mut more).await.expect("after the release");
         assert_eq!(&m[..], &[b'S', 0, 0, 0, 4]);
+    }
+
+    /// A reader woken with a short statement takes a small buffer; one that receives more
+    /// than that holds grows to the full one and still reads every message whole.
+    #[tokio::test]
+    async fn a_woken_reader_starts_small_and_grows_for_a_burst() {
+        let (mut client, mut server) = tokio::io::duplex(64 * 1024);
+        let mut r = Reader::default();
+        tokio::io::AsyncWriteExt::write_all(&mut client, &message(b'Q', b"SELECT 1\0"))
+            .await
+            .expect("write");
+        let m = r.message(&mut server).await.expect("short");
+        assert_eq!(&m[5..], b"SELECT 1\0");
+        drop(m);
+        assert!(
+            r.buf.capacity() <= FIRST_BUFFER,
+            "a short statement took {} bytes of buffer",
+            r.buf.capacity()
+        );
+        let long = vec![b'x'; 40_000];
+        let mut burst = message(b'Q', &long);
+        burst.extend(message(b'S', b""));
+        tokio::io::AsyncWriteExt::write_all(&mut client, &burst)
+            .await
+            .expect("write");
+        let m = r.message(&mut server).await.expect("long");
+        assert_eq!(&m[5..], &long[..]);
+        let s = r.message(&mut server).await.expect("sync");
+        assert_eq!(&s[..], &[b'S', 0, 0, 0, 4]);
+        assert_eq!(
+            r.size, FULL_BUFFER,
+            "a burst grows the reader to its full buffer"
+        );
     }
 
     #[tokio::test]

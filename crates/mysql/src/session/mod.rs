@@ -213,14 +213,11 @@ impl Session {
     }
 
     /// Runs commands until the client quits, the connection breaks, it idles past wait_timeout
-    /// or Sluice shuts down.
-    pub(crate) async fn run(self) {
-        // On the heap, so that handing it to a command's step and back moves a pointer, not the
-        // session (a copy of its every byte twice per command).
-        Box::new(self).serve().await
-    }
-
-    async fn serve(mut self: Box<Self>) {
+    /// or Sluice shuts down. On the heap, so that handing it to a command's step and back moves
+    /// a pointer, not the session (a copy of its every byte twice per command); boxed by the
+    /// caller, because an `async fn`'s future keeps its arguments for its whole life: a session
+    /// passed by value would stay in the task (where every idle client holds it) beside its box.
+    pub(crate) async fn run(mut self: Box<Self>) {
         // KILL and shutdown (see `sluice_net::signals`).
         let signal = self.slot.signal().clone();
         let mut waiting_since = Instant::now();

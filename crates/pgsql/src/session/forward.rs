@@ -6,7 +6,7 @@
 //! state noted (pins, `SET`s to confirm when its transaction ends).
 
 use super::held::Backend;
-use super::{Ev, PgSession, Step, terminate};
+use super::{Ended, Ev, PgSession, Step, terminate};
 use crate::Error;
 use crate::frontend::PgFrontend;
 use crate::pids::set_target;
@@ -48,7 +48,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
                 // The terminator cancelled the statement; the connection is closed.
                 set_target(&self.handle.target, None);
                 drop(self.backend.take());
-                terminate(self.tcp).await?;
+                terminate(self.tcp, Ended::Terminated).await?;
                 Ok(Step::End)
             }
             Ev::Client(Err(e)) => {
@@ -93,7 +93,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
             // What was sent on the server connection is abandoned with it.
             set_target(&self.handle.target, None);
             drop(self.backend.take());
-            return terminate(self.tcp).await;
+            return terminate(self.tcp, Ended::Terminated).await;
         }
         if m[0] == client::TERMINATE {
             if let Some(h) = self.backend.take() {

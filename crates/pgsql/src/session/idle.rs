@@ -2,7 +2,7 @@
 //! can be (Sync, Flush, a statement defined locally, a signal, LISTEN through the fan-out),
 //! else the start of a transaction.
 
-use super::{PgSession, Step, terminate};
+use super::{Ended, PgSession, Step, terminate};
 use crate::Error;
 use crate::session::signals::Outcome;
 use bytes::Bytes;
@@ -25,7 +25,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
             return Ok(Step::Continue);
         }
         if self.terminates_itself(&m, false) {
-            return terminate(self.tcp).await;
+            return terminate(self.tcp, Ended::Terminated).await;
         }
         // Answered without a server connection (see `SessionStatements::define_locally`): with
         // no connection held there is no transaction and nothing outstanding, so the replies are
@@ -54,7 +54,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PgSession<'_, S> {
                     self.tcp.write_all(&reply).await?;
                     return Ok(Step::Continue);
                 }
-                Outcome::OwnTerminate => return terminate(self.tcp).await,
+                Outcome::OwnTerminate => return terminate(self.tcp, Ended::Terminated).await,
                 Outcome::NotOurs => {}
             }
         }

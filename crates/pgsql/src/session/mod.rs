@@ -140,8 +140,10 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
     }
 
     /// Forwards client messages and server replies until the client leaves, Sluice stops or
-    /// the session is terminated.
-    pub(crate) async fn run(self) -> Result<(), Error>
+    /// the session is terminated. Boxed by the caller: an `async fn`'s future keeps its
+    /// arguments for its whole life, so a session passed by value would stay in the task (where
+    /// every idle client holds it) beside the box the loop runs it in.
+    pub(crate) async fn run(self: Box<Self>) -> Result<(), Error>
     where
         S: Send,
     {
@@ -163,7 +165,7 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
         let mut waits: u32 = 0;
         // On the heap, so that handing it to a step and back moves a pointer, not the session
         // (a copy of its every byte twice per step, 12 % of a simple Query's instructions).
-        let mut s = Box::new(self);
+        let mut s = self;
         // The signals are looked at before the sockets (an atomic load each); the `select!`s
         // poll them after the sockets (`biased`) only to leave the task's waker with them.
         loop {
@@ -173,10 +175,10 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
                 Backend::Idle => {
                     // Idle between transactions: wait for the client only.
                     if signal.is_raised(Signal::Shutdown) {
-                        return Ok(());
+                        return terminate(s.tcp, Ended::Shutdown).await.map(drop);
                     }
                     if signal.is_raised(Signal::End) {
-                        return terminate(s.tcp).await.map(drop);
+                        return terminate(s.tcp, Ended::Terminated).await.map(drop);
                     }
                     let idle_buffer = s.reader.has_idle_buffer();
                     if idle_buffer && release_set_in.is_none() {
@@ -190,8 +192,8 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
                         m = s.reader.message(s.tcp) => Input::Idle(m?),
                         _ = listening::mail(&s.listen) => Input::Mail,
                         o = listening::overflowed(&s.listen) => Input::Overflow(o),
-                        _ = signal.raised(Signal::Shutdown) => return Ok(()),
-                        _ = signal.raised(Signal::End) => return terminate(s.tcp).await.map(drop),
+                        _ = signal.raised(Signal::Shutdown) => return terminate(s.tcp, Ended::Shutdown).await.map(drop),
+                        _ = signal.raised(Signal::End) => return terminate(s.tcp, Ended::Terminated).await.map(drop),
                         _ = &mut release, if idle_buffer => {
                             // Idle since the timer was set: reading is cancel-safe, an empty
                             // buffer is given back, so an idle client costs none; a busy one
@@ -268,11 +270,24 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin> PgSession<'a, S> {
     }
 }
 
-/// Ends a session terminated with `pg_terminate_backend`, as PostgreSQL does.
-async fn terminate<S: AsyncWrite + Unpin>(tcp: &mut S) -> Result<Step, Error> {
+/// Why an administrator ended a session.
+#[derive(Debug, Clone, Copy)]
+enum Ended {
+    /// `pg_terminate_backend()` (or `KILL CONNECTION` through the admin).
+    Terminated,
+    /// Sluice is shutting down and the session was idle.
+    Shutdown,
+}
+
+/// Ends a session an administrator ended, as PostgreSQL does for `pg_terminate_backend` and
+/// for its own shutdown: FATAL 57P01, then the close.
+async fn terminate<S: AsyncWrite + Unpin>(tcp: &mut S, why: Ended) -> Result<Step, Error> {
     let msg = "terminating connection due to administrator command";
     tcp.write_all(&error_response("FATAL", "57P01", msg))
         .await?;
-    info!("pgsql session ended by pg_terminate_backend()");
+    match why {
+        Ended::Terminated => info!("pgsql session ended by pg_terminate_backend()"),
+        Ended::Shutdown => info!("pgsql session closed with FATAL 57P01: Sluice is shutting down"),
+    }
     Ok(Step::End)
 }
