@@ -65,6 +65,8 @@ pub struct MysqlFrontend {
     pub(crate) statements: Arc<crate::stmt_registry::StmtRegistry>,
     /// Counters for the admin views.
     pub(crate) counters: Arc<FrontendCounters>,
+    /// Statement shapes digested lately, one cache per thread (see `sluice_query::ShapeCache`).
+    pub(crate) shapes: sluice_core::query::SharedShapes,
     /// Set by the admin's `PROXYSQL PAUSE`: new connections wait until `RESUME`.
     pub(crate) paused: Arc<std::sync::atomic::AtomicBool>,
     /// The embedding service's statement hook, if any.
@@ -101,6 +103,7 @@ impl MysqlFrontend {
             tasks: TaskTracker::new(),
             statements: crate::stmt_registry::StmtRegistry::new(max_stmts),
             counters: Default::default(),
+            shapes: Default::default(),
             paused: Default::default(),
             hook: None,
             workers: None,

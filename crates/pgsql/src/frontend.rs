@@ -60,6 +60,8 @@ pub struct PgFrontend {
     pub(crate) query: Arc<sluice_core::query::QueryProcessorStats>,
     /// The query cache (simple-protocol SELECTs).
     pub(crate) cache: sluice_core::query::QueryCache,
+    /// Statement shapes digested lately, one cache per thread (see `sluice_query::ShapeCache`).
+    pub(crate) shapes: sluice_core::query::SharedShapes,
     /// `stats_pgsql_commands_counters`.
     pub(crate) commands: sluice_core::query::commands::CommandCounters,
     /// Logged-in sessions (`stats_pgsql_processlist`).
@@ -102,6 +104,7 @@ impl PgFrontend {
             cancels: Default::default(),
             query: Default::default(),
             cache: Default::default(),
+            shapes: Default::default(),
             commands: Default::default(),
             sessions: Default::default(),
             server_stats: Default::default(),

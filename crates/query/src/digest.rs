@@ -11,7 +11,7 @@ mod literals;
 mod notes;
 mod numbers;
 
-pub(crate) use numbers::NumberSpans;
+pub(crate) use numbers::{NumberSpans, shape_key};
 
 /// The SQL dialect: the two differ in quoting, comments and parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -22,6 +22,7 @@ mod keywords;
 pub mod lexer;
 mod memo;
 pub mod rules;
+mod shapes;
 pub mod stats;
 pub mod util;
 mod words;
@@ -35,6 +36,7 @@ pub use hints::Hints;
 pub use hook::{HookDecision, HookStatement, LocalReply, StatementHook};
 pub use memo::{DigestMemo, MEMO_MAX_SQL};
 pub use rules::{QueryAction, QueryContext, RuleSet};
+pub use shapes::{SHAPE_MAX_SQL, ShapeCache, SharedShapes};
 pub use stats::{DigestRow, DigestSample, DigestStats, QueryProcessorStats};
 pub use words::WordSet;
 

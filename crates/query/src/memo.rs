@@ -4,6 +4,7 @@
 //! inline (`WHERE id = 42`, then `WHERE id = 7`), and a digest is the processor's largest cost.
 
 use super::digest::{self, Dialect, Digest, NumberSpans};
+use crate::shapes::SharedShapes;
 
 /// Texts longer than this are not remembered: copying them would cost more than it saves, and
 /// the memo should not hold a large buffer for the whole of an idle session.
@@ -27,21 +28,61 @@ pub struct DigestMemo {
 impl DigestMemo {
     /// The digest of `sql` in `dialect` cut at `limit` bytes, written into `reuse`'s buffers
     /// (no allocation once they are large enough): copied from the memo when `sql` has the
-    /// shape of the last statement, computed otherwise. A session speaks one dialect, so the
-    /// dialect is not part of the key.
-    pub fn digest(&mut self, sql: &str, dialect: Dialect, limit: u32, mut reuse: Digest) -> Digest {
+    /// shape of the last statement, else from `shared` (the shapes the sessions of this thread
+    /// digested lately) when it holds `sql`'s shape, computed otherwise (and kept in `shared`).
+    /// A session speaks one dialect, so the dialect is not part of the memo's key.
+    pub fn digest(
+        &mut self,
+        sql: &str,
+        dialect: Dialect,
+        limit: u32,
+        mut reuse: Digest,
+        shared: Option<&SharedShapes>,
+    ) -> Digest {
         let repeated =
             self.limit == limit && self.numbers.same_shape(self.sql.as_bytes(), sql.as_bytes());
         if repeated && let Some(d) = &self.digest {
             reuse.assign_from(d);
             return reuse;
         }
-        if repeated {
+        // A poisoned lock is a panic elsewhere on this thread: the cache is only skipped.
+        let mut shapes = shared.and_then(|per_thread| per_thread.local().lock().ok());
+        let key = shapes.as_ref().map(|_| digest::shape_key(sql.as_bytes()));
+        if let (Some(cache), Some(key)) = (&shapes, key)
+            && let Some((numbers, d)) = cache.find(key, sql, dialect, limit)
+        {
+            reuse.assign_from(d);
+            drop(shapes);
+            if repeated {
+                // The same shape twice in a row: kept by the session (one copy per change of
+                // shape), so its next statements take no lock.
+                self.digest = Some(reuse.clone());
+            } else {
+                self.remember(sql, numbers, limit);
+            }
+            return reuse;
+        }
+        let (d, numbers) = if repeated {
             let d = digest::digest_reusing(sql, dialect, limit as usize, reuse);
             self.digest = Some(d.clone());
-            return d;
+            let numbers = self
+                .numbers
+                .match_shape(self.sql.as_bytes(), sql.as_bytes());
+            (d, numbers.unwrap_or_else(NumberSpans::exact))
+        } else {
+            let (d, numbers) = digest::digest_noting_numbers(sql, dialect, limit as usize, reuse);
+            self.remember(sql, numbers, limit);
+            (d, numbers)
+        };
+        if let (Some(cache), Some(key)) = (&mut shapes, key) {
+            cache.keep(key, (sql, numbers), (dialect, limit), &d);
         }
-        let (d, numbers) = digest::digest_noting_numbers(sql, dialect, limit as usize, reuse);
+        d
+    }
+
+    /// `sql` becomes the memo's last statement (seen once: no digest kept), unless it is too
+    /// long to copy.
+    fn remember(&mut self, sql: &str, numbers: NumberSpans, limit: u32) {
         if sql.len() <= MEMO_MAX_SQL {
             // The text buffer is reused: no allocation once it is large enough.
             self.sql.clear();
@@ -50,7 +91,6 @@ impl DigestMemo {
             self.digest = None;
             self.limit = limit;
         }
-        d
     }
 
     /// Whether a digest is remembered (the text came at least twice in a row).
@@ -69,20 +109,20 @@ mod tests {
         let fresh = |sql: &str| digest::digest(sql, dialect, 2048);
         // The buffers handed in hold another statement's digest: none of it may show through.
         let dirty = || fresh("SELECT * FROM a JOIN b ON a.x = b.y JOIN c ON c.z = a.x /* hint */");
-        assert_eq!(m.digest(q1, dialect, 2048, dirty()), fresh(q1));
+        assert_eq!(m.digest(q1, dialect, 2048, dirty(), None), fresh(q1));
         assert!(!m.holds_digest(), "seen once: no copy kept");
-        assert_eq!(m.digest(q1, dialect, 2048, dirty()), fresh(q1));
+        assert_eq!(m.digest(q1, dialect, 2048, dirty(), None), fresh(q1));
         assert!(m.holds_digest(), "seen twice: kept");
-        assert_eq!(m.digest(q1, dialect, 2048, dirty()), fresh(q1));
+        assert_eq!(m.digest(q1, dialect, 2048, dirty(), None), fresh(q1));
         assert_eq!(
-            m.digest(q2, dialect, 2048, dirty()),
+            m.digest(q2, dialect, 2048, dirty(), None),
             fresh(q2),
             "another text is digested afresh"
         );
         assert!(!m.holds_digest());
         // A new length limit is a new digest.
-        m.digest(q2, dialect, 2048, dirty());
-        let short = m.digest(q2, dialect, 10, dirty());
+        m.digest(q2, dialect, 2048, dirty(), None);
+        let short = m.digest(q2, dialect, 10, dirty(), None);
         assert_eq!(short, digest::digest(q2, dialect, 10));
         assert!(short.text.len() <= 10);
     }
@@ -111,23 +151,23 @@ mod tests {
             "SELECT abalance FROM pgbench_accounts WHERE aid = 99999999;",
         ];
         assert_eq!(
-            m.digest(texts[0], Dialect::Pgsql, 2048, Digest::default()),
+            m.digest(texts[0], Dialect::Pgsql, 2048, Digest::default(), None),
             fresh(texts[0])
         );
         assert!(!m.holds_digest(), "seen once: no copy kept");
         assert_eq!(
-            m.digest(texts[1], Dialect::Pgsql, 2048, Digest::default()),
+            m.digest(texts[1], Dialect::Pgsql, 2048, Digest::default(), None),
             fresh(texts[1])
         );
         assert!(m.holds_digest(), "the same shape twice: kept");
         assert_eq!(
-            m.digest(texts[2], Dialect::Pgsql, 2048, Digest::default()),
+            m.digest(texts[2], Dialect::Pgsql, 2048, Digest::default(), None),
             fresh(texts[2])
         );
         // Not a plain number: digested afresh, and it becomes the memo's text.
         let other = "SELECT abalance FROM pgbench_accounts WHERE aid = 1e5;";
         assert_eq!(
-            m.digest(other, Dialect::Pgsql, 2048, Digest::default()),
+            m.digest(other, Dialect::Pgsql, 2048, Digest::default(), None),
             fresh(other)
         );
         assert!(!m.holds_digest());
@@ -190,10 +230,69 @@ mod tests {
                 let mut texts = vec![sql.clone(), sql.clone()];
                 texts.extend(variants.iter().map(|p| with_numbers_replaced(&sql, p)));
                 for t in &texts {
-                    let got = m.digest(t, dialect, 2048, Digest::default());
+                    let got = m.digest(t, dialect, 2048, Digest::default(), None);
                     prop_assert_eq!(got, digest::digest(t, dialect, 2048), "{:?} after {:?}", t, sql);
                 }
             }
+        }
+    }
+
+    proptest! {
+        /// Two sessions of one thread share a cache and alternate two statements' variants
+        /// (a shape each session misses in its own memo every time): whatever either reuses,
+        /// from its memo or the shared cache, every digest is the fresh one.
+        #[test]
+        fn a_shared_shape_is_always_the_fresh_digest(
+            (a, a_variants) in statement_and_variants(),
+            (b, b_variants) in statement_and_variants(),
+        ) {
+            for dialect in [Dialect::Mysql, Dialect::Pgsql] {
+                let shared = SharedShapes::default();
+                let (mut one, mut two) = (DigestMemo::default(), DigestMemo::default());
+                let mut texts = vec![a.clone(), b.clone(), a.clone(), a.clone()];
+                for (pa, pb) in a_variants.iter().zip(b_variants.iter().cycle()) {
+                    texts.push(with_numbers_replaced(&a, pa));
+                    texts.push(with_numbers_replaced(&b, pb));
+                }
+                for (i, t) in texts.iter().enumerate() {
+                    let m = if i % 3 == 0 { &mut one } else { &mut two };
+                    let got = m.digest(t, dialect, 2048, Digest::default(), Some(&shared));
+                    prop_assert_eq!(got, digest::digest(t, dialect, 2048), "{:?} among {:?}", t, texts);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn sessions_share_the_shapes_they_alternate() {
+        let shared = SharedShapes::default();
+        let (mut one, mut two) = (DigestMemo::default(), DigestMemo::default());
+        let texts = |id: u32| {
+            (1..=4).map(move |t| format!("SELECT c FROM sbtest{t} WHERE id={}", id * 7 + t))
+        };
+        for t in texts(1) {
+            one.digest(&t, Dialect::Mysql, 2048, Digest::default(), Some(&shared));
+        }
+        // The other session's first statements of each shape are found, not tokenized: its
+        // memo is given their spans, so the same text again matches its memo.
+        let cache = shared.local().lock().expect("not poisoned");
+        for t in texts(2) {
+            let key = digest::shape_key(t.as_bytes());
+            let (_, d) = cache.find(key, &t, Dialect::Mysql, 2048).expect("kept");
+            assert_eq!(*d, digest::digest(&t, Dialect::Mysql, 2048));
+            assert!(
+                cache.find(key, &t, Dialect::Pgsql, 2048).is_none(),
+                "another dialect"
+            );
+            assert!(
+                cache.find(key, &t, Dialect::Mysql, 100).is_none(),
+                "another length"
+            );
+        }
+        drop(cache);
+        for t in texts(3) {
+            let got = two.digest(&t, Dialect::Mysql, 2048, Digest::default(), Some(&shared));
+            assert_eq!(got, digest::digest(&t, Dialect::Mysql, 2048));
         }
     }
 
@@ -201,8 +300,8 @@ mod tests {
     fn a_long_text_is_not_remembered() {
         let mut m = DigestMemo::default();
         let long = format!("SELECT '{}'", "x".repeat(MEMO_MAX_SQL));
-        m.digest(&long, Dialect::Mysql, 2048, Digest::default());
-        m.digest(&long, Dialect::Mysql, 2048, Digest::default());
+        m.digest(&long, Dialect::Mysql, 2048, Digest::default(), None);
+        m.digest(&long, Dialect::Mysql, 2048, Digest::default(), None);
         assert!(!m.holds_digest());
         assert!(m.sql.is_empty());
     }

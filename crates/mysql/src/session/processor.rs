@@ -72,7 +72,11 @@ impl Session {
                 reuse.assign_from(digest);
                 reuse
             }
-            _ => self.digest_memo.digest(sql, Dialect::Mysql, limit, reuse),
+            _ => {
+                let shapes = Some(&self.fe.shapes);
+                self.digest_memo
+                    .digest(sql, Dialect::Mysql, limit, reuse, shapes)
+            }
         };
         let d = process_digested(&rt.mysql.rules, vars, &ctx, sql, digest);
         let a = &d.action;

@@ -186,7 +186,7 @@ pub(crate) async fn start(
     };
     let started = f.clock.now();
     let qvars = &rt.pgsql.variables.query;
-    let mut d = s.qp.decide(rt, &fe.query, &sql);
+    let mut d = s.qp.decide(rt, (&fe.query, &fe.shapes), &sql);
     if qvars.stats_time_query_processor {
         fe.stats.processor_time(started);
     }

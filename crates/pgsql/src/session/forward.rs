@@ -186,7 +186,7 @@ pub(crate) async fn forward(
                     let q = String::from_utf8_lossy(q);
                     let timed = rt.pgsql.variables.query.stats_time_query_processor;
                     let t0 = timed.then(std::time::Instant::now);
-                    let d = s.qp.decide(rt, &fe.query, &q);
+                    let d = s.qp.decide(rt, (&fe.query, &fe.shapes), &q);
                     if let Some(t0) = t0 {
                         fe.stats.processor_time(t0);
                     }

@@ -6,7 +6,7 @@ use sluice_core::metrics::FrontendStats;
 use sluice_core::query::commands::{self, CommandCounters};
 use sluice_core::query::{
     Decision, Dialect, Digest, DigestMemo, DigestSample, QueryContext, QueryProcessorStats,
-    process_digested,
+    SharedShapes, process_digested,
 };
 use sluice_core::runtime::RuntimeConfig;
 use sluice_core::util::unix_now;
@@ -159,7 +159,7 @@ impl SessionProcessor {
     pub(crate) fn decide(
         &mut self,
         rt: &RuntimeConfig,
-        stats: &QueryProcessorStats,
+        (stats, shapes): (&QueryProcessorStats, &SharedShapes),
         sql: &str,
     ) -> Decision {
         let vars = &rt.pgsql.variables.query;
@@ -177,6 +177,7 @@ impl SessionProcessor {
             Dialect::Pgsql,
             vars.query_digests_max_digest_length,
             reuse,
+            Some(shapes),
         );
         let d = process_digested(&rt.pgsql.rules, vars, &ctx, sql, digest);
         stats.hit(&d.action.matched);

@@ -57,17 +57,30 @@ impl NumberSpans {
     /// Whether `other` differs from `noted` (the text these spans were noted in) only by
     /// the digits in the noted spans: then both have the same digest.
     pub(crate) fn same_shape(&self, noted: &[u8], other: &[u8]) -> bool {
+        self.walk::<false>(noted, other).is_some()
+    }
+
+    /// [`Self::same_shape`], with the spans of `other` when it matches: the same literals, at
+    /// their places in `other` (the bytes around each are the same as in `noted`, so they are
+    /// the spans a digest of `other` would note).
+    pub(crate) fn match_shape(&self, noted: &[u8], other: &[u8]) -> Option<NumberSpans> {
+        self.walk::<true>(noted, other)
+    }
+
+    /// Compares `other` with `noted` span by span; notes `other`'s spans when `NOTE` (the
+    /// plain comparison, once per statement, does not pay for them).
+    #[inline(always)]
+    fn walk<const NOTE: bool>(&self, noted: &[u8], other: &[u8]) -> Option<NumberSpans> {
         let Some(n) = self.len else {
-            return noted == other;
+            return (noted == other).then_some(*self);
         };
+        let mut found = NumberSpans::default();
         let (mut i, mut j) = (0usize, 0usize);
         for &(s, e) in &self.spans[..n] {
             let (s, e) = (usize::from(s), usize::from(e));
-            let Some(before) = noted.get(i..s) else {
-                return false;
-            };
+            let before = noted.get(i..s)?;
             if other.get(j..j + before.len()) != Some(before) {
-                return false;
+                return None;
             }
             j += before.len();
             let digits = other
@@ -77,13 +90,41 @@ impl NumberSpans {
                 .take_while(|b| b.is_ascii_digit())
                 .count();
             if digits == 0 {
-                return false;
+                return None;
+            }
+            if NOTE {
+                found.note(j, j + digits);
             }
             j += digits;
             i = e;
         }
-        noted.get(i..) == other.get(j..)
+        (noted.get(i..) == other.get(j..)).then_some(found)
     }
+}
+
+/// A hash of `sql` that texts of one shape share: every byte but the digits of a run that
+/// could be a noted span (one not after a byte of a word, `-`, `+` or `.`), and the run's
+/// place. Two texts with the same shape have the same key; texts with one key may still differ
+/// in shape ([`NumberSpans::match_shape`] decides).
+pub(crate) fn shape_key(sql: &[u8]) -> u64 {
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut prev = 0u8;
+    let mut in_run = false;
+    for &b in sql {
+        let skip = b.is_ascii_digit()
+            && (in_run || !(is_ident_byte(prev) || matches!(prev, b'-' | b'+' | b'.')));
+        if skip {
+            if !in_run {
+                h = (h ^ u64::from(b'?')).wrapping_mul(PRIME);
+            }
+        } else {
+            h = (h ^ u64::from(b)).wrapping_mul(PRIME);
+        }
+        in_run = skip;
+        prev = b;
+    }
+    h
 }
 
 impl Tokenizer<'_> {
