@@ -4,7 +4,7 @@
 //! inline (`WHERE id = 42`, then `WHERE id = 7`), and a digest is the processor's largest cost.
 
 use super::digest::{self, Dialect, Digest, NumberSpans};
-use crate::shapes::SharedShapes;
+use crate::shapes::{SHAPE_MAX_SQL, SharedShapes};
 
 /// Texts longer than this are not remembered: copying them would cost more than it saves, and
 /// the memo should not hold a large buffer for the whole of an idle session.
@@ -45,8 +45,11 @@ impl DigestMemo {
             reuse.assign_from(d);
             return reuse;
         }
-        // A poisoned lock is a panic elsewhere on this thread: the cache is only skipped.
-        let mut shapes = shared.and_then(|per_thread| per_thread.local().lock().ok());
+        // A text too long to be kept is not looked for (no hash of it, no lock). A poisoned
+        // lock is a panic elsewhere on this thread: the cache is only skipped.
+        let mut shapes = shared
+            .filter(|_| sql.len() <= SHAPE_MAX_SQL)
+            .and_then(|per_thread| per_thread.local().lock().ok());
         let key = shapes.as_ref().map(|_| digest::shape_key(sql.as_bytes()));
         if let (Some(cache), Some(key)) = (&shapes, key)
             && let Some((numbers, d)) = cache.find(key, sql, dialect, limit)
@@ -299,10 +302,29 @@ mod tests {
     #[test]
     fn a_long_text_is_not_remembered() {
         let mut m = DigestMemo::default();
+        let shared = SharedShapes::default();
         let long = format!("SELECT '{}'", "x".repeat(MEMO_MAX_SQL));
-        m.digest(&long, Dialect::Mysql, 2048, Digest::default(), None);
-        m.digest(&long, Dialect::Mysql, 2048, Digest::default(), None);
+        m.digest(
+            &long,
+            Dialect::Mysql,
+            2048,
+            Digest::default(),
+            Some(&shared),
+        );
+        m.digest(
+            &long,
+            Dialect::Mysql,
+            2048,
+            Digest::default(),
+            Some(&shared),
+        );
         assert!(!m.holds_digest());
         assert!(m.sql.is_empty());
+        let key = digest::shape_key(long.as_bytes());
+        let cache = shared.local().lock().expect("not poisoned");
+        assert!(
+            cache.find(key, &long, Dialect::Mysql, 2048).is_none(),
+            "nor shared"
+        );
     }
 }
