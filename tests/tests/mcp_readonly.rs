@@ -130,11 +130,25 @@ allow_writer = 1
     .to_string()
 }
 
+/// Both tests of this file run MCP statements on the same servers, and the corpus test's
+/// snapshot of them counts every `sluice-mcp` session that is not idle: a statement of the other
+/// test in flight at that moment made it fail (CI, 2026-12-06). They take turns.
+static SERVERS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// The servers to this test alone until the guard drops (a failed test's poison is ignored:
+/// the next test still runs alone).
+fn servers_alone() -> std::sync::MutexGuard<'static, ()> {
+    SERVERS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 #[test]
 fn the_bypass_corpus_is_refused_with_a_reason_and_changes_nothing() {
     if !backends_ready(Servers::Both) {
         return;
     }
+    let _alone = servers_alone();
     create_canaries();
     let _ = std::fs::remove_file("/tmp/sluice_pwn");
     let before = [
@@ -261,6 +275,7 @@ fn each_server_side_layer_stops_alone_what_the_others_let_through() {
     if !backends_ready(Servers::Both) {
         return;
     }
+    let _alone = servers_alone();
     create_canaries();
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let conns = Conns::new(Default::default());
